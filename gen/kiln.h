@@ -1,0 +1,288 @@
+/*
+ * kiln.h — the core types of the Kiln compiler, shared by every phase.
+ *
+ * Pipeline: a Lua model script is traced (lua.c) into one Graph of Nodes in
+ * topological order; passes (passes.c, memplan.c) verify, simplify, group nodes
+ * into Kernels, schedule them and place every value in the weights blob, the
+ * scratch arena or a caller's input/output buffer; emitters (emit_*.c) turn the
+ * planned graph into files. interp.c evaluates any graph naively: the oracle.
+ *
+ * Memory policy: everything the compiler allocates for a model comes from one
+ * Arena (kiln_alloc) released in one call at exit; nothing is freed piecemeal.
+ * Errors in the user's model go through kiln_error_at (file:line of the Lua
+ * source, then exit 1 after removing partial output); broken invariants inside
+ * Kiln go through die() (C file:line, abort).
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ops.h"
+
+enum {
+  KILN_MAX_RANK = 6,   /* CoreML allows 5; its emitter checks that */
+  KILN_ALIGN = 64,     /* every arena/weights offset is a multiple of this */
+};
+
+/* ---- memory (util.c) ---- */
+void *kiln_alloc(size_t n);                 /* zeroed, never NULL, freed by kiln_free_all */
+char *kiln_strdup(const char *s);
+char *kiln_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void kiln_free_all(void);
+
+/* Growable byte buffer, used by every emitter to build a file before writing it. */
+typedef struct {
+  char *data;
+  size_t len, cap;
+} Buf;
+void buf_put(Buf *b, const void *p, size_t n);
+void buf_puts(Buf *b, const char *s);
+void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_free(Buf *b);                      /* Buf memory is malloc'd, not arena */
+
+/* ---- diagnostics (util.c) ---- */
+typedef struct {
+  const char *file;    /* as the user named it (relative), or its basename if absolute */
+  int line;            /* 0 when unknown */
+} SrcLoc;
+
+_Noreturn void kiln_error_at(SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+_Noreturn void kiln_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void die_(const char *cfile, int cline, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define die(...) die_(__FILE__, __LINE__, __VA_ARGS__)
+/* Output directory that kiln_error removes if the build fails halfway (NULL: none). */
+void kiln_set_cleanup_dir(const char *tmpdir);
+
+/* ---- dtypes and shapes ---- */
+typedef enum { DT_F32, DT_I32, DT_BOOL } DType;  /* BOOL is one byte per element */
+
+typedef struct {
+  int rank;
+  int64_t dim[KILN_MAX_RANK];
+} Shape;
+
+const char *dtype_name(DType t);            /* "f32" "i32" "bool" */
+int dtype_size(DType t);                     /* 4 4 1 */
+bool dtype_parse(const char *s, DType *out);
+int64_t shape_numel(const Shape *s);
+bool shape_eq(const Shape *a, const Shape *b);
+char *shape_str(const Shape *s);             /* "[2, 3, 4]" in the arena */
+
+/* ---- the op table (ops.h) ---- */
+typedef enum {
+#define X(id, name, mi, ma, fam, fl, ex, doc) OP_##id,
+  KILN_OPS(X)
+#undef X
+  OP__COUNT
+} OpKind;
+
+/* Kernel families: how a node is rendered. Each target has one template per family. */
+typedef enum {
+  FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
+  FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
+  FAM_SLICE, FAM_GATHER, FAM__COUNT
+} OpFamily;
+
+enum {
+  OPF_F32 = 1 << 0,   /* float operands only (shape rule rejects other dtypes) */
+  OPF_CMP = 1 << 1,   /* result dtype is DT_BOOL */
+};
+
+typedef struct {
+  const char *name;
+  int min_in, max_in;  /* max_in -1: variadic */
+  OpFamily family;
+  unsigned flags;
+  const char *expr;    /* elementwise scalar expression over x, y, z, or NULL */
+  const char *doc;
+} OpInfo;
+
+extern const OpInfo kiln_ops[OP__COUNT];
+bool op_parse(const char *name, OpKind *out);
+
+/* Attributes: one fat struct for every op (chibicc's fat Node); each op reads its own. */
+typedef struct {
+  int axis;                     /* softmax, concat, gather; first normalised dim for norms */
+  uint32_t axes;                /* reduce: bit i set = reduce dim i */
+  bool keepdims;                /* reduce */
+  int perm[KILN_MAX_RANK];      /* transpose */
+  bool trans_x, trans_y;        /* matmul */
+  int kernel[2];                /* pools: kh, kw */
+  int stride[2];                /* conv, pools: sh, sw */
+  int pad[4];                   /* conv, pools: top, left, bottom, right */
+  int dilation[2];              /* conv */
+  int groups;                   /* conv */
+  bool count_pad;               /* avgpool: padding counts in the divisor */
+  int64_t start[KILN_MAX_RANK], end[KILN_MAX_RANK], step[KILN_MAX_RANK]; /* slice, normalised */
+  float eps;                    /* norms */
+  DType to;                     /* cast */
+} Attrs;
+
+/* Where a value lives at run time (memplan.c fills it). */
+typedef enum { REG_NONE, REG_WEIGHTS, REG_ARENA, REG_INPUT, REG_OUTPUT } Region;
+
+typedef struct Node {
+  int id;                       /* index in Graph.nodes; topological order */
+  OpKind op;
+  DType dtype;
+  Shape shape;
+  int *in;                      /* input node ids */
+  int nin;
+  Attrs a;
+  const char *name;             /* stable dotted name: nn path or weight name ("layers.0.attn.q") */
+  SrcLoc loc;                   /* Lua line that created it */
+
+  /* leaves */
+  void *data;                   /* WEIGHT/CONST: numel * dtype_size bytes, little-endian */
+  int io_index;                 /* INPUT: position in Graph.inputs */
+
+  /* filled by passes */
+  bool dead;                    /* removed by a pass; kept in the array so ids stay stable */
+  int kernel;                   /* index in Graph.kernels, -1 for leaves and views */
+  int nuses;                    /* live consumers (+1 per graph output naming it) */
+  Region region;
+  int io_slot;                  /* REG_INPUT/REG_OUTPUT: which input/output buffer */
+  int64_t offset;               /* byte offset within its region */
+} Node;
+
+/* A kernel: nodes rendered as one function (C) / one dispatch (Metal). Nodes are in
+ * topological order; the last one is the kernel's result. One node each until fusion lands. */
+typedef struct {
+  int *nodes;
+  int nnodes;
+  const char *cname;            /* unique identifier from the model: "layers_0_attn_q" */
+  int order;                    /* position in the schedule */
+} Kernel;
+
+typedef struct {
+  const char *name;             /* as declared in Lua: a C identifier */
+  int node;
+} GraphIO;
+
+typedef struct {
+  const char *model;            /* model name: identifier, from the script's file name */
+  const char *script;           /* the script path as recorded in SrcLoc */
+  Node **nodes;
+  int nnodes, capnodes;
+  GraphIO *inputs, *outputs;
+  int ninputs, noutputs;
+
+  Kernel *kernels;              /* in schedule order once pass_schedule ran */
+  int nkernels;
+  int64_t arena_size;           /* bytes, memplan */
+  int64_t weights_size;         /* bytes of the blob payload, memplan */
+} Graph;
+
+/* ---- graph building and shape rules (graph.c, shape.c) ---- */
+Graph *graph_new(const char *model, const char *script);
+/* Adds a node, runs its shape rule; on a rule violation returns NULL and writes a
+ * message naming the op and the shapes into err. */
+Node *graph_add(Graph *g, OpKind op, const int *in, int nin, const Attrs *a, SrcLoc loc,
+                char *err, size_t errlen);
+Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name, SrcLoc loc);
+Node *graph_node(Graph *g, int id);
+int64_t node_numel(const Node *n);
+int64_t node_bytes(const Node *n);
+/* The rule for one op: sets n->shape and n->dtype from its inputs and attrs, or
+ * writes a message to err and returns false. Derived from the op table. */
+bool shape_infer(Graph *g, Node *n, char *err, size_t errlen);
+bool shape_broadcast(const Shape *a, const Shape *b, Shape *out);
+void graph_dump(Graph *g, FILE *f);         /* text form, one node a line */
+void graph_dump_dot(Graph *g, FILE *f);     /* Graphviz */
+
+/* ---- passes (passes.c, memplan.c), run in this order by pipeline.c ---- */
+void pass_verify(Graph *g);     /* invariants hold: topological, shapes re-infer, io valid */
+void pass_dce(Graph *g);        /* nodes not reaching an output are marked dead */
+void pass_cse(Graph *g);        /* identical (op, inputs, attrs) nodes merged */
+void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (never WEIGHTs) */
+void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
+void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
+void pass_schedule(Graph *g);   /* kernels in a deterministic topological order */
+void pass_memplan(Graph *g);    /* region + offset for every live value; arena/weights size */
+
+typedef struct {
+  const char *name;
+  void (*run)(Graph *g);
+} Pass;
+extern const Pass kiln_passes[];
+extern const int kiln_npasses;
+/* Runs every pass; after the one named dump_after (or all, "all") prints the graph to f. */
+void pipeline_run(Graph *g, const char *dump_after, FILE *f);
+
+/* ---- reference interpreter (interp.c) ---- */
+typedef struct {
+  DType dtype;
+  Shape shape;
+  void *data;
+} Tensor;
+/* Evaluates one node from its input tensors into out (allocated by the caller to
+ * node_bytes(n)). Returns false with a message on a data-dependent error (index range). */
+bool interp_node(Graph *g, Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen);
+/* Evaluates the whole graph; inputs in Graph.inputs order, outputs allocated by it. */
+bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, size_t errlen);
+
+/* ---- frontend (lua.c, safetensors.c, init.c) ---- */
+typedef struct {
+  const char *script;           /* path as given */
+  const char *model;            /* NULL: from the script's base name */
+} FrontendOptions;
+Graph *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at */
+
+typedef struct {
+  const char *name;
+  DType dtype;                  /* after conversion: f16/bf16 become f32 */
+  Shape shape;
+  float *data;
+} SafeTensor;
+typedef struct {
+  const char *path;
+  SafeTensor *tensors;
+  int ntensors;
+} SafeFile;
+/* Parses and validates a safetensors file; on any problem returns NULL and writes
+ * "path: tensor 'name': problem" to err. */
+SafeFile *safetensors_load(const char *path, char *err, size_t errlen);
+SafeTensor *safetensors_find(SafeFile *f, const char *name);
+/* Deterministic initialiser (init.c): same bytes on every machine. */
+void init_fill(float *out, int64_t n, uint64_t seed, const char *param_name, const char *kind,
+               double a, double b);
+
+/* ---- output (emit_*.c, weights.c, json.c) ---- */
+typedef enum { TGT_C = 1, TGT_METAL = 2, TGT_COREML = 4 } TargetMask;
+
+typedef struct {
+  const char *outdir;           /* final directory; emitters write into tmpdir */
+  const char *tmpdir;
+  unsigned targets;             /* TargetMask bits */
+  bool embed_weights;           /* C: weights as a const array in <model>_weights.c */
+  const char *min_os;           /* CoreML: "iOS15".."iOS18" */
+  bool fp16;                    /* CoreML precision */
+} EmitOptions;
+
+/* Serialises the weights blob (header + 64-aligned payload) exactly as the runtime
+ * validates it; *checksum gets the payload checksum written in the header. */
+void weights_blob(Graph *g, Buf *out, uint64_t *checksum);
+uint64_t kiln_fnv1a64(const void *p, size_t n);
+void emit_c(Graph *g, const EmitOptions *o);
+void emit_json(Graph *g, const EmitOptions *o);
+void emit_metal(Graph *g, const EmitOptions *o);
+void emit_coreml(Graph *g, const EmitOptions *o);
+
+/* Writes a file under dir/name, dying loudly on I/O failure. */
+void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
+
+/* ---- templates (template.c; texts embedded from templates/ at build time) ---- */
+/* Returns the text of templates/<path>, e.g. "c/binary.c.tmpl"; dies if absent. */
+const char *template_get(const char *path);
+/* Expands a template: $NAME or ${NAME} is replaced by the value of NAME from vars
+ * (pairs of name, value, NULL-terminated); $$ is a dollar. An unknown name dies. */
+void template_expand(Buf *out, const char *tmpl, const char *const *vars);
+/* The embedded file at a repository path ("gen/nn.lua"), or NULL; *len gets its size. */
+const char *embedded_get(const char *path, size_t *len);
+
+#endif

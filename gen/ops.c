@@ -1,0 +1,68 @@
+/*
+ * ops.c — the op table (ops.h) instantiated as data, and the small helpers on
+ * dtypes and shapes that every phase shares.
+ */
+#include "kiln.h"
+
+#include <string.h>
+
+const OpInfo kiln_ops[OP__COUNT] = {
+#define X(id, nm, mi, ma, fam, fl, ex, dc) [OP_##id] = {nm, mi, ma, fam, fl, ex, dc},
+    KILN_OPS(X)
+#undef X
+};
+
+bool op_parse(const char *name, OpKind *out) {
+  for (int i = 0; i < OP__COUNT; i++)
+    if (strcmp(kiln_ops[i].name, name) == 0) {
+      *out = (OpKind)i;
+      return true;
+    }
+  return false;
+}
+
+const char *dtype_name(DType t) {
+  switch (t) {
+  case DT_F32: return "f32";
+  case DT_I32: return "i32";
+  case DT_BOOL: return "bool";
+  }
+  die("bad dtype %d", (int)t);
+}
+
+int dtype_size(DType t) { return t == DT_BOOL ? 1 : 4; }
+
+bool dtype_parse(const char *s, DType *out) {
+  static const struct { const char *name; DType t; } names[] = {
+      {"f32", DT_F32}, {"float32", DT_F32}, {"i32", DT_I32}, {"int32", DT_I32}, {"bool", DT_BOOL},
+  };
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(names[i].name, s) == 0) {
+      *out = names[i].t;
+      return true;
+    }
+  return false;
+}
+
+int64_t shape_numel(const Shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->dim[i];
+  return n;
+}
+
+bool shape_eq(const Shape *a, const Shape *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dim[i] != b->dim[i]) return false;
+  return true;
+}
+
+char *shape_str(const Shape *s) {
+  char buf[32 * KILN_MAX_RANK + 4];
+  size_t n = 0;
+  buf[n++] = '[';
+  for (int i = 0; i < s->rank; i++)
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%lld", i ? ", " : "", (long long)s->dim[i]);
+  snprintf(buf + n, sizeof buf - n, "]");
+  return kiln_strdup(buf);
+}

@@ -1,0 +1,238 @@
+/*
+ * util.c — memory, growable buffers, diagnostics, files and templates.
+ *
+ * All compile-time memory comes from one arena: blocks on a list, released by
+ * kiln_free_all at exit. Diagnostics exit after removing the half-built output
+ * directory, so a failed build leaves nothing in out/.
+ */
+#include "kiln.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct Block {
+  struct Block *next;
+  max_align_t data[];
+} Block;
+
+static Block *blocks;
+
+void *kiln_alloc(size_t n) {
+  Block *b = calloc(1, sizeof(Block) + (n ? n : 1));
+  if (!b) {
+    fprintf(stderr, "kiln: out of memory (%zu bytes)\n", n);
+    exit(1);
+  }
+  b->next = blocks;
+  blocks = b;
+  return b->data;
+}
+
+char *kiln_strdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  return memcpy(kiln_alloc(n), s, n);
+}
+
+char *kiln_fmt(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = kiln_alloc((size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+void kiln_free_all(void) {
+  while (blocks) {
+    Block *next = blocks->next;
+    free(blocks);
+    blocks = next;
+  }
+}
+
+/* ---- Buf ---- */
+
+void buf_put(Buf *b, const void *p, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (b->len + n + 1 > cap) cap *= 2;
+    char *d = realloc(b->data, cap);
+    if (!d) die("out of memory growing a buffer to %zu bytes", cap);
+    b->data = d;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->data + b->len, p, n);
+  b->len += n;
+  b->data[b->len] = 0;
+}
+
+void buf_puts(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+
+void buf_printf(Buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *tmp = malloc((size_t)n + 1);
+  if (!tmp) die("out of memory");
+  va_start(ap, fmt);
+  vsnprintf(tmp, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  buf_put(b, tmp, (size_t)n);
+  free(tmp);
+}
+
+void buf_free(Buf *b) {
+  free(b->data);
+  *b = (Buf){0};
+}
+
+/* ---- diagnostics ---- */
+
+static const char *cleanup_dir;
+
+void kiln_set_cleanup_dir(const char *tmpdir) { cleanup_dir = tmpdir; }
+
+/* Removes a directory tree we created; only ever called on our own temporary dir. */
+static void remove_tree(const char *path) {
+  char *cmd = kiln_fmt("rm -rf -- '%s'", path);
+  if (system(cmd) != 0) fprintf(stderr, "kiln: could not remove %s\n", path);
+}
+
+static _Noreturn void fail_exit(void) {
+  if (cleanup_dir) remove_tree(cleanup_dir);
+  exit(1);
+}
+
+void kiln_error_at(SrcLoc loc, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  if (loc.file && loc.line > 0)
+    fprintf(stderr, "%s:%d: error: ", loc.file, loc.line);
+  else if (loc.file)
+    fprintf(stderr, "%s: error: ", loc.file);
+  else
+    fprintf(stderr, "kiln: error: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  fail_exit();
+}
+
+void kiln_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "kiln: error: ");
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  fail_exit();
+}
+
+void die_(const char *cfile, int cline, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "kiln: internal error at %s:%d: ", cfile, cline);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  if (cleanup_dir) remove_tree(cleanup_dir);
+  abort();
+}
+
+/* ---- files ---- */
+
+/* Creates every missing directory on the way to dir/name. */
+static void make_parents(char *path) {
+  for (char *p = path + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", path, strerror(errno));
+    *p = '/';
+  }
+}
+
+void kiln_write_file(const char *dir, const char *name, const void *data, size_t n) {
+  char *path = kiln_fmt("%s/%s", dir, name);
+  make_parents(path);
+  FILE *f = fopen(path, "wb");
+  if (!f) kiln_error("cannot write %s: %s", path, strerror(errno));
+  if (n && fwrite(data, 1, n, f) != n) kiln_error("cannot write %s: %s", path, strerror(errno));
+  if (fclose(f) != 0) kiln_error("cannot write %s: %s", path, strerror(errno));
+}
+
+uint64_t kiln_fnv1a64(const void *p, size_t n) {
+  const unsigned char *s = p;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) {
+    h ^= s[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+/* ---- templates ---- */
+
+extern const struct KilnEmbedded {
+  const char *name;
+  const unsigned char *text;
+  size_t len;
+} kiln_embedded[];
+
+const char *template_get(const char *path) {
+  char *full = kiln_fmt("templates/%s", path);
+  for (int i = 0; kiln_embedded[i].name; i++)
+    if (strcmp(kiln_embedded[i].name, full) == 0) return (const char *)kiln_embedded[i].text;
+  die("no embedded template %s", full);
+}
+
+/* Returns the embedded file at a repository path such as "gen/nn.lua", or NULL. */
+const char *embedded_get(const char *path, size_t *len) {
+  for (int i = 0; kiln_embedded[i].name; i++)
+    if (strcmp(kiln_embedded[i].name, path) == 0) {
+      if (len) *len = kiln_embedded[i].len;
+      return (const char *)kiln_embedded[i].text;
+    }
+  return NULL;
+}
+
+static bool is_ident(char c, bool first) {
+  return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
+}
+
+void template_expand(Buf *out, const char *tmpl, const char *const *vars) {
+  const char *p = tmpl;
+  while (*p) {
+    const char *d = strchr(p, '$');
+    if (!d) {
+      buf_puts(out, p);
+      return;
+    }
+    buf_put(out, p, (size_t)(d - p));
+    if (d[1] == '$') {
+      buf_puts(out, "$");
+      p = d + 2;
+      continue;
+    }
+    bool braced = d[1] == '{';
+    const char *name = d + 1 + braced, *q = name;
+    while (is_ident(*q, q == name)) q++;
+    if (q == name || (braced && *q != '}')) die("template: bad $name near \"%.20s\"", d);
+    size_t n = (size_t)(q - name);
+    const char *val = NULL;
+    for (int i = 0; vars[i]; i += 2)
+      if (strlen(vars[i]) == n && memcmp(vars[i], name, n) == 0) {
+        val = vars[i + 1];
+        break;
+      }
+    if (!val) die("template: no value for $%.*s", (int)n, name);
+    buf_puts(out, val);
+    p = q + braced;
+  }
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs what Kiln needs on Debian 12, via apt, only when something is missing.
+# Build: Lua 5.4 headers, protobuf-c (library + protoc-c), gcc/clang.
+# Tests: numpy and PyTorch from Debian (used through /usr/bin/python3), protobuf-compiler
+# (protoc --decode of emitted CoreML models).
+set -eu
+need=""
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in liblua5.4-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler pkg-config \
+         gcc clang make python3-numpy python3-torch; do
+  have "$p" || need="$need $p"
+done
+[ -z "$need" ] && exit 0
+echo "install-deps: installing:$need" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >&2
+$SUDO apt-get install -y -qq --no-install-recommends $need >&2
