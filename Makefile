@@ -39,6 +39,11 @@ $(BUILD)/%.o: gen/%.c gen/*.h $(PB_SRCS) | $(BUILD)
 $(BUILD)/%.pb-c.c: gen/%.proto | $(BUILD)
 	protoc-c --proto_path=gen --c_out=$(BUILD) $<
 
+# Keep the generated sources (not intermediates to delete, which rebuilt everything on
+# every make), and generate them all before compiling any: one .proto imports another.
+.SECONDARY: $(PB_SRCS)
+$(PB_OBJS): $(PB_SRCS)
+
 # protoc-c's output is not ours: built without -Wpedantic -Werror.
 $(BUILD)/%.pb-c.o: $(BUILD)/%.pb-c.c
 	$(CC) -std=c11 $(CFLAGS) $(CPPFLAGS) -c -o $@ $<

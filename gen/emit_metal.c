@@ -1,4 +1,263 @@
-/* STUB: placeholder until this phase is written. */
-#include "kiln.h"
+/*
+ * emit_metal.c — the Metal target: <m>.metal, <m>_metal.h, <m>_metal.c.
+ *
+ * Planned graph in (the same kernels, schedule and memory plan as the C target),
+ * files out: one MSL compute kernel per Kiln kernel (rendered by
+ * emit_metal_kernels.c from templates/metal/), and a dispatch table in C that
+ * says, per dispatch in schedule order, which kernel runs on what grid and which
+ * byte ranges of the weights payload, the arena or the caller's buffers it binds
+ * at which [[buffer(i)]] index. The table is data (runtime/metal/kiln_metal.h
+ * describes the format); runtime/metal/kiln_metal.m interprets it on a device and
+ * tests/metal/harness.c interprets the same table on the Linux emulator.
+ *
+ * Buffer order is fixed for every kernel: the node's inputs in order, then its
+ * output, so the table and the kernel signature are derived from one list here.
+ * The table also embeds the .metal text (as lines, so no string literal exceeds
+ * what ISO C promises) for building the library at run time.
+ */
+#include "emit_metal.h"
 
-void emit_metal(Graph *g, const EmitOptions *o) { (void)g; (void)o; kiln_error("the Metal target is not built yet"); }
+#include <string.h>
+
+/* MSL/C++ keywords and the names the generated file uses at file scope or calls
+ * unqualified; a kernel of this name gets a trailing '_'. */
+static bool reserved(const char *s) {
+  static const char *const own[] = {
+      "kernel", "device", "constant", "threadgroup", "thread", "using", "namespace", "metal", "template",
+      "class", "struct", "union", "enum", "const", "static", "inline", "void", "bool", "char", "uchar", "short",
+      "ushort", "int", "uint", "long", "ulong", "float", "half", "double", "signed", "unsigned", "if", "else",
+      "for", "while", "do", "return", "break", "continue", "switch", "case", "default", "goto", "sizeof",
+      "true", "false", "this", "new", "delete", "operator", "typedef", "typename", "virtual", "public",
+      "private", "protected", "friend", "explicit", "auto", "register", "volatile", "extern", "mutable",
+      "exp", "log", "sqrt", "rsqrt", "tanh", "fabs", "abs", "fmax", "fmin", "max", "min", "pow", "powr",
+      "isnan", "isinf", "select", "clamp", "dot", "floor", "ceil", "round", "trunc", "sin", "cos",
+      "simd_sum", "simd_max", "simd_min", "threadgroup_barrier", "mem_flags", "main", "x", "y", "z", "out",
+      "INFINITY", "NAN", "INT_MAX", "INT_MIN", "float2", "float3", "float4", "uint2", "uint3", "uint4",
+      NULL};
+  for (int i = 0; own[i]; i++)
+    if (strcmp(own[i], s) == 0) return true;
+  return strncmp(s, "kiln_", 5) == 0;
+}
+
+/* Unique MSL function names for the kernels (their `<name>_op` helpers included). */
+static const char **kernel_names(Graph *g) {
+  const char **names = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++) {
+    const char *name = emit_ident(g->kernels[k].cname);
+    for (bool clash = true; clash;) {
+      clash = reserved(name);
+      for (int j = 0; j < k && !clash; j++)
+        clash = strcmp(names[j], name) == 0 || strcmp(kiln_fmt("%s_op", names[j]), name) == 0 ||
+                strcmp(kiln_fmt("%s_op", name), names[j]) == 0;
+      if (clash) name = kiln_fmt("%s_", name);
+    }
+    names[k] = name;
+  }
+  return names;
+}
+
+/* s with every character a C string literal (or a // comment) cannot hold escaped. */
+static char *c_escape(const char *s) {
+  Buf b = {0};
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') buf_printf(&b, "\\%c", *s);
+    else if (*s == '\n') buf_puts(&b, "\\n");
+    else if ((unsigned char)*s < 0x20) buf_printf(&b, "\\%03o", (unsigned char)*s);
+    else buf_put(&b, s, 1);
+  }
+  char *r = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return r;
+}
+
+/* "matmul f32 [1, 784], [512, 784] -> [1, 512] (models/mlp.lua:14)", safe in a // comment. */
+static char *describe(Graph *g, const Node *n) {
+  Buf b = {0};
+  buf_printf(&b, "%s %s ", kiln_ops[n->op].name, dtype_name(n->dtype));
+  for (int i = 0; i < n->nin; i++) buf_printf(&b, "%s%s", i ? ", " : "", shape_str(&graph_node(g, n->in[i])->shape));
+  buf_printf(&b, " -> %s", shape_str(&n->shape));
+  char *s = kiln_strdup(b.data);
+  buf_free(&b);
+  for (char *p = s; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  return s;
+}
+
+static char *loc_str(const Node *n) {
+  const char *file = n->loc.file ? n->loc.file : "?";
+  char *s = n->loc.line > 0 ? kiln_fmt("%s:%d", file, n->loc.line) : kiln_strdup(file);
+  for (char *p = s; *p; p++)
+    if (*p == '\n' || *p == '\r' || (unsigned char)*p < 0x20) *p = '?';
+  return s;
+}
+
+static const char *const region_c[] = {"?", "KILN_MTL_WEIGHTS", "KILN_MTL_ARENA", "KILN_MTL_INPUT", "KILN_MTL_OUTPUT"};
+static const char *mtl_type_c(DType t) { return t == DT_F32 ? "KILN_MTL_F32" : t == DT_I32 ? "KILN_MTL_I32" : "KILN_MTL_U8"; }
+
+/* Appends the table row binding value n at [[buffer(index)]]. */
+static void binding_row(Buf *out, Node *n, int index, bool write, const char *param) {
+  if (n->region == REG_NONE) die("Metal: value %%%d has no memory region (was pass_memplan run?)", n->id);
+  if (write && (n->region == REG_WEIGHTS || n->region == REG_INPUT)) die("Metal: kernel writes into %%%d's region", n->id);
+  bool io = n->region == REG_INPUT || n->region == REG_OUTPUT;
+  MtlVars v = {0};
+  mtl_vari(&v, "INDEX", index);
+  mtl_var(&v, "REGION", region_c[n->region]);
+  mtl_var(&v, "ACCESS", write ? "KILN_MTL_WRITE" : "KILN_MTL_READ");
+  mtl_var(&v, "TYPE", mtl_type_c(n->dtype));
+  mtl_vari(&v, "SLOT", io ? n->io_slot : 0);
+  mtl_var(&v, "OFFSET", kiln_fmt("%lld", (long long)n->offset));
+  mtl_var(&v, "SIZE", kiln_fmt("%lld", (long long)node_bytes(n)));
+  mtl_var(&v, "WHAT", kiln_fmt("%s: %s %s%s%s", param, dtype_name(n->dtype), shape_str(&n->shape),
+                               n->name ? " " : "", n->name ? c_escape(n->name) : ""));
+  template_expand(out, template_get("metal/binding.c.tmpl"), v.kv);
+}
+
+/* The buffer parameters of a kernel: operands read, then `out`. */
+static char *params(const MtlKernel *k) {
+  Buf b = {0};
+  for (int i = 0; i < k->nops; i++)
+    buf_printf(&b, "%sdevice const %s *%s [[buffer(%d)]]", i ? ",\n    " : "", mtl_type(k->op[i]->dtype), k->opname[i], i);
+  buf_printf(&b, "%sdevice %s *out [[buffer(%d)]]", k->nops ? ",\n    " : "", mtl_type(k->n->dtype), k->nops);
+  char *s = kiln_strdup(b.data);
+  buf_free(&b);
+  return s;
+}
+
+/* Renders kernel ki into src and its dispatch and bindings into the table texts. */
+static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispatches, Buf *bindings, int *nbind) {
+  const Kernel *kr = &g->kernels[ki];
+  if (kr->nnodes != 1) die("Metal: kernel %s has %d nodes; fused kernels are not rendered yet", kr->cname, kr->nnodes);
+  Node *n = graph_node(g, kr->nodes[0]);
+  MtlKernel k = {.g = g, .n = n, .name = name};
+  if (n->nin + 1 > MTL_MAX_OPS) kiln_error_at(n->loc, "Metal target: %s has %d inputs (at most %d)", name, n->nin, MTL_MAX_OPS - 1);
+  static const char *const xyz[] = {"x", "y", "z"};
+  for (int i = 0; i < n->nin; i++) {
+    k.op[i] = graph_node(g, n->in[i]);
+    k.opname[i] = n->nin <= 3 ? xyz[i] : kiln_fmt("x%d", i);
+  }
+  k.nops = n->nin;
+  mtl_var(&k.v, "NAME", name);
+  const char *desc = describe(g, n), *loc = loc_str(n);
+  mtl_var(&k.v, "DESC", desc);
+  mtl_var(&k.v, "LOC", loc);
+  const char *tmpl = mtl_render(&k);
+  mtl_var(&k.v, "PARAMS", params(&k));
+  template_expand(src, template_get(tmpl), k.v.kv);
+
+  int first = *nbind;
+  for (int i = 0; i < k.nops; i++) binding_row(bindings, k.op[i], i, false, k.opname[i]);
+  binding_row(bindings, n, k.nops, true, "out");
+  *nbind += k.nops + 1;
+  MtlVars v = {0};
+  mtl_vari(&v, "KERNEL", ki);
+  mtl_vari(&v, "FIRST", first);
+  mtl_vari(&v, "NBIND", k.nops + 1);
+  mtl_var(&v, "GROUPS", kiln_fmt("%u, %u, %u", k.groups[0], k.groups[1], k.groups[2]));
+  mtl_var(&v, "THREADS", kiln_fmt("%u, %u, %u", k.threads[0], k.threads[1], k.threads[2]));
+  mtl_var(&v, "WHAT", c_escape(kiln_fmt("%s: %s (%s)", name, desc, loc)));
+  template_expand(dispatches, template_get("metal/dispatch.c.tmpl"), v.kv);
+}
+
+/* The KilnMtlIO rows of the inputs or outputs. */
+static char *io_rows(Graph *g, bool outputs) {
+  Buf b = {0};
+  int n = outputs ? g->noutputs : g->ninputs;
+  for (int i = 0; i < n; i++) {
+    const GraphIO *io = outputs ? &g->outputs[i] : &g->inputs[i];
+    Node *nd = graph_node(g, io->node);
+    buf_printf(&b, "    {\"%s\", %s, %lld},  /* %s %s */\n", c_escape(io->name), mtl_type_c(nd->dtype),
+               (long long)node_bytes(nd), dtype_name(nd->dtype), shape_str(&nd->shape));
+  }
+  if (n == 0) buf_puts(&b, "    {\"\", 0, 0},  /* none */\n");
+  char *s = kiln_strdup(b.data);
+  buf_free(&b);
+  return s;
+}
+
+/* The .metal text as C string literals, one a line. */
+static char *msl_lines(const char *text) {
+  Buf b = {0};
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+    char *line = kiln_alloc(len + 1);
+    memcpy(line, p, len);
+    buf_printf(&b, "    \"%s\",\n", c_escape(line));
+    p += len;
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* ", const float *image, float *logits" and "image, logits" for the typed wrapper. */
+static void wrapper_args(Graph *g, char **decl, char **ins, char **outs) {
+  Buf d = {0}, i = {0}, o = {0};
+  for (int k = 0; k < g->ninputs; k++) {
+    const char *nm = emit_ident(g->inputs[k].name);
+    buf_printf(&d, ", const %s *%s", emit_c_type(graph_node(g, g->inputs[k].node)->dtype), nm);
+    buf_printf(&i, "%s%s", k ? ", " : "", nm);
+  }
+  for (int k = 0; k < g->noutputs; k++) {
+    const char *nm = emit_ident(g->outputs[k].name);
+    buf_printf(&d, ", %s *%s", emit_c_type(graph_node(g, g->outputs[k].node)->dtype), nm);
+    buf_printf(&o, "%s%s", k ? ", " : "", nm);
+  }
+  *decl = kiln_strdup(d.data ? d.data : "");
+  *ins = kiln_strdup(i.data ? i.data : "0");
+  *outs = kiln_strdup(o.data ? o.data : "0");
+  buf_free(&d);
+  buf_free(&i);
+  buf_free(&o);
+}
+
+void emit_metal(Graph *g, const EmitOptions *o) {
+  const char **names = kernel_names(g);
+  Buf kernels = {0}, dispatches = {0}, bindings = {0}, knames = {0};
+  int nbind = 0;
+  for (int k = 0; k < g->nkernels; k++) {
+    emit_kernel(g, k, names[k], &kernels, &dispatches, &bindings, &nbind);
+    buf_printf(&knames, "    \"%s\",\n", names[k]);
+  }
+  Buf blob = {0}, msl = {0}, hdr = {0}, tab = {0};
+  uint64_t checksum = 0;
+  weights_blob(g, &blob, &checksum);
+  buf_free(&blob);
+
+  MtlVars v = {0};
+  const char *script = c_escape(g->script ? g->script : "?");
+  mtl_var(&v, "MODEL", g->model);
+  mtl_var(&v, "UPPER", emit_upper(g->model));
+  mtl_var(&v, "SCRIPT", script);
+  mtl_vari(&v, "NKERNELS", g->nkernels);
+  mtl_var(&v, "KERNELS", kernels.data ? kernels.data : "");
+  template_expand(&msl, template_get("metal/file.metal.tmpl"), v.kv);
+
+  char *decl, *ins, *outs;
+  wrapper_args(g, &decl, &ins, &outs);
+  mtl_var(&v, "WRAP_PARAMS", decl);
+  mtl_var(&v, "WRAP_PARAMS_DOC", kiln_fmt("%s%s, %s", g->ninputs ? ", " : "", g->ninputs ? ins : "", outs));
+  mtl_var(&v, "WRAP_INPUTS", ins);
+  mtl_var(&v, "WRAP_OUTPUTS", outs);
+  mtl_vari(&v, "NDISPATCHES", g->nkernels);
+  mtl_vari(&v, "NBINDINGS", nbind);
+  mtl_vari(&v, "NINPUTS", g->ninputs);
+  mtl_vari(&v, "NOUTPUTS", g->noutputs);
+  mtl_var(&v, "MSL", msl_lines(msl.data));
+  mtl_var(&v, "KERNEL_NAMES", knames.data ? knames.data : "");
+  mtl_var(&v, "DISPATCHES", dispatches.data ? dispatches.data : "");
+  mtl_var(&v, "BINDINGS", bindings.data ? bindings.data : "");
+  mtl_var(&v, "INPUTS", io_rows(g, false));
+  mtl_var(&v, "OUTPUTS", io_rows(g, true));
+  mtl_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)g->weights_size));
+  mtl_var(&v, "CHECKSUM", kiln_fmt("0x%016llxull", (unsigned long long)checksum));
+  mtl_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)g->arena_size));
+  template_expand(&hdr, template_get("metal/table.h.tmpl"), v.kv);
+  template_expand(&tab, template_get("metal/table.c.tmpl"), v.kv);
+
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.metal", g->model), msl.data, msl.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s_metal.h", g->model), hdr.data, hdr.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s_metal.c", g->model), tab.data, tab.len);
+  Buf *all[] = {&kernels, &dispatches, &bindings, &knames, &msl, &hdr, &tab};
+  for (int i = 0; i < 7; i++) buf_free(all[i]);
+}

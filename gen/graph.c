@@ -1,11 +1,286 @@
-/* STUB: placeholder until this phase is written. */
+/*
+ * graph.c — building the graph and printing it.
+ *
+ * A Graph is an array of Nodes in topological order: a node can only name inputs
+ * that already exist, so the order in which the frontend adds nodes is a valid
+ * evaluation order and node ids never change (passes mark nodes dead instead of
+ * removing them). graph_add runs the op's shape rule (shape.c) before the node
+ * joins the graph, so a graph never holds a node whose shape is wrong.
+ *
+ * The text dump is the form golden tests pin: one node a line, stable, no
+ * pointers, dead nodes left out, placement shown once the passes have set it:
+ *   %5 = matmul %3, %4 trans_y : f32[1, 512]  fc1  @models/mlp.lua:7  [k3 fc1 arena+128]
+ */
 #include "kiln.h"
 
-Graph *graph_new(const char *model, const char *script) { (void)model; (void)script; die("graph_new: not written yet"); }
-Node *graph_add(Graph *g, OpKind op, const int *in, int nin, const Attrs *a, SrcLoc loc, char *err, size_t errlen) { (void)g; (void)op; (void)in; (void)nin; (void)a; (void)loc; (void)err; (void)errlen; die("not written yet"); }
-Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name, SrcLoc loc) { (void)g; (void)op; (void)t; (void)s; (void)name; (void)loc; die("not written yet"); }
-Node *graph_node(Graph *g, int id) { (void)g; (void)id; die("not written yet"); }
+#include <string.h>
+
+Graph *graph_new(const char *model, const char *script) {
+  Graph *g = kiln_alloc(sizeof *g);
+  g->model = model ? kiln_strdup(model) : "model";
+  g->script = script ? kiln_strdup(script) : NULL;
+  return g;
+}
+
+/* Appends n to g->nodes, growing the array (arena memory: the old copy is simply left). */
+static void graph_push(Graph *g, Node *n) {
+  if (g->nnodes == g->capnodes) {
+    int cap = g->capnodes ? g->capnodes * 2 : 64;
+    Node **nodes = kiln_alloc(sizeof(Node *) * (size_t)cap);
+    if (g->nnodes) memcpy(nodes, g->nodes, sizeof(Node *) * (size_t)g->nnodes);
+    g->nodes = nodes;
+    g->capnodes = cap;
+  }
+  n->id = g->nnodes;
+  g->nodes[g->nnodes++] = n;
+}
+
+/* A fresh node with the fields every node shares; not yet in the graph. */
+static Node *node_new(OpKind op, SrcLoc loc) {
+  Node *n = kiln_alloc(sizeof *n);
+  n->op = op;
+  n->loc = loc;
+  n->kernel = -1;
+  n->io_index = -1;
+  n->io_slot = -1;
+  return n;
+}
+
+Node *graph_add(Graph *g, OpKind op, const int *in, int nin, const Attrs *a, SrcLoc loc, char *err,
+                size_t errlen) {
+  if ((int)op < 0 || op >= OP__COUNT) die("graph_add: bad op %d", (int)op);
+  if (kiln_ops[op].family == FAM_LEAF) die("graph_add: %s is a leaf, use graph_leaf", kiln_ops[op].name);
+  if (nin < 0) die("graph_add: %s with %d inputs", kiln_ops[op].name, nin);
+  for (int i = 0; i < nin; i++)
+    if (in[i] < 0 || in[i] >= g->nnodes) die("graph_add: %s input %d is node %d of %d", kiln_ops[op].name, i, in[i], g->nnodes);
+  Node *n = node_new(op, loc);
+  n->nin = nin;
+  n->in = kiln_alloc(sizeof(int) * (size_t)(nin ? nin : 1));
+  if (nin) memcpy(n->in, in, sizeof(int) * (size_t)nin);
+  if (a) n->a = *a;
+  if (!shape_infer(g, n, err, errlen)) return NULL;
+  graph_push(g, n);
+  return n;
+}
+
+Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name, SrcLoc loc) {
+  if (kiln_ops[op].family != FAM_LEAF) die("graph_leaf: %s is not a leaf", kiln_ops[op].name);
+  if (s->rank < 0 || s->rank > KILN_MAX_RANK) die("graph_leaf: rank %d", s->rank);
+  Node *n = node_new(op, loc);
+  n->dtype = t;
+  n->shape = *s;
+  n->name = name ? kiln_strdup(name) : NULL;
+  n->in = kiln_alloc(sizeof(int));
+  graph_push(g, n);
+  if (op == OP_INPUT) {
+    GraphIO *io = kiln_alloc(sizeof(GraphIO) * (size_t)(g->ninputs + 1));
+    if (g->ninputs) memcpy(io, g->inputs, sizeof(GraphIO) * (size_t)g->ninputs);
+    io[g->ninputs] = (GraphIO){n->name ? n->name : "input", n->id};
+    n->io_index = g->ninputs;
+    g->inputs = io;
+    g->ninputs++;
+  }
+  return n;
+}
+
+void graph_output(Graph *g, const char *name, int node) {
+  if (node < 0 || node >= g->nnodes) die("graph_output: node %d of %d", node, g->nnodes);
+  GraphIO *io = kiln_alloc(sizeof(GraphIO) * (size_t)(g->noutputs + 1));
+  if (g->noutputs) memcpy(io, g->outputs, sizeof(GraphIO) * (size_t)g->noutputs);
+  io[g->noutputs] = (GraphIO){kiln_strdup(name), node};
+  g->outputs = io;
+  g->noutputs++;
+}
+
+Node *graph_node(Graph *g, int id) {
+  if (id < 0 || id >= g->nnodes) die("graph_node: id %d of %d", id, g->nnodes);
+  return g->nodes[id];
+}
+
 int64_t node_numel(const Node *n) { return shape_numel(&n->shape); }
 int64_t node_bytes(const Node *n) { return node_numel(n) * dtype_size(n->dtype); }
-void graph_dump(Graph *g, FILE *f) { (void)g; (void)f; die("not written yet"); }
-void graph_dump_dot(Graph *g, FILE *f) { (void)g; (void)f; die("not written yet"); }
+
+/* ---- text dump ---- */
+
+/* "[0, 2, 1]" for the first n ints. */
+static void put_ints(Buf *b, const int *v, int n) {
+  buf_puts(b, "[");
+  for (int i = 0; i < n; i++) buf_printf(b, "%s%d", i ? ", " : "", v[i]);
+  buf_puts(b, "]");
+}
+
+/* The attributes an op reads, in a fixed order; nothing for ops without any. */
+static void put_attrs(Buf *b, const Node *n) {
+  const Attrs *a = &n->a;
+  switch (kiln_ops[n->op].family) {
+  case FAM_MATMUL:
+    if (a->trans_x) buf_puts(b, " trans_x");
+    if (a->trans_y) buf_puts(b, " trans_y");
+    break;
+  case FAM_CONV:
+    buf_puts(b, " stride ");
+    put_ints(b, a->stride, 2);
+    buf_puts(b, " pad ");
+    put_ints(b, a->pad, 4);
+    buf_puts(b, " dilation ");
+    put_ints(b, a->dilation, 2);
+    buf_printf(b, " groups %d", a->groups);
+    break;
+  case FAM_POOL:
+    buf_puts(b, " kernel ");
+    put_ints(b, a->kernel, 2);
+    buf_puts(b, " stride ");
+    put_ints(b, a->stride, 2);
+    buf_puts(b, " pad ");
+    put_ints(b, a->pad, 4);
+    if (n->op == OP_AVGPOOL2D && a->count_pad) buf_puts(b, " count_pad");
+    break;
+  case FAM_REDUCE: {
+    buf_puts(b, " axes [");
+    int k = 0;
+    for (int i = 0; i < 32; i++)
+      if (a->axes & (1u << i)) buf_printf(b, "%s%d", k++ ? ", " : "", i);
+    buf_puts(b, "]");
+    if (a->keepdims) buf_puts(b, " keepdims");
+    break;
+  }
+  case FAM_SOFTMAX:
+  case FAM_CONCAT:
+  case FAM_GATHER:
+    buf_printf(b, " axis %d", a->axis);
+    break;
+  case FAM_NORM:
+    buf_printf(b, " axis %d eps %g", a->axis, (double)a->eps);
+    break;
+  case FAM_BATCHNORM:
+    buf_printf(b, " eps %g", (double)a->eps);
+    break;
+  case FAM_TRANSPOSE:
+    buf_puts(b, " perm ");
+    put_ints(b, a->perm, n->shape.rank);
+    break;
+  case FAM_SLICE:
+    buf_puts(b, " [");
+    for (int i = 0; i < n->shape.rank; i++)
+      buf_printf(b, "%s%lld:%lld:%lld", i ? ", " : "", (long long)a->start[i], (long long)a->end[i],
+                 (long long)a->step[i]);
+    buf_puts(b, "]");
+    break;
+  default:
+    break;
+  }
+}
+
+/* Up to 8 values of a CONST, so folded results can be read in the dump. */
+static void put_const_values(Buf *b, const Node *n) {
+  if (!n->data) return;
+  int64_t count = node_numel(n), show = count < 8 ? count : 8;
+  buf_puts(b, " {");
+  for (int64_t i = 0; i < show; i++) {
+    if (i) buf_puts(b, ", ");
+    if (n->dtype == DT_F32) buf_printf(b, "%.9g", (double)((const float *)n->data)[i]);
+    else if (n->dtype == DT_I32) buf_printf(b, "%d", ((const int32_t *)n->data)[i]);
+    else buf_printf(b, "%d", ((const uint8_t *)n->data)[i]);
+  }
+  if (count > show) buf_printf(b, ", ... %lld more", (long long)(count - show));
+  buf_puts(b, "}");
+}
+
+static const char *region_name(Region r) {
+  switch (r) {
+  case REG_NONE: return "none";
+  case REG_WEIGHTS: return "weights";
+  case REG_ARENA: return "arena";
+  case REG_INPUT: return "input";
+  case REG_OUTPUT: return "output";
+  }
+  return "?";
+}
+
+/* "[k3 fc1 arena+128]" once grouping or memory planning has run. */
+static void put_placement(Buf *b, const Graph *g, const Node *n) {
+  bool has_kernel = n->kernel >= 0 && n->kernel < g->nkernels;
+  if (!has_kernel && n->region == REG_NONE) return;
+  buf_puts(b, "  [");
+  if (has_kernel) buf_printf(b, "k%d %s", n->kernel, g->kernels[n->kernel].cname);
+  else if (n->op == OP_RESHAPE) buf_puts(b, "view");
+  if (n->region != REG_NONE) {
+    if (has_kernel || n->op == OP_RESHAPE) buf_puts(b, " ");
+    if (n->region == REG_INPUT || n->region == REG_OUTPUT)
+      buf_printf(b, "%s%d+%lld", region_name(n->region), n->io_slot, (long long)n->offset);
+    else buf_printf(b, "%s+%lld", region_name(n->region), (long long)n->offset);
+  }
+  buf_puts(b, "]");
+}
+
+/* One node as one line, without the newline. */
+static void dump_node(Buf *b, const Graph *g, const Node *n) {
+  buf_printf(b, "%%%d = %s", n->id, kiln_ops[n->op].name);
+  if (n->op == OP_INPUT || n->op == OP_WEIGHT) {
+    const char *nm = n->op == OP_INPUT && n->io_index >= 0 && n->io_index < g->ninputs ? g->inputs[n->io_index].name : n->name;
+    buf_printf(b, " %s", nm ? nm : "?");
+  }
+  for (int i = 0; i < n->nin; i++) buf_printf(b, "%s%%%d", i ? ", " : " ", n->in[i]);
+  put_attrs(b, n);
+  buf_printf(b, " : %s%s", dtype_name(n->dtype), shape_str(&n->shape));
+  if (n->op == OP_CONST) put_const_values(b, n);
+  if (n->name && n->op != OP_INPUT && n->op != OP_WEIGHT) buf_printf(b, "  %s", n->name);
+  if (n->loc.file && n->loc.line > 0) buf_printf(b, "  @%s:%d", n->loc.file, n->loc.line);
+  put_placement(b, g, n);
+}
+
+void graph_dump(Graph *g, FILE *f) {
+  Buf b = {0};
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead) continue;
+    dump_node(&b, g, n);
+    buf_puts(&b, "\n");
+  }
+  for (int i = 0; i < g->noutputs; i++) buf_printf(&b, "output %s = %%%d\n", g->outputs[i].name, g->outputs[i].node);
+  if (g->nkernels || g->arena_size || g->weights_size)
+    buf_printf(&b, "kernels %d, arena %lld bytes, weights %lld bytes\n", g->nkernels, (long long)g->arena_size,
+               (long long)g->weights_size);
+  if (b.len) fwrite(b.data, 1, b.len, f);
+  buf_free(&b);
+}
+
+/* ---- DOT ---- */
+
+/* Writes s with the characters DOT treats specially inside "..." escaped. */
+static void dot_escape(Buf *b, const char *s) {
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') buf_put(b, "\\", 1);
+    buf_put(b, s, 1);
+  }
+}
+
+void graph_dump_dot(Graph *g, FILE *f) {
+  Buf b = {0};
+  buf_puts(&b, "digraph \"");
+  dot_escape(&b, g->model ? g->model : "model");
+  buf_puts(&b, "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead) continue;
+    const char *style = n->op == OP_INPUT ? ", style=filled, fillcolor=\"#d8ecff\""
+                        : n->op == OP_WEIGHT || n->op == OP_CONST ? ", style=filled, fillcolor=\"#eeeeee\""
+                                                                  : "";
+    buf_printf(&b, "  n%d [label=\"%%%d %s", n->id, n->id, kiln_ops[n->op].name);
+    const char *nm = n->op == OP_INPUT && n->io_index >= 0 && n->io_index < g->ninputs ? g->inputs[n->io_index].name : n->name;
+    if (nm) {
+      buf_puts(&b, "\\n");
+      dot_escape(&b, nm);
+    }
+    buf_printf(&b, "\\n%s%s\"%s];\n", dtype_name(n->dtype), shape_str(&n->shape), style);
+    for (int k = 0; k < n->nin; k++) buf_printf(&b, "  n%d -> n%d;\n", n->in[k], n->id);
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    buf_printf(&b, "  out%d [label=\"", i);
+    dot_escape(&b, g->outputs[i].name);
+    buf_printf(&b, "\", shape=oval, style=filled, fillcolor=\"#d8ffd8\"];\n  n%d -> out%d;\n", g->outputs[i].node, i);
+  }
+  buf_puts(&b, "}\n");
+  fwrite(b.data, 1, b.len, f);
+  buf_free(&b);
+}

@@ -1,4 +1,139 @@
-/* STUB: placeholder until this phase is written. */
+/*
+ * json.c — <m>.json: what a build produced, for tools and test drivers.
+ *
+ * Keys come in a fixed order (docs/output.md gives the schema); only integers and
+ * strings are printed — checksums as 16 hex digits, never floats — so the file is
+ * byte-identical across runs, directories and locales. Arrays of records print one
+ * record a line, which keeps diffs between builds readable.
+ */
 #include "kiln.h"
 
-void emit_json(Graph *g, const EmitOptions *o) { (void)g; (void)o; die("not written yet"); }
+#include <string.h>
+
+/* A JSON string literal of s (quotes, backslashes and control bytes escaped). */
+static void put_str(Buf *b, const char *s) {
+  buf_puts(b, "\"");
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\') buf_printf(b, "\\%c", *p);
+    else if (*p < 0x20) buf_printf(b, "\\u%04x", *p);
+    else buf_put(b, p, 1);
+  }
+  buf_puts(b, "\"");
+}
+
+static void put_shape(Buf *b, const Shape *s) {
+  buf_puts(b, "[");
+  for (int i = 0; i < s->rank; i++) buf_printf(b, "%s%lld", i ? ", " : "", (long long)s->dim[i]);
+  buf_puts(b, "]");
+}
+
+static void put_hex64(Buf *b, uint64_t v) { buf_printf(b, "\"%016llx\"", (unsigned long long)v); }
+
+static const char *region_name(Region r) {
+  static const char *const names[] = {"none", "weights", "arena", "input", "output"};
+  return names[r];
+}
+
+/* The name a value is known by: a kernel result by its kernel, an input by its
+ * declared name, a weight by its parameter name; otherwise its op and node id. */
+static const char *value_name(Graph *g, const Node *n) {
+  if (n->kernel >= 0 && n->kernel < g->nkernels) return g->kernels[n->kernel].cname;
+  if (n->op == OP_INPUT && n->io_index >= 0 && n->io_index < g->ninputs) return g->inputs[n->io_index].name;
+  return n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id);
+}
+
+static void put_io(Buf *b, Graph *g, const GraphIO *io, int n) {
+  for (int i = 0; i < n; i++) {
+    const Node *nd = graph_node(g, io[i].node);
+    buf_puts(b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+    put_str(b, io[i].name);
+    buf_printf(b, ", \"dtype\": \"%s\", \"shape\": ", dtype_name(nd->dtype));
+    put_shape(b, &nd->shape);
+    buf_printf(b, ", \"bytes\": %lld}", (long long)node_bytes(nd));
+  }
+  buf_puts(b, n ? "\n  ]" : "]");
+}
+
+static void put_weights(Buf *b, Graph *g) {
+  int k = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead || n->region != REG_WEIGHTS || (n->op != OP_WEIGHT && n->op != OP_CONST)) continue;
+    buf_puts(b, k++ ? ",\n    {\"name\": " : "\n    {\"name\": ");
+    put_str(b, value_name(g, n));
+    buf_printf(b, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": ", kiln_ops[n->op].name, dtype_name(n->dtype));
+    put_shape(b, &n->shape);
+    buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld, \"fnv1a64\": ", (long long)n->offset, (long long)node_bytes(n));
+    put_hex64(b, n->data ? kiln_fnv1a64(n->data, (size_t)node_bytes(n)) : 0);
+    buf_puts(b, "}");
+  }
+  buf_puts(b, k ? "\n  ]" : "]");
+}
+
+/* One operand or result of a kernel: where it lives and what it is. */
+static void put_value(Buf *b, Graph *g, const Node *n) {
+  buf_puts(b, "{\"name\": ");
+  put_str(b, value_name(g, n));
+  buf_printf(b, ", \"dtype\": \"%s\", \"shape\": ", dtype_name(n->dtype));
+  put_shape(b, &n->shape);
+  bool io = n->region == REG_INPUT || n->region == REG_OUTPUT;
+  buf_printf(b, ", \"region\": \"%s\", \"slot\": %d, \"offset\": %lld, \"bytes\": %lld}", region_name(n->region),
+             io ? n->io_slot : -1, (long long)n->offset, (long long)node_bytes(n));
+}
+
+static void put_kernels(Buf *b, Graph *g) {
+  for (int k = 0; k < g->nkernels; k++) {
+    const Kernel *kr = &g->kernels[k];
+    const Node *last = graph_node(g, kr->nodes[kr->nnodes - 1]);
+    buf_puts(b, k ? ",\n    {\"name\": " : "\n    {\"name\": ");
+    put_str(b, kr->cname);
+    buf_puts(b, ", \"ops\": [");
+    for (int j = 0; j < kr->nnodes; j++)
+      buf_printf(b, "%s\"%s\"", j ? ", " : "", kiln_ops[graph_node(g, kr->nodes[j])->op].name);
+    buf_puts(b, "], \"lua\": ");
+    put_str(b, last->loc.line > 0 ? kiln_fmt("%s:%d", last->loc.file ? last->loc.file : "?", last->loc.line)
+                                  : last->loc.file ? last->loc.file : "?");
+    /* Inputs: operands of the kernel's nodes that come from outside the kernel. */
+    buf_puts(b, ",\n     \"inputs\": [");
+    int ni = 0;
+    for (int j = 0; j < kr->nnodes; j++) {
+      const Node *n = graph_node(g, kr->nodes[j]);
+      for (int i = 0; i < n->nin; i++) {
+        const Node *src = graph_node(g, n->in[i]);
+        if (src->kernel == k) continue;
+        if (ni++) buf_puts(b, ", ");
+        put_value(b, g, src);
+      }
+    }
+    buf_puts(b, "],\n     \"outputs\": [");
+    put_value(b, g, last);
+    buf_puts(b, "]}");
+  }
+  buf_puts(b, g->nkernels ? "\n  ]" : "]");
+}
+
+void emit_json(Graph *g, const EmitOptions *o) {
+  Buf b = {0};
+  uint64_t checksum = 0;
+  Buf blob = {0};
+  weights_blob(g, &blob, &checksum);   /* the same bytes emit_c wrote; cheap next to tracing */
+  buf_free(&blob);
+  buf_puts(&b, "{\n  \"model\": ");
+  put_str(&b, g->model);
+  buf_puts(&b, ",\n  \"inputs\": [");
+  put_io(&b, g, g->inputs, g->ninputs);
+  buf_puts(&b, ",\n  \"outputs\": [");
+  put_io(&b, g, g->outputs, g->noutputs);
+  buf_printf(&b, ",\n  \"arena_bytes\": %lld,\n  \"weights_bytes\": %lld,\n  \"weights_checksum\": ",
+             (long long)g->arena_size, (long long)g->weights_size);
+  put_hex64(&b, checksum);
+  buf_puts(&b, ",\n  \"weights\": [");
+  put_weights(&b, g);
+  buf_puts(&b, ",\n  \"kernels\": [");
+  put_kernels(&b, g);
+  buf_printf(&b, ",\n  \"dispatches\": {\"c\": %d", g->nkernels);
+  if (o->targets & TGT_METAL) buf_printf(&b, ", \"metal\": %d", g->nkernels);
+  buf_puts(&b, "}\n}\n");
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.json", g->model), b.data, b.len);
+  buf_free(&b);
+}

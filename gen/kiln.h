@@ -121,6 +121,7 @@ typedef struct {
   int64_t start[KILN_MAX_RANK], end[KILN_MAX_RANK], step[KILN_MAX_RANK]; /* slice, normalised */
   float eps;                    /* norms */
   DType to;                     /* cast */
+  Shape reshape;                /* reshape: the target shape, fully resolved (no -1) */
 } Attrs;
 
 /* Where a value lives at run time (memplan.c fills it). */
@@ -185,6 +186,10 @@ Graph *graph_new(const char *model, const char *script);
 Node *graph_add(Graph *g, OpKind op, const int *in, int nin, const Attrs *a, SrcLoc loc,
                 char *err, size_t errlen);
 Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name, SrcLoc loc);
+/* graph_leaf(OP_INPUT, ...) also appends {name, id} to Graph.inputs and sets io_index;
+ * graph_output appends {name, node} to Graph.outputs (kiln.output). Neither checks names:
+ * pass_verify does (unique, C identifiers). WEIGHT/CONST data: set n->data after. */
+void graph_output(Graph *g, const char *name, int node);
 Node *graph_node(Graph *g, int id);
 int64_t node_numel(const Node *n);
 int64_t node_bytes(const Node *n);
@@ -237,7 +242,8 @@ typedef struct {
   const char *name;
   DType dtype;                  /* after conversion: f16/bf16 become f32 */
   Shape shape;
-  float *data;
+  float *data;                  /* NULL when file_dtype is valid but not loadable (I64, U8...) */
+  const char *file_dtype;       /* the dtype as written in the file: "F32", "F16", "BF16", ... */
 } SafeTensor;
 typedef struct {
   const char *path;
@@ -275,6 +281,44 @@ void emit_coreml(Graph *g, const EmitOptions *o);
 
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
+
+/* ==== emit_common.c: helpers shared by the C and Metal emitters (owner: C target) ==== */
+/* A target's spelling of a neutral function used by ops.h expressions. */
+typedef struct {
+  const char *neutral;          /* exp log sqrt tanh erf fabs fmax fmin pow */
+  const char *target;           /* "expf", "metal::exp", "kiln_erf" ... */
+} EmitFn;
+extern const EmitFn emit_c_fns[];   /* C: exp->expf ...; NULL-terminated ({NULL, NULL}) */
+/* Renders an ops.h expr for a target: x, y, z become operands[0..2] (parenthesised
+ * unless already an identifier/array element), function names go through fns (a call
+ * to a name missing from fns dies), numbers and operators are copied. Arena string. */
+char *emit_expr(const char *expr, const EmitFn *fns, const char *const *operands, int noperands);
+/* Row-major element strides of s (stride of the last dim is 1). */
+void emit_strides(const Shape *s, int64_t strides[KILN_MAX_RANK]);
+/* Element strides of an input of shape in read at every index of out (numpy
+ * broadcasting, right-aligned): strides[i] for each of out->rank dims, 0 where in
+ * is broadcast along out dim i. Dies if in does not broadcast to out. */
+void emit_bcast_strides(const Shape *in, const Shape *out, int64_t strides[KILN_MAX_RANK]);
+/* Merges adjacent dims of out that every operand walks the same way (all contiguous
+ * together, or all broadcast together), so an elementwise loop nest is as short as
+ * possible: on return *rank dims in dims[] and strides[k][] per operand (k < nops).
+ * strides come in as from emit_bcast_strides over out->rank dims. Rank 0 becomes
+ * rank 1 of size 1. */
+void emit_coalesce(const Shape *out, int nops, int64_t strides[][KILN_MAX_RANK], int *rank,
+                   int64_t dims[KILN_MAX_RANK]);
+/* A C identifier from a dotted name: "layers.0.attn.q" -> "layers_0_attn_q"; other
+ * non-identifier characters become '_', a leading digit gets a '_' prefix, "" -> "_".
+ * Arena string. */
+char *emit_ident(const char *name);
+char *emit_upper(const char *s);          /* ASCII upper-case copy, arena string */
+bool emit_is_c_keyword(const char *s);    /* C11 keywords and common macros (NULL...) */
+/* "{1, 2, 3}"-style list of n int64 values, arena string; n == 0 gives "{0}". */
+char *emit_int_list(const int64_t *v, int n);
+/* A float literal that round-trips exactly and prints the same everywhere
+ * ("0x1.8p+0f" is avoided: decimal %.9g plus 'f'; inf/nan as INFINITY/NAN). */
+char *emit_float(float v);
+/* The C element type of a dtype: "float" "int32_t" "uint8_t". */
+const char *emit_c_type(DType t);
 
 /* ---- templates (template.c; texts embedded from templates/ at build time) ---- */
 /* Returns the text of templates/<path>, e.g. "c/binary.c.tmpl"; dies if absent. */

@@ -1,4 +1,767 @@
-/* STUB: placeholder until this phase is written. */
-#include "kiln.h"
+/*
+ * lua.c — the Lua frontend: runs a model script once and records every tensor
+ * operation it performs as a node of one Graph (tracing).
+ *
+ * Shape of the tracer:
+ *  - One lua_State per trace. Its extra space holds the Frontend (graph being
+ *    built, loaded safetensors files, parameter names, nn scope stack), so no
+ *    global state exists.
+ *  - Tensors are full userdata holding a node id, with the metatable built in
+ *    lua_ops.c (operators, methods, fields). Lua numbers used as tensors become
+ *    f32 scalar CONST nodes.
+ *  - The `kiln` table (global, require "kiln") holds the leaves defined here
+ *    (input, output, param, load, constant, seed), the ops from lua_ops.c and
+ *    `nn`, the module library written in Lua (gen/nn.lua, embedded at build
+ *    time). Indexing a name kiln lacks raises "unknown op 'foo'".
+ *  - Source locations: the user's script is loaded as "@" + the path as given
+ *    (its basename when absolute, so no output carries an absolute path);
+ *    Kiln's own chunks are "=[kiln] ..." and never count as the user's line.
+ *  - Errors: every problem becomes one Lua error; the message handler records
+ *    the user's file:line and the bare message while the stack is intact, and
+ *    frontend_trace reports it through kiln_error_at (one line, exit 1).
+ */
+#include "frontend.h"
 
-Graph *frontend_trace(const FrontendOptions *o) { (void)o; die("not written yet"); }
+#include <errno.h>
+#include <lualib.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  SafeFile *file;
+  const char *shown;            /* path as printed in messages */
+  bool strict;                  /* every tensor must be used, every param found */
+  bool *used;                   /* per tensor: taken by a kiln.param */
+  SrcLoc loc;                   /* the kiln.load call */
+} Loaded;
+
+typedef struct {
+  const char *name;
+  SrcLoc loc;
+  bool loaded;                  /* came from a file, not the initialiser */
+} Param;
+
+typedef struct {
+  Graph *g;
+  const char *script_file;      /* SrcLoc file of the script */
+  const char *script_dir;       /* directory part of the path as given, "" for none */
+  uint64_t seed;
+  Loaded *files;
+  int nfiles, capfiles;
+  Param *params;
+  int nparams, capparams;
+  const char **scopes;          /* nn module paths, innermost last */
+  int nscopes, capscopes;
+  struct { const char *key, *name; } *srcs; /* chunk source -> SrcLoc file, interned */
+  int nsrcs, capsrcs;
+  bool failed;                  /* the message handler ran */
+  SrcLoc err_loc;
+  const char *err_msg;
+} Frontend;
+
+static Frontend *fe_of(lua_State *L) { return *(Frontend **)lua_getextraspace(L); }
+
+Graph *fe_graph(lua_State *L) { return fe_of(L)->g; }
+
+/* Grows an arena array of elem-sized items to hold at least need (old copy left in the arena). */
+static void *grow(void *old, int n, int *cap, int need, size_t elem) {
+  if (need <= *cap) return old;
+  int c = *cap ? *cap * 2 : 16;
+  while (c < need) c *= 2;
+  void *p = kiln_alloc(elem * (size_t)c);
+  if (n) memcpy(p, old, elem * (size_t)n);
+  *cap = c;
+  return p;
+}
+
+/* ---- source locations ---- */
+
+/* The SrcLoc file for a chunk source "@path": the path, or its basename when absolute. */
+static const char *display_name(const char *path) {
+  if (path[0] != '/') return path;
+  const char *slash = strrchr(path, '/');
+  return slash[1] ? slash + 1 : path;
+}
+
+/* Interns the file name of chunk source src ("@models/x.lua"), one copy per chunk. */
+static const char *intern_source(Frontend *fe, const char *src) {
+  for (int i = 0; i < fe->nsrcs; i++)
+    if (strcmp(fe->srcs[i].key, src) == 0) return fe->srcs[i].name;
+  fe->srcs = grow(fe->srcs, fe->nsrcs, &fe->capsrcs, fe->nsrcs + 1, sizeof *fe->srcs);
+  fe->srcs[fe->nsrcs].key = kiln_strdup(src);
+  fe->srcs[fe->nsrcs].name = kiln_strdup(display_name(src + 1));
+  return fe->srcs[fe->nsrcs++].name;
+}
+
+SrcLoc fe_loc(lua_State *L) {
+  Frontend *fe = fe_of(L);
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "Sl", &ar)) continue;
+    if (ar.source[0] == '@' && ar.currentline > 0) return (SrcLoc){intern_source(fe, ar.source), ar.currentline};
+  }
+  return (SrcLoc){fe->script_file, 0};
+}
+
+int fe_error(lua_State *L, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = kiln_alloc((size_t)n + 1);
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  lua_pushstring(L, s);
+  return lua_error(L);
+}
+
+/* ---- tensors ---- */
+
+void fe_push(lua_State *L, int id) {
+  FeTensor *t = lua_newuserdatauv(L, sizeof(FeTensor), 0);
+  t->id = id;
+  luaL_setmetatable(L, FE_TENSOR_MT);
+}
+
+bool fe_is_tensor(lua_State *L, int idx) { return luaL_testudata(L, idx, FE_TENSOR_MT) != NULL; }
+
+Node *fe_node(lua_State *L, int id) { return graph_node(fe_of(L)->g, id); }
+
+int fe_tensor(lua_State *L, int idx, const char *op) {
+  FeTensor *t = luaL_testudata(L, idx, FE_TENSOR_MT);
+  if (!t) return fe_error(L, "%s: argument %d must be a tensor, got %s", op, idx, luaL_typename(L, idx));
+  return t->id;
+}
+
+int fe_const_f32(lua_State *L, const float *v, const Shape *s) {
+  Frontend *fe = fe_of(L);
+  size_t bytes = sizeof(float) * (size_t)shape_numel(s);
+  Node *n = graph_leaf(fe->g, OP_CONST, DT_F32, s, fe_scope_name(L), fe_loc(L));
+  n->data = kiln_alloc(bytes);
+  memcpy(n->data, v, bytes);
+  return n->id;
+}
+
+int fe_operand(lua_State *L, int idx, const char *op) {
+  if (lua_type(L, idx) == LUA_TNUMBER) {
+    float v = (float)lua_tonumber(L, idx);
+    Shape scalar = {0};
+    return fe_const_f32(L, &v, &scalar);
+  }
+  FeTensor *t = luaL_testudata(L, idx, FE_TENSOR_MT);
+  if (!t) return fe_error(L, "%s: argument %d must be a tensor or a number, got %s", op, idx, luaL_typename(L, idx));
+  return t->id;
+}
+
+int fe_add(lua_State *L, OpKind op, const int *in, int nin, const Attrs *a) {
+  Frontend *fe = fe_of(L);
+  char err[512];
+  Node *n = graph_add(fe->g, op, in, nin, a, fe_loc(L), err, sizeof err);
+  if (!n) return fe_error(L, "%s", err);
+  n->name = fe_scope_name(L);
+  return n->id;
+}
+
+/* ---- argument helpers ---- */
+
+int64_t fe_int_arg(lua_State *L, int idx, const char *op, const char *what) {
+  int isint = 0;
+  lua_Integer v = lua_tointegerx(L, idx, &isint);
+  if (!isint) {
+    if (lua_type(L, idx) == LUA_TNUMBER)
+      return fe_error(L, "%s: %s must be an integer, got %s", op, what, lua_tostring(L, idx));
+    return fe_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
+  }
+  return (int64_t)v;
+}
+
+Shape fe_shape_arg(lua_State *L, int idx, const char *op, const char *what) {
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx) || fe_is_tensor(L, idx))
+    fe_error(L, "%s: %s must be an array of integers like {2, 3}, got %s", op, what, luaL_typename(L, idx));
+  Shape s = {0};
+  lua_Integer len = luaL_len(L, idx);
+  if (len > KILN_MAX_RANK) fe_error(L, "%s: %s has rank %lld; Kiln allows at most %d", op, what, (long long)len, KILN_MAX_RANK);
+  s.rank = (int)len;
+  for (int i = 0; i < s.rank; i++) {
+    lua_geti(L, idx, i + 1);
+    char *item = kiln_fmt("%s entry %d", what, i + 1);
+    s.dim[i] = fe_int_arg(L, -1, op, item);
+    lua_pop(L, 1);
+    if (s.dim[i] < 1) fe_error(L, "%s: %s has a dim %lld < 1 (Kiln has no empty tensors)", op, what, (long long)s.dim[i]);
+    if (s.dim[i] > ((int64_t)1 << 40)) fe_error(L, "%s: %s has an absurd dim %lld", op, what, (long long)s.dim[i]);
+  }
+  if (shape_numel(&s) > ((int64_t)1 << 40)) fe_error(L, "%s: %s %s is too large", op, what, shape_str(&s));
+  return s;
+}
+
+int fe_dim(lua_State *L, int64_t d, int rank, const char *op) {
+  int lo = rank ? -rank : -1, hi = rank ? rank - 1 : 0;
+  if (d < lo || d > hi)
+    return fe_error(L, "%s: dim %lld out of range for a rank-%d tensor (expected %d..%d)", op, (long long)d, rank, lo, hi);
+  return d < 0 ? (int)(d + (rank ? rank : 1)) : (int)d;
+}
+
+/* ---- nn scopes ---- */
+
+const char *fe_scope_name(lua_State *L) {
+  Frontend *fe = fe_of(L);
+  if (fe->nscopes == 0) return NULL;
+  const char *s = fe->scopes[fe->nscopes - 1];
+  return s[0] ? s : NULL;
+}
+
+/* kiln._scope(path) -> guard: enters an nn module scope; closing the guard (a
+ * to-be-closed local in nn.lua, so also on error) leaves it and any inner ones. */
+static int l_scope(lua_State *L) {
+  Frontend *fe = fe_of(L);
+  const char *path = luaL_checkstring(L, 1);
+  fe->scopes = grow(fe->scopes, fe->nscopes, &fe->capscopes, fe->nscopes + 1, sizeof(char *));
+  fe->scopes[fe->nscopes++] = kiln_strdup(path);
+  int *depth = lua_newuserdatauv(L, sizeof(int), 0);
+  *depth = fe->nscopes;
+  luaL_setmetatable(L, "kiln.Scope");
+  return 1;
+}
+
+static int l_scope_close(lua_State *L) {
+  Frontend *fe = fe_of(L);
+  int *depth = luaL_checkudata(L, 1, "kiln.Scope");
+  if (fe->nscopes >= *depth) fe->nscopes = *depth - 1;
+  return 0;
+}
+
+/* ---- names of inputs and outputs ---- */
+
+static bool is_c_identifier(const char *s) {
+  if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return false;
+  for (s++; *s; s++)
+    if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) return false;
+  return true;
+}
+
+static bool same_ignoring_case(const char *a, const char *b) {
+  for (; *a && *b; a++, b++) {
+    char x = *a >= 'A' && *a <= 'Z' ? (char)(*a + 32) : *a, y = *b >= 'A' && *b <= 'Z' ? (char)(*b + 32) : *b;
+    if (x != y) return false;
+  }
+  return *a == *b;
+}
+
+/* Input and output names become C parameters and upper-cased macros
+ * (MLP_IMAGE_SIZE), so they must be identifiers, not keywords, distinct even in
+ * case, and not collide with the model's own macros (MLP_WEIGHTS_SIZE, MLP_ARENA_SIZE). */
+static void check_io_name(lua_State *L, const char *name, const char *what) {
+  Graph *g = fe_of(L)->g;
+  if (!is_c_identifier(name)) fe_error(L, "%s: name '%s' is not a C identifier (letters, digits, _; not starting with a digit)", what, name);
+  if (emit_is_c_keyword(name)) fe_error(L, "%s: name '%s' is a C keyword", what, name);
+  if (name[0] == '_' && (name[1] == '_' || (name[1] >= 'A' && name[1] <= 'Z')))
+    fe_error(L, "%s: name '%s' is reserved in C (leading __ or _ and a capital)", what, name);
+  if (same_ignoring_case(name, "weights") || same_ignoring_case(name, "arena"))
+    fe_error(L, "%s: name '%s' is reserved (it would clash with the generated WEIGHTS/ARENA macros)", what, name);
+  for (int i = 0; i < g->ninputs; i++)
+    if (same_ignoring_case(g->inputs[i].name, name))
+      fe_error(L, "%s: name '%s' is already used by input '%s' (names must differ even in case)", what, name, g->inputs[i].name);
+  for (int i = 0; i < g->noutputs; i++)
+    if (same_ignoring_case(g->outputs[i].name, name))
+      fe_error(L, "%s: name '%s' is already used by output '%s' (names must differ even in case)", what, name, g->outputs[i].name);
+}
+
+static DType dtype_arg(lua_State *L, int idx, const char *op) {
+  if (lua_isnoneornil(L, idx)) return DT_F32;
+  const char *s = lua_tostring(L, idx);
+  DType t;
+  if (lua_type(L, idx) != LUA_TSTRING || !dtype_parse(s, &t))
+    fe_error(L, "%s: dtype must be \"f32\", \"i32\" or \"bool\", got %s", op, s ? s : luaL_typename(L, idx));
+  return t;
+}
+
+/* ---- leaves: kiln.input / output / seed ---- */
+
+/* kiln.input(name, shape [, dtype]) -> tensor */
+static int l_input(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  check_io_name(L, name, "kiln.input");
+  Shape s = fe_shape_arg(L, 2, "kiln.input", "shape");
+  DType t = dtype_arg(L, 3, "kiln.input");
+  Node *n = graph_leaf(fe_of(L)->g, OP_INPUT, t, &s, name, fe_loc(L));
+  fe_push(L, n->id);
+  return 1;
+}
+
+/* kiln.output(name, tensor): marks a graph output, in call order. */
+static int l_output(lua_State *L) {
+  if (lua_type(L, 1) != LUA_TSTRING) return fe_error(L, "kiln.output: argument 1 must be the output's name, got %s", luaL_typename(L, 1));
+  const char *name = lua_tostring(L, 1);
+  if (!fe_is_tensor(L, 2)) return fe_error(L, "kiln.output: argument 2 must be a tensor, got %s", luaL_typename(L, 2));
+  int id = fe_tensor(L, 2, "kiln.output");
+  check_io_name(L, name, "kiln.output");
+  graph_output(fe_of(L)->g, name, id);
+  return 0;
+}
+
+/* kiln.seed(n): seed for parameters initialised from now on. */
+static int l_seed(lua_State *L) {
+  fe_of(L)->seed = (uint64_t)fe_int_arg(L, 1, "kiln.seed", "the seed");
+  return 0;
+}
+
+/* ---- kiln.load ---- */
+
+/* kiln.load(path [, {strict = false}]) -> array of tensor names (file order). */
+static int l_load(lua_State *L) {
+  Frontend *fe = fe_of(L);
+  const char *path = luaL_checkstring(L, 1);
+  bool strict = false;
+  if (lua_istable(L, 2)) {
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+      lua_pop(L, 1);
+      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+      if (strcmp(k, "strict") != 0) fe_error(L, "kiln.load: unknown option '%s' (strict)", k);
+    }
+    lua_getfield(L, 2, "strict");
+    strict = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  } else if (!lua_isnoneornil(L, 2)) {
+    return fe_error(L, "kiln.load: argument 2 must be an options table, got %s", luaL_typename(L, 2));
+  }
+  const char *full = path[0] == '/' || !fe->script_dir[0] ? path : kiln_fmt("%s/%s", fe->script_dir, path);
+  char err[1024];
+  SafeFile *f = safetensors_load(full, err, sizeof err);
+  if (!f) return fe_error(L, "%s", err);
+  fe->files = grow(fe->files, fe->nfiles, &fe->capfiles, fe->nfiles + 1, sizeof(Loaded));
+  fe->files[fe->nfiles++] = (Loaded){f, kiln_strdup(full), strict, kiln_alloc((size_t)f->ntensors + 1), fe_loc(L)};
+  lua_createtable(L, f->ntensors, 0);
+  for (int i = 0; i < f->ntensors; i++) {
+    lua_pushstring(L, f->tensors[i].name);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* ---- kiln.param ---- */
+
+typedef struct {
+  const char *kind;
+  double a, b;
+} Init;
+
+/* Parses an init table {"uniform", a, b} | {"normal", mean, std} | {"zeros"} |
+ * {"ones"} | {"const", v}; nil gives the default {"normal", 0, 0.02}. */
+static Init init_arg(lua_State *L, int idx) {
+  Init in = {"normal", 0.0, 0.02};
+  if (lua_isnoneornil(L, idx)) return in;
+  if (!lua_istable(L, idx) || fe_is_tensor(L, idx))
+    fe_error(L, "kiln.param: init must be a table like {\"uniform\", -0.1, 0.1}, got %s", luaL_typename(L, idx));
+  lua_geti(L, idx, 1);
+  const char *kind = lua_type(L, -1) == LUA_TSTRING ? kiln_strdup(lua_tostring(L, -1)) : NULL;
+  lua_pop(L, 1);
+  static const struct { const char *name; int nargs; } kinds[] = {
+      {"uniform", 2}, {"normal", 2}, {"zeros", 0}, {"ones", 0}, {"const", 1}};
+  int nargs = -1;
+  for (size_t i = 0; kind && i < sizeof kinds / sizeof kinds[0]; i++)
+    if (strcmp(kinds[i].name, kind) == 0) nargs = kinds[i].nargs;
+  if (nargs < 0) fe_error(L, "kiln.param: init kind must be \"uniform\", \"normal\", \"zeros\", \"ones\" or \"const\", got %s", kind ? kind : "nothing");
+  double v[2] = {0, 0};
+  for (int i = 0; i < nargs; i++) {
+    lua_geti(L, idx, i + 2);
+    if (lua_type(L, -1) != LUA_TNUMBER) fe_error(L, "kiln.param: init {\"%s\", ...} needs %d numbers", kind, nargs);
+    v[i] = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+  }
+  if (strcmp(kind, "uniform") == 0 && !(v[0] <= v[1])) fe_error(L, "kiln.param: uniform bounds %g, %g are not ordered", v[0], v[1]);
+  if (strcmp(kind, "normal") == 0 && !(v[1] >= 0)) fe_error(L, "kiln.param: normal std %g must be >= 0", v[1]);
+  return (Init){kind, v[0], v[1]};
+}
+
+/* The first loaded file holding name, or NULL; *which gets its index. */
+static SafeTensor *find_loaded(Frontend *fe, const char *name, int *which) {
+  for (int i = 0; i < fe->nfiles; i++) {
+    SafeTensor *t = safetensors_find(fe->files[i].file, name);
+    if (t) {
+      *which = i;
+      return t;
+    }
+  }
+  return NULL;
+}
+
+/* kiln.param(name, shape [, init]) -> tensor: a WEIGHT node, from a loaded file or the initialiser. */
+static int l_param(lua_State *L) {
+  Frontend *fe = fe_of(L);
+  if (lua_type(L, 1) != LUA_TSTRING || !lua_tostring(L, 1)[0])
+    return fe_error(L, "kiln.param: argument 1 must be a non-empty name, got %s", luaL_typename(L, 1));
+  const char *name = kiln_strdup(lua_tostring(L, 1));
+  Shape s = fe_shape_arg(L, 2, "kiln.param", "shape");
+  Init init = init_arg(L, 3);
+  for (int i = 0; i < fe->nparams; i++)
+    if (strcmp(fe->params[i].name, name) == 0)
+      return fe_error(L, "param %s is already defined at %s:%d (two modules with the same path? give one a prefix with nn.name)",
+                      name, fe->params[i].loc.file, fe->params[i].loc.line);
+  SrcLoc loc = fe_loc(L);
+  int which = -1;
+  SafeTensor *t = find_loaded(fe, name, &which);
+  float *data;
+  if (t) {
+    Loaded *lf = &fe->files[which];
+    if (!t->data)
+      return fe_error(L, "param %s: dtype %s in %s is not supported (Kiln reads F32, F16 and BF16)", name, t->file_dtype, lf->shown);
+    if (!shape_eq(&t->shape, &s))
+      return fe_error(L, "param %s: shape %s in %s, script says %s", name, shape_str(&t->shape), lf->shown, shape_str(&s));
+    lf->used[t - lf->file->tensors] = true;
+    data = t->data;
+  } else {
+    data = kiln_alloc(sizeof(float) * (size_t)shape_numel(&s));
+    init_fill(data, shape_numel(&s), fe->seed, name, init.kind, init.a, init.b);
+  }
+  Node *n = graph_leaf(fe->g, OP_WEIGHT, DT_F32, &s, name, loc);
+  n->data = data;
+  fe->params = grow(fe->params, fe->nparams, &fe->capparams, fe->nparams + 1, sizeof(Param));
+  fe->params[fe->nparams++] = (Param){name, loc, t != NULL};
+  fe_push(L, n->id);
+  return 1;
+}
+
+/* ---- kiln.constant ---- */
+
+typedef struct {
+  Shape shape;
+  bool shape_known;
+  double *v;
+  int64_t n, cap;
+} Flat;
+
+static void flat_put(Flat *f, double x) {
+  if (f->n == f->cap) {
+    int64_t cap = f->cap ? f->cap * 2 : 64;
+    double *v = kiln_alloc(sizeof(double) * (size_t)cap);
+    if (f->n) memcpy(v, f->v, sizeof(double) * (size_t)f->n);
+    f->v = v;
+    f->cap = cap;
+  }
+  f->v[f->n++] = x;
+}
+
+/* One scalar of a constant: a number, or a boolean (1/0). */
+static double scalar_value(lua_State *L, int idx) {
+  if (lua_type(L, idx) == LUA_TBOOLEAN) return lua_toboolean(L, idx) ? 1.0 : 0.0;
+  if (lua_type(L, idx) != LUA_TNUMBER) fe_error(L, "kiln.constant: values must be numbers or booleans, got %s", luaL_typename(L, idx));
+  return lua_tonumber(L, idx);
+}
+
+/* Flattens nested arrays at idx (depth d) into f, inferring the shape from the
+ * first element at each depth and checking every array against it. */
+static void flatten_values(lua_State *L, int idx, int d, Flat *f) {
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx) || fe_is_tensor(L, idx)) {
+    if (d != f->shape.rank) fe_error(L, "kiln.constant: nested values are not rectangular");
+    flat_put(f, scalar_value(L, idx));
+    return;
+  }
+  lua_Integer len = luaL_len(L, idx);
+  if (d >= KILN_MAX_RANK) fe_error(L, "kiln.constant: values nest deeper than rank %d", KILN_MAX_RANK);
+  if (!f->shape_known && d == f->shape.rank) {
+    f->shape.dim[f->shape.rank++] = len;
+    lua_geti(L, idx, 1);
+    bool leaf = !lua_istable(L, -1) || fe_is_tensor(L, -1);
+    lua_pop(L, 1);
+    if (leaf) f->shape_known = true;
+  }
+  if (d >= f->shape.rank || f->shape.dim[d] != len) fe_error(L, "kiln.constant: nested values are not rectangular");
+  for (lua_Integer i = 1; i <= len; i++) {
+    lua_geti(L, idx, i);
+    flatten_values(L, -1, d + 1, f);
+    lua_pop(L, 1);
+  }
+}
+
+/* Converts value x to dtype t into dst[i], refusing values the dtype cannot hold. */
+static void store_value(lua_State *L, void *dst, int64_t i, DType t, double x) {
+  if (t == DT_F32) {
+    ((float *)dst)[i] = (float)x;
+  } else if (t == DT_I32) {
+    if (!(x >= -2147483648.0 && x <= 2147483647.0) || x != (double)(int64_t)x)
+      fe_error(L, "kiln.constant: %g is not an i32 value", x);
+    ((int32_t *)dst)[i] = (int32_t)x;
+  } else {
+    ((uint8_t *)dst)[i] = x != 0.0;
+  }
+}
+
+/* kiln.constant(values, shape [, dtype]) -> tensor. values: a number or boolean
+ * (filled; shape nil means a scalar) or an array, flat or nested. */
+static int l_constant(lua_State *L) {
+  DType t = dtype_arg(L, 3, "kiln.constant");
+  Flat f = {0};
+  bool have_shape = !lua_isnoneornil(L, 2);
+  Shape s = have_shape ? fe_shape_arg(L, 2, "kiln.constant", "shape") : (Shape){0};
+  if (lua_istable(L, 1) && !fe_is_tensor(L, 1)) {
+    flatten_values(L, 1, 0, &f);
+    if (!f.n) return fe_error(L, "kiln.constant: no values (Kiln has no empty tensors)");
+    if (!have_shape && (!f.shape_known || f.shape.rank == 0)) return fe_error(L, "kiln.constant: no values");
+    if (!have_shape) s = f.shape;
+    if (f.n != shape_numel(&s))
+      return fe_error(L, "kiln.constant: %lld values do not fill shape %s (%lld elements)", (long long)f.n, shape_str(&s),
+                      (long long)shape_numel(&s));
+  } else {
+    double x = scalar_value(L, 1);
+    flat_put(&f, x);
+  }
+  int64_t numel = shape_numel(&s);
+  void *data = kiln_alloc((size_t)(numel * dtype_size(t)));
+  for (int64_t i = 0; i < numel; i++) store_value(L, data, i, t, f.v[f.n == 1 ? 0 : i]);
+  Node *n = graph_leaf(fe_of(L)->g, OP_CONST, t, &s, fe_scope_name(L), fe_loc(L));
+  n->data = data;
+  fe_push(L, n->id);
+  return 1;
+}
+
+/* ---- the kiln table ---- */
+
+/* __index of the kiln table: only reached for names it lacks. */
+static int l_unknown_op(lua_State *L) {
+  if (lua_type(L, 2) == LUA_TSTRING) return fe_error(L, "unknown op '%s'", lua_tostring(L, 2));
+  return fe_error(L, "kiln has no field %s", luaL_tolstring(L, 2, NULL));
+}
+
+static int l_return_upvalue(lua_State *L) {
+  lua_pushvalue(L, lua_upvalueindex(1));
+  return 1;
+}
+
+/* package.loaded[name] = value at top, and package.preload[name] returns it. */
+static void register_module(lua_State *L, const char *name) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "loaded");
+  lua_pushvalue(L, -3);
+  lua_setfield(L, -2, name);
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "preload");
+  lua_pushvalue(L, -3);
+  lua_pushcclosure(L, l_return_upvalue, 1);
+  lua_setfield(L, -2, name);
+  lua_pop(L, 2);
+}
+
+static const luaL_Reg leaf_fns[] = {
+    {"input", l_input}, {"output", l_output}, {"param", l_param}, {"load", l_load},
+    {"constant", l_constant}, {"seed", l_seed}, {"_scope", l_scope}, {NULL, NULL}};
+
+/* Runs gen/nn.lua with the kiln table (top of stack) as its argument; leaves the nn table. */
+static void load_nn(lua_State *L) {
+  size_t len;
+  const char *src = embedded_get("gen/nn.lua", &len);
+  if (!src) die("gen/nn.lua is not embedded");
+  if (luaL_loadbufferx(L, src, len, "=[kiln] nn.lua", "t") != LUA_OK) die("nn.lua: %s", lua_tostring(L, -1));
+  lua_pushvalue(L, -2);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) die("nn.lua: %s", lua_tostring(L, -1));
+  if (!lua_istable(L, -1)) die("nn.lua did not return a table");
+}
+
+/* Creates the tensor metatable, the kiln table (global + require "kiln") and kiln.nn. */
+static void open_kiln(lua_State *L) {
+  luaL_newmetatable(L, "kiln.Scope");
+  lua_pushcfunction(L, l_scope_close);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+
+  lua_newtable(L);                               /* kiln */
+  luaL_setfuncs(L, leaf_fns, 0);
+  fe_register_ops(L);
+  luaL_newmetatable(L, FE_TENSOR_MT);
+  fe_register_tensor_mt(L);
+  lua_pop(L, 1);
+  load_nn(L);                                    /* kiln nn */
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "nn");
+  register_module(L, "kiln.nn");
+  lua_pop(L, 1);
+  lua_newtable(L);                               /* the unknown-op guard, set last */
+  lua_pushcfunction(L, l_unknown_op);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setglobal(L, "kiln");
+  register_module(L, "kiln");
+  lua_pop(L, 1);
+}
+
+/* ---- errors ---- */
+
+/* Whether msg starts with "<src>:<digits>: "; on success *line and *rest are set. */
+static bool has_position(const char *msg, const char *src, int *line, const char **rest) {
+  size_t n = strlen(src);
+  if (strncmp(msg, src, n) != 0 || msg[n] != ':') return false;
+  const char *p = msg + n + 1;
+  if (*p < '0' || *p > '9') return false;
+  long v = strtol(p, (char **)&p, 10);
+  if (p[0] != ':' || p[1] != ' ') return false;
+  *line = (int)v;
+  *rest = p + 2;
+  return true;
+}
+
+/* Removes the "chunk:line: " prefix Lua puts on runtime errors. A prefix naming a
+ * user chunk replaces *loc (error(msg, 2) points at a caller on purpose); one
+ * naming Kiln's own Lua is dropped, the user's frame already being in *loc. */
+static const char *strip_position(lua_State *L, const char *msg, SrcLoc *loc) {
+  lua_Debug ar;
+  for (int level = 0; lua_getstack(L, level, &ar); level++) {
+    if (!lua_getinfo(L, "S", &ar)) continue;
+    int line;
+    const char *rest;
+    if (!has_position(msg, ar.short_src, &line, &rest)) continue;
+    if (ar.source[0] == '@') *loc = (SrcLoc){intern_source(fe_of(L), ar.source), line};
+    return rest;
+  }
+  return msg;
+}
+
+/* One line: every run of whitespace holding a newline or tab becomes one space. */
+static char *one_line(const char *s) {
+  char *out = kiln_alloc(strlen(s) + 1), *o = out;
+  while (*s) {
+    if (*s == '\n' || *s == '\r' || *s == '\t') {
+      while (*s == '\n' || *s == '\r' || *s == '\t' || *s == ' ') s++;
+      if (o > out && o[-1] != ' ') *o++ = ' ';
+      continue;
+    }
+    *o++ = *s++;
+  }
+  *o = 0;
+  return out;
+}
+
+/* The message handler around the user's script: records where and what, stack intact. */
+static int msgh(lua_State *L) {
+  Frontend *fe = fe_of(L);
+  const char *msg;
+  if (lua_type(L, 1) == LUA_TSTRING) msg = lua_tostring(L, 1);
+  else if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) msg = lua_tostring(L, -1);
+  else msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+  SrcLoc loc = fe_loc(L);
+  msg = strip_position(L, msg, &loc);
+  fe->failed = true;
+  fe->err_loc = loc;
+  fe->err_msg = one_line(msg);
+  return 1;
+}
+
+/* Reports a load (syntax) error: "chunk:line: message" where chunk is the script's short name. */
+static _Noreturn void report_syntax_error(Frontend *fe, const char *msg) {
+  SrcLoc loc = {fe->script_file, 0};
+  const char *rest = msg;
+  int line;
+  if (has_position(msg, fe->script_file, &line, &rest)) {
+    loc.line = line;
+  } else {
+    for (const char *p = strchr(msg, ':'); p; p = strchr(p + 1, ':')) {
+      char *end;
+      long v = strtol(p + 1, &end, 10);
+      if (end > p + 1 && end[0] == ':' && end[1] == ' ') {
+        loc.line = (int)v;
+        rest = end + 2;
+        break;
+      }
+    }
+  }
+  kiln_error_at(loc, "%s", one_line(rest));
+}
+
+/* ---- the script ---- */
+
+/* Reads the whole script; a missing file is the user's error. */
+static char *read_script(const char *path, const char *shown, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) kiln_error_at((SrcLoc){shown, 0}, "cannot open the model script: %s", strerror(errno));
+  Buf b = {0};
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) kiln_error_at((SrcLoc){shown, 0}, "cannot read the model script");
+  char *text = kiln_alloc(b.len + 1);
+  if (b.len) memcpy(text, b.data, b.len);
+  *len = b.len;
+  buf_free(&b);
+  return text;
+}
+
+/* The model name from the script's base name: "models/mlp.lua" -> "mlp", made an identifier. */
+static const char *model_name(const char *script) {
+  const char *base = strrchr(script, '/');
+  base = base ? base + 1 : script;
+  char *name = kiln_strdup(base);
+  char *dot = strrchr(name, '.');
+  if (dot && dot != name) *dot = 0;
+  if (!is_c_identifier(name)) {
+    for (char *p = name; *p; p++)
+      if (!(*p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9'))) *p = '_';
+    if (!*name || (*name >= '0' && *name <= '9')) name = kiln_fmt("_%s", name);
+  }
+  return name;
+}
+
+/* After the script: it declared outputs, and strict files matched the parameters both ways. */
+static void check_finished(Frontend *fe) {
+  if (fe->g->noutputs == 0)
+    kiln_error_at((SrcLoc){fe->script_file, 0}, "no outputs: the script must call kiln.output(name, tensor)");
+  for (int i = 0; i < fe->nfiles; i++) {
+    Loaded *lf = &fe->files[i];
+    if (!lf->strict) continue;
+    for (int k = 0; k < lf->file->ntensors; k++)
+      if (!lf->used[k])
+        kiln_error_at(lf->loc, "%s: tensor '%s' is not used by any parameter (strict load)", lf->shown, lf->file->tensors[k].name);
+    for (int k = 0; k < fe->nparams; k++)
+      if (!fe->params[k].loaded)
+        kiln_error_at(fe->params[k].loc, "param %s is not in %s (strict load)", fe->params[k].name, lf->shown);
+  }
+}
+
+Graph *frontend_trace(const FrontendOptions *o) {
+  Frontend *fe = kiln_alloc(sizeof *fe);
+  fe->script_file = kiln_strdup(display_name(o->script));
+  const char *slash = strrchr(o->script, '/');
+  fe->script_dir = slash ? kiln_fmt("%.*s", (int)(slash - o->script), o->script) : "";
+  if (slash == o->script) fe->script_dir = "/";
+  if (o->model && !is_c_identifier(o->model)) kiln_error("--name: '%s' is not a C identifier", o->model);
+  fe->g = graph_new(o->model ? o->model : model_name(o->script), fe->script_file);
+  size_t len;
+  char *text = read_script(o->script, fe->script_file, &len);
+
+  lua_State *L = luaL_newstate();
+  if (!L) die("cannot create a Lua state");
+  *(Frontend **)lua_getextraspace(L) = fe;
+  luaL_openlibs(L);
+  if (luaL_dostring(L, "math.randomseed(0)") != LUA_OK) die("%s", lua_tostring(L, -1));
+  open_kiln(L);
+  lua_getglobal(L, "package");                   /* scripts may require helpers beside them */
+  lua_pushfstring(L, "%s/?.lua;", fe->script_dir[0] ? fe->script_dir : ".");
+  lua_getfield(L, -2, "path");
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_pop(L, 1);
+
+  lua_pushcfunction(L, msgh);
+  const char *body = text;
+  if (len && text[0] == '#') {                   /* a #! line: skip it, keep the line count */
+    while (len && *body != '\n') body++, len--;
+  }
+  char *chunkname = kiln_fmt("@%s", fe->script_file);
+  if (luaL_loadbufferx(L, body, len, chunkname, "t") != LUA_OK) {
+    char *msg = kiln_strdup(lua_tostring(L, -1));
+    lua_close(L);
+    report_syntax_error(fe, msg);
+  }
+  if (lua_pcall(L, 0, 0, -2) != LUA_OK) {
+    if (!fe->failed) die("Lua error without the message handler: %s", lua_tostring(L, -1));
+    lua_close(L);
+    kiln_error_at(fe->err_loc, "%s", fe->err_msg);
+  }
+  lua_close(L);
+  check_finished(fe);
+  return fe->g;
+}

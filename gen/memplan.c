@@ -1,4 +1,167 @@
-/* STUB: placeholder until this phase is written. */
+/*
+ * memplan.c — static memory planning: where every live value lives at run time.
+ *
+ * The contract (notes/contracts.md, docs/pipeline.md):
+ *   INPUT        REG_INPUT,  io_slot = its position in Graph.inputs, offset 0
+ *   WEIGHT/CONST REG_WEIGHTS, 64-byte-aligned offsets in node order; weights_size
+ *                is the payload size, rounded up to 64
+ *   kernel result REG_OUTPUT (io_slot i, offset 0) when it is the storage of graph
+ *                output i, else REG_ARENA at an offset chosen by first fit over
+ *                liveness; arena_size is the high-water mark, a multiple of 64
+ *   RESHAPE      a view: region, io_slot and offset of the value it reshapes
+ *
+ * Liveness is measured in schedule positions: a value is live from the kernel
+ * that writes it to the last kernel that reads it (directly or through views),
+ * inclusive at both ends, so a kernel's output never shares bytes with its inputs.
+ * Values are placed in schedule order at the lowest 64-aligned offset that does
+ * not overlap any already-placed value whose interval intersects. This is the
+ * classic greedy; it is not optimal, but it is simple, deterministic and on a
+ * chain of ops it reuses two buffers in turn.
+ */
 #include "kiln.h"
 
-void pass_memplan(Graph *g) { (void)g; die("not written yet"); }
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t align_up(int64_t n) { return (n + KILN_ALIGN - 1) / KILN_ALIGN * KILN_ALIGN; }
+
+static Node *root_of(Graph *g, Node *n) {
+  while (n->op == OP_RESHAPE) n = graph_node(g, n->in[0]);
+  return n;
+}
+
+/* One arena value: its producing node, live interval and placement. */
+typedef struct {
+  int node;
+  int first, last;      /* schedule positions, inclusive */
+  int64_t size, offset;
+} Interval;
+
+/* Places the leaves: inputs into their slots, weights and constants in node order. */
+static void place_leaves(Graph *g) {
+  int64_t w = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead) continue;
+    if (n->op == OP_INPUT) {
+      n->region = REG_INPUT;
+      n->io_slot = n->io_index;
+      n->offset = 0;
+    } else if (n->op == OP_WEIGHT || n->op == OP_CONST) {
+      n->region = REG_WEIGHTS;
+      n->offset = w;
+      w = align_up(w + node_bytes(n));
+    }
+  }
+  g->weights_size = w;
+}
+
+/* Marks the storage of each graph output (pass_legalize made them distinct kernel results). */
+static void place_outputs(Graph *g) {
+  for (int i = 0; i < g->noutputs; i++) {
+    Node *r = root_of(g, g->nodes[g->outputs[i].node]);
+    if (r->kernel < 0 || r->region == REG_OUTPUT)
+      die("memplan: output %s has storage %%%d that is not a kernel result of its own (legalize missed it)",
+          g->outputs[i].name, r->id);
+    r->region = REG_OUTPUT;
+    r->io_slot = i;
+    r->offset = 0;
+  }
+}
+
+/* The schedule position of each node's kernel; -1 for nodes outside kernels. */
+static int *kernel_positions(Graph *g) {
+  int *pos = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) pos[i] = -1;
+  for (int k = 0; k < g->nkernels; k++)
+    for (int j = 0; j < g->kernels[k].nnodes; j++) pos[g->kernels[k].nodes[j]] = g->kernels[k].order;
+  return pos;
+}
+
+/* Is n the result of its kernel (its last node)? Only results need storage. */
+static bool is_kernel_result(Graph *g, const Node *n) {
+  if (n->kernel < 0) return false;
+  const Kernel *k = &g->kernels[n->kernel];
+  return k->nodes[k->nnodes - 1] == n->id;
+}
+
+/* Live intervals of every arena value, in schedule order of their producers. */
+static Interval *arena_intervals(Graph *g, int *count) {
+  int *pos = kernel_positions(g);
+  int *slot = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1));
+  Interval *iv = kiln_alloc(sizeof(Interval) * (size_t)(g->nnodes + 1));
+  int n = 0;
+  for (int k = 0; k < g->nkernels; k++) {
+    const Kernel *kr = &g->kernels[k];
+    Node *r = g->nodes[kr->nodes[kr->nnodes - 1]];
+    if (r->region == REG_OUTPUT) continue;
+    r->region = REG_ARENA;
+    slot[r->id] = n + 1;
+    iv[n++] = (Interval){r->id, kr->order, kr->order, align_up(node_bytes(r)), 0};
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *c = g->nodes[i];
+    if (c->dead || pos[i] < 0) continue;
+    for (int k = 0; k < c->nin; k++) {
+      int s = slot[root_of(g, g->nodes[c->in[k]])->id];
+      if (s && iv[s - 1].last < pos[i]) iv[s - 1].last = pos[i];
+    }
+  }
+  *count = n;
+  return iv;
+}
+
+static int by_offset(const void *a, const void *b) {
+  const Interval *x = *(Interval *const *)a, *y = *(Interval *const *)b;
+  return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : x->node - y->node;
+}
+
+/* First fit: the lowest offset where v fits between the placed values live with it. */
+static int64_t first_fit(Interval *v, Interval *placed, int nplaced, Interval **scratch) {
+  int m = 0;
+  for (int i = 0; i < nplaced; i++)
+    if (placed[i].first <= v->last && v->first <= placed[i].last) scratch[m++] = &placed[i];
+  qsort(scratch, (size_t)m, sizeof *scratch, by_offset);
+  int64_t at = 0;
+  for (int i = 0; i < m; i++) {
+    if (scratch[i]->offset >= at + v->size) break;
+    int64_t end = scratch[i]->offset + scratch[i]->size;
+    if (end > at) at = end;
+  }
+  return at;
+}
+
+/* Contract: see the file comment. Needs pass_group and pass_schedule. Views take
+ * their root's placement; nodes inside a kernel that are not its result get none. */
+void pass_memplan(Graph *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    g->nodes[i]->region = REG_NONE;
+    g->nodes[i]->io_slot = -1;
+    g->nodes[i]->offset = 0;
+  }
+  place_leaves(g);
+  place_outputs(g);
+  int n;
+  Interval *iv = arena_intervals(g, &n);
+  Interval **scratch = kiln_alloc(sizeof(Interval *) * (size_t)(n + 1));
+  int64_t high = 0;
+  for (int i = 0; i < n; i++) {
+    iv[i].offset = first_fit(&iv[i], iv, i, scratch);
+    g->nodes[iv[i].node]->offset = iv[i].offset;
+    if (iv[i].offset + iv[i].size > high) high = iv[i].offset + iv[i].size;
+  }
+  g->arena_size = high;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *v = g->nodes[i];
+    if (v->dead || v->op != OP_RESHAPE) continue;
+    Node *r = root_of(g, v);
+    v->region = r->region;
+    v->io_slot = r->io_slot;
+    v->offset = r->offset;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *v = g->nodes[i];
+    if (!v->dead && v->region == REG_NONE && (v->kernel < 0 || is_kernel_result(g, v)))
+      die("memplan: live %%%d (%s) got no placement", v->id, kiln_ops[v->op].name);
+  }
+}

@@ -1,0 +1,265 @@
+#!/usr/bin/python3
+"""peers.py — the same models as models/*.lua in PyTorch and in NumPy, timed.
+
+`make bench` (scripts/bench.sh) calls this once per model after Kiln has built
+it. The twins here load *Kiln's own weights*: the build's <m>.json lists every
+weight with its name, shape and offset in <m>.weights, and the names are the
+PyTorch state_dict names, so each twin is an ordinary torch module filled by
+load_state_dict. Inputs are the same .npy files the generated C ran on, and each
+peer's output is compared with the C output (max |difference|) — a sanity
+check that the timings compare the same computation, not a test.
+
+bench/bench.py imports this module and calls run_peers(). Timing: warm up,
+then time each call separately until a budget is spent; median of the samples.
+PyTorch runs with 1 thread, with its default thread count and with one thread per
+core (the distinct values of these). No thresholds anywhere.
+"""
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+
+# ---- loading Kiln's weights ----
+
+def load_kiln_weights(build_dir, model):
+    """Returns {name: f32 numpy array} read from <m>.weights through <m>.json."""
+    with open(os.path.join(build_dir, model + ".json")) as f:
+        meta = json.load(f)
+    with open(os.path.join(build_dir, model + ".weights"), "rb") as f:
+        blob = f.read()
+    header = 64
+    out = {}
+    for w in meta["weights"]:
+        if w["dtype"] != "f32":
+            continue
+        n = int(np.prod(w["shape"])) if w["shape"] else 1
+        a = np.frombuffer(blob, dtype="<f4", count=n, offset=header + w["offset"])
+        out[w["name"]] = a.reshape(w["shape"]).copy()
+    return meta, out
+
+
+# ---- PyTorch twins (state_dict names as in models/*.lua) ----
+
+class TorchBasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (self.downsample(x) if self.downsample is not None else x))
+
+
+class TorchResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.layer1 = TorchBasicBlock(16, 16, 1)
+        self.layer2 = TorchBasicBlock(16, 16, 1)
+        self.layer3 = TorchBasicBlock(16, 32, 2)
+        self.fc = nn.Linear(32, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = self.layer3(self.layer2(self.layer1(x)))
+        return self.fc(x.mean((2, 3)))
+
+
+class TorchEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.TransformerEncoderLayer(64, 4, 256, dropout=0.0, activation="gelu",
+                                                                 batch_first=True) for _ in range(2)])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+def torch_mlp():
+    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def torch_lenet():
+    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.Tanh(), nn.MaxPool2d(2),
+                         nn.Conv2d(6, 16, 5), nn.Tanh(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+
+
+TORCH = {"mlp": torch_mlp, "lenet": torch_lenet, "resnet": TorchResNet, "transformer": TorchEncoder}
+
+
+# ---- NumPy twins: plain functions over the same {name: array} ----
+
+def np_linear(x, p, name):
+    y = x @ p[name + ".weight"].T
+    return y + p[name + ".bias"] if name + ".bias" in p else y
+
+
+def np_conv2d(x, w, b=None, stride=1, pad=0):
+    """NCHW x OIHW by im2col (sliding windows) and one tensordot."""
+    if pad:
+        x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = w.shape[2], w.shape[3]
+    win = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::stride, ::stride]
+    y = np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
+    return y + b[None, :, None, None] if b is not None else y
+
+
+def np_maxpool2(x):
+    n, c, h, w = x.shape
+    return x[:, :, :h // 2 * 2, :w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+
+
+def np_batchnorm(x, p, name, eps=1e-5):
+    s = p[name + ".weight"] / np.sqrt(p[name + ".running_var"] + eps)
+    t = p[name + ".bias"] - p[name + ".running_mean"] * s
+    return x * s[None, :, None, None] + t[None, :, None, None]
+
+
+def np_layernorm(x, p, name, eps=1e-5):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * p[name + ".weight"] + p[name + ".bias"]
+
+
+def np_erf(x):
+    """erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7); NumPy has no erf."""
+    s = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * np.exp(-a * a)
+    return s * y
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_mlp(p, image):
+    h = np.maximum(np_linear(image, p, "0"), 0)
+    h = np.maximum(np_linear(h, p, "2"), 0)
+    return np_linear(h, p, "4")
+
+
+def np_lenet(p, image):
+    h = np_maxpool2(np.tanh(np_conv2d(image, p["0.weight"], p["0.bias"], pad=2)))
+    h = np_maxpool2(np.tanh(np_conv2d(h, p["3.weight"], p["3.bias"])))
+    h = h.reshape(h.shape[0], -1)
+    h = np.maximum(np_linear(h, p, "7"), 0)
+    h = np.maximum(np_linear(h, p, "9"), 0)
+    return np_linear(h, p, "11")
+
+
+def np_block(p, x, name, stride):
+    y = np.maximum(np_batchnorm(np_conv2d(x, p[name + ".conv1.weight"], stride=stride, pad=1), p, name + ".bn1"), 0)
+    y = np_batchnorm(np_conv2d(y, p[name + ".conv2.weight"], pad=1), p, name + ".bn2")
+    if name + ".downsample.0.weight" in p:
+        x = np_batchnorm(np_conv2d(x, p[name + ".downsample.0.weight"], stride=stride), p, name + ".downsample.1")
+    return np.maximum(y + x, 0)
+
+
+def np_resnet(p, image):
+    x = np.maximum(np_batchnorm(np_conv2d(image, p["conv1.weight"], pad=1), p, "bn1"), 0)
+    x = np_block(p, x, "layer1", 1)
+    x = np_block(p, x, "layer2", 1)
+    x = np_block(p, x, "layer3", 2)
+    return np_linear(x.mean(axis=(2, 3)), p, "fc")
+
+
+def np_encoder_layer(p, x, name, heads):
+    b, t, d = x.shape
+    hd = d // heads
+    qkv = x @ p[name + ".self_attn.in_proj_weight"].T + p[name + ".self_attn.in_proj_bias"]
+    q, k, v = (qkv[..., i * d:(i + 1) * d].reshape(b, t, heads, hd).transpose(0, 2, 1, 3) for i in range(3))
+    a = np_softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(hd)) @ v
+    a = a.transpose(0, 2, 1, 3).reshape(b, t, d)
+    x = np_layernorm(x + np_linear(a, p, name + ".self_attn.out_proj"), p, name + ".norm1")
+    h = np_linear(x, p, name + ".linear1")
+    h = 0.5 * h * (1.0 + np_erf(h / math.sqrt(2.0)))
+    return np_layernorm(x + np_linear(h, p, name + ".linear2"), p, name + ".norm2")
+
+
+def np_transformer(p, x):
+    for i in range(2):
+        x = np_encoder_layer(p, x, f"layers.{i}", 4)
+    return x
+
+
+NUMPY = {"mlp": np_mlp, "lenet": np_lenet, "resnet": np_resnet, "transformer": np_transformer}
+
+
+# ---- timing ----
+
+def median_us(fn, budget_ms):
+    """Warms fn up for a tenth of the budget, then times single calls: (median, min) in µs."""
+    end = time.perf_counter() + budget_ms / 10000.0
+    while time.perf_counter() < end:
+        fn()
+    samples = []
+    end = time.perf_counter() + budget_ms / 1000.0
+    while len(samples) < 5 or (time.perf_counter() < end and len(samples) < 20000):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1e6)
+    samples.sort()
+    return samples[len(samples) // 2], samples[0]
+
+
+def maxdiff(outs, c_outs):
+    if c_outs is None:
+        return "-"
+    return "%.2e" % max(float(np.max(np.abs(np.asarray(o, dtype=np.float32).reshape(-1) - c.reshape(-1))))
+                        for o, c in zip(outs, c_outs))
+
+
+def run_peers(model, meta, params, inputs, c_outs, budget_ms):
+    """Times every twin of `model` on `inputs`; returns [(label, median_us, min_us, maxdiff or "-")].
+
+    Notes (e.g. a twin that could not be filled with Kiln's weights) are returned
+    as rows whose median is None and whose last field is the reason.
+    """
+    rows = []
+    if model in TORCH:
+        net = TORCH[model]()
+        sd = net.state_dict()
+        missing = [k for k in sd if k not in params and not k.endswith("num_batches_tracked")]
+        if missing:
+            rows.append(("torch", None, None, f"Kiln's build lacks {len(missing)} weights, e.g. {missing[0]}"))
+        else:
+            net.load_state_dict({k: torch.from_numpy(params[k]) if k in params else v for k, v in sd.items()})
+            net.eval()
+            tin = [torch.from_numpy(a) for a in inputs]
+            default_threads = torch.get_num_threads()
+            for threads in sorted({1, default_threads, os.cpu_count() or 1}):
+                torch.set_num_threads(threads)
+                with torch.inference_mode():
+                    outs = net(*tin)
+                    outs = [outs] if isinstance(outs, torch.Tensor) else list(outs)
+                    med, mn = median_us(lambda: net(*tin), budget_ms)
+                rows.append((f"torch-{threads}t", med, mn, maxdiff([o.numpy() for o in outs], c_outs)))
+            torch.set_num_threads(default_threads)
+    if model in NUMPY:
+        fn = NUMPY[model]
+        try:
+            outs = fn(params, *inputs)
+        except KeyError as e:
+            rows.append(("numpy", None, None, f"Kiln's build lacks weight {e}"))
+        else:
+            outs = [outs] if isinstance(outs, np.ndarray) else list(outs)
+            med, mn = median_us(lambda: fn(params, *inputs), budget_ms)
+            rows.append(("numpy", med, mn, maxdiff(outs, c_outs)))
+    return rows

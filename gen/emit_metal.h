@@ -1,0 +1,48 @@
+/*
+ * emit_metal.h — what the two halves of the Metal target share: emit_metal.c
+ * (files, names, the dispatch table) and emit_metal_kernels.c (one render
+ * function per OpFamily, filling template variables for templates/metal/).
+ */
+#ifndef KILN_EMIT_METAL_H
+#define KILN_EMIT_METAL_H
+
+#include "kiln.h"
+
+enum {
+  MTL_MAX_VARS = 48,
+  MTL_MAX_OPS = 16,          /* buffers per kernel (concat of up to 15 inputs) */
+  MTL_MAX_THREADS = 256,     /* per threadgroup: every Apple GPU pipeline allows this */
+};
+
+/* (name, value) pairs for template_expand, NULL-terminated. */
+typedef struct {
+  const char *kv[2 * MTL_MAX_VARS + 1];
+  int n;
+} MtlVars;
+
+void mtl_var(MtlVars *v, const char *name, const char *value);
+/* An integer template variable; dies when it does not fit MSL's 32-bit uint/int. */
+void mtl_vari(MtlVars *v, const char *name, int64_t value);
+
+/* One kernel being rendered. The caller sets g, n, name and the default operand
+ * list (the node's inputs as x, y, z or x0, x1, ...); the family's render function
+ * may rename operands, sets the grid and the template variables, and returns the
+ * template; the caller then adds PARAMS (the buffer parameters) and expands it. */
+typedef struct {
+  Graph *g;
+  Node *n;
+  const char *name;            /* MSL function name */
+  MtlVars v;
+  Node *op[MTL_MAX_OPS];       /* read operands, in [[buffer(i)]] order; out comes last */
+  const char *opname[MTL_MAX_OPS];
+  int nops;
+  uint32_t groups[3], threads[3];
+} MtlKernel;
+
+/* Fills k for k->n's family and returns the template path ("metal/x.metal.tmpl");
+ * kiln_error for a kernel the Metal target cannot express. */
+const char *mtl_render(MtlKernel *k);
+/* "float" "int" "uchar": the MSL element type of a dtype. */
+const char *mtl_type(DType t);
+
+#endif

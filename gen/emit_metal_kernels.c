@@ -1,0 +1,500 @@
+/*
+ * emit_metal_kernels.c — one render function per OpFamily for the Metal target.
+ *
+ * Kernel in (a planned node), template variables and a grid out. The logic is the
+ * C target's (emit_c.c): the same strides from emit_common, the same coalesced
+ * loops, the same per-op expressions from ops.h through a function table; what
+ * differs is the MSL in templates/metal/ and the choice of how threads share the
+ * work, which is made here:
+ *   elementwise, cast, batchnorm, pool, copy, concat, gather  one thread per
+ *       output element (float4 a thread for contiguous f32 elementwise work);
+ *   matmul  16x16 threadgroup tiles through threadgroup memory, or one SIMD group
+ *       per output for a row vector times a transposed matrix (nn.Linear, batch 1);
+ *   conv    the same tiles as an implicit GEMM;
+ *   softmax, layernorm, rmsnorm, large reductions  a threadgroup per line with
+ *       SIMD-group and threadgroup reductions; small reductions a thread each.
+ * Threadgroups are sized to the work (never above 256), so a short line gets a
+ * threadgroup that is not a multiple of 32 and SIMD groups with idle lanes.
+ */
+#include "emit_metal.h"
+
+#include <limits.h>
+#include <string.h>
+
+void mtl_var(MtlVars *v, const char *name, const char *value) {
+  if (v->n == MTL_MAX_VARS) die("too many template variables");
+  v->kv[2 * v->n] = name;
+  v->kv[2 * v->n + 1] = value;
+  v->n++;
+  v->kv[2 * v->n] = NULL;
+}
+
+void mtl_vari(MtlVars *v, const char *name, int64_t value) {
+  if (value > INT_MAX || value < INT_MIN)
+    kiln_error("Metal target: constant %s = %lld does not fit 32 bits (tensor too large)", name, (long long)value);
+  mtl_var(v, name, kiln_fmt("%lld", (long long)value));
+}
+
+const char *mtl_type(DType t) {
+  switch (t) {
+  case DT_F32: return "float";
+  case DT_I32: return "int";
+  case DT_BOOL: return "uchar";
+  }
+  die("bad dtype %d", (int)t);
+}
+
+/* The MSL spelling of ops.h's neutral functions. pow goes to the precise variant:
+ * Metal's default fast math computes pow as exp2(y * log2(x)), NaN for x < 0. */
+static const EmitFn msl_fns[] = {
+    {"exp", "metal::exp"},   {"log", "metal::log"},   {"sqrt", "metal::sqrt"}, {"tanh", "metal::tanh"},
+    {"erf", "kiln_erf"},     {"fabs", "metal::fabs"}, {"fmax", "metal::fmax"}, {"fmin", "metal::fmin"},
+    {"pow", "metal::precise::pow"}, {NULL, NULL},
+};
+
+static Node *in(const MtlKernel *k, int i) { return graph_node(k->g, k->n->in[i]); }
+
+static int64_t prod(const Shape *s, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) p *= s->dim[i];
+  return p;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static void grid(MtlKernel *k, int64_t gx, int64_t gy, int64_t gz, int64_t tx, int64_t ty) {
+  if (gx > UINT32_MAX || gy > 65535 || gz > 65535) kiln_error_at(k->n->loc, "Metal target: grid too large for %s", k->name);
+  k->groups[0] = (uint32_t)gx, k->groups[1] = (uint32_t)gy, k->groups[2] = (uint32_t)gz;
+  k->threads[0] = (uint32_t)tx, k->threads[1] = (uint32_t)ty, k->threads[2] = 1;
+}
+
+/* n threads in one dimension: threadgroups of up to 256, sized down for small n. */
+static void grid_1d(MtlKernel *k, int64_t n) {
+  int64_t t = n < MTL_MAX_THREADS ? n : MTL_MAX_THREADS;
+  grid(k, ceil_div(n, t), 1, 1, t, 1);
+}
+
+/* True when operand k's offset is the linear index itself (contiguous, no base). */
+static bool walks_index(int rank, const int64_t *dims, const int64_t *strides, int64_t base) {
+  int64_t st = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    if (dims[d] > 1 && strides[d] != st) return false;
+    st *= dims[d];
+  }
+  return base == 0;
+}
+
+/* Lines that compute `const uint <names[k]> = ...` for each named operand from the
+ * linear element index `idx` over dims (coalesced): the index itself for a
+ * contiguous operand, else base + the coordinates times its strides (stride 0:
+ * broadcast). Only the coordinates some operand needs are computed, so the MSL has
+ * no unused variables (clang's -Wall -Werror would say so). */
+static char *index_code(const char *idx, int rank, const int64_t *dims, int nops, int64_t strides[][KILN_MAX_RANK],
+                        const char *const *names, int64_t base) {
+  bool used[KILN_MAX_RANK] = {0}, any_used = false;
+  for (int k = 0; k < nops; k++) {
+    if (!names[k] || walks_index(rank, dims, strides[k], base)) continue;
+    for (int d = 0; d < rank; d++)
+      if (dims[d] > 1 && strides[k][d]) used[d] = any_used = true;
+  }
+  Buf b = {0};
+  if (any_used) {
+    int lowest = 0;   /* the outermost used coordinate: no division needed past it */
+    while (!used[lowest]) lowest++;
+    buf_printf(&b, "  uint rem = %s;\n", idx);
+    for (int d = rank - 1; d >= lowest; d--) {
+      if (d == lowest) {
+        if (d == 0) buf_printf(&b, "  const uint c0 = rem;\n");
+        else buf_printf(&b, "  const uint c%d = rem %% %lldu;\n", d, (long long)dims[d]);
+        break;
+      }
+      if (used[d]) buf_printf(&b, "  const uint c%d = rem %% %lldu;\n", d, (long long)dims[d]);
+      buf_printf(&b, "  rem /= %lldu;\n", (long long)dims[d]);
+    }
+  }
+  for (int k = 0; k < nops; k++) {
+    if (!names[k]) continue;
+    buf_printf(&b, "  const uint %s = ", names[k]);
+    if (walks_index(rank, dims, strides[k], base)) buf_printf(&b, "%s", idx);
+    else {
+      bool any = false;
+      if (base) buf_printf(&b, "%lldu", (long long)base), any = true;
+      for (int d = 0; d < rank; d++)
+        if (dims[d] > 1 && strides[k][d]) {
+          buf_printf(&b, "%sc%d", any ? " + " : "", d);
+          if (strides[k][d] != 1) buf_printf(&b, " * %lldu", (long long)strides[k][d]);
+          any = true;
+        }
+      if (!any) buf_puts(&b, "0u");
+    }
+    buf_puts(&b, ";\n");
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* ---- elementwise: unary, binary, select, cast ---- */
+
+/* The scalar expression of the node over its operands named x, y, z. */
+static const char *elem_expr(const MtlKernel *k) {
+  const Node *n = k->n;
+  static const char *const ops[] = {"x", "y", "z"};
+  if (kiln_ops[n->op].family != FAM_CAST) return emit_expr(kiln_ops[n->op].expr, msl_fns, ops, n->nin);
+  DType from = in(k, 0)->dtype, to = n->dtype;
+  if (from == to) return "x";
+  if (to == DT_BOOL) return "x != 0";
+  if (to == DT_F32) return "float(x)";
+  if (from == DT_F32) return "isnan(x) ? 0 : x >= 2147483648.0f ? INT_MAX : x <= -2147483648.0f ? INT_MIN : int(x)";
+  return "int(x)";
+}
+
+/* Unary, binary, select and cast nodes: one thread per element, or four through
+ * float4 when every operand is f32 and contiguous or a scalar, the count divides
+ * by 4 and every buffer offset is 16-byte aligned. */
+static const char *k_elementwise(MtlKernel *k) {
+  Node *n = k->n;
+  int nops = n->nin + 1;
+  int64_t st[4][KILN_MAX_RANK];
+  emit_strides(&n->shape, st[0]);
+  for (int i = 0; i < n->nin; i++) emit_bcast_strides(&in(k, i)->shape, &n->shape, st[i + 1]);
+  int rank;
+  int64_t dims[KILN_MAX_RANK];
+  emit_coalesce(&n->shape, nops, st, &rank, dims);
+  int64_t total = node_numel(n);
+
+  static const char *const pnames[] = {"x", "y", "z"};
+  Buf fp = {0};
+  for (int i = 0; i < n->nin; i++) buf_printf(&fp, "%s%s %s", i ? ", " : "", mtl_type(in(k, i)->dtype), pnames[i]);
+  mtl_var(&k->v, "FPARAMS", kiln_strdup(fp.data));
+  buf_free(&fp);
+  mtl_var(&k->v, "T", mtl_type(n->dtype));
+  mtl_var(&k->v, "EXPR", elem_expr(k));
+
+  bool vec = rank == 1 && total % 4 == 0 && n->dtype == DT_F32 && n->offset % 16 == 0;
+  for (int i = 0; i < n->nin && vec; i++) {
+    Node *x = in(k, i);
+    vec = x->dtype == DT_F32 && (st[i + 1][0] == 1 || node_numel(x) == 1) && x->offset % 16 == 0;
+  }
+  if (vec) {
+    Buf loads = {0}, args = {0};
+    for (int i = 0; i < n->nin; i++) {
+      if (node_numel(in(k, i)) == 1) buf_printf(&loads, "  const float %sv = %s[0];\n", pnames[i], pnames[i]);
+      else buf_printf(&loads, "  const float4 %sv = ((device const float4 *)%s)[i];\n", pnames[i], pnames[i]);
+    }
+    static const char comp[] = "xyzw";
+    for (int c = 0; c < 4; c++) {
+      buf_printf(&args, "%s%s_op(", c ? ", " : "", k->name);
+      for (int i = 0; i < n->nin; i++)
+        buf_printf(&args, "%s%sv%s", i ? ", " : "", pnames[i], node_numel(in(k, i)) == 1 ? "" : kiln_fmt(".%c", comp[c]));
+      buf_puts(&args, ")");
+    }
+    mtl_vari(&k->v, "N4", total / 4);
+    mtl_var(&k->v, "LOADS", kiln_strdup(loads.data));
+    mtl_var(&k->v, "ARGS4", kiln_strdup(args.data));
+    buf_free(&loads);
+    buf_free(&args);
+    grid_1d(k, total / 4);
+    return "metal/elementwise4.metal.tmpl";
+  }
+  static const char *const onames[] = {NULL, "xo", "yo", "zo"};
+  mtl_var(&k->v, "INDEX", index_code("i", rank, dims, nops, st, onames, 0));
+  Buf args = {0};
+  for (int i = 0; i < n->nin; i++) buf_printf(&args, "%s%s[%s]", i ? ", " : "", pnames[i], onames[i + 1]);
+  mtl_var(&k->v, "ARGS", kiln_strdup(args.data));
+  buf_free(&args);
+  mtl_vari(&k->v, "N", total);
+  grid_1d(k, total);
+  return "metal/elementwise.metal.tmpl";
+}
+
+/* ---- matmul ---- */
+
+static Shape batch_of(const Shape *s) {
+  Shape b = *s;
+  b.rank -= 2;
+  return b;
+}
+
+static const char *k_matmul(MtlKernel *k) {
+  const Node *x = in(k, 0), *y = in(k, 1), *n = k->n;
+  const Attrs *a = &n->a;
+  int64_t m = n->shape.dim[n->shape.rank - 2], nn = n->shape.dim[n->shape.rank - 1];
+  int64_t kk = a->trans_x ? x->shape.dim[x->shape.rank - 2] : x->shape.dim[x->shape.rank - 1];
+  Shape bo = batch_of(&n->shape), bx = batch_of(&x->shape), by = batch_of(&y->shape);
+  int64_t st[3][KILN_MAX_RANK];
+  emit_strides(&bo, st[0]);
+  emit_bcast_strides(&bx, &bo, st[1]);
+  emit_bcast_strides(&by, &bo, st[2]);
+  for (int i = 0; i < bo.rank; i++) {
+    st[1][i] *= m * kk;
+    st[2][i] *= kk * nn;
+  }
+  int r;
+  int64_t dims[KILN_MAX_RANK];
+  emit_coalesce(&bo, 3, st, &r, dims);
+  /* xo, yo: each operand's matrix start for batch b (the output's is b * M * N) */
+  static const char *const onames[] = {NULL, "xo", "yo"};
+  int64_t batch = shape_numel(&bo);
+  bool gemv = m == 1 && a->trans_y;
+  mtl_var(&k->v, "BATCH", index_code("b", r, dims, 3, st, onames, 0));
+  mtl_vari(&k->v, "M", m);
+  mtl_vari(&k->v, "N", nn);
+  mtl_vari(&k->v, "K", kk);
+  mtl_vari(&k->v, "XS_M", a->trans_x ? 1 : kk);
+  mtl_vari(&k->v, "XS_K", a->trans_x ? m : 1);
+  mtl_vari(&k->v, "YS_K", a->trans_y ? 1 : nn);
+  mtl_vari(&k->v, "YS_N", a->trans_y ? kk : 1);
+  if (gemv) {
+    int64_t rows = nn < 8 ? nn : 8;   /* SIMD groups per threadgroup */
+    mtl_vari(&k->v, "ROWS", rows);
+    grid(k, ceil_div(nn, rows), batch, 1, 32 * rows, 1);
+    return "metal/matvec.metal.tmpl";
+  }
+  /* Loads: thread (ty, tx) fills one slot of each tile; which slot depends on the
+   * operand's layout, so that consecutive tx read consecutive addresses. */
+  const char *lx = a->trans_x
+      ? "    { const uint mm = m0 + tid.x, kx = k0 + tid.y;  // x stored [K, M]: tid.x walks m\n"
+        "      xs[tid.x][tid.y] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n"
+      : "    { const uint mm = m0 + tid.y, kx = k0 + tid.x;  // tid.x walks k\n"
+        "      xs[tid.y][tid.x] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n";
+  const char *ly = a->trans_y
+      ? "    { const uint ky = k0 + tid.x, nn = n0 + tid.y;  // y stored [N, K]: tid.x walks k\n"
+        "      ys[tid.x][tid.y] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n"
+      : "    { const uint ky = k0 + tid.y, nn = n0 + tid.x;  // tid.x walks n\n"
+        "      ys[tid.y][tid.x] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n";
+  mtl_var(&k->v, "LOAD_X", lx);
+  mtl_var(&k->v, "LOAD_Y", ly);
+  grid(k, ceil_div(nn, 16), ceil_div(m, 16), batch, 16, 16);
+  return "metal/matmul.metal.tmpl";
+}
+
+/* ---- conv, pools ---- */
+
+static const char *k_conv(MtlKernel *k) {
+  const Shape *x = &in(k, 0)->shape, *w = &in(k, 1)->shape, *o = &k->n->shape;
+  const Attrs *a = &k->n->a;
+  mtl_vari(&k->v, "C", x->dim[1]);
+  mtl_vari(&k->v, "H", x->dim[2]);
+  mtl_vari(&k->v, "W", x->dim[3]);
+  mtl_vari(&k->v, "OC", o->dim[1]);
+  mtl_vari(&k->v, "OH", o->dim[2]);
+  mtl_vari(&k->v, "OW", o->dim[3]);
+  mtl_vari(&k->v, "KH", w->dim[2]);
+  mtl_vari(&k->v, "KW", w->dim[3]);
+  mtl_vari(&k->v, "GROUPS", a->groups);
+  mtl_vari(&k->v, "CG", x->dim[1] / a->groups);
+  mtl_vari(&k->v, "OCG", o->dim[1] / a->groups);
+  mtl_vari(&k->v, "SH", a->stride[0]);
+  mtl_vari(&k->v, "SW", a->stride[1]);
+  mtl_vari(&k->v, "PT", a->pad[0]);
+  mtl_vari(&k->v, "PL", a->pad[1]);
+  mtl_vari(&k->v, "DH", a->dilation[0]);
+  mtl_vari(&k->v, "DW", a->dilation[1]);
+  k->opname[1] = "w";
+  bool bias = k->n->nin == 3;
+  if (bias) k->opname[2] = "bias";
+  mtl_var(&k->v, "BIAS_ADD", bias ? " + bias[g * OCG + oc]" : "");
+  grid(k, ceil_div(o->dim[2] * o->dim[3], 16), ceil_div(o->dim[1] / a->groups, 16), x->dim[0] * a->groups, 16, 16);
+  return "metal/conv.metal.tmpl";
+}
+
+static const char *k_pool(MtlKernel *k) {
+  const Shape *x = &in(k, 0)->shape, *o = &k->n->shape;
+  const Attrs *a = &k->n->a;
+  mtl_vari(&k->v, "PLANES", x->dim[0] * x->dim[1]);
+  mtl_vari(&k->v, "H", x->dim[2]);
+  mtl_vari(&k->v, "W", x->dim[3]);
+  mtl_vari(&k->v, "OH", o->dim[2]);
+  mtl_vari(&k->v, "OW", o->dim[3]);
+  mtl_vari(&k->v, "KH", a->kernel[0]);
+  mtl_vari(&k->v, "KW", a->kernel[1]);
+  mtl_vari(&k->v, "SH", a->stride[0]);
+  mtl_vari(&k->v, "SW", a->stride[1]);
+  mtl_vari(&k->v, "PT", a->pad[0]);
+  mtl_vari(&k->v, "PL", a->pad[1]);
+  grid_1d(k, node_numel(k->n));
+  if (k->n->op == OP_MAXPOOL2D) return "metal/maxpool.metal.tmpl";
+  mtl_var(&k->v, "COUNT_PAD", a->count_pad ? "true" : "false");
+  return "metal/avgpool.metal.tmpl";
+}
+
+/* ---- reductions and normalisations ---- */
+
+/* Threads for one line of `len` elements: len itself up to 256. */
+static int64_t line_threads(int64_t len) { return len < MTL_MAX_THREADS ? len : MTL_MAX_THREADS; }
+
+static const char *k_reduce(MtlKernel *k) {
+  const Shape *x = &in(k, 0)->shape;
+  int64_t xs[KILN_MAX_RANK];
+  emit_strides(x, xs);
+  Shape ks = {0}, rs = {0};
+  int64_t kst[1][KILN_MAX_RANK], rst[1][KILN_MAX_RANK];
+  for (int i = 0; i < x->rank; i++) {
+    bool red = k->n->a.axes >> i & 1u;
+    Shape *s = red ? &rs : &ks;
+    (red ? rst : kst)[0][s->rank] = xs[i];
+    s->dim[s->rank++] = x->dim[i];
+  }
+  int kr, rr;
+  int64_t kd[KILN_MAX_RANK], rd[KILN_MAX_RANK];
+  emit_coalesce(&ks, 1, kst, &kr, kd);
+  emit_coalesce(&rs, 1, rst, &rr, rd);
+  static const char *const bname[] = {"base"}, *const rname[] = {"roff"};
+  int64_t red = shape_numel(&rs), outn = node_numel(k->n);
+  mtl_var(&k->v, "BASE", index_code("o", kr, kd, 1, kst, bname, 0));
+  /* the reduced offset, indented for the loop body */
+  char *roff = index_code("r", rr, rd, 1, rst, rname, 0);
+  Buf ind = {0};
+  for (char *p = roff; *p;) {
+    char *nl = strchr(p, '\n');
+    buf_puts(&ind, "  ");
+    buf_put(&ind, p, (size_t)(nl - p + 1));
+    p = nl + 1;
+  }
+  mtl_var(&k->v, "ROFF", kiln_strdup(ind.data));
+  buf_free(&ind);
+  mtl_vari(&k->v, "RED", red);
+  mtl_vari(&k->v, "OUTN", outn);
+  bool max = k->n->op == OP_REDUCE_MAX;
+  mtl_var(&k->v, "INIT", max ? "-INFINITY" : "0.0f");
+  mtl_var(&k->v, "UPDATE", max ? "acc = v > acc || isnan(v) ? v : acc" : "acc += v");
+  mtl_var(&k->v, "FINISH", k->n->op == OP_REDUCE_MEAN ? "acc / (float)RED" : "acc");
+  mtl_var(&k->v, "TG_REDUCE", max ? "kiln_tg_max" : "kiln_tg_sum");
+  if (red <= 16) {
+    grid_1d(k, outn);
+    return "metal/reduce_thread.metal.tmpl";
+  }
+  int64_t t = line_threads(red);
+  mtl_vari(&k->v, "T", t);
+  grid(k, outn, 1, 1, t, 1);
+  return "metal/reduce.metal.tmpl";
+}
+
+static const char *k_softmax(MtlKernel *k) {
+  const Shape *s = &k->n->shape;
+  int ax = k->n->a.axis;
+  int64_t n = s->dim[ax], inner = prod(s, ax + 1, s->rank), lines = prod(s, 0, ax) * inner;
+  mtl_vari(&k->v, "N", n);
+  mtl_vari(&k->v, "INNER", inner);
+  mtl_vari(&k->v, "T", line_threads(n));
+  grid(k, lines, 1, 1, line_threads(n), 1);
+  return "metal/softmax.metal.tmpl";
+}
+
+static const char *k_norm(MtlKernel *k) {
+  const Shape *s = &k->n->shape;
+  int ax = k->n->a.axis;
+  bool gamma = k->n->nin >= 2, beta = k->n->nin >= 3;
+  int64_t rows = prod(s, 0, ax), d = prod(s, ax, s->rank);
+  mtl_vari(&k->v, "D", d);
+  mtl_vari(&k->v, "T", line_threads(d));
+  mtl_var(&k->v, "EPS", emit_float(k->n->a.eps));
+  if (gamma) k->opname[1] = "gamma";
+  if (beta) k->opname[2] = "beta";
+  mtl_var(&k->v, "AFFINE", kiln_fmt("%s%s", gamma ? " * gamma[j]" : "", beta ? " + beta[j]" : ""));
+  mtl_var(&k->v, "AFFINE_DOC", kiln_fmt("%s%s", gamma ? " * gamma" : "", beta ? " + beta" : ""));
+  grid(k, rows, 1, 1, line_threads(d), 1);
+  return k->n->op == OP_LAYERNORM ? "metal/layernorm.metal.tmpl" : "metal/rmsnorm.metal.tmpl";
+}
+
+static const char *k_batchnorm(MtlKernel *k) {
+  const Shape *s = &k->n->shape;
+  static const char *const names[] = {"x", "mean", "var", "gamma", "beta"};
+  for (int i = 0; i < 5; i++) k->opname[i] = names[i];
+  mtl_vari(&k->v, "C", s->rank > 1 ? s->dim[1] : 1);
+  mtl_vari(&k->v, "PLANE", prod(s, 2, s->rank));
+  mtl_var(&k->v, "EPS", emit_float(k->n->a.eps));
+  mtl_vari(&k->v, "N", node_numel(k->n));
+  grid_1d(k, node_numel(k->n));
+  return "metal/batchnorm.metal.tmpl";
+}
+
+/* ---- data movement ---- */
+
+/* A strided read (transpose, slice): xst are x's element strides per output dim. */
+static const char *copy_kernel(MtlKernel *k, const int64_t *xst, int64_t base, const char *what) {
+  int64_t st[2][KILN_MAX_RANK];
+  emit_strides(&k->n->shape, st[0]);
+  memcpy(st[1], xst, sizeof st[1]);
+  int rank;
+  int64_t dims[KILN_MAX_RANK];
+  emit_coalesce(&k->n->shape, 2, st, &rank, dims);
+  static const char *const onames[] = {NULL, "xo"};
+  mtl_var(&k->v, "INDEX", index_code("i", rank, dims, 2, st, onames, base));
+  mtl_vari(&k->v, "N", node_numel(k->n));
+  mtl_var(&k->v, "WHAT", what);
+  grid_1d(k, node_numel(k->n));
+  return "metal/copy.metal.tmpl";
+}
+
+static const char *k_transpose(MtlKernel *k) {
+  int64_t xs[KILN_MAX_RANK], st[KILN_MAX_RANK] = {0};
+  emit_strides(&in(k, 0)->shape, xs);
+  for (int i = 0; i < k->n->shape.rank; i++) st[i] = xs[k->n->a.perm[i]];
+  return copy_kernel(k, st, 0, " (permuted)");
+}
+
+static const char *k_slice(MtlKernel *k) {
+  const Attrs *a = &k->n->a;
+  int64_t xs[KILN_MAX_RANK], st[KILN_MAX_RANK] = {0}, base = 0;
+  emit_strides(&in(k, 0)->shape, xs);
+  for (int i = 0; i < k->n->shape.rank; i++) {
+    st[i] = xs[i] * a->step[i];
+    base += a->start[i] * xs[i];
+  }
+  return copy_kernel(k, st, base, " times the steps");
+}
+
+static const char *k_concat(MtlKernel *k) {
+  const Shape *s = &k->n->shape;
+  int ax = k->n->a.axis;
+  int64_t after = prod(s, ax + 1, s->rank), at = 0;
+  Buf parts = {0};
+  for (int i = 0; i < k->n->nin; i++) {
+    int64_t len = in(k, i)->shape.dim[ax] * after;
+    k->opname[i] = kiln_fmt("x%d", i);
+    MtlVars p = {0};
+    mtl_var(&p, "K", kiln_fmt("%d", i));
+    mtl_var(&p, "ELSE", i ? "else " : "");
+    mtl_vari(&p, "LEN", len);
+    mtl_vari(&p, "AT", at);
+    mtl_vari(&p, "END", at + len);
+    template_expand(&parts, template_get("metal/concat_part.metal.tmpl"), p.kv);
+    at += len;
+  }
+  mtl_vari(&k->v, "ROW", at);
+  mtl_vari(&k->v, "N", node_numel(k->n));
+  mtl_var(&k->v, "PARTS", kiln_strdup(parts.data));
+  buf_free(&parts);
+  grid_1d(k, node_numel(k->n));
+  return "metal/concat.metal.tmpl";
+}
+
+static const char *k_gather(MtlKernel *k) {
+  const Shape *x = &in(k, 0)->shape;
+  int ax = k->n->a.axis;
+  k->opname[1] = "idx";
+  mtl_vari(&k->v, "N", x->dim[ax]);
+  mtl_vari(&k->v, "INNER", prod(x, ax + 1, x->rank));
+  mtl_vari(&k->v, "NIDX", node_numel(in(k, 1)));
+  mtl_vari(&k->v, "TOTAL", node_numel(k->n));
+  grid_1d(k, node_numel(k->n));
+  return "metal/gather.metal.tmpl";
+}
+
+typedef const char *RenderFn(MtlKernel *k);
+static RenderFn *const render[FAM__COUNT] = {
+    [FAM_UNARY] = k_elementwise,   [FAM_BINARY] = k_elementwise, [FAM_SELECT] = k_elementwise,
+    [FAM_CAST] = k_elementwise,    [FAM_MATMUL] = k_matmul,      [FAM_CONV] = k_conv,
+    [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,      [FAM_SOFTMAX] = k_softmax,
+    [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_transpose,
+    [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_slice,        [FAM_GATHER] = k_gather,
+};
+
+const char *mtl_render(MtlKernel *k) {
+  RenderFn *fn = render[kiln_ops[k->n->op].family];
+  if (!fn) die("Metal: no kernel template for op %s", kiln_ops[k->n->op].name);
+  if (node_numel(k->n) > INT_MAX) kiln_error_at(k->n->loc, "Metal target: %s has more than 2^31 elements", k->name);
+  return fn(k);
+}

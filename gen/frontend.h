@@ -1,0 +1,64 @@
+/*
+ * frontend.h — what lua.c (the tracer: state, tensors, leaves, errors) and
+ * lua_ops.c (the op bindings) share. Nothing outside the frontend includes it;
+ * the rest of Kiln sees only frontend_trace() in kiln.h.
+ *
+ * Error policy inside the tracer: a binding that finds a problem raises an
+ * ordinary Lua error whose message has no position (fe_error). The message
+ * handler installed around the user's script (lua.c) then finds the user's
+ * line — the first stack frame whose chunk name starts with '@' — while the
+ * stack is still intact, so an error raised deep inside nn.lua still names the
+ * line of the model script that caused it. Raising Lua errors (instead of
+ * exiting on the spot) keeps pcall usable in scripts and lets to-be-closed
+ * scope guards (kiln._scope) unwind.
+ */
+#ifndef KILN_FRONTEND_H
+#define KILN_FRONTEND_H
+
+#include "kiln.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#define FE_TENSOR_MT "kiln.Tensor"   /* registry name of the tensor metatable */
+
+typedef struct {
+  int id;                            /* node id in the graph being traced */
+} FeTensor;
+
+/* Where the user's line is: the first frame of a chunk loaded from a file ('@'). */
+SrcLoc fe_loc(lua_State *L);
+/* Raises a Lua error with a formatted message (no position: the handler adds it). */
+int fe_error(lua_State *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+Graph *fe_graph(lua_State *L);
+
+/* The node id of argument idx: a tensor, or a Lua number (becomes an f32 scalar
+ * CONST). Anything else raises "<op>: argument N must be a tensor or a number". */
+int fe_operand(lua_State *L, int idx, const char *op);
+/* Like fe_operand, but numbers are refused: the argument must be a tensor. */
+int fe_tensor(lua_State *L, int idx, const char *op);
+bool fe_is_tensor(lua_State *L, int idx);
+void fe_push(lua_State *L, int id);
+Node *fe_node(lua_State *L, int id);
+/* graph_add at the user's line, named after the current nn scope; a shape rule
+ * violation is raised as a Lua error carrying graph_add's message. Returns the id. */
+int fe_add(lua_State *L, OpKind op, const int *in, int nin, const Attrs *a);
+/* A CONST node of f32 values (copied) with the given shape, at the user's line. */
+int fe_const_f32(lua_State *L, const float *v, const Shape *s);
+/* Node name for ops created now: the innermost nn scope path, or NULL at top level. */
+const char *fe_scope_name(lua_State *L);
+
+/* Reads a shape from a Lua array at idx ({2, 3}); dims must be integers >= 1. */
+Shape fe_shape_arg(lua_State *L, int idx, const char *op, const char *what);
+/* An integer argument (integral floats accepted). */
+int64_t fe_int_arg(lua_State *L, int idx, const char *op, const char *what);
+/* Normalises a PyTorch-style dim (negative counts from the end) for a rank. */
+int fe_dim(lua_State *L, int64_t d, int rank, const char *op);
+
+/* lua_ops.c: sets every op function into the table at the top of the stack, and
+ * fills the tensor metatable (at the top of the stack after that) with operators,
+ * methods and fields. */
+void fe_register_ops(lua_State *L);
+void fe_register_tensor_mt(lua_State *L);
+
+#endif

@@ -1,0 +1,192 @@
+/*
+ * kiln_runtime.c — loading and validating weights, the arena, a timer.
+ *
+ * Validation order follows what a user most needs to hear: a file that is not
+ * ours (magic), a format we do not know (version, header size), a file cut short
+ * (truncated), a file that is damaged (checksum against its own header), and last
+ * a healthy file that belongs to another model or build (size and checksum
+ * against the values compiled into the model). The same header check serves the
+ * file loader and embedded blobs, so both fail the same way.
+ */
+#if !defined(_POSIX_C_SOURCE) && !defined(_WIN32)
+#define _POSIX_C_SOURCE 200809L   /* clock_gettime; harmless where absent */
+#endif
+#include "kiln_runtime.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { HEADER_SIZE = 64, VERSION = 1, ALIGN = 64 };
+
+const char *kiln_status_str(kiln_status st) {
+  switch (st) {
+  case KILN_OK: return "ok";
+  case KILN_ERR_OPEN: return "cannot open";
+  case KILN_ERR_READ: return "read error";
+  case KILN_ERR_TRUNCATED: return "truncated";
+  case KILN_ERR_MAGIC: return "bad magic: not a Kiln weights file";
+  case KILN_ERR_VERSION: return "unsupported weights format version";
+  case KILN_ERR_HEADER: return "malformed header";
+  case KILN_ERR_CHECKSUM: return "checksum mismatch: the payload is corrupt";
+  case KILN_ERR_MODEL: return "weights belong to a different model or build";
+  case KILN_ERR_ALIGN: return "blob not 64-byte aligned";
+  case KILN_ERR_NOMEM: return "out of memory";
+  case KILN_ERR_ARG: return "invalid argument";
+  }
+  return "unknown status";
+}
+
+/* Sets w's status and a one-line message "<where>: <status>: <detail>". */
+static kiln_status fail(kiln_weights *w, kiln_status st, const char *where, const char *fmt, ...) {
+  char detail[160] = "";
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+  }
+  snprintf(w->message, sizeof w->message, "%s: %s%s%s", where, kiln_status_str(st), *detail ? " (" : "",
+           *detail ? detail : "");
+  if (*detail) strncat(w->message, ")", sizeof w->message - strlen(w->message) - 1);
+  w->status = st;
+  w->payload = NULL;
+  return st;
+}
+
+uint64_t kiln_fnv1a64(const void *p, size_t n) {
+  const unsigned char *s = p;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) {
+    h ^= s[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+static uint64_t get_le(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+/* Checks the fixed header fields; on success *payload_size gets the declared size. */
+static kiln_status check_header(kiln_weights *w, const char *where, const unsigned char *h, uint64_t *payload_size) {
+  if (memcmp(h, "KILNWGT1", 8) != 0) return fail(w, KILN_ERR_MAGIC, where, NULL);
+  uint64_t version = get_le(h + 8, 4), hsize = get_le(h + 12, 4);
+  if (version != VERSION) return fail(w, KILN_ERR_VERSION, where, "file has version %llu, runtime reads %d",
+                                      (unsigned long long)version, VERSION);
+  if (hsize != HEADER_SIZE) return fail(w, KILN_ERR_HEADER, where, "header size %llu, expected %d",
+                                        (unsigned long long)hsize, HEADER_SIZE);
+  *payload_size = get_le(h + 16, 8);
+  return KILN_OK;
+}
+
+/* The payload is in place: checks it against the header, then against the model. */
+static kiln_status check_payload(kiln_weights *w, const char *where, const unsigned char *h, const void *payload,
+                                 uint64_t size, uint64_t expect_size, uint64_t expect_checksum) {
+  uint64_t declared = get_le(h + 24, 8), actual = kiln_fnv1a64(payload, (size_t)size);
+  if (actual != declared)
+    return fail(w, KILN_ERR_CHECKSUM, where, "payload hashes to %016llx, header says %016llx", (unsigned long long)actual,
+                (unsigned long long)declared);
+  if (size != expect_size)
+    return fail(w, KILN_ERR_MODEL, where, "payload is %llu bytes, the model expects %llu", (unsigned long long)size,
+                (unsigned long long)expect_size);
+  if (actual != expect_checksum)
+    return fail(w, KILN_ERR_MODEL, where, "checksum %016llx, the model expects %016llx", (unsigned long long)actual,
+                (unsigned long long)expect_checksum);
+  w->payload = payload;
+  w->size = size;
+  w->checksum = actual;
+  w->status = KILN_OK;
+  w->message[0] = 0;
+  return KILN_OK;
+}
+
+void *kiln_arena_alloc(size_t size) {
+  size_t n = (size + ALIGN - 1) / ALIGN * ALIGN;
+  void *p = aligned_alloc(ALIGN, n ? n : ALIGN);
+  if (p) memset(p, 0, n ? n : ALIGN);
+  return p;
+}
+
+void kiln_arena_free(void *arena) { free(arena); }
+
+static long file_size(FILE *f) {
+  if (fseek(f, 0, SEEK_END) != 0) return -1;
+  long n = ftell(f);
+  if (fseek(f, 0, SEEK_SET) != 0) return -1;
+  return n;
+}
+
+kiln_status kiln_weights_load(kiln_weights *w, const char *path, uint64_t expect_size, uint64_t expect_checksum) {
+  if (!w) return KILN_ERR_ARG;
+  memset(w, 0, sizeof *w);
+  if (!path) return fail(w, KILN_ERR_ARG, "(null)", "no path");
+  FILE *f = fopen(path, "rb");
+  if (!f) return fail(w, KILN_ERR_OPEN, path, "%s", strerror(errno));
+  unsigned char h[HEADER_SIZE];
+  long total = file_size(f);
+  kiln_status st = KILN_OK;
+  uint64_t size = 0;
+  if (total < 0) st = fail(w, KILN_ERR_READ, path, "cannot seek");
+  else if (total < HEADER_SIZE) st = fail(w, KILN_ERR_TRUNCATED, path, "%ld bytes, shorter than the %d-byte header", total, HEADER_SIZE);
+  else if (fread(h, 1, HEADER_SIZE, f) != HEADER_SIZE) st = fail(w, KILN_ERR_READ, path, "cannot read the header");
+  else st = check_header(w, path, h, &size);
+  if (st == KILN_OK && (uint64_t)(total - HEADER_SIZE) < size)
+    st = fail(w, KILN_ERR_TRUNCATED, path, "header promises %llu payload bytes, the file has %ld", (unsigned long long)size,
+              total - HEADER_SIZE);
+  else if (st == KILN_OK && (uint64_t)(total - HEADER_SIZE) > size)
+    st = fail(w, KILN_ERR_HEADER, path, "%llu bytes after the %llu-byte payload", (unsigned long long)((uint64_t)(total - HEADER_SIZE) - size),
+              (unsigned long long)size);
+  void *mem = NULL;
+  if (st == KILN_OK && !(mem = kiln_arena_alloc((size_t)size)))
+    st = fail(w, KILN_ERR_NOMEM, path, "%llu bytes", (unsigned long long)size);
+  if (st == KILN_OK && size && fread(mem, 1, (size_t)size, f) != (size_t)size) st = fail(w, KILN_ERR_READ, path, NULL);
+  fclose(f);
+  if (st == KILN_OK) st = check_payload(w, path, h, mem, size, expect_size, expect_checksum);
+  if (st != KILN_OK) {
+    free(mem);
+    return st;
+  }
+  w->owned = mem;
+  return KILN_OK;
+}
+
+kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t blob_size, uint64_t expect_size,
+                                     uint64_t expect_checksum) {
+  if (!w) return KILN_ERR_ARG;
+  memset(w, 0, sizeof *w);
+  const char *where = "embedded weights";
+  if (!blob) return fail(w, KILN_ERR_ARG, where, "NULL blob");
+  if ((uintptr_t)blob % ALIGN) return fail(w, KILN_ERR_ALIGN, where, NULL);
+  if (blob_size < HEADER_SIZE)
+    return fail(w, KILN_ERR_TRUNCATED, where, "%zu bytes, shorter than the %d-byte header", blob_size, HEADER_SIZE);
+  const unsigned char *h = blob;
+  uint64_t size = 0;
+  kiln_status st = check_header(w, where, h, &size);
+  if (st != KILN_OK) return st;
+  if (blob_size - HEADER_SIZE < size)
+    return fail(w, KILN_ERR_TRUNCATED, where, "header promises %llu payload bytes, the blob has %zu", (unsigned long long)size,
+                blob_size - HEADER_SIZE);
+  return check_payload(w, where, h, h + HEADER_SIZE, size, expect_size, expect_checksum);
+}
+
+void kiln_weights_free(kiln_weights *w) {
+  if (!w) return;
+  free(w->owned);
+  w->owned = NULL;
+  w->payload = NULL;
+}
+
+uint64_t kiln_time_us(void) {
+  struct timespec ts;
+#if defined(CLOCK_MONOTONIC)
+  if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+#endif
+  if (timespec_get(&ts, TIME_UTC) == 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}

@@ -1,0 +1,23 @@
+#!/bin/sh
+# demo.sh — what `make demo` runs (after scripts/install-deps.sh and building build/kiln).
+# Compiles the demo model models/mlp.lua (an MLP trained on Fashion-MNIST, see
+# docs/models.md) into out/mlp, builds the generated C with the runtime and the demo
+# program scripts/demo_main.c, and runs it on the 1000 bundled test images in
+# models/data/: a few predictions, the accuracy, and microseconds per inference.
+# Needs only a C compiler and libm besides Kiln; no Python.
+# Environment: KILN (default build/kiln), CC (default cc).
+set -eu
+cd "$(dirname "$0")/.."
+KILN="${KILN:-build/kiln}"
+CC="${CC:-cc}"
+OUT=out/mlp
+
+mkdir -p out
+echo "demo: $KILN build models/mlp.lua -o $OUT"
+"$KILN" build models/mlp.lua -o "$OUT"
+echo "demo: $CC -O2 $OUT/mlp.c runtime/kiln_runtime.c scripts/demo_main.c -> out/mlp_demo"
+"$CC" -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I"$OUT" -Iruntime -o out/mlp_demo \
+  scripts/demo_main.c "$OUT/mlp.c" runtime/kiln_runtime.c -lm
+echo
+out/mlp_demo "$OUT/mlp.weights" models/data/fashion_test_1000.images.npy \
+  models/data/fashion_test_1000.labels.npy

@@ -1,0 +1,30 @@
+-- mtl_nn.lua — Metal test model: matmuls (batched, broadcast, transposed, partial
+-- tiles, row vectors), convolutions (stride, padding, dilation, groups), pools,
+-- softmax over short and long lines, layernorm, rmsnorm, batchnorm.
+local kiln = require "kiln"
+local nn = require "kiln.nn"
+kiln.seed(3)
+local a = kiln.input("a", {2, 3, 19, 21})
+local v = kiln.input("v", {1, 300})
+local w1 = kiln.param("w1", {21, 35})
+local w2 = kiln.param("w2", {3, 35, 17})
+kiln.output("mm", kiln.matmul(kiln.matmul(a, w1), w2))
+kiln.output("mmt", kiln.matmul(a, a, {trans_a = true}))
+kiln.output("mmtt", kiln.matmul(w1, a, {trans_a = true, trans_b = true}))
+local lin = nn.name(nn.Linear(300, 45), "lin")
+kiln.output("lin", lin(v))
+kiln.output("sm_long", kiln.softmax(v * 3, 1))
+kiln.output("sm_mid", kiln.softmax(a, 2))
+local conv = nn.name(nn.Conv2d(3, 6, 3, {stride = 2, padding = 1, dilation = 2, groups = 3}), "conv")
+local c = conv(a)
+local bn = nn.name(nn.BatchNorm2d(6), "bn")
+local p = kiln.maxpool2d(kiln.relu(bn(c)), {kernel = 3, stride = 2, padding = 1})
+kiln.output("pool", kiln.avgpool2d(p, {kernel = 2, stride = 1, padding = 1, count_include_pad = false}))
+kiln.output("pool2", kiln.avgpool2d(c, {kernel = 3, stride = 2, padding = 1}))
+local conv2 = nn.name(nn.Conv2d(3, 20, {5, 3}, {padding = {1, 0, 2, 1}}), "conv2")
+kiln.output("conv2", conv2(a))
+local ln = nn.name(nn.LayerNorm(21), "ln")
+kiln.output("ln", ln(a))
+kiln.output("ln2", kiln.layernorm(a, nil, nil, {dims = 2, eps = 1e-3}))
+local rn = nn.name(nn.RMSNorm(300), "rn")
+kiln.output("rn", rn(v))

@@ -1,0 +1,9 @@
+#!/bin/sh
+# Builds the pass test driver from the compiler's own sources for the graph, shape
+# rules, passes, memory planner and interpreter (not the frontend or emitters, so it
+# builds whatever state those are in): build.sh OUT [extra cflags...]
+set -eu
+out=$1; shift
+src="gen/ops.c gen/util.c gen/graph.c gen/shape.c gen/passes.c gen/memplan.c gen/interp.c gen/pipeline.c"
+${CC:-cc} -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -g "$@" -D_POSIX_C_SOURCE=200809L -Igen \
+  -o "$out" tests/passes/gtest.c $src -lm

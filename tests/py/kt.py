@@ -1,0 +1,295 @@
+"""kt.py -- the shared machinery of Kiln's numeric test suites (t_ops, t_models, t_compile).
+
+A test case goes through the same four steps whatever it tests:
+  1. `kiln build m.lua -o DIR` writes DIR/{m.h, m.c, m.weights, m.json};
+  2. tests/ops/kt_driver.c is compiled with DIR/m.c into one executable (kt_cfg.h, written
+     here from m.json, tells it the model's function and buffer sizes by their header macros,
+     so a disagreement between m.json and m.h fails the run);
+  3. the executable runs on raw input files and writes raw outputs;
+  4. `kiln run m.lua --input ... --save DIR` evaluates the same script in the reference
+     interpreter.
+Both results are then compared with an independent float64 reference (numpy/PyTorch) under
+a tolerance (class Tol; the reasoning is in docs/testing.md) and with each other.
+
+Everything runs through subprocesses, so a crashing kernel fails its case, not the suite.
+Only /usr/bin/python3 (numpy 1.24; torch where a suite needs it) runs this file.
+"""
+import concurrent.futures
+import json
+import math
+import os
+import struct
+import subprocess
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KILN = os.environ.get("KILN") or os.path.join(ROOT, "build", "kiln")
+DRIVER = os.path.join(ROOT, "tests", "ops", "kt_driver.c")
+EPS = float(np.finfo(np.float32).eps)          # 2^-23, the f32 machine epsilon
+NP_DTYPE = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+JOBS = max(1, min(4, os.cpu_count() or 1))
+
+
+# ---------------------------------------------------------------- small utilities
+
+def run(cmd, cwd=None, timeout=300, env=None):
+    """Runs cmd (a list); returns (exit status, stdout, stderr). A timeout is status -1."""
+    try:
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        return -1, "", "timed out after %ds: %s" % (timeout, " ".join(cmd))
+    except OSError as e:
+        return 127, "", "error: cannot run %s: %s" % (cmd[0], e)
+
+
+def why(rc, err, out=""):
+    """A one-line reason for a failed command: its first error line, or its status."""
+    lines = [l for l in (err or out or "").splitlines() if l.strip()]
+    pick = next((l for l in lines if "error" in l.lower()), lines[0] if lines else "")
+    status = "killed by signal %d" % -rc if rc < -1 else "exit %d" % rc
+    return ("%s (%s)" % (pick.strip(), status))[:400]
+
+
+def pmap(fn, items, jobs=JOBS):
+    """fn over items on `jobs` threads (the work is in subprocesses), results in order."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as ex:
+        return list(ex.map(fn, items))
+
+
+def report(ok, name, detail=""):
+    """Prints the protocol line of tests/run.sh: PASS name [(note)] / FAIL name: why."""
+    if ok:
+        print("PASS %s%s" % (name, " (%s)" % detail if detail else ""), flush=True)
+    else:
+        print("FAIL %s: %s" % (name, detail), flush=True)
+    return ok
+
+
+# ---------------------------------------------------------------- files
+
+def write_safetensors(path, tensors):
+    """Writes a safetensors file by hand: u64 LE header length, JSON header, raw bytes.
+    tensors: name -> numpy array (f32/f16/i32/i64/...) or ("BF16", uint16 array of bits)."""
+    codes = {np.float32: "F32", np.float16: "F16", np.float64: "F64", np.int32: "I32",
+             np.int64: "I64", np.uint8: "U8", np.bool_: "BOOL"}
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        if isinstance(a, tuple):
+            code, a = a
+        else:
+            code = codes[np.asarray(a).dtype.type]
+        a = np.ascontiguousarray(a)
+        raw = a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def lua_shape(shape):
+    return "{" + ", ".join(str(int(d)) for d in shape) + "}"
+
+
+# ---------------------------------------------------------------- kiln and the C driver
+
+def kiln_build(script, outdir, extra=(), cwd=None):
+    """`kiln build script -o outdir`; returns (ok, reason)."""
+    rc, out, err = run([KILN, "build", script, "-o", outdir, *extra], cwd=cwd)
+    return (rc == 0, "" if rc == 0 else "kiln build: " + why(rc, err, out))
+
+
+def load_meta(outdir, model):
+    with open(os.path.join(outdir, model + ".json")) as f:
+        return json.load(f)
+
+
+def check_meta(meta, model):
+    """The JSON facts the driver relies on, as a list of problems (empty: fine)."""
+    probs = []
+    if meta.get("model") != model:
+        probs.append("json model %r, want %r" % (meta.get("model"), model))
+    for io in meta.get("inputs", []) + meta.get("outputs", []):
+        want = int(np.prod(io["shape"], dtype=np.int64)) * np.dtype(NP_DTYPE[io["dtype"]]).itemsize
+        if io.get("bytes") != want:
+            probs.append("json %s bytes %r, want %d" % (io["name"], io.get("bytes"), want))
+    return probs
+
+
+def write_cfg(outdir, model, meta):
+    """kt_cfg.h for tests/ops/kt_driver.c: the model's API through its own header macros."""
+    up = model.upper()
+    ins = ["0"] + ["%s_%s_SIZE" % (up, io["name"].upper()) for io in meta["inputs"]]
+    outs = ["0"] + ["%s_%s_SIZE" % (up, io["name"].upper()) for io in meta["outputs"]]
+    text = ("/* Written by tests/py/kt.py from %s.json for tests/ops/kt_driver.c. */\n"
+            "#include \"%s.h\"\n"
+            "#define KT_RUN_V %s_run_v\n"
+            "#define KT_ARENA_SIZE %s_ARENA_SIZE\n"
+            "#define KT_WEIGHTS_SIZE %s_WEIGHTS_SIZE\n"
+            "#define KT_NUM_INPUTS %s_NUM_INPUTS\n"
+            "#define KT_NUM_OUTPUTS %s_NUM_OUTPUTS\n"
+            "#define KT_IN_SIZES %s\n"
+            "#define KT_OUT_SIZES %s\n") % (model, model, model, up, up, up, up,
+                                            ", ".join(ins), ", ".join(outs))
+    with open(os.path.join(outdir, "kt_cfg.h"), "w") as f:
+        f.write(text)
+
+
+def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run"):
+    """Compiles kt_driver.c + <model>.c into outdir/exe; returns (ok, reason)."""
+    write_cfg(outdir, model, meta)
+    path = os.path.join(outdir, exe)
+    rc, out, err = run([cc, "-std=c11", *flags, "-I", outdir, DRIVER,
+                        os.path.join(outdir, model + ".c"), "-o", path, "-lm"])
+    return (rc == 0, "" if rc == 0 else "%s: %s" % (cc, why(rc, err, out)))
+
+
+def run_driver(outdir, model, meta, inputs, exe="kt_run", env=None, tag="c"):
+    """Runs the compiled driver; inputs are arrays in meta['inputs'] order.
+    Returns (ok, reason, list of output arrays)."""
+    ins = []
+    for i, (io, a) in enumerate(zip(meta["inputs"], inputs)):
+        p = os.path.join(outdir, "%s_in%d.bin" % (tag, i))
+        np.ascontiguousarray(a, dtype=NP_DTYPE[io["dtype"]]).tofile(p)
+        ins.append(p)
+    outs = [os.path.join(outdir, "%s_out%d.bin" % (tag, i)) for i in range(len(meta["outputs"]))]
+    rc, out, err = run([os.path.join(outdir, exe), os.path.join(outdir, model + ".weights"), *ins, *outs],
+                       env=env)
+    if rc != 0:
+        return False, "generated C: " + why(rc, err, out), None
+    res = []
+    for io, p in zip(meta["outputs"], outs):
+        a = np.fromfile(p, dtype=NP_DTYPE[io["dtype"]])
+        if io["dtype"] == "bool":
+            raw = np.fromfile(p, dtype=np.uint8)
+            if raw.size and raw.max() > 1:
+                return False, "generated C: output %s has bool bytes other than 0/1" % io["name"], None
+        res.append(a.reshape(io["shape"]))
+    return True, "", res
+
+
+def kiln_run(script, inputs, savedir, cwd=None):
+    """The reference interpreter: inputs is a list of (name, array). Returns (ok, reason, {name: array})."""
+    os.makedirs(savedir, exist_ok=True)
+    args = []
+    for name, a in inputs:
+        p = os.path.join(savedir, "in_%s.npy" % name)
+        np.save(p, a)
+        args += ["--input", "%s=%s" % (name, p)]
+    rc, out, err = run([KILN, "run", script, *args, "--save", savedir, "--limit", "1"], cwd=cwd)
+    if rc != 0:
+        return False, "kiln run: " + why(rc, err, out), None
+    res = {}
+    for f in os.listdir(savedir):
+        if f.endswith(".npy") and not f.startswith("in_"):
+            res[f[:-4]] = np.load(os.path.join(savedir, f))
+    return True, "", res
+
+
+# ---------------------------------------------------------------- tolerances
+
+class Tol:
+    """How close a float32 result must be to a float64 reference; see docs/testing.md.
+
+    exact          bit-for-bit equal to the reference rounded to the result dtype
+    ew(mag)        8 eps (|ref| + mag): a few ulp of the result, plus a few ulp of the
+                   operands' magnitude `mag` (a scalar or per-element array from the inputs)
+                   for expressions that cancel (gelu's 1 + erf, silu ...); default mag 1
+    red(K, A)      (2 sqrt(K) + 4) eps A: sums of K terms, A = the same reduction of
+                   |terms| in float64 (so cancellation is accounted for)
+    norm(K, S)     (2 sqrt(K) + 8) eps (|ref| + S): normalisations/softmax over K elements,
+                   S a scale from the inputs (e.g. max|x|/std for layernorm)
+    model(r)       r max(1, max|ref|): whole models, errors compounding over layers
+    """
+
+    def __init__(self, kind, fn=None, label=""):
+        self.kind, self.fn, self.label = kind, fn, label
+
+    def bound(self, ref, ins):
+        return 0.0 if self.kind == "exact" else self.fn(ref, ins)
+
+    @staticmethod
+    def exact():
+        return Tol("exact", label="exact")
+
+    @staticmethod
+    def ew(mag=None):
+        def f(ref, ins):
+            m = 1.0 if mag is None else mag(*ins)
+            return 8 * EPS * (np.abs(ref) + m)
+        return Tol("ew", f, "ew")
+
+    @staticmethod
+    def red(K, absref):
+        def f(ref, ins):
+            return (2 * math.sqrt(K) + 4) * EPS * np.abs(absref(*ins)) + 1e-37
+        return Tol("red", f, "red K=%d" % K)
+
+    @staticmethod
+    def norm(K, scale=None):
+        def f(ref, ins):
+            s = 0.0 if scale is None else scale(*ins)
+            return (2 * math.sqrt(K) + 8) * EPS * (np.abs(ref) + s) + 1e-37
+        return Tol("norm", f, "norm K=%d" % K)
+
+    @staticmethod
+    def custom(kind, label, fn):
+        return Tol(kind, fn, label)
+
+    @staticmethod
+    def model(r):
+        def f(ref, ins):
+            return r * max(1.0, float(np.max(np.abs(ref), initial=0.0)))
+        return Tol("model", f, "model %g" % r)
+
+
+def compare(got, ref, dtype, bound):
+    """Checks one result against a float64 (or integer/bool) reference.
+    bound: 0 for exact, else an absolute bound (scalar or per element) on |got - ref|.
+    Non-finite references (after rounding to the result dtype) must be matched exactly.
+    Returns (ok, worst |err|/bound, message)."""
+    ref = np.asarray(ref)
+    got = np.asarray(got)
+    if tuple(got.shape) != tuple(ref.shape):
+        return False, math.inf, "shape %s, want %s" % (list(got.shape), list(ref.shape))
+    if got.dtype != np.dtype(NP_DTYPE[dtype]):
+        return False, math.inf, "dtype %s, want %s" % (got.dtype, dtype)
+    if got.size == 0:
+        return True, 0.0, ""
+    if dtype != "f32" or (np.ndim(bound) == 0 and bound == 0):
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = ref.astype(NP_DTYPE[dtype])
+        bad = (got != want) & ~(np.isnan(want) & np.isnan(got) if dtype == "f32" else False)
+        if bad.any():
+            i = np.unravel_index(np.argmax(bad), bad.shape)
+            return False, math.inf, "%d of %d differ; at %s got %s, want %s" % (
+                bad.sum(), bad.size, list(i), got[i].item(), want[i].item())
+        return True, 0.0, ""
+    with np.errstate(over="ignore", invalid="ignore"):
+        r32 = ref.astype(np.float32)
+        g = got.astype(np.float64)
+        r = ref.astype(np.float64)
+        b = np.broadcast_to(np.asarray(bound, dtype=np.float64), r.shape)
+        special = ~np.isfinite(r32)
+        err = np.where(special, 0.0, np.abs(g - r))
+        bad_special = special & ~((np.isnan(r32) & np.isnan(got)) | (r32 == got))
+        bad_finite = ~special & ~np.isfinite(got)
+        if np.all(b == 0):
+            ratio_arr = np.where(err > 0, np.inf, 0.0)
+        else:
+            ratio_arr = np.where(err > 0, err / np.maximum(b, 1e-300), 0.0)
+        bad = bad_special | bad_finite | (err > b)
+    worst = float(np.max(ratio_arr)) if ratio_arr.size else 0.0
+    if bad.any():
+        score = np.where(bad_special | bad_finite, np.inf, ratio_arr)
+        i = np.unravel_index(np.argmax(np.where(bad, score, -1)), bad.shape)
+        return False, worst, "%d of %d off; at %s got %.9g, want %.9g (|err| %.3g, tol %.3g)" % (
+            bad.sum(), bad.size, list(i), got[i], r[i], abs(g[i] - r[i]), b[i])
+    return True, worst, ""

@@ -1,0 +1,716 @@
+"""op_cases.py -- the per-op test cases of t_ops: one tiny Lua model each, with its inputs
+and an independent float64 reference written with numpy / torch.nn.functional.
+
+A Case names the op it exercises (`op`, an op of `kiln ops`; `also` lists further ops it
+covers), a Lua expression over its inputs (or a body of Lua lines plus output names), how
+to draw each input, the reference, the expected output dtypes and a tolerance (kt.Tol;
+docs/testing.md explains each). Cases are grouped by op family below; each group tries
+broadcasting, size-1 and odd dims, rank 0/1 where legal, negative dims, methods and the
+operator syntax where the Lua API has them.
+"""
+import math
+import zlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from kt import Tol, lua_shape
+
+torch.set_num_threads(1)
+
+
+class Case:
+    def __init__(self, op, name, expr=None, inputs=(), ref=None, tol=None, dtypes=("f32",),
+                 body=None, outputs=("out",), params=None, also=(), files=None):
+        self.op, self.name, self.expr, self.ref = op, name, expr, ref
+        self.inputs = list(inputs)          # (name, shape, dtype, gen)
+        self.tol = tol or Tol.exact()
+        self.dtypes = tuple(dtypes)
+        self.body, self.outputs = body, tuple(outputs)
+        self.params = params or {}          # name -> array written to <model>.safetensors
+        self.files = files                  # raw safetensors entries, when they differ from params
+        self.also = tuple(also)
+        self.model = ("%s_%s" % (op, name)).lower()
+
+    def draw(self):
+        """Deterministic inputs (seeded from the case's name), then params, in ref order."""
+        rng = np.random.default_rng(zlib.crc32(self.model.encode()))
+        arrs = [gen(g, rng, shape, dt) for (_, shape, dt, g) in self.inputs]
+        return arrs
+
+    def lua(self):
+        lines = ["-- t_ops case %s/%s, written by tests/py/run_ops.py" % (self.op, self.name)]
+        if self.params:
+            lines.append('kiln.load("%s.safetensors")' % self.model)
+        for (n, shape, dt, _) in self.inputs:
+            lines.append('local %s = kiln.input("%s", %s%s)' % (n, n, lua_shape(shape),
+                                                             "" if dt == "f32" else ', "%s"' % dt))
+        for n, a in self.params.items():
+            lines.append('local %s = kiln.param("%s", %s)' % (n, n, lua_shape(np.shape(a))))
+        if self.body:
+            lines += self.body.strip().splitlines()
+        else:
+            lines.append('kiln.output("out", %s)' % self.expr)
+        return "\n".join(lines) + "\n"
+
+
+def gen(g, rng, shape, dt):
+    """Draws one input. g: a spec string, or a function (rng, shape) -> array."""
+    if callable(g):
+        a = g(rng, shape)
+    elif isinstance(g, (list, tuple, np.ndarray)):
+        a = np.array(g).reshape(shape)
+    elif g == "n":
+        a = rng.standard_normal(shape)
+    elif g == "pos":
+        a = np.exp(rng.uniform(-3, 3, shape))
+    elif g == "nz":
+        a = rng.uniform(0.5, 3, shape) * rng.choice([-1, 1], shape)
+    elif g == "small":
+        a = rng.integers(-2, 3, shape)
+    elif g == "bool":
+        a = rng.random(shape) < 0.5
+    elif g.startswith("u:"):
+        lo, hi = map(float, g[2:].split(":"))
+        a = rng.uniform(lo, hi, shape)
+    elif g.startswith("int:"):
+        lo, hi = map(int, g[4:].split(":"))
+        a = rng.integers(lo, hi, shape)
+    else:
+        raise ValueError("unknown generator " + g)
+    return np.asarray(a).astype({"f32": np.float32, "i32": np.int32, "bool": np.bool_}[dt]).reshape(shape)
+
+
+def T(a):
+    return torch.from_numpy(np.array(a, dtype=np.float64))
+
+
+def N(t):
+    return t.numpy()
+
+
+def amax(*arrs):
+    return max([float(np.max(np.abs(np.asarray(a, dtype=np.float64)), initial=0.0)) for a in arrs] + [0.0])
+
+
+CASES = []
+
+
+def add(*a, **k):
+    CASES.append(Case(*a, **k))
+
+
+# ---------------------------------------------------------------- binary elementwise
+
+BINARY = {  # op: (Lua operator or None, reference, generator of x, generator of y)
+    "add": ("+", np.add, "n", "n"),
+    "sub": ("-", np.subtract, "n", "n"),
+    "mul": ("*", np.multiply, "n", "n"),
+    "div": ("/", np.divide, "n", "nz"),
+    "pow": ("^", np.power, "pos", "u:-2:2"),
+    "max": (None, np.fmax, "n", "n"),
+    "min": (None, np.fmin, "n", "n"),
+}
+BIN_SHAPES = [("same", [2, 3, 5], [2, 3, 5]), ("row", [4, 7], [7]), ("both", [3, 1, 5], [1, 4, 1]),
+              ("ones", [1, 1], [1]), ("rank0", [], [3]), ("odd", [13], [13]),
+              ("batch", [2, 3, 4, 5], [3, 1, 5])]
+
+for op, (sym, f, gx, gy) in BINARY.items():
+    for cname, sx, sy in BIN_SHAPES:
+        add(op, cname, "kiln.%s(x, y)" % op, [("x", sx, "f32", gx), ("y", sy, "f32", gy)],
+            ref=lambda x, y, f=f: f(x, y), tol=Tol.ew())
+    if sym:
+        add(op, "operator", "x %s y" % sym, [("x", [3, 4], "f32", gx), ("y", [4], "f32", gy)],
+            ref=lambda x, y, f=f: f(x, y), tol=Tol.ew())
+        left = {"pow": ("u:-3:3", 2.0)}.get(op, (gy, 1.5))
+        add(op, "num_left", "%g %s x" % (left[1], sym), [("x", [2, 5], "f32", left[0])],
+            ref=lambda x, f=f, c=left[1]: f(c, x), tol=Tol.ew())
+        add(op, "num_right", "x %s 2" % sym, [("x", [2, 5], "f32", "n")],
+            ref=lambda x, f=f: f(x, 2.0), tol=Tol.ew())
+    else:
+        add(op, "num", "kiln.%s(x, 0.25)" % op, [("x", [2, 5], "f32", "n")],
+            ref=lambda x, f=f: f(x, 0.25), tol=Tol.ew())
+        nanx = [np.nan, 1, np.nan, -2, 0, 3]
+        nany = [3, np.nan, np.nan, -5, -0.0, 3]
+        add(op, "nan", "kiln.%s(x, y)" % op, [("x", [6], "f32", nanx), ("y", [6], "f32", nany)],
+            ref=lambda x, y, f=f: f(x, y), tol=Tol.ew())
+
+add("div", "by_zero", "x / y", [("x", [6], "f32", [1, -1, 0, 2.5, -0.0, 3]),
+                                ("y", [6], "f32", [0, 0, 0, -0.0, 0, np.inf])],
+    ref=lambda x, y: np.divide(x, y), tol=Tol.ew())
+add("sub", "neg_unary", "-x + y", [("x", [3, 2], "f32", "n"), ("y", [2], "f32", "n")],
+    ref=lambda x, y: -x + y, tol=Tol.ew(), also=("neg",))
+
+# ---------------------------------------------------------------- comparisons and where
+
+CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+       "gt": np.greater, "ge": np.greater_equal}
+for op, f in CMP.items():
+    add(op, "same", "kiln.%s(x, y)" % op, [("x", [3, 4], "f32", "small"), ("y", [3, 4], "f32", "small")],
+        ref=lambda x, y, f=f: f(x, y), dtypes=("bool",))
+    add(op, "bcast", "kiln.%s(x, y)" % op, [("x", [2, 3, 1], "f32", "small"), ("y", [4], "f32", "small")],
+        ref=lambda x, y, f=f: f(x, y), dtypes=("bool",))
+    add(op, "num", "kiln.%s(x, 1)" % op, [("x", [7], "f32", "small")],
+        ref=lambda x, f=f: f(x, 1.0), dtypes=("bool",))
+    add(op, "method", "x:%s(y)" % op, [("x", [5], "f32", "small"), ("y", [1], "f32", "small")],
+        ref=lambda x, y, f=f: f(x, y), dtypes=("bool",))
+    add(op, "nan_inf", "kiln.%s(x, y)" % op,
+        [("x", [6], "f32", [np.nan, 1, np.nan, np.inf, -np.inf, -0.0]),
+         ("y", [6], "f32", [1, np.nan, np.nan, np.inf, 0, 0])],
+        ref=lambda x, y, f=f: f(x, y), dtypes=("bool",))
+
+add("where", "bool_input", "kiln.where(c, x, y)",
+    [("c", [2, 3], "bool", "bool"), ("x", [2, 3], "f32", "n"), ("y", [2, 3], "f32", "n")],
+    ref=lambda c, x, y: np.where(c, x, y))
+add("where", "bcast3", "kiln.where(c, x, y)",
+    [("c", [2, 1], "bool", "bool"), ("x", [1, 3], "f32", "n"), ("y", [2, 3], "f32", "n")],
+    ref=lambda c, x, y: np.where(c, x, y))
+add("where", "num", "kiln.where(c, x, 0)", [("c", [4], "bool", "bool"), ("x", [3, 4], "f32", "n")],
+    ref=lambda c, x: np.where(c, x, 0.0))
+add("where", "from_cmp", "kiln.where(kiln.gt(x, y), x, y)",
+    [("x", [2, 5], "f32", "small"), ("y", [5], "f32", "small")],
+    ref=lambda x, y: np.where(x > y, x, y), also=("gt",))
+add("where", "i32", "kiln.where(c, a, b)",
+    [("c", [4], "bool", "bool"), ("a", [4], "i32", "int:-9:9"), ("b", [2, 4], "i32", "int:-9:9")],
+    ref=lambda c, a, b: np.where(c, a, b), dtypes=("i32",))
+
+# ---------------------------------------------------------------- unary elementwise
+
+
+def mag_abs(x, *_):
+    return np.abs(x)
+
+
+UNARY = {  # op: (reference on float64 torch, generator, tolerance)
+    "neg": (lambda t: -t, "n", Tol.exact()),
+    "abs": (torch.abs, "n", Tol.exact()),
+    "exp": (torch.exp, "u:-10:10", Tol.ew()),
+    "log": (torch.log, "pos", Tol.ew()),
+    "sqrt": (torch.sqrt, "pos", Tol.ew()),
+    "rsqrt": (torch.rsqrt, "pos", Tol.ew()),
+    "tanh": (torch.tanh, "u:-10:10", Tol.ew()),
+    "sigmoid": (torch.sigmoid, "u:-20:20", Tol.ew()),
+    "relu": (torch.relu, "n", Tol.exact()),
+    "gelu": (F.gelu, "u:-6:6", Tol.ew(mag_abs)),
+    "gelu_tanh": (lambda t: F.gelu(t, approximate="tanh"), "u:-6:6", Tol.ew(mag_abs)),
+    "silu": (F.silu, "u:-20:20", Tol.ew(mag_abs)),
+}
+UNARY_SPECIAL = {  # inputs with zeros, infinities, NaN (IEEE semantics of C's libm)
+    "neg": [0.0, -0.0, np.inf, np.nan],
+    "abs": [-0.0, -np.inf, np.nan, -3.5],
+    "exp": [100.0, -100.0, np.inf, -np.inf, np.nan, 0.0],
+    "log": [0.0, -1.0, np.inf, 1.0, np.nan, 1e-30],
+    "sqrt": [0.0, -0.0, -1.0, np.inf, np.nan, 1e-30],
+    "rsqrt": [0.0, np.inf, 1e-30, 4.0],
+    "tanh": [np.inf, -np.inf, 0.0, 50.0, np.nan, -1e-30],
+    "sigmoid": [np.inf, -np.inf, 100.0, -100.0, 0.0, np.nan],
+    "relu": [-0.0, 0.0, np.inf, -np.inf, 1e-30, -1e-30],   # NaN: relu(NaN) is 0 by ops.h, NaN in torch
+    "gelu": [np.inf, -np.inf, 0.0, 20.0, -20.0, np.nan],
+    "gelu_tanh": [np.inf, -np.inf, 0.0, 20.0, -20.0, np.nan],
+    "silu": [np.inf, 0.0, 100.0, -100.0, np.nan, 1e-30],
+}
+for op, (f, g, tol) in UNARY.items():
+    fn = "gelu(x, {approximate = \"tanh\"})" if op == "gelu_tanh" else "%s(x)" % op
+    for cname, shape in [("main", [2, 3, 4]), ("odd", [17]), ("one", [1]), ("rank0", [])]:
+        add(op, cname, "kiln." + fn, [("x", shape, "f32", g)], ref=lambda x, f=f: N(f(T(x))), tol=tol)
+    add(op, "method", "x:" + fn.replace("(x, ", "(").replace("(x)", "()"), [("x", [3, 1, 2], "f32", g)],
+        ref=lambda x, f=f: N(f(T(x))), tol=tol)
+    sp = UNARY_SPECIAL[op]
+    add(op, "special", "kiln." + fn, [("x", [len(sp)], "f32", sp)],
+        ref=lambda x, f=f: N(f(T(x))), tol=tol)
+add("gelu", "nn_module", "kiln.nn.GELU()(x)", [("x", [4, 6], "f32", "u:-6:6")],
+    ref=lambda x: N(F.gelu(T(x))), tol=Tol.ew(mag_abs))
+
+# ---------------------------------------------------------------- cast
+
+add("cast", "f32_i32", 'kiln.cast(x, "i32")',
+    [("x", [12], "f32", [-2.5, -1.9, -0.5, -0.0, 0.4, 0.5, 1.5, 2.999, 100.2, -100.7, 16777216.0, -2147483520.0])],
+    ref=lambda x: np.trunc(x), dtypes=("i32",))
+add("cast", "f32_i32_rand", 'x:cast("i32")', [("x", [3, 7], "f32", "u:-50:50")],
+    ref=lambda x: np.trunc(x), dtypes=("i32",))
+add("cast", "f32_bool", 'kiln.cast(x, "bool")',
+    [("x", [8], "f32", [0.0, -0.0, 1e-30, -2.0, np.nan, np.inf, 0.5, 0.0])],
+    ref=lambda x: x != 0, dtypes=("bool",))
+add("cast", "i32_f32", 'kiln.cast(x, "f32")',
+    [("x", [6], "i32", [0, -7, 123456, 16777217, -16777219, 2147483647])],
+    ref=lambda x: x.astype(np.float64), dtypes=("f32",))
+add("cast", "i32_bool", 'kiln.cast(x, "bool")', [("x", [2, 5], "i32", "int:-2:3")],
+    ref=lambda x: x != 0, dtypes=("bool",))
+add("cast", "bool_f32", 'kiln.cast(x, "f32")', [("x", [2, 3], "bool", "bool")],
+    ref=lambda x: x.astype(np.float64), dtypes=("f32",))
+add("cast", "bool_i32", 'kiln.cast(x, "i32")', [("x", [9], "bool", "bool")],
+    ref=lambda x: x.astype(np.int64), dtypes=("i32",))
+add("cast", "cmp_to_f32", 'kiln.cast(kiln.lt(x, 0), "f32") * x', [("x", [2, 4], "f32", "n")],
+    ref=lambda x: (x < 0) * x, also=("lt", "mul"), tol=Tol.ew())
+add("cast", "roundtrip", 'kiln.cast(kiln.cast(x, "i32"), "f32")', [("x", [10], "f32", "u:-9:9")],
+    ref=lambda x: np.trunc(x))
+
+# ---------------------------------------------------------------- matmul / linear
+
+
+def mm_case(name, sa, sb, expr="kiln.matmul(a, b)", ta=False, tb=False, K=None):
+    def ref(a, b):
+        A, B = T(a), T(b)
+        if ta:
+            A = A.transpose(-1, -2)
+        if tb:
+            B = B.transpose(-1, -2)
+        return N(torch.matmul(A, B))
+
+    def absref(a, b):
+        return ref(np.abs(a), np.abs(b))
+    k = K or (sa[-2] if ta else sa[-1])
+    add("matmul", name, expr, [("a", sa, "f32", "n"), ("b", sb, "f32", "n")], ref=ref,
+        tol=Tol.red(k, absref))
+
+
+mm_case("mm", [3, 5], [5, 4])
+mm_case("odd_k129", [8, 129], [129, 33])
+mm_case("bcast_rhs", [2, 3, 5], [5, 4])
+mm_case("bcast_batch", [2, 1, 3, 5], [4, 5, 6])
+mm_case("trans_a", [5, 3], [5, 4], "kiln.matmul(a, b, {trans_a = true})", ta=True)
+mm_case("trans_b", [3, 5], [4, 5], "kiln.matmul(a, b, {trans_b = true})", tb=True)
+mm_case("trans_both", [2, 5, 3], [2, 4, 5], "kiln.matmul(a, b, {trans_a = true, trans_b = true})",
+        ta=True, tb=True)
+mm_case("vec_mat", [5], [5, 4], K=5)
+mm_case("mat_vec", [3, 5], [5])
+mm_case("batch_vec", [2, 3, 5], [5])
+mm_case("vec_batch", [5], [2, 5, 3], K=5)
+mm_case("dot", [7], [7], K=7)
+mm_case("ones", [1, 1], [1, 1])
+mm_case("n1", [6, 8], [8, 1])
+mm_case("method", [4, 6], [6, 2], "a:matmul(b)")
+mm_case("k1_outer", [4, 1], [1, 3])
+
+_rng = np.random.default_rng(11)
+_lw = _rng.standard_normal((8, 16)).astype(np.float32)
+_lb = _rng.standard_normal((8,)).astype(np.float32)
+add("matmul", "linear_params", "kiln.linear(x, w, b)", [("x", [2, 5, 16], "f32", "n")],
+    params={"w": _lw, "b": _lb}, also=("weight", "add"),
+    ref=lambda x, w, b: N(F.linear(T(x), T(w), T(b))),
+    tol=Tol.red(17, lambda x, w, b: N(F.linear(T(np.abs(x)), T(np.abs(w)), T(np.abs(b))))))
+add("matmul", "linear_nobias", "kiln.linear(x, w)", [("x", [3, 16], "f32", "n"), ("w", [8, 16], "f32", "n")],
+    ref=lambda x, w: N(F.linear(T(x), T(w))),
+    tol=Tol.red(16, lambda x, w: N(F.linear(T(np.abs(x)), T(np.abs(w))))))
+
+# ---------------------------------------------------------------- conv2d
+
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch conv2d in float64; padding (t, l, b, r) applied with F.pad first."""
+    X = T(x)
+    if isinstance(padding, (tuple, list)) and len(padding) == 4:
+        t, l, bo, r = padding
+        X = F.pad(X, (l, r, t, bo))
+        padding = 0
+    return N(F.conv2d(X, T(w), None if b is None else T(b), stride=stride, padding=padding,
+                      dilation=dilation, groups=groups))
+
+
+def lua_opt(v):
+    return str(v) if isinstance(v, int) else lua_shape(v)
+
+
+def conv_case(name, sx, sw, bias=True, stride=1, padding=0, dilation=1, groups=1, params=False):
+    opts = []
+    if stride != 1:
+        opts.append("stride = %s" % lua_opt(stride))
+    if padding != 0:
+        opts.append("padding = %s" % lua_opt(padding))
+    if dilation != 1:
+        opts.append("dilation = %s" % lua_opt(dilation))
+    if groups != 1:
+        opts.append("groups = %d" % groups)
+    args = "x, w" + (", b" if bias else "") + (", {%s}" % ", ".join(opts) if opts else "")
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    K = sw[1] * sw[2] * sw[3] + (1 if bias else 0)
+    inputs = [("x", sx, "f32", "n")]
+    pr = {}
+    if params:
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        pr = {"w": rng.standard_normal(sw).astype(np.float32)}
+        if bias:
+            pr["b"] = rng.standard_normal(sw[0]).astype(np.float32)
+    else:
+        inputs.append(("w", sw, "f32", "n"))
+        if bias:
+            inputs.append(("b", [sw[0]], "f32", "n"))
+
+    def ref(x, w, b=None):
+        return conv_ref(x, w, b, **kw)
+
+    def absref(x, w, b=None):
+        return conv_ref(np.abs(x), np.abs(w), None if b is None else np.abs(b), **kw)
+    add("conv2d", name, "kiln.conv2d(%s)" % args, inputs, ref=ref, tol=Tol.red(K, absref),
+        params=pr, also=("weight",) if params else ())
+
+
+conv_case("basic", [1, 3, 8, 8], [4, 3, 3, 3])
+conv_case("stride2_pad1", [2, 3, 9, 9], [5, 3, 3, 3], stride=2, padding=1)
+conv_case("pad_tlbr", [1, 2, 6, 7], [3, 2, 3, 3], padding=(1, 0, 2, 1))
+conv_case("pad_hw", [1, 2, 5, 6], [2, 2, 3, 3], padding=(0, 2))
+conv_case("dilation2", [1, 2, 9, 9], [2, 2, 3, 3], dilation=2, padding=2)
+conv_case("groups2", [2, 4, 7, 9], [6, 2, 3, 3], groups=2)
+conv_case("depthwise", [1, 4, 6, 6], [4, 1, 3, 3], groups=4, padding=1)
+conv_case("pointwise", [1, 8, 5, 5], [3, 8, 1, 1])
+conv_case("rect_kernel", [1, 2, 7, 10], [3, 2, 3, 5], stride=(1, 2), padding=(1, 2))
+conv_case("spatial1_nobias", [1, 2, 1, 1], [3, 2, 1, 1], bias=False)
+conv_case("k288", [1, 32, 6, 6], [8, 32, 3, 3], padding=1)
+conv_case("params", [1, 3, 5, 5], [2, 3, 3, 3], params=True)
+conv_case("all_opts", [1, 6, 11, 11], [6, 2, 3, 3], stride=2, dilation=2, padding=1, groups=3)
+conv_case("kernel_eq_input", [2, 3, 4, 4], [2, 3, 4, 4])
+add("conv2d", "nn_module", "kiln.nn.Conv2d(3, 4, 3, {padding = 1, bias = false})(x)",
+    [("x", [1, 3, 5, 5], "f32", "n")],
+    body='local conv = kiln.nn.Conv2d(3, 4, 3, {padding = 1, bias = false})\n'
+         'kiln.output("out", kiln.sub(conv(x), conv(x)))',
+    ref=lambda x: np.zeros((1, 4, 5, 5)), also=("sub",), tol=Tol.exact())
+
+# ---------------------------------------------------------------- pooling
+
+
+def pool_ref(kind, x, kernel, stride=None, padding=0, cip=True):
+    X = T(x)
+    if kind == "max":
+        return N(F.max_pool2d(X, kernel, stride or kernel, padding))
+    return N(F.avg_pool2d(X, kernel, stride or kernel, padding, count_include_pad=cip))
+
+
+def pool_case(kind, name, sx, kernel, stride=None, padding=0, cip=True, g="n"):
+    opts = ["kernel = %s" % lua_opt(kernel)]
+    if stride is not None:
+        opts.append("stride = %s" % lua_opt(stride))
+    if padding != 0:
+        opts.append("padding = %s" % lua_opt(padding))
+    if kind == "avg" and not cip:
+        opts.append("count_include_pad = false")
+    op = kind + "pool2d"
+    kw = dict(kernel=kernel, stride=stride, padding=padding, cip=cip)
+    kh, kwd = pair(kernel)
+    tol = Tol.exact() if kind == "max" else Tol.red(kh * kwd, lambda x: pool_ref(kind, np.abs(x), **kw))
+    add(op, name, "kiln.%s(x, {%s})" % (op, ", ".join(opts)), [("x", sx, "f32", g)],
+        ref=lambda x: pool_ref(kind, x, **kw), tol=tol)
+
+
+for kind in ("max", "avg"):
+    pool_case(kind, "k2", [1, 2, 6, 6], 2)
+    pool_case(kind, "k3s2p1", [2, 3, 7, 7], 3, 2, 1)
+    pool_case(kind, "rect", [1, 1, 5, 8], (2, 3), (1, 2))
+    pool_case(kind, "odd_floor", [1, 1, 5, 5], 2)
+    pool_case(kind, "k1", [1, 3, 2, 3], 1, 1)
+    pool_case(kind, "global", [2, 4, 5, 5], 5)
+    pool_case(kind, "pad_hw", [1, 2, 6, 5], (3, 2), (2, 1), (1, 1))
+pool_case("max", "neg_pad", [1, 1, 4, 4], 3, 1, 1, g="u:-9:-1")
+pool_case("avg", "no_count_pad", [2, 3, 7, 7], 3, 2, 1, cip=False)
+pool_case("avg", "no_count_pad_rect", [1, 2, 5, 6], (3, 2), 1, (1, 1), cip=False)
+add("maxpool2d", "nn_module", "kiln.nn.MaxPool2d(2)(x)", [("x", [1, 2, 4, 6], "f32", "n")],
+    ref=lambda x: pool_ref("max", x, 2))
+
+# ---------------------------------------------------------------- reductions
+
+RED = {"sum": ("reduce_sum", torch.sum), "mean": ("reduce_mean", torch.mean),
+       "amax": ("reduce_max", torch.amax)}
+
+
+def red_case(fn, name, shape, dims=None, keep=False, expr=None, g="n"):
+    op, tf = RED[fn]
+    nd = len(shape)
+    dl = list(range(nd)) if dims is None else ([dims] if isinstance(dims, int) else list(dims))
+    K = int(np.prod([shape[d % nd] for d in dl])) if shape else 1
+    if expr is None:
+        args = ["x"]
+        if dims is not None or keep:
+            args.append("nil" if dims is None else (str(dims) if isinstance(dims, int) else lua_shape(dims)))
+        if keep:
+            args.append("true")
+        expr = "kiln.%s(%s)" % (fn, ", ".join(args))
+
+    def ref(x):
+        if fn == "amax" and dims is None and not keep:
+            return N(torch.amax(T(x), dim=tuple(range(nd)))) if nd else x.astype(np.float64)
+        return N(tf(T(x), dim=tuple(dl), keepdim=keep)) if nd else x.astype(np.float64)
+    tol = Tol.exact() if fn == "amax" else Tol.red(K, lambda x: ref(np.abs(x)) if fn == "sum"
+                                                   else N(torch.mean(T(np.abs(x)), dim=tuple(dl), keepdim=keep)))
+    add(op, name, expr, [("x", shape, "f32", g)], ref=ref, tol=tol)
+
+
+for fn in RED:
+    red_case(fn, "all", [3, 4, 5])
+    red_case(fn, "d1", [3, 4, 5], 1)
+    red_case(fn, "d02", [3, 4, 5], (0, 2))
+    red_case(fn, "d02_keep", [3, 4, 5], (0, 2), True)
+    red_case(fn, "neg", [3, 4, 5], -1)
+    red_case(fn, "neg2_keep", [2, 3, 4, 5], (-1, -3), True)
+    red_case(fn, "all_keep", [2, 3], None, True)
+    red_case(fn, "vec", [7], 0)
+    red_case(fn, "size1", [3, 1, 4], 1)
+    red_case(fn, "k1000", [4, 1000], 1, g="u:-1:3")
+    red_case(fn, "method", [2, 6], 1, expr="x:%s(1)" % fn)
+    red_case(fn, "all_dims_list", [2, 3, 4], (0, 1, 2), True)
+
+# ---------------------------------------------------------------- softmax
+
+
+def softmax_case(name, shape, dim, g="n", expr=None):
+    K = shape[dim % len(shape)]
+
+    def tolfn(ref, ins):
+        (x,) = ins
+        return (2 * math.sqrt(K) + 8 + 2 * amax(x)) * 1.1920929e-07 * np.abs(ref) + 1e-37
+    add("softmax", name, expr or "kiln.softmax(x, %d)" % dim, [("x", shape, "f32", g)],
+        ref=lambda x: N(torch.softmax(T(x), dim)), tol=Tol.custom("norm", "softmax K=%d" % K, tolfn))
+
+
+softmax_case("last", [2, 5], -1)
+softmax_case("mid", [3, 4, 5], 1)
+softmax_case("first", [3, 4], 0)
+softmax_case("one", [1, 1], 1)
+softmax_case("wide", [2, 9], 1, g="u:-50:50")
+softmax_case("long", [2, 513], 1)
+softmax_case("method", [4, 3], -1, expr="x:softmax(-1)")
+softmax_case("vec", [6], 0)
+
+# ---------------------------------------------------------------- normalisations
+
+
+def ln_ref(x, g, b, nd, eps):
+    shape = x.shape[-nd:]
+    return N(F.layer_norm(T(x), shape, None if g is None else T(g), None if b is None else T(b), eps))
+
+
+def ln_case(name, sx, nd=1, gamma=True, beta=True, eps=1e-5, g="n", params=False):
+    opts = []
+    if eps != 1e-5:
+        opts.append("eps = %g" % eps)
+    if nd != 1:
+        opts.append("dims = %d" % nd)
+    sn = sx[-nd:]
+    inputs = [("x", sx, "f32", g)]
+    pr = {}
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    for n, on in (("g", gamma), ("b", beta)):
+        if on and params:
+            pr[n] = rng.standard_normal(sn).astype(np.float32)
+        elif on:
+            inputs.append((n, sn, "f32", "n"))
+    expr = "kiln.layernorm(x, %s, %s%s)" % ("g" if gamma else "nil", "b" if beta else "nil",
+                                           ", {%s}" % ", ".join(opts) if opts else "")
+    K = int(np.prod(sn))
+
+    def unpack(args):
+        x, rest = args[0], list(args[1:])
+        gg = rest.pop(0) if gamma else None
+        bb = rest.pop(0) if beta else None
+        return x, gg, bb
+
+    def ref(*args):
+        x, gg, bb = unpack(args)
+        return ln_ref(x, gg, bb, nd, eps)
+
+    def scale(*args):
+        x, gg, bb = unpack(args)
+        xs = x.astype(np.float64).reshape(-1, K)
+        std = np.sqrt(xs.var(axis=1) + eps).min()
+        return amax(xs) / std * (amax(gg) if gamma else 1.0) + (amax(bb) if beta else 0.0)
+    add("layernorm", name, expr, inputs, ref=ref, tol=Tol.norm(K, scale), params=pr,
+        also=("weight",) if params else ())
+
+
+ln_case("last", [2, 5, 16])
+ln_case("dims2", [2, 3, 8], nd=2)
+ln_case("no_affine", [4, 7], gamma=False, beta=False)
+ln_case("gamma_only", [3, 6], beta=False)
+ln_case("eps", [3, 6], eps=1e-2)
+ln_case("offset", [2, 32], g="u:9:11")
+ln_case("params", [2, 3, 12], params=True)
+ln_case("one", [3, 1])
+add("layernorm", "nn_module", "kiln.nn.LayerNorm(6)(x)", [("x", [2, 6], "f32", "n")],
+    ref=lambda x: ln_ref(x, np.ones(6), np.zeros(6), 1, 1e-5),
+    tol=Tol.norm(6, lambda x: amax(x) / np.sqrt(x.astype(np.float64).var(axis=1) + 1e-5).min()))
+
+
+def rms_ref(x, g, eps):
+    X = T(x)
+    y = X / torch.sqrt(torch.mean(X * X, dim=-1, keepdim=True) + eps)
+    return N(y if g is None else y * T(g))
+
+
+def rms_case(name, sx, gamma=True, eps=1e-5, g="n"):
+    D = sx[-1]
+    inputs = [("x", sx, "f32", g)] + ([("g", [D], "f32", "n")] if gamma else [])
+    expr = "kiln.rmsnorm(x, %s%s)" % ("g" if gamma else "nil", ", {eps = %g}" % eps if eps != 1e-5 else "")
+
+    def ref(x, gg=None):
+        return rms_ref(x, gg, eps)
+
+    def scale(x, gg=None):
+        xs = x.astype(np.float64).reshape(-1, D)
+        rms = np.sqrt((xs * xs).mean(axis=1) + eps).min()
+        return amax(xs) / rms * (amax(gg) if gamma else 1.0)
+    add("rmsnorm", name, expr, inputs, ref=ref, tol=Tol.norm(D, scale))
+
+
+rms_case("main", [2, 3, 16])
+rms_case("no_gamma", [4, 9], gamma=False)
+rms_case("eps", [2, 5], eps=1e-2)
+rms_case("odd", [3, 31])
+rms_case("one", [5, 1])
+
+
+def bn_ref(x, m, v, g, b, eps):
+    return N(F.batch_norm(T(x), T(m), T(v), T(g), T(b), False, 0.0, eps))
+
+
+def bn_case(name, sx, eps=1e-5):
+    C = sx[1]
+    inputs = [("x", sx, "f32", "n"), ("m", [C], "f32", "n"), ("v", [C], "f32", "pos"),
+              ("g", [C], "f32", "n"), ("b", [C], "f32", "n")]
+    expr = "kiln.batchnorm(x, m, v, g, b%s)" % (", {eps = %g}" % eps if eps != 1e-5 else "")
+
+    def mag(x, m, v, g, b):
+        shp = [1, C] + [1] * (len(sx) - 2)
+        r = 1 / np.sqrt(v.astype(np.float64) + eps)
+        return (np.abs(x) + np.abs(m).reshape(shp)) * (r * np.abs(g)).reshape(shp) + np.abs(b).reshape(shp)
+    add("batchnorm", name, expr, inputs, ref=lambda x, m, v, g, b: bn_ref(x, m, v, g, b, eps),
+        tol=Tol.ew(mag))
+
+
+bn_case("nchw", [2, 3, 4, 5])
+bn_case("spatial1", [1, 4, 1, 1])
+bn_case("rank2", [5, 3])
+bn_case("eps", [2, 2, 3, 3], eps=1e-3)
+
+# ---------------------------------------------------------------- data movement
+
+add("reshape", "to2d", "kiln.reshape(x, {6, 4})", [("x", [2, 3, 4], "f32", "n")],
+    ref=lambda x: x.reshape(6, 4), also=("copy",))
+add("reshape", "infer", "kiln.reshape(x, {4, -1}) + 1", [("x", [2, 3, 4], "f32", "n")],
+    ref=lambda x: x.reshape(4, -1) + 1, tol=Tol.ew())
+add("reshape", "flat_then_add", "kiln.reshape(x, {-1}) + y", [("x", [2, 3], "f32", "n"), ("y", [6], "f32", "n")],
+    ref=lambda x, y: x.reshape(-1) + y, tol=Tol.ew())
+add("reshape", "ones", "x:reshape({1, 1, 24}) * 2", [("x", [2, 3, 4], "f32", "n")],
+    ref=lambda x: x.reshape(1, 1, 24) * 2, tol=Tol.ew())
+add("reshape", "to_rank0", "kiln.reshape(x + 1, {})", [("x", [1, 1], "f32", "n")],
+    ref=lambda x: (x + 1).reshape(()), tol=Tol.ew())
+add("reshape", "twice", "kiln.reshape(kiln.reshape(x * 3, {3, 8}), {2, 12})", [("x", [4, 6], "f32", "n")],
+    ref=lambda x: (x * 3).reshape(2, 12), tol=Tol.ew())
+add("reshape", "flatten", "kiln.flatten(kiln.exp(x))", [("x", [2, 3, 4], "f32", "n")],
+    ref=lambda x: np.exp(x).reshape(2, 12), tol=Tol.ew(), also=("exp",))
+add("reshape", "flatten0", "x:flatten(0) - 1", [("x", [2, 3, 4], "f32", "n")],
+    ref=lambda x: x.reshape(-1) - 1, tol=Tol.ew())
+add("reshape", "i32", "kiln.reshape(kiln.cast(x, \"i32\"), {3, 2})", [("x", [6], "f32", "u:-9:9")],
+    ref=lambda x: np.trunc(x).reshape(3, 2), dtypes=("i32",))
+
+add("transpose", "t01", "kiln.transpose(x, 0, 1)", [("x", [3, 5], "f32", "n")], ref=lambda x: x.T)
+add("transpose", "neg", "kiln.transpose(x, -1, -3)", [("x", [2, 3, 4], "f32", "n")],
+    ref=lambda x: np.swapaxes(x, -1, -3))
+add("transpose", "permute", "kiln.permute(x, {2, 0, 3, 1})", [("x", [2, 3, 4, 5], "f32", "n")],
+    ref=lambda x: np.transpose(x, (2, 0, 3, 1)))
+add("transpose", "permute_ones", "x:permute({3, 2, 1, 0})", [("x", [1, 3, 1, 2], "f32", "n")],
+    ref=lambda x: np.transpose(x, (3, 2, 1, 0)))
+add("transpose", "method", "x:transpose(0, 1)", [("x", [4, 1, 3], "f32", "n")],
+    ref=lambda x: np.swapaxes(x, 0, 1))
+add("transpose", "odd", "kiln.transpose(x, 1, 2)", [("x", [3, 7, 5], "f32", "n")],
+    ref=lambda x: np.swapaxes(x, 1, 2))
+add("transpose", "back_and_forth", "kiln.transpose(kiln.transpose(x, 0, 1) + 1, 0, 1)",
+    [("x", [3, 4], "f32", "n")], ref=lambda x: x + 1, tol=Tol.ew())
+add("transpose", "bool", "kiln.transpose(x, 0, 1)", [("x", [2, 3], "bool", "bool")],
+    ref=lambda x: x.T, dtypes=("bool",))
+
+add("concat", "three_d0", "kiln.concat({a, b, c}, 0)",
+    [("a", [2, 3], "f32", "n"), ("b", [1, 3], "f32", "n"), ("c", [4, 3], "f32", "n")],
+    ref=lambda a, b, c: np.concatenate([a, b, c], 0))
+add("concat", "three_neg1", "kiln.concat({a, b, c}, -1)",
+    [("a", [2, 1], "f32", "n"), ("b", [2, 4], "f32", "n"), ("c", [2, 2], "f32", "n")],
+    ref=lambda a, b, c: np.concatenate([a, b, c], -1))
+add("concat", "three_mid", "kiln.concat({a, b, c}, 1)",
+    [("a", [2, 1, 3], "f32", "n"), ("b", [2, 2, 3], "f32", "n"), ("c", [2, 3, 3], "f32", "n")],
+    ref=lambda a, b, c: np.concatenate([a, b, c], 1))
+add("concat", "single", "kiln.concat({a * 2}, 0)", [("a", [3], "f32", "n")], ref=lambda a: a * 2, tol=Tol.ew())
+add("concat", "same_twice", "kiln.concat({a, a, a}, 1)", [("a", [2, 2], "f32", "n")],
+    ref=lambda a: np.concatenate([a, a, a], 1))
+add("concat", "i32", "kiln.concat({a, b}, 0)", [("a", [2], "i32", "int:-5:5"), ("b", [3], "i32", "int:-5:5")],
+    ref=lambda a, b: np.concatenate([a, b]), dtypes=("i32",))
+add("concat", "bool", "kiln.concat({a, b, a}, 0)", [("a", [1, 2], "bool", "bool"), ("b", [2, 2], "bool", "bool")],
+    ref=lambda a, b: np.concatenate([a, b, a]), dtypes=("bool",))
+add("concat", "computed", "kiln.concat({a + 1, kiln.relu(b)}, 2)",
+    [("a", [2, 2, 1], "f32", "n"), ("b", [2, 2, 3], "f32", "n")],
+    ref=lambda a, b: np.concatenate([a + 1, np.maximum(b, 0)], 2), tol=Tol.ew(), also=("relu",))
+
+add("slice", "basic", "kiln.slice(x, 0, 1, 3)", [("x", [5, 4], "f32", "n")], ref=lambda x: x[1:3])
+add("slice", "step2", "kiln.slice(x, 1, 0, 7, 2)", [("x", [3, 7], "f32", "n")], ref=lambda x: x[:, 0:7:2])
+add("slice", "neg_start", "kiln.slice(x, -1, -3, nil)", [("x", [2, 6], "f32", "n")], ref=lambda x: x[:, -3:])
+add("slice", "neg_stop", "kiln.slice(x, 0, 0, -1)", [("x", [4, 2], "f32", "n")], ref=lambda x: x[0:-1])
+add("slice", "step3_odd", "kiln.slice(x, 0, 1, nil, 3)", [("x", [10], "f32", "n")], ref=lambda x: x[1::3])
+add("slice", "clamp", "kiln.slice(x, 0, 2, 100)", [("x", [5, 3], "f32", "n")], ref=lambda x: x[2:100])
+add("slice", "two_dims", "kiln.slice(kiln.slice(x, 1, 1, 4), 2, 0, 5, 2)", [("x", [2, 5, 6], "f32", "n")],
+    ref=lambda x: x[:, 1:4, 0:5:2])
+add("slice", "method", "x:slice(1, -2, nil) * 2", [("x", [3, 5], "f32", "n")], ref=lambda x: x[:, -2:] * 2,
+    tol=Tol.ew())
+add("slice", "one", "kiln.slice(x, 0, 2, 3)", [("x", [4], "f32", "n")], ref=lambda x: x[2:3])
+add("slice", "i32", "kiln.slice(x, 0, 1, nil, 2)", [("x", [7], "i32", "int:-9:9")], ref=lambda x: x[1::2],
+    dtypes=("i32",))
+
+add("gather", "axis0", "kiln.gather(x, i, 0)", [("x", [5, 4], "f32", "n"), ("i", [3], "i32", [4, 0, 2])],
+    ref=lambda x, i: np.take(x, i, 0))
+add("gather", "axis1_repeat", "kiln.gather(x, i, 1)", [("x", [3, 6], "f32", "n"), ("i", [4], "i32", [5, 5, 0, 3])],
+    ref=lambda x, i: np.take(x, i, 1))
+add("gather", "neg_axis", "kiln.gather(x, i, -1)", [("x", [2, 3, 5], "f32", "n"), ("i", [2, 2], "i32", "int:0:5")],
+    ref=lambda x, i: np.take(x, i, -1))
+add("gather", "idx2d", "kiln.gather(x, i, 0)", [("x", [6, 3], "f32", "n"), ("i", [2, 4], "i32", "int:0:6")],
+    ref=lambda x, i: np.take(x, i, 0))
+add("gather", "embedding", "kiln.embedding(t, ids)", [("t", [10, 4], "f32", "n"), ("ids", [2, 3], "i32", "int:0:10")],
+    ref=lambda t, ids: np.take(t, ids, 0))
+add("gather", "i32_table", "kiln.gather(x, i, 0)", [("x", [4], "i32", "int:-99:99"), ("i", [5], "i32", "int:0:4")],
+    ref=lambda x, i: np.take(x, i, 0), dtypes=("i32",))
+add("gather", "nn_embedding", "kiln.nn.Embedding(7, 3)(ids) * 0", [("ids", [4], "i32", "int:0:7")],
+    ref=lambda ids: np.zeros((4, 3)), tol=Tol.exact())
+
+# ---------------------------------------------------------------- leaves, constants, copies
+
+add("const", "literal", "x + kiln.constant({1, 2, 3}, {3})", [("x", [2, 3], "f32", "n")],
+    ref=lambda x: x + np.array([1, 2, 3]), tol=Tol.ew())
+add("const", "filled", "kiln.constant(0.5, {2, 3}) * x", [("x", [2, 3], "f32", "n")],
+    ref=lambda x: 0.5 * x, tol=Tol.ew())
+add("const", "i32_indices", "kiln.gather(x, kiln.constant({2, 0}, {2}, \"i32\"), 1)", [("x", [3, 4], "f32", "n")],
+    ref=lambda x: x[:, [2, 0]], also=("gather",))
+add("const", "folded", "kiln.constant(2, {3}) * kiln.constant(3, {3}) + x", [("x", [3], "f32", "n")],
+    ref=lambda x: 6 + x, tol=Tol.ew())
+add("const", "folded_only", "kiln.exp(kiln.constant({0, 1}, {2})) + 0",
+    [], ref=lambda: np.exp(np.array([0.0, 1.0])), tol=Tol.ew())
+add("const", "cse", "(x + 1) * (x + 1)", [("x", [4], "f32", "n")], ref=lambda x: (x + 1) * (x + 1), tol=Tol.ew())
+add("const", "scalar_rank0", "kiln.constant(4, {}) - x", [("x", [2], "f32", "n")], ref=lambda x: 4 - x, tol=Tol.ew())
+
+_w = np.random.default_rng(5).standard_normal((2, 3)).astype(np.float32)
+add("weight", "loaded", "x + w", [("x", [2, 3], "f32", "n")], params={"w": _w}, ref=lambda x, w: x + w, tol=Tol.ew())
+add("weight", "init_const", 'x * kiln.param("c", {3}, {"const", 0.5})', [("x", [2, 3], "f32", "n")],
+    ref=lambda x: x * 0.5, tol=Tol.ew())
+add("weight", "init_ones_zeros", 'x * kiln.param("o", {3}, {"ones"}) + kiln.param("z", {2, 3}, {"zeros"})',
+    [("x", [2, 3], "f32", "n")], ref=lambda x: x * 1.0, tol=Tol.ew())
+_h = np.random.default_rng(6).standard_normal((4,)).astype(np.float16)
+add("weight", "loaded_f16", "x + w", [("x", [4], "f32", "n")], params={"w": _h.astype(np.float32)},
+    files={"w": _h}, ref=lambda x, w: x + w, tol=Tol.ew())
+_bf = np.random.default_rng(7).standard_normal((5,)).astype(np.float32)
+_bf_bits = (_bf.view(np.uint32) >> 16).astype(np.uint16)               # truncate to bf16
+add("weight", "loaded_bf16", "x - w", [("x", [5], "f32", "n")],
+    params={"w": (_bf_bits.astype(np.uint32) << 16).view(np.float32)}, files={"w": ("BF16", _bf_bits)},
+    ref=lambda x, w: x - w, tol=Tol.ew())
+
+add("copy", "out_is_input", "x", [("x", [2, 3], "f32", "n")], ref=lambda x: x)
+add("copy", "two_outputs_same", None, [("x", [3], "f32", "n")], outputs=("a", "b"), dtypes=("f32", "f32"),
+    body='local y = x + 1\nkiln.output("a", y)\nkiln.output("b", y)', ref=lambda x: (x + 1, x + 1), tol=Tol.ew())
+add("copy", "out_is_reshaped_input", "kiln.reshape(x, {3, 2})", [("x", [2, 3], "f32", "n")],
+    ref=lambda x: x.reshape(3, 2))
+add("copy", "out_is_weight", "w", [], params={"w": _w}, ref=lambda w: w, also=("weight",))
+add("copy", "out_is_const", 'kiln.constant({1, 2, 3}, {3}, "i32")', [], ref=lambda: np.array([1, 2, 3]),
+    dtypes=("i32",), also=("const",))
+add("copy", "input_and_result", None, [("x", [2, 2], "f32", "n")], outputs=("same", "twice"),
+    dtypes=("f32", "f32"), body='kiln.output("same", x)\nkiln.output("twice", x * 2)',
+    ref=lambda x: (x, x * 2), tol=Tol.ew())
+add("copy", "out_is_view_of_result", None, [("x", [2, 3], "f32", "n")], outputs=("y", "flat"),
+    dtypes=("f32", "f32"), body='local y = kiln.exp(x)\nkiln.output("y", y)\nkiln.output("flat", kiln.reshape(y, {6}))',
+    ref=lambda x: (np.exp(x), np.exp(x).reshape(6)), tol=Tol.ew(), also=("exp", "reshape"))

@@ -1,0 +1,156 @@
+"""run_compile.py -- t_compile's generated-code half: every model's C under both compilers.
+
+For each model script given (models/*.lua, tests/golden/*.lua):
+  compile/<cc>/<m>      <m>.c and <m>_weights.c (--embed-weights) compile with gcc and clang
+                        under -std=c11 -Wall -Wextra -Wpedantic -Werror (at -O2, where
+                        more warnings fire), and so does a file that includes <m>.h twice
+  compile/san-<cc>/<m>  tests/ops/kt_driver.c + <m>.c built with -fsanitize=address,undefined
+                        -fno-sanitize-recover=all runs clean on one random input and agrees
+                        with the interpreter (model tolerance)
+  compile/runtime-<cc>/<m>  tests/runtime/driver.c + runtime/kiln_runtime.c + <m>.c under the
+                        same sanitizers: loads the weights through the runtime and runs
+And once: compile/runtime/<cc>: runtime/*.c alone under the warning flags.
+
+usage: /usr/bin/python3 tests/py/run_compile.py WORKDIR SCRIPT...
+"""
+import glob
+import os
+import sys
+import zlib
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kt  # noqa: E402
+
+WARN = ["-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror"]
+SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+COMPILERS = ["gcc", "clang"]
+SAN_ENV = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+
+
+def inputs_for(meta, name):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    res = []
+    for io in meta["inputs"]:
+        if io["dtype"] == "f32":
+            res.append(rng.standard_normal(io["shape"]).astype(np.float32))
+        elif io["dtype"] == "i32":
+            res.append(rng.integers(0, 2, io["shape"]).astype(np.int32))
+        else:
+            res.append(rng.random(io["shape"]) < 0.5)
+    return res
+
+
+def warn_compile(cc, out, m):
+    srcs = [os.path.join(out, m + ".c")]
+    emb = os.path.join(out, m + "_weights.c")
+    if os.path.exists(emb):
+        srcs.append(emb)
+    else:
+        return False, "--embed-weights wrote no %s_weights.c" % m
+    twice = os.path.join(out, "kt_twice_%s.c" % cc)
+    with open(twice, "w") as f:       # the header is idempotent and self-contained
+        f.write('#include "%s.h"\n#include "%s.h"\nint kt_twice(void);\nint kt_twice(void) { return 0; }\n' % (m, m))
+    for src in srcs + [twice]:
+        rc, o, e = kt.run([cc, *WARN, "-O2", "-I", out, "-c", src, "-o", os.devnull])
+        if rc != 0:
+            return False, "%s %s: %s" % (cc, os.path.basename(src), kt.why(rc, e, o))
+    return True, ""
+
+
+def san_run(cc, out, m, meta, inputs, ref):
+    ok, why = kt.compile_driver(out, m, meta, cc=cc, flags=WARN + SAN, exe="kt_san_" + cc)
+    if not ok:
+        return False, why
+    ok, why, res = kt.run_driver(out, m, meta, inputs, exe="kt_san_" + cc, env=SAN_ENV, tag="san_" + cc)
+    if not ok:
+        return False, why
+    return agree(meta, res, ref)
+
+
+def agree(meta, res, ref):
+    if ref is None:
+        return True, "interpreter unavailable: ran clean, not compared"
+    for io, got, r in zip(meta["outputs"], res, ref):
+        dt = io["dtype"]
+        rr = r.astype(np.float64) if dt == "f32" else r
+        b = kt.Tol.model(1e-4).bound(rr, []) if dt == "f32" else 0
+        ok, _, msg = kt.compare(got, rr, dt, b)
+        if not ok:
+            return False, "output %s vs interpreter: %s" % (io["name"], msg)
+    return True, ""
+
+
+def runtime_run(cc, out, m, meta, inputs):
+    drv = os.path.join(kt.ROOT, "tests", "runtime", "driver.c")
+    rt = os.path.join(kt.ROOT, "runtime", "kiln_runtime.c")
+    if not (os.path.exists(drv) and os.path.exists(rt)):
+        return False, "tests/runtime/driver.c or runtime/kiln_runtime.c missing"
+    exe = os.path.join(out, "rt_san_" + cc)
+    rc, o, e = kt.run([cc, *WARN, *SAN, "-I", out, "-I", os.path.join(kt.ROOT, "runtime"),
+                       "-DKILN_MODEL=" + m, "-DKILN_MODEL_UPPER=" + m.upper(), drv,
+                       os.path.join(out, m + ".c"), rt, "-o", exe, "-lm"])
+    if rc != 0:
+        return False, "%s: %s" % (cc, kt.why(rc, e, o))
+    files = []
+    for i, a in enumerate(inputs):
+        p = os.path.join(out, "rt_in%d.bin" % i)
+        a.tofile(p)
+        files.append(p)
+    odir = os.path.join(out, "rt_out_" + cc)
+    os.makedirs(odir, exist_ok=True)
+    rc, o, e = kt.run([exe, "-w", os.path.join(out, m + ".weights"), "-o", odir, *files], env=SAN_ENV)
+    if rc != 0:
+        return False, "runtime driver: " + kt.why(rc, e, o)
+    return True, ""
+
+
+def one_model(work, script):
+    m = os.path.splitext(os.path.basename(script))[0]
+    out = os.path.join(work, m)
+    ok, why = kt.kiln_build(script, out, extra=["--embed-weights"])
+    if not ok:
+        for cc in COMPILERS:
+            for what in ("", "san-", "runtime-"):
+                kt.report(False, "compile/%s%s/%s" % (what, cc, m), why)
+        return
+    meta = kt.load_meta(out, m)
+    inputs = inputs_for(meta, m)
+    ok, why, got = kt.kiln_run(script, [(io["name"], a) for io, a in zip(meta["inputs"], inputs)],
+                               os.path.join(out, "interp"))
+    ref = [got[io["name"]] for io in meta["outputs"]] if ok else None
+    for cc in COMPILERS:
+        ok, why = warn_compile(cc, out, m)
+        kt.report(ok, "compile/%s/%s" % (cc, m), why)
+        r = san_run(cc, out, m, meta, inputs, ref)
+        kt.report(r[0], "compile/san-%s/%s" % (cc, m), r[1])
+        r = runtime_run(cc, out, m, meta, inputs)
+        kt.report(r[0], "compile/runtime-%s/%s" % (cc, m), r[1])
+
+
+def runtime_alone():
+    srcs = sorted(glob.glob(os.path.join(kt.ROOT, "runtime", "*.c")))
+    for cc in COMPILERS:
+        if not srcs:
+            kt.report(False, "compile/runtime/%s" % cc, "no runtime/*.c")
+            continue
+        errs = []
+        for s in srcs:
+            rc, o, e = kt.run([cc, *WARN, "-O2", "-c", s, "-o", os.devnull])
+            if rc != 0:
+                errs.append("%s: %s" % (os.path.basename(s), kt.why(rc, e, o)))
+        kt.report(not errs, "compile/runtime/%s" % cc, "; ".join(errs))
+
+
+def main():
+    work, scripts = sys.argv[1], sys.argv[2:]
+    if not scripts:
+        kt.report(False, "compile/models", "no model scripts given")
+    kt.pmap(lambda s: one_model(work, s), scripts, jobs=2)
+    runtime_alone()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+/*
+ * driver.c — a generic command-line driver for any model Kiln compiled to C.
+ *
+ * Compiled once per model, naming the model with two macros (everything else comes
+ * from the generated header's arrays of sizes and names):
+ *
+ *   cc -std=c11 -O2 -I OUT -I runtime -DKILN_MODEL=mlp -DKILN_MODEL_UPPER=MLP \
+ *      tests/runtime/driver.c OUT/mlp.c runtime/kiln_runtime.c -lm -o mlp_driver
+ *   (add -DKILN_EMBED and OUT/mlp_weights.c to use the embedded blob instead of a file)
+ *
+ *   mlp_driver [-w FILE.weights] [-o DIR] [-n N] [-c] INPUT...
+ *     -w   the weights file (default: OUT's <m>.weights is not known here, so required
+ *          unless built with -DKILN_EMBED)
+ *     -c   only load and validate the weights; print "ok" or the runtime's one-line
+ *          error and exit 0 / 1 (tests/t_runtime.sh)
+ *     -o   write every output as DIR/<name>.bin (raw little-endian, C order; shapes
+ *          and dtypes are in <m>.json)
+ *     -n   run N times and print "us_per_run: <mean microseconds>"
+ *     INPUT one file per model input, in declaration order: .npy (its data must be
+ *          exactly the input's bytes; dtype is not checked) or raw bytes.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_runtime.h"
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#include STR(KILN_MODEL.h)
+
+#define M_(suffix) CAT(KILN_MODEL_UPPER, suffix)
+
+static const size_t in_sizes[] = M_(_INPUT_SIZES), out_sizes[] = M_(_OUTPUT_SIZES);
+static const char *const out_names[] = M_(_OUTPUT_NAMES);
+
+static void *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *p = malloc((size_t)(n > 0 ? n : 1));
+  if (p && n > 0 && fread(p, 1, (size_t)n, f) != (size_t)n) {
+    free(p);
+    p = NULL;
+  }
+  fclose(f);
+  *len = (size_t)(n > 0 ? n : 0);
+  return p;
+}
+
+/* Reads input i into a fresh 64-byte aligned buffer of exactly its size. */
+static void *load_input(int i, const char *path) {
+  size_t len;
+  unsigned char *all = read_file(path, &len);
+  if (!all) {
+    fprintf(stderr, "driver: cannot read input %d from %s\n", i, path);
+    exit(1);
+  }
+  size_t start = 0;
+  if (len >= 10 && memcmp(all, "\x93NUMPY", 6) == 0)
+    start = all[6] == 1 ? 10 + (size_t)(all[8] | all[9] << 8)
+                        : 12 + (size_t)(all[8] | all[9] << 8 | all[10] << 16 | (size_t)all[11] << 24);
+  if (start > len || len - start != in_sizes[i]) {
+    fprintf(stderr, "driver: %s: input %d needs %zu bytes of data, the file has %zu\n", path, i, in_sizes[i],
+            start > len ? 0 : len - start);
+    exit(1);
+  }
+  void *buf = kiln_arena_alloc(in_sizes[i]);
+  if (!buf) exit(1);
+  memcpy(buf, all + start, in_sizes[i]);
+  free(all);
+  return buf;
+}
+
+int main(int argc, char **argv) {
+  const char *wpath = NULL, *outdir = NULL;
+  long repeat = 0;
+  int check_only = 0, first_input = argc;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) wpath = argv[++i];
+    else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) outdir = argv[++i];
+    else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) repeat = strtol(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "-c") == 0) check_only = 1;
+    else {
+      first_input = i;
+      break;
+    }
+  }
+  kiln_weights w;
+#ifdef KILN_EMBED
+  (void)wpath;
+  kiln_weights_from_memory(&w, CAT(KILN_MODEL, _weights_blob), M_(_WEIGHTS_FILE_SIZE), M_(_WEIGHTS_SIZE),
+                           M_(_WEIGHTS_CHECKSUM));
+#else
+  if (!wpath) {
+    fprintf(stderr, "driver: -w FILE.weights is required\n");
+    return 2;
+  }
+  kiln_weights_load(&w, wpath, M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM));
+#endif
+  if (w.status != KILN_OK) {
+    printf("error: %s\n", w.message);
+    return 1;
+  }
+  if (check_only) {
+    printf("ok: %llu payload bytes\n", (unsigned long long)w.size);
+    kiln_weights_free(&w);
+    return 0;
+  }
+  int nin = argc - first_input;
+  if (nin != M_(_NUM_INPUTS)) {
+    fprintf(stderr, "driver: the model takes %d inputs, %d given\n", M_(_NUM_INPUTS), nin);
+    return 2;
+  }
+  void *ins[M_(_NUM_INPUTS) + 1], *outs[M_(_NUM_OUTPUTS) + 1];
+  for (int i = 0; i < M_(_NUM_INPUTS); i++) ins[i] = load_input(i, argv[first_input + i]);
+  for (int i = 0; i < M_(_NUM_OUTPUTS); i++) outs[i] = kiln_arena_alloc(out_sizes[i]);
+  void *arena = kiln_arena_alloc(M_(_ARENA_SIZE));
+  CAT(KILN_MODEL, _run_v)(w.payload, arena, (const void *const *)ins, outs);
+  if (repeat > 0) {
+    uint64_t t0 = kiln_time_us();
+    for (long r = 0; r < repeat; r++) CAT(KILN_MODEL, _run_v)(w.payload, arena, (const void *const *)ins, outs);
+    printf("us_per_run: %.1f\n", (double)(kiln_time_us() - t0) / (double)repeat);
+  }
+  for (int i = 0; outdir && i < M_(_NUM_OUTPUTS); i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.bin", outdir, out_names[i]);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(outs[i], 1, out_sizes[i], f) != out_sizes[i]) {
+      fprintf(stderr, "driver: cannot write %s\n", path);
+      return 1;
+    }
+    fclose(f);
+  }
+  for (int i = 0; i < M_(_NUM_INPUTS); i++) kiln_arena_free(ins[i]);
+  for (int i = 0; i < M_(_NUM_OUTPUTS); i++) kiln_arena_free(outs[i]);
+  kiln_arena_free(arena);
+  kiln_weights_free(&w);
+  return 0;
+}

@@ -1,0 +1,124 @@
+#!/bin/sh
+# t_coreml.sh — the Core ML target, checked without a Mac (nothing here runs Core ML):
+#   schema     gen/coreml*.proto field by field against Apple's text (tests/coreml/apple/)
+#   objc       runtime/coreml/kiln_coreml.m compile-checked with clang against the stub
+#              CoreML/Foundation headers; its header as C
+#   milrun     the test interpreter (tests/coreml/milrun.c) builds warning-free
+#   models     every models/*.lua and tests/coreml/models/*.lua, for iOS15 and iOS17 in
+#              fp32 and fp16: builds; protoc --decode shows no unknown field; manifest and
+#              weight.bin structure (tests/coreml/wbcheck.py); milrun validates the program
+#              and its outputs match the C target (tests/coreml/compare.py states tolerances)
+#   golden     the decoded text of tests/coreml/golden/tiny.lua (UPDATE=1 rewrites it)
+#   twice      two builds (different working directories) give identical bytes
+#   checkers   a corrupted weight.bin is rejected by wbcheck and milrun
+#   errors     rank > 5 and a MIL keyword as an I/O name fail, naming the Lua line
+#   ops        every op of the op table is exercised by some model above
+. "$(dirname "$0")/lib.sh"
+kt_need_kiln coreml
+kt_work coreml
+S=coreml
+
+# ---- schema ----
+$PY tests/coreml/protocmp.py gen tests/coreml/apple
+
+# ---- objc wrapper ----
+if ! command -v clang >/dev/null; then
+  echo "FAIL $S/objc: clang not installed"
+elif out=$(clang -fsyntax-only -x objective-c -fobjc-arc -fblocks -fobjc-runtime=macosx-13.0 -Wall -Wextra -Werror \
+           -Iruntime/coreml/stub -Iruntime/coreml runtime/coreml/kiln_coreml.m 2>&1); then
+  echo "PASS $S/objc: kiln_coreml.m compiles against the CoreML/Foundation stub (ARC, -Wall -Wextra -Werror)"
+else
+  echo "FAIL $S/objc: $(echo "$out" | head -n 3 | tr '\n' ' ')"
+fi
+if out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -x c runtime/coreml/kiln_coreml.h 2>&1); then
+  echo "PASS $S/objc-header: kiln_coreml.h is valid C11"
+else
+  echo "FAIL $S/objc-header: $(echo "$out" | head -n 2 | tr '\n' ' ')"
+fi
+
+# ---- milrun ----
+mkdir -p "$WORK/pb"
+MILRUN=$WORK/milrun
+if protoc-c --proto_path=gen --c_out="$WORK/pb" gen/coreml.proto gen/coreml_mil.proto &&
+   out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -D_POSIX_C_SOURCE=200809L -I"$WORK/pb" \
+         -o "$MILRUN" tests/coreml/milrun.c "$WORK/pb/coreml.pb-c.c" "$WORK/pb/coreml_mil.pb-c.c" -lprotobuf-c -lm 2>&1); then
+  echo "PASS $S/milrun builds"
+else
+  echo "FAIL $S/milrun does not build: $(echo "$out" | head -n 3 | tr '\n' ' ')"
+  exit 1
+fi
+
+# ---- every model ----
+for m in models/*.lua tests/coreml/models/*.lua; do
+  n=$(basename "$m" .lua)
+  $PY tests/coreml/compare.py "$KILN" "$MILRUN" "$m" "$WORK/m-$n" iOS15:fp32 iOS15:fp16 iOS17:fp32 iOS17:fp16
+done
+
+# ---- golden text ----
+for cfg in iOS15:fp32 iOS17:fp16; do
+  os=${cfg%:*}; p=${cfg#*:}; g=tests/coreml/golden/tiny.$os-$p.txt
+  d=$WORK/golden-$os-$p
+  if ! "$KILN" build tests/coreml/golden/tiny.lua -o "$d" --target coreml --min-os "$os" --precision "$p" 2>"$WORK/err"; then
+    echo "FAIL $S/golden/$os-$p: build failed: $(head -n 1 "$WORK/err")"; continue
+  fi
+  protoc --decode=CoreML.Specification.Model --proto_path=gen gen/coreml.proto \
+    < "$d/tiny.mlpackage/Data/com.apple.CoreML/model.mlmodel" > "$d/decoded.txt"
+  cat "$d/tiny.mlpackage/Manifest.json" >> "$d/decoded.txt"
+  if [ -n "$UPDATE" ]; then cp "$d/decoded.txt" "$g"; echo "PASS $S/golden/$os-$p: rewritten"; continue; fi
+  if [ ! -f "$g" ]; then echo "FAIL $S/golden/$os-$p: no $g (run with UPDATE=1)"
+  elif cmp -s "$d/decoded.txt" "$g"; then echo "PASS $S/golden/$os-$p"
+  else echo "FAIL $S/golden/$os-$p: decoded model differs from $g:"; diff "$g" "$d/decoded.txt" | head -n 10; fi
+done
+
+# ---- two builds, identical bytes ----
+for m in models/transformer.lua models/resnet.lua; do
+  n=$(basename "$m" .lua)
+  "$KILN" build "$m" -o "$WORK/twice1-$n" --target coreml --min-os iOS17 --precision fp16 2>/dev/null
+  (mkdir -p "$WORK/elsewhere" && cd "$WORK/elsewhere" && "$KILN" build "$ROOT/$m" -o "$WORK/twice2-$n" --target coreml \
+     --min-os iOS17 --precision fp16 2>/dev/null)
+  if [ -d "$WORK/twice1-$n/$n.mlpackage" ] && diff -r "$WORK/twice1-$n/$n.mlpackage" "$WORK/twice2-$n/$n.mlpackage" >/dev/null; then
+    echo "PASS $S/twice/$n: two builds give byte-identical packages"
+  else
+    echo "FAIL $S/twice/$n: the packages differ (or a build failed)"
+  fi
+done
+
+# ---- the checkers reject broken files ----
+src=$WORK/twice1-transformer/transformer.mlpackage
+corrupt() {   # corrupt NAME OFFSET HEXBYTE: a copy of $src with one byte of weight.bin changed
+  rm -rf "$WORK/bad-$1"; cp -r "$src" "$WORK/bad-$1"
+  printf "\\$(printf %03o "$3")" | dd of="$WORK/bad-$1/Data/com.apple.CoreML/weights/weight.bin" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+corrupt sentinel 64 0
+corrupt dtype 68 2          # fp16 blob claimed to be fp32
+corrupt version 4 3
+for b in sentinel version; do
+  if $PY tests/coreml/wbcheck.py "$WORK/bad-$b" >/dev/null; then echo "FAIL $S/checkers/wbcheck-$b: accepted a broken weight.bin"
+  else echo "PASS $S/checkers/wbcheck-$b: rejected"; fi
+done
+for b in sentinel dtype version; do
+  if "$MILRUN" "$WORK/bad-$b" check >/dev/null 2>&1; then echo "FAIL $S/checkers/milrun-$b: accepted a broken weight.bin"
+  else echo "PASS $S/checkers/milrun-$b: rejected"; fi
+done
+
+# ---- errors name the Lua line ----
+for e in rank6:4:rank keyword:3:reserved; do
+  n=${e%%:*}; rest=${e#*:}; line=${rest%%:*}; word=${rest#*:}
+  if "$KILN" build "tests/coreml/errors/$n.lua" -o "$WORK/err-$n" --target coreml 2>"$WORK/err"; then
+    echo "FAIL $S/errors/$n: the build succeeded"
+  elif grep -q "^tests/coreml/errors/$n.lua:$line: error: .*$word" "$WORK/err" && [ ! -e "$WORK/err-$n" ]; then
+    echo "PASS $S/errors/$n: $(head -n 1 "$WORK/err")"
+  else
+    echo "FAIL $S/errors/$n: unexpected message (or output left behind): $(head -n 1 "$WORK/err")"
+  fi
+done
+
+# ---- op coverage ----
+used=$(for m in models/*.lua tests/coreml/models/*.lua; do "$KILN" graph "$m" --after memplan 2>/dev/null; done |
+       awk '/^%/ {print $3}' | sort -u)
+missing=""
+for op in $("$KILN" ops | awk '{print $1}'); do
+  echo "$used" | grep -qx "$op" || missing="$missing $op"
+done
+if [ -z "$missing" ]; then echo "PASS $S/ops: every op of the op table is in a model checked above"
+else echo "FAIL $S/ops: never exercised:$missing"; fi

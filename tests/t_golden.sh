@@ -1,0 +1,35 @@
+#!/bin/sh
+# t_golden.sh — the exact generated code of one small model, tests/golden/tiny.lua:
+# `kiln build tests/golden/tiny.lua` must write tiny.h, tiny.c and tiny.json byte for byte
+# equal to tests/golden/expected/. A change to the emitter shows up here as a diff to review.
+#
+# To accept new output after reading it (it must look like careful hand-written code:
+# names from the model, Lua file:line comments, named constants):
+#   UPDATE_GOLDEN=1 sh tests/t_golden.sh      then review `git diff tests/golden/expected`
+# The build runs from the repository root with a relative script path, as the comments
+# in the expected files record "tests/golden/tiny.lua:LINE".
+. "$(dirname "$0")/lib.sh"
+kt_need_kiln golden
+kt_work golden
+exp=tests/golden/expected
+for script in tests/golden/*.lua; do
+  m=$(basename "$script" .lua)
+  if ! err=$("$KILN" build "$script" -o "$WORK/$m" 2>&1); then
+    echo "FAIL golden/$m: kiln build $script failed: $(echo "$err" | head -n 3 | tr '\n' ' ')"
+    continue
+  fi
+  for f in "$m.h" "$m.c" "$m.json"; do
+    if [ ! -f "$WORK/$m/$f" ]; then
+      echo "FAIL golden/$f: kiln build wrote no $f"
+    elif [ -n "$UPDATE_GOLDEN" ]; then
+      mkdir -p "$exp" && cp "$WORK/$m/$f" "$exp/$f" && echo "PASS golden/$f (updated $exp/$f: review the diff)"
+    elif [ ! -f "$exp/$f" ]; then
+      echo "FAIL golden/$f: no expected file $exp/$f (UPDATE_GOLDEN=1 sh tests/t_golden.sh writes it)"
+    elif cmp -s "$exp/$f" "$WORK/$m/$f"; then
+      echo "PASS golden/$f"
+    else
+      echo "FAIL golden/$f: differs from $exp/$f (first lines of the diff below; UPDATE_GOLDEN=1 to accept)"
+      diff -u "$exp/$f" "$WORK/$m/$f" | head -n 30 | sed 's/^/    /'
+    fi
+  done
+done
