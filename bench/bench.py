@@ -194,7 +194,7 @@ def report(results):
             line += cell.rjust(w)
         print(line)
     print()
-    print("Largest |output - Kiln C output| (same inputs, Kiln's weights):")
+    print("Largest |output - Kiln C output| (same inputs, Kiln's weights; rel: over the largest |C output|):")
     for r in results:
         diffs = [f"{l} {c[2]}" for l, c in r["cols"].items() if c[2] != "-"]
         print(f"  {r['model']}: " + (", ".join(diffs) if diffs else "-"))

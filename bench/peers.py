@@ -220,10 +220,13 @@ def median_us(fn, budget_ms):
 
 
 def maxdiff(outs, c_outs):
+    """"D (rel R)": the largest |peer - C| over all outputs, and that over the largest |C|."""
     if c_outs is None:
         return "-"
-    return "%.2e" % max(float(np.max(np.abs(np.asarray(o, dtype=np.float32).reshape(-1) - c.reshape(-1))))
-                        for o, c in zip(outs, c_outs))
+    d = max(float(np.max(np.abs(np.asarray(o, dtype=np.float32).reshape(-1) - c.reshape(-1))))
+            for o, c in zip(outs, c_outs))
+    scale = max(float(np.max(np.abs(c))) for c in c_outs) or 1.0
+    return "%.1e (rel %.1e)" % (d, d / scale)
 
 
 def run_peers(model, meta, params, inputs, c_outs, budget_ms):

@@ -326,7 +326,10 @@ static const char *k_binary(KernelCtx *k) {
   loops_vars(k, &l, names, 3);
   const char *ops[] = {inner_operand("x", "xo", l.inner_stride[1]), inner_operand("y", "yo", l.inner_stride[2])};
   var(&k->v, "EXPR", emit_expr(expr, emit_c_fns, ops, 2));
-  return "c/binary_bcast.c.tmpl";
+  if (l.rank > 1) return "c/binary_bcast.c.tmpl";
+  vari(&k->v, "X_ROW", l.strides[1][0]);   /* one outer dim: rows (bias adds, row scales) */
+  vari(&k->v, "Y_ROW", l.strides[2][0]);
+  return "c/binary_rows.c.tmpl";
 }
 
 static const char *k_select(KernelCtx *k) {
@@ -490,7 +493,9 @@ static const char *k_reduce(KernelCtx *k) {
   var(&k->v, "INIT", f[0]);
   var(&k->v, "UPDATE", f[1]);
   var(&k->v, "FINISH", f[2]);
-  return "c/reduce.c.tmpl";
+  /* Trailing contiguous dims reduced (sum over the last dim, a global mean): rows. */
+  bool rows_form = rows == 1 && inner_stride == 1 && kr == 1 && (kd[0] == 1 || kst[0][0] == inner);
+  return rows_form ? "c/reduce_rows.c.tmpl" : "c/reduce.c.tmpl";
 }
 
 static int64_t prod(const Shape *s, int from, int to) {
@@ -612,12 +617,26 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_slice,     [FAM_GATHER] = k_gather,
 };
 
+/* Kernel pointers are restrict: a result must not share bytes with an operand.
+ * pass_memplan promises that; a broken promise would be silent wrong answers. */
+static void check_no_overlap(Graph *g, const Node *n) {
+  for (int i = 0; i < n->nin; i++) {
+    const Node *x = input(g, n, i);
+    bool same_buffer = x->region == n->region &&
+                       (n->region == REG_ARENA || ((n->region == REG_OUTPUT) && x->io_slot == n->io_slot));
+    if (same_buffer && x->offset < n->offset + node_bytes(n) && n->offset < x->offset + node_bytes(x))
+      die("C: %%%d (%s) overlaps its operand %%%d in the %s", n->id, kiln_ops[n->op].name, x->id,
+          n->region == REG_ARENA ? "arena" : "output buffer");
+  }
+}
+
 /* Appends kernel ki's function to out and its call to calls. */
 static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   Graph *g = c->g;
   const Kernel *kr = &g->kernels[ki];
   if (kr->nnodes != 1) die("C: kernel %s has %d nodes; fused kernels are not rendered yet", kr->cname, kr->nnodes);
   Node *n = node(g, kr->nodes[0]);
+  check_no_overlap(g, n);
   RenderFn *fn = render[kiln_ops[n->op].family];
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   KernelCtx k = {.c = c, .g = g, .n = n};
@@ -698,6 +717,11 @@ static void emit_source(const Ctx *c, Buf *out) {
   var(&rv, "PARAMS", run_params(c));
   var(&rv, "CALLS", calls.data ? calls.data : "");
   var(&rv, "VARGS", vargs.data ? vargs.data : "");
+  /* (void) for the pointers a model does not use, so -Wextra stays quiet */
+  const char *calltext = calls.data ? calls.data : "";
+  var(&rv, "UNUSED", kiln_fmt("%s%s", strstr(calltext, "(w + ") ? "" : "  (void)w;\n",
+                              strstr(calltext, "(a + ") ? "" : "  (void)a;\n"));
+  var(&rv, "UNUSED_V", kiln_fmt("%s%s", g->ninputs ? "" : "  (void)inputs;\n", g->noutputs ? "" : "  (void)outputs;\n"));
   Vars fv = {0};
   var(&fv, "MODEL", c->model);
   var(&fv, "SCRIPT", comment_safe(g->script ? g->script : "?"));

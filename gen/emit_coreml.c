@@ -98,7 +98,8 @@ static void finish(Lower *L, const Node *n, MilOp *op) {
   L->val[n->id] = mil_result(L->m, op, mil_type(L, n->dtype), &n->shape);
 }
 
-/* A helper op inside a composition: type t, shape s, named from n. */
+/* A helper op inside a composition (not the one carrying n's value): named from n;
+ * the caller declares its output with mil_result. */
 static MilOp *step(Lower *L, const Node *n, const char *type) { return mil_op(L->m, type, base_name(n, type), false); }
 
 static int32_t i32(const Node *n, int64_t v) {

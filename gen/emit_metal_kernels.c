@@ -8,9 +8,9 @@
  * work, which is made here:
  *   elementwise, cast, batchnorm, pool, copy, concat, gather  one thread per
  *       output element (float4 a thread for contiguous f32 elementwise work);
- *   matmul  16x16 threadgroup tiles through threadgroup memory, or one SIMD group
+ *   matmul  32x32 tiles (2x2 outputs a thread) through threadgroup memory, or one SIMD group
  *       per output for a row vector times a transposed matrix (nn.Linear, batch 1);
- *   conv    the same tiles as an implicit GEMM;
+ *   conv    16x16 tiles as an implicit GEMM;
  *   softmax, layernorm, rmsnorm, large reductions  a threadgroup per line with
  *       SIMD-group and threadgroup reductions; small reductions a thread each.
  * Threadgroups are sized to the work (never above 256), so a short line gets a
@@ -74,14 +74,15 @@ static void grid_1d(MtlKernel *k, int64_t n) {
   grid(k, ceil_div(n, t), 1, 1, t, 1);
 }
 
-/* True when operand k's offset is the linear index itself (contiguous, no base). */
+/* True when operand k's offset is the linear index itself (contiguous, no base,
+ * and more than one element: a single element is at offset 0u, said plainly). */
 static bool walks_index(int rank, const int64_t *dims, const int64_t *strides, int64_t base) {
   int64_t st = 1;
   for (int d = rank - 1; d >= 0; d--) {
     if (dims[d] > 1 && strides[d] != st) return false;
     st *= dims[d];
   }
-  return base == 0;
+  return base == 0 && st > 1;
 }
 
 /* Lines that compute `const uint <names[k]> = ...` for each named operand from the
@@ -251,21 +252,22 @@ static const char *k_matmul(MtlKernel *k) {
     grid(k, ceil_div(nn, rows), batch, 1, 32 * rows, 1);
     return "metal/matvec.metal.tmpl";
   }
-  /* Loads: thread (ty, tx) fills one slot of each tile; which slot depends on the
-   * operand's layout, so that consecutive tx read consecutive addresses. */
+  /* Loads: thread (ty, tx) fills two slots of each tile (h = 0, 16); which slots
+   * depends on the operand's layout, so that consecutive tx read consecutive
+   * addresses: along k for x [M, K] and y [N, K], along m or n otherwise. */
   const char *lx = a->trans_x
-      ? "    { const uint mm = m0 + tid.x, kx = k0 + tid.y;  // x stored [K, M]: tid.x walks m\n"
-        "      xs[tid.x][tid.y] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n"
-      : "    { const uint mm = m0 + tid.y, kx = k0 + tid.x;  // tid.x walks k\n"
-        "      xs[tid.y][tid.x] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n";
+      ? "      { const uint mm = m0 + h + tid.x, kx = k0 + tid.y;  // x stored [K, M]: tid.x walks m\n"
+        "        xs[h + tid.x][tid.y] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n"
+      : "      { const uint mm = m0 + h + tid.y, kx = k0 + tid.x;  // tid.x walks k\n"
+        "        xs[h + tid.y][tid.x] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n";
   const char *ly = a->trans_y
-      ? "    { const uint ky = k0 + tid.x, nn = n0 + tid.y;  // y stored [N, K]: tid.x walks k\n"
-        "      ys[tid.x][tid.y] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n"
-      : "    { const uint ky = k0 + tid.y, nn = n0 + tid.x;  // tid.x walks n\n"
-        "      ys[tid.y][tid.x] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n";
+      ? "      { const uint ky = k0 + tid.x, nn = n0 + h + tid.y;  // y stored [N, K]: tid.x walks k\n"
+        "        ys[tid.x][h + tid.y] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n"
+      : "      { const uint ky = k0 + tid.y, nn = n0 + h + tid.x;  // tid.x walks n\n"
+        "        ys[tid.y][h + tid.x] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n";
   mtl_var(&k->v, "LOAD_X", lx);
   mtl_var(&k->v, "LOAD_Y", ly);
-  grid(k, ceil_div(nn, 16), ceil_div(m, 16), batch, 16, 16);
+  grid(k, ceil_div(nn, 32), ceil_div(m, 32), batch, 16, 16);
   return "metal/matmul.metal.tmpl";
 }
 

@@ -271,7 +271,7 @@ static void check_io_name(lua_State *L, const char *name, const char *what) {
 static DType dtype_arg(lua_State *L, int idx, const char *op) {
   if (lua_isnoneornil(L, idx)) return DT_F32;
   const char *s = lua_tostring(L, idx);
-  DType t;
+  DType t = DT_F32;
   if (lua_type(L, idx) != LUA_TSTRING || !dtype_parse(s, &t))
     fe_error(L, "%s: dtype must be \"f32\", \"i32\" or \"bool\", got %s", op, s ? s : luaL_typename(L, idx));
   return t;
@@ -596,10 +596,11 @@ static bool has_position(const char *msg, const char *src, int *line, const char
   if (strncmp(msg, src, n) != 0 || msg[n] != ':') return false;
   const char *p = msg + n + 1;
   if (*p < '0' || *p > '9') return false;
-  long v = strtol(p, (char **)&p, 10);
-  if (p[0] != ':' || p[1] != ' ') return false;
+  char *end;
+  long v = strtol(p, &end, 10);
+  if (end[0] != ':' || end[1] != ' ') return false;
   *line = (int)v;
-  *rest = p + 2;
+  *rest = end + 2;
   return true;
 }
 
@@ -736,7 +737,13 @@ Graph *frontend_trace(const FrontendOptions *o) {
   if (!L) die("cannot create a Lua state");
   *(Frontend **)lua_getextraspace(L) = fe;
   luaL_openlibs(L);
-  if (luaL_dostring(L, "math.randomseed(0)") != LUA_OK) die("%s", lua_tostring(L, -1));
+  /* Deterministic traces: a fixed math.random seed; print goes to stderr, so a
+   * script's debugging output never mixes with `kiln graph` or `kiln run` results. */
+  if (luaL_dostring(L, "math.randomseed(0) "
+                       "print = function(...) local t = table.pack(...) "
+                       "for i = 1, t.n do t[i] = tostring(t[i]) end "
+                       "io.stderr:write(table.concat(t, '\\t', 1, t.n), '\\n') end") != LUA_OK)
+    die("%s", lua_tostring(L, -1));
   open_kiln(L);
   lua_getglobal(L, "package");                   /* scripts may require helpers beside them */
   lua_pushfstring(L, "%s/?.lua;", fe->script_dir[0] ? fe->script_dir : ".");

@@ -25,24 +25,29 @@ static Node *tnode(lua_State *L, int id) { return fe_node(L, id); }
 
 static const Shape *tshape(lua_State *L, int id) { return &fe_node(L, id)->shape; }
 
-/* Index of the options table argument at idx, or 0 when it is absent (nil). */
+/* Index of the options table argument at idx, or 0 when it is absent (nil). A key
+ * not in allowed is an error naming the (alphabetically) first such key, so the
+ * message does not depend on Lua's table order. */
 static int opts_arg(lua_State *L, int idx, const char *op, const char *const *allowed) {
   if (lua_isnoneornil(L, idx)) return 0;
   if (!lua_istable(L, idx) || fe_is_tensor(L, idx))
     return fe_error(L, "%s: argument %d must be an options table, got %s", op, idx, luaL_typename(L, idx)), 0;
   idx = lua_absindex(L, idx);
+  const char *bad = NULL;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
     bool ok = false;
     if (lua_type(L, -1) == LUA_TSTRING)
       for (int i = 0; allowed[i]; i++) ok |= strcmp(allowed[i], lua_tostring(L, -1)) == 0;
-    if (!ok) {
-      char list[256] = "";
-      size_t k = 0;
-      for (int i = 0; allowed[i] && k < sizeof list; i++) k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", allowed[i]);
-      fe_error(L, "%s: unknown option '%s' (known: %s)", op, luaL_tolstring(L, -1, NULL), list);
-    }
+    const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "(not a string)";
+    if (!ok && (!bad || strcmp(k, bad) < 0)) bad = kiln_strdup(k);
+  }
+  if (bad) {
+    char list[256] = "";
+    size_t k = 0;
+    for (int i = 0; allowed[i] && k < sizeof list; i++) k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", allowed[i]);
+    fe_error(L, "%s: unknown option '%s' (known: %s)", op, bad, list);
   }
   return idx;
 }
@@ -67,6 +72,17 @@ static double opt_number(lua_State *L, int idx, const char *key, double def, con
   int t = opt(L, idx, key);
   if (t != LUA_TNIL && t != LUA_TNUMBER) fe_error(L, "%s: option %s must be a number, got %s", op, key, luaL_typename(L, -1));
   double v = t == LUA_TNIL ? def : lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Option key as an integer, def when absent. */
+static int64_t opt_int(lua_State *L, int idx, const char *key, int64_t def, const char *op) {
+  if (opt(L, idx, key) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return def;
+  }
+  int64_t v = fe_int_arg(L, -1, op, key);
   lua_pop(L, 1);
   return v;
 }
@@ -166,7 +182,7 @@ static int l_where(lua_State *L) {
 /* cast(x, dtype) */
 static int l_cast(lua_State *L) {
   int x = fe_tensor(L, 1, "cast");
-  DType t;
+  DType t = DT_F32;
   const char *s = lua_tostring(L, 2);
   if (lua_type(L, 2) != LUA_TSTRING || !dtype_parse(s, &t))
     return fe_error(L, "cast: dtype must be \"f32\", \"i32\" or \"bool\", got %s", s ? s : luaL_typename(L, 2));
@@ -254,7 +270,9 @@ static int l_conv2d(lua_State *L) {
   Attrs a = {0};
   opt_ints(L, o, "stride", 1, a.stride, 2, "conv2d");
   opt_ints(L, o, "dilation", 1, a.dilation, 2, "conv2d");
-  a.groups = (int)opt_number(L, o, "groups", 1, "conv2d");
+  int64_t groups = opt_int(L, o, "groups", 1, "conv2d");
+  if (groups < 1 || groups > (1 << 20)) return fe_error(L, "conv2d: groups %lld must be >= 1", (long long)groups);
+  a.groups = (int)groups;
   if (opt(L, o, "padding") == LUA_TSTRING) {
     const char *p = lua_tostring(L, -1);
     const Shape *sw = tshape(L, in[1]);
@@ -369,7 +387,7 @@ static int l_norm(lua_State *L) {
   int beta = ln ? opt_tensor(L, 3, name) : -1;
   int o = opts_arg(L, ln ? 4 : 3, name, known);
   int rank = tshape(L, x)->rank;
-  int64_t dims = (int64_t)opt_number(L, o, "dims", 1, name);
+  int64_t dims = opt_int(L, o, "dims", 1, name);
   if (dims < 1 || dims > rank) return fe_error(L, "%s: dims %lld must be 1..%d for %s", name, (long long)dims, rank, shape_str(tshape(L, x)));
   Attrs a = {.axis = rank - (int)dims, .eps = (float)opt_number(L, o, "eps", 1e-5, name)};
   int in[3] = {x, gamma, beta}, nin = beta >= 0 ? 3 : gamma >= 0 ? 2 : 1;

@@ -124,9 +124,21 @@ static bool is_dir(const char *p) {
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* Creates dir and its missing parents, like mkdir -p. */
+static void mkdir_p(const char *dir) {
+  char *p = kiln_strdup(dir);
+  for (char *q = p + 1; *q; q++) {
+    if (*q != '/') continue;
+    *q = 0;
+    if (mkdir(p, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", p, strerror(errno));
+    *q = '/';
+  }
+  if (mkdir(p, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", p, strerror(errno));
+}
+
 /* Moves every entry of tmp into out, replacing entries of the same name. */
 static void publish(const char *tmp, const char *out) {
-  if (mkdir(out, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", out, strerror(errno));
+  mkdir_p(out);
   DIR *d = opendir(tmp);
   if (!d) kiln_error("cannot read %s: %s", tmp, strerror(errno));
   struct dirent *e;
@@ -148,6 +160,8 @@ static int cmd_build(const Args *a) {
 
   char *tmp = kiln_fmt("%s.kiln-tmp", a->outdir);
   if (is_dir(tmp) && system(kiln_fmt("rm -rf -- '%s'", tmp)) != 0) kiln_error("cannot clear %s", tmp);
+  char *slash = strrchr(tmp, '/');
+  if (slash && slash != tmp) mkdir_p(kiln_fmt("%.*s", (int)(slash - tmp), tmp));
   if (mkdir(tmp, 0777) != 0) kiln_error("cannot create %s: %s", tmp, strerror(errno));
   kiln_set_cleanup_dir(tmp);
 

@@ -65,9 +65,34 @@ static void fail(const char *fmt, ...) {
   exit(1);
 }
 
+/* Every allocation is remembered and released at exit (a test tool: simple, and
+ * clean under LeakSanitizer). */
+static struct {
+  void **p;
+  size_t n, cap;
+} allocs;
+
+static CoreML__Specification__Model *unpacked;
+
+static void free_all(void) {
+  if (unpacked) core_ml__specification__model__free_unpacked(unpacked, NULL);
+  unpacked = NULL;
+  for (size_t i = 0; i < allocs.n; i++) free(allocs.p[i]);
+  free(allocs.p);
+  allocs.p = NULL;
+  allocs.n = allocs.cap = 0;
+}
+
 static void *xalloc(size_t n) {
   void *p = calloc(1, n ? n : 1);
   if (!p) fail("out of memory");
+  if (allocs.n == allocs.cap) {
+    size_t cap = allocs.cap ? 2 * allocs.cap : 1024;
+    void **q = realloc(allocs.p, cap * sizeof *q);
+    if (!q) fail("out of memory");
+    allocs.p = q, allocs.cap = cap;
+  }
+  allocs.p[allocs.n++] = p;
   return p;
 }
 
@@ -179,8 +204,7 @@ static void vput(const char *s, Tensor *t) {
         size_t j = vslot(ok[i]);
         vals.k[j] = ok[i], vals.v[j] = ov[i];
       }
-    free(ok);
-    free(ov);
+
   }
   size_t i = vslot(s);
   if (vals.k[i]) fail("value '%s' is defined twice", s);
@@ -1019,8 +1043,6 @@ static Tensor *read_npy(const char *path, DT want, const TType *tt) {
       t->v[i] = (int32_t)u;
     }
   }
-  free(h);
-  free(d);
   return t;
 }
 
@@ -1080,6 +1102,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   pkg = argv[1];
+  atexit(free_all);
   const char *cmd = argv[2];
   char path[4096];
   snprintf(path, sizeof path, "%s/Data/com.apple.CoreML/model.mlmodel", pkg);
@@ -1088,6 +1111,7 @@ int main(int argc, char **argv) {
   if (!bytes) fail("cannot read %s", path);
   CoreML__Specification__Model *m = core_ml__specification__model__unpack(NULL, len, bytes);
   if (!m) fail("model.mlmodel does not parse as CoreML.Specification.Model");
+  unpacked = m;
   spec = m->specificationversion;
   const char *opset = opset_for(spec);
   if (!opset) fail("specificationVersion %d (Kiln writes 6..9)", spec);

@@ -15,6 +15,7 @@
  *
  *   harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A]
  *                        [--int-max K] [--quiet]
+ *   harness --msl        prints the MSL text embedded in the table
  * Prints one line per order and output; exit 0 when all match, 1 on a mismatch,
  * 2 on a usage or table error, 3 when the emulator caught a fault.
  */
@@ -185,8 +186,6 @@ static unsigned char *region_base(const Regions *r, const KilnMtlBinding *b) {
   }
 }
 
-static uint64_t total_tg;
-
 static void run_dispatch(uint32_t di, int ki, const Regions *r, EmuOrder order, uint64_t seed) {
   const KilnMtlDispatch *d = &M->dispatches[di];
   void *bufs[64] = {0};
@@ -230,7 +229,6 @@ static void run_dispatch(uint32_t di, int ki, const Regions *r, EmuOrder order, 
     emu_guarded_free(p);
     free((void *)names[b->index]);
   }
-  (void)total_tg;
 }
 
 static const char *order_name(EmuOrder o) { return o == EMU_FORWARD ? "fwd" : o == EMU_REVERSE ? "rev" : "rand"; }
@@ -271,6 +269,10 @@ static bool compare(uint32_t i, const void *got, const void *ref, EmuOrder o, do
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--msl") == 0) {   /* the embedded MSL text, to compare with the .metal file */
+    for (const char *const *l = M->msl; *l; l++) fputs(*l, stdout);
+    return 0;
+  }
   if (argc < 2) bad("usage: harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A] [--int-max K]");
   const char *orders = "fwd,rev,rand";
   uint64_t seed = 1;

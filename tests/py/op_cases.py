@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from kt import Tol, lua_shape
 
 torch.set_num_threads(1)
+np.seterr(all="ignore")
 
 
 class Case:
@@ -714,3 +715,63 @@ add("copy", "input_and_result", None, [("x", [2, 2], "f32", "n")], outputs=("sam
 add("copy", "out_is_view_of_result", None, [("x", [2, 3], "f32", "n")], outputs=("y", "flat"),
     dtypes=("f32", "f32"), body='local y = kiln.exp(x)\nkiln.output("y", y)\nkiln.output("flat", kiln.reshape(y, {6}))',
     ref=lambda x: (np.exp(x), np.exp(x).reshape(6)), tol=Tol.ew(), also=("exp", "reshape"))
+
+# ---------------------------------------------------------------- larger shapes, rank 6, memory reuse
+# Sizes past the small cases' loops (a kernel may take other code paths), the rank limit,
+# and graphs whose intermediates stay live across others (the arena plan must not overlap them).
+
+mm_case("big", [33, 70], [70, 65])
+mm_case("big_batch_trans", [3, 40, 17], [1, 33, 40], "kiln.matmul(a, b, {trans_a = true, trans_b = true})",
+        ta=True, tb=True)
+conv_case("big", [2, 16, 15, 15], [32, 16, 3, 3], padding=1)
+conv_case("stride_gt_kernel", [1, 3, 11, 10], [4, 3, 2, 2], stride=3, padding=3)
+pool_case("max", "stride_gt_kernel", [1, 2, 9, 9], 2, 3)
+pool_case("avg", "stride_gt_kernel", [1, 2, 9, 9], 2, 3)
+softmax_case("k1000", [3, 1000], -1)
+ln_case("d768", [4, 768])
+red_case("sum", "big_d02", [8, 16, 32], (0, 2))
+red_case("mean", "rank5", [2, 3, 2, 4, 3], (1, 3, 4), True)
+red_case("amax", "rank6", [2, 1, 3, 2, 2, 3], (0, 2, 5))
+add("add", "rank6_bcast", "x + y", [("x", [2, 1, 3, 1, 2, 2], "f32", "n"), ("y", [1, 2, 1, 4, 1, 2], "f32", "n")],
+    ref=lambda x, y: x + y, tol=Tol.ew())
+add("transpose", "rank6", "kiln.permute(x, {5, 3, 1, 0, 2, 4})", [("x", [2, 3, 1, 2, 3, 2], "f32", "n")],
+    ref=lambda x: np.transpose(x, (5, 3, 1, 0, 2, 4)))
+add("slice", "of_transpose", "kiln.slice(kiln.transpose(x, 0, 1), 0, 1, nil, 2)", [("x", [3, 6], "f32", "n")],
+    ref=lambda x: x.T[1::2])
+add("gather", "computed_idx", 'kiln.gather(x, kiln.cast(y, "i32"), 0)',
+    [("x", [5, 3], "f32", "n"), ("y", [4], "f32", [4.7, 0.2, 3.9, 1.0])],
+    ref=lambda x, y: x[np.trunc(y).astype(int)], also=("cast",))
+add("concat", "of_views", "kiln.concat({kiln.reshape(a, {2, 3}), kiln.transpose(b, 0, 1)}, 0)",
+    [("a", [6], "f32", "n"), ("b", [3, 2], "f32", "n")],
+    ref=lambda a, b: np.concatenate([a.reshape(2, 3), b.T], 0))
+add("add", "memplan_diamond", None, [("x", [4, 16], "f32", "n")], body="""
+local a = kiln.exp(x * 0.1)
+local b = a * 2
+local c = b + a
+local d = kiln.tanh(c - b)
+local e = kiln.relu(d) + a
+kiln.output("out", e * c)
+""", ref=lambda x: (np.maximum(np.tanh(np.exp(x * 0.1) * 3 - np.exp(x * 0.1) * 2), 0) + np.exp(x * 0.1))
+    * np.exp(x * 0.1) * 3, tol=Tol.ew(), also=("exp", "mul", "tanh", "sub", "relu"))
+add("add", "memplan_chain_skip", None, [("x", [3, 40], "f32", "n")], outputs=("out", "mid"),
+    dtypes=("f32", "f32"), body="""
+local h = x
+local skips = {}
+for i = 1, 8 do
+  h = kiln.sigmoid(h * 1.5) - 0.25
+  skips[i] = h
+end
+local acc = skips[1]
+for i = 2, 8 do acc = acc + skips[i] end
+kiln.output("out", acc)
+kiln.output("mid", skips[4])
+""", ref=lambda x: _chain_ref(x), tol=Tol.ew(lambda x: 16.0), also=("sigmoid",))
+
+
+def _chain_ref(x):
+    h = x.astype(np.float64)
+    skips = []
+    for _ in range(8):
+        h = 1 / (1 + np.exp(-h * 1.5)) - 0.25
+        skips.append(h)
+    return sum(skips), skips[3]

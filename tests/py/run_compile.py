@@ -8,7 +8,9 @@ For each model script given (models/*.lua, tests/golden/*.lua):
                         -fno-sanitize-recover=all runs clean on one random input and agrees
                         with the interpreter (model tolerance)
   compile/runtime-<cc>/<m>  tests/runtime/driver.c + runtime/kiln_runtime.c + <m>.c under the
-                        same sanitizers: loads the weights through the runtime and runs
+                        same sanitizers, once loading <m>.weights through the runtime and once
+                        with the embedded array (<m>_weights.c): both agree with the interpreter
+  compile/contract/<m>  <m>.c neither allocates nor does I/O, and has no mutable statics
 And once: compile/runtime/<cc>: runtime/*.c alone under the warning flags.
 
 usage: /usr/bin/python3 tests/py/run_compile.py WORKDIR SCRIPT...
@@ -83,28 +85,68 @@ def agree(meta, res, ref):
     return True, ""
 
 
-def runtime_run(cc, out, m, meta, inputs):
+def runtime_run(cc, out, m, meta, inputs, ref):
+    """tests/runtime/driver.c + runtime/kiln_runtime.c, once loading <m>.weights and once with
+    the --embed-weights array (-DKILN_EMBED); both must run clean and agree with the interpreter."""
     drv = os.path.join(kt.ROOT, "tests", "runtime", "driver.c")
     rt = os.path.join(kt.ROOT, "runtime", "kiln_runtime.c")
     if not (os.path.exists(drv) and os.path.exists(rt)):
         return False, "tests/runtime/driver.c or runtime/kiln_runtime.c missing"
-    exe = os.path.join(out, "rt_san_" + cc)
-    rc, o, e = kt.run([cc, *WARN, *SAN, "-I", out, "-I", os.path.join(kt.ROOT, "runtime"),
-                       "-DKILN_MODEL=" + m, "-DKILN_MODEL_UPPER=" + m.upper(), drv,
-                       os.path.join(out, m + ".c"), rt, "-o", exe, "-lm"])
-    if rc != 0:
-        return False, "%s: %s" % (cc, kt.why(rc, e, o))
     files = []
     for i, a in enumerate(inputs):
         p = os.path.join(out, "rt_in%d.bin" % i)
         a.tofile(p)
         files.append(p)
-    odir = os.path.join(out, "rt_out_" + cc)
-    os.makedirs(odir, exist_ok=True)
-    rc, o, e = kt.run([exe, "-w", os.path.join(out, m + ".weights"), "-o", odir, *files], env=SAN_ENV)
-    if rc != 0:
-        return False, "runtime driver: " + kt.why(rc, e, o)
+    for variant in ("file", "embed"):
+        exe = os.path.join(out, "rt_%s_%s" % (variant, cc))
+        extra = ["-DKILN_EMBED", os.path.join(out, m + "_weights.c")] if variant == "embed" else []
+        rc, o, e = kt.run([cc, *WARN, *SAN, "-I", out, "-I", os.path.join(kt.ROOT, "runtime"),
+                           "-DKILN_MODEL=" + m, "-DKILN_MODEL_UPPER=" + m.upper(), drv,
+                           os.path.join(out, m + ".c"), rt, *extra, "-o", exe, "-lm"])
+        if rc != 0:
+            return False, "%s (%s weights): %s" % (cc, variant, kt.why(rc, e, o))
+        odir = os.path.join(out, "rt_out_%s_%s" % (variant, cc))
+        os.makedirs(odir, exist_ok=True)
+        args = [] if variant == "embed" else ["-w", os.path.join(out, m + ".weights")]
+        rc, o, e = kt.run([exe, *args, "-o", odir, *files], env=SAN_ENV)
+        if rc != 0:
+            return False, "runtime driver (%s weights): %s" % (variant, kt.why(rc, e, o))
+        res = []
+        for io in meta["outputs"]:
+            a = np.fromfile(os.path.join(odir, io["name"] + ".bin"), dtype=kt.NP_DTYPE[io["dtype"]])
+            res.append(a.reshape(io["shape"]))
+        ok, why = agree(meta, res, ref)
+        if not ok:
+            return False, "%s weights: %s" % (variant, why)
     return True, ""
+
+
+CONTRACT = [  # (regex over <m>.c, what it means)
+    (r"\b(malloc|calloc|realloc|free|aligned_alloc)\s*\(", "allocates"),
+    (r"\b(fopen|printf|fprintf|puts|exit|abort)\s*\(", "does I/O or exits"),
+    (r"#include\s*<stdio\.h>", "includes stdio.h"),
+    (r"^\s*static\s+(?!const\b)(?!void\b)(?!inline\b)[\w\s\*]+\b\w+\s*(\[[^\]]*\])*\s*[;=]",
+     "has mutable static state (unsafe with concurrent runs)"),
+]
+
+
+def contract(out, m):
+    """<m>.c keeps the header's promises: no allocation, no I/O, no mutable statics."""
+    import re
+    with open(os.path.join(out, m + ".c")) as f:
+        text = f.read()
+    probs = []
+    for pat, what in CONTRACT:
+        hit = re.search(pat, text, re.M)
+        if hit:
+            line = text.count("\n", 0, hit.start()) + 1
+            probs.append("%s (%s.c:%d: %s)" % (what, m, line, hit.group(0).strip()[:60]))
+    return not probs, "; ".join(probs)
+
+
+def contract_line(out, m):
+    ok, why = contract(out, m)
+    return ok, "compile/contract/%s" % m, why
 
 
 def one_model(work, script):
@@ -121,12 +163,13 @@ def one_model(work, script):
     ok, why, got = kt.kiln_run(script, [(io["name"], a) for io, a in zip(meta["inputs"], inputs)],
                                os.path.join(out, "interp"))
     ref = [got[io["name"]] for io in meta["outputs"]] if ok else None
+    kt.report(*contract_line(out, m))
     for cc in COMPILERS:
         ok, why = warn_compile(cc, out, m)
         kt.report(ok, "compile/%s/%s" % (cc, m), why)
         r = san_run(cc, out, m, meta, inputs, ref)
         kt.report(r[0], "compile/san-%s/%s" % (cc, m), r[1])
-        r = runtime_run(cc, out, m, meta, inputs)
+        r = runtime_run(cc, out, m, meta, inputs, ref)
         kt.report(r[0], "compile/runtime-%s/%s" % (cc, m), r[1])
 
 

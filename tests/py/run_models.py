@@ -67,6 +67,16 @@ class Attn(tnn.Module):
         return h, self.cross_attn(h, mem, mem, need_weights=False)[0]
 
 
+class Masked(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = tnn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x, causal, pad, bias):
+        a = self.attn(x, x, x, attn_mask=causal, key_padding_mask=pad, need_weights=False)[0]
+        return a, self.attn(x, x, x, attn_mask=bias, need_weights=False)[0]
+
+
 class Net(tnn.Module):
     def __init__(self):
         super().__init__()
@@ -125,6 +135,10 @@ def twins():
                                         norm_first=True, layer_norm_eps=1e-6))),
             [("x", [2, 7, 32], "f32", "n")], None, None),
         "tm_mha": (randomise(Attn()), [("q", [2, 5, 24], "f32", "n"), ("mem", [2, 9, 24], "f32", "n")], None, None),
+        "tm_mha_mask": (randomise(Masked()), [
+            ("x", [2, 6, 16], "f32", "n"), ("causal", [6, 6], "bool", np.triu(np.ones((6, 6), bool), 1)),
+            ("pad", [2, 6], "bool", np.array([[0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 1]], bool)),
+            ("bias", [6, 6], "f32", "n")], None, None),
         "tm_norms": (randomise(Net()), [("ids", [2, 7], "i32", "ids50")], None, None),
         "tm_resblock": (randomise(Block(8, 16)), [("x", [1, 8, 10, 10], "f32", "n")], None, None),
         "tm_halfweights": (hl, [("x", [3, 16], "f32", "n")], lambda m, x: torch.sigmoid(m(x)), hl_files),
@@ -135,7 +149,9 @@ def draw(name, specs):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     out = []
     for (_, shape, dt, g) in specs:
-        if g == "ids50":
+        if isinstance(g, np.ndarray):
+            out.append(g.reshape(shape))
+        elif g == "ids50":
             out.append(rng.integers(0, 50, shape).astype(np.int32))
         elif dt == "i32":
             out.append(rng.integers(0, 2, shape).astype(np.int32))

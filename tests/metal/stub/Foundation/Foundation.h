@@ -18,6 +18,8 @@ typedef double CFTimeInterval;
 #define NS_ENUM(type, name) enum name : type name; enum name : type
 #define NS_OPTIONS(type, name) type name; enum : type
 
+#pragma clang assume_nonnull begin
+
 @protocol NSObject
 @end
 
@@ -29,22 +31,29 @@ __attribute__((objc_root_class))
 @end
 
 @interface NSString : NSObject
-+ (nullable instancetype)stringWithUTF8String:(const char *_Nonnull)nullTerminatedCString;
++ (nullable instancetype)stringWithUTF8String:(const char *)nullTerminatedCString;
 @property(nullable, readonly) const char *UTF8String;
 @end
 
 @interface NSError : NSObject
-@property(readonly, copy) NSString *_Nonnull localizedDescription;
+@property(readonly, copy) NSString * localizedDescription;
 @end
 
 @interface NSURL : NSObject
-+ (NSURL *_Nonnull)fileURLWithPath:(NSString *_Nonnull)path;
++ (NSURL *)fileURLWithPath:(NSString *)path;
 @end
 
 @interface NSMutableArray : NSObject
-+ (instancetype _Nonnull)arrayWithCapacity:(NSUInteger)numItems;
-- (void)addObject:(id _Nonnull)anObject;
-- (id _Nonnull)objectAtIndexedSubscript:(NSUInteger)idx;
++ (instancetype )arrayWithCapacity:(NSUInteger)numItems;
+- (void)addObject:(id )anObject;
+- (id )objectAtIndexedSubscript:(NSUInteger)idx;
 @end
+
+// NSObject.h (ARC versions): move an object in and out of a C pointer.
+typedef const void *CFTypeRef;
+static inline CFTypeRef _Nullable CFBridgingRetain(id _Nullable X) { return (__bridge_retained CFTypeRef)X; }
+static inline id _Nullable CFBridgingRelease(CFTypeRef _Nullable X) { return (__bridge_transfer id)X; }
+
+#pragma clang assume_nonnull end
 
 #endif

@@ -8,6 +8,8 @@
 
 #import <Foundation/Foundation.h>
 
+#pragma clang assume_nonnull begin
+
 // MTLTypes.h
 typedef struct {
   NSUInteger width, height, depth;
@@ -94,5 +96,7 @@ typedef NS_ENUM(NSUInteger, MTLCommandBufferStatus) {
 
 // MTLDevice.h
 id<MTLDevice> _Nullable MTLCreateSystemDefaultDevice(void);
+
+#pragma clang assume_nonnull end
 
 #endif

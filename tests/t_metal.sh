@@ -1,0 +1,206 @@
+#!/bin/sh
+# t_metal.sh — the Metal target, verified on Linux (no Mac): see docs/metal.md.
+#
+#  1. the harness itself: half conversions, hand-written MSL kernels that must
+#     match a C reference under three thread orders, and deliberately broken ones
+#     (missing barriers, an off-by-one bound, a barrier after an early return) that
+#     it must catch; the lint and the shim rejecting what Apple's compiler would;
+#     the 32 KiB threadgroup-memory check;
+#  2. the Objective-C runtime type-checked against the Metal API stub headers;
+#  3. every model in models/ and tests/metal/models/: `kiln build --target metal`
+#     twice (byte-identical), lint, compile the exact .metal with clang 14 as C++ for
+#     OpenCL (-Werror) under the metal_stdlib shim, run the generated dispatch table
+#     on the fiber emulator under forward, reverse and random thread orders, and
+#     compare every output with the C target's (rtol 1e-3, atol 1e-4);
+#     every op of the op table must have run in some kernel; the exact text of a
+#     golden model (tests/metal/golden/) is compared byte for byte;
+#  4. a barrier removed from a generated kernel is caught (a test of the test).
+cd "$(dirname "$0")/.." || exit 2
+KILN=${KILN:-$PWD/build/kiln}
+M=$PWD/tests/metal
+T=$(mktemp -d "${TMPDIR:-/tmp}/t_metal.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+PY=/usr/bin/python3
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+# check NAME CMD...: PASS when CMD succeeds, else FAIL with its last output line.
+check() {
+  name=$1; shift
+  if "$@" > "$T/out" 2>&1; then pass "$name"; else fail "$name" "$(tail -n 3 "$T/out" | tr '\n' ' ')"; fi
+}
+
+if ! command -v clang++ > /dev/null; then
+  fail metal_tools "clang++ (clang 14) is needed to compile MSL under the shim"
+  exit 1
+fi
+
+# ---- 1. the harness ----
+if cc -std=c11 -O1 -Wall -Wextra -Werror -D_GNU_SOURCE -I"$M" "$M/half_test.c" "$M/emu.c" -o "$T/half_test" 2> "$T/err"; then
+  "$T/half_test" | grep -E '^(PASS|FAIL) ' | sed 's/ half_/ metal_half_/'
+else
+  fail metal_half_build "$(tail -n 2 "$T/err" | tr '\n' ' ')"
+fi
+
+st=$T/selftest
+mkdir -p "$st"
+cp "$M"/selftest/* "$st/"
+$PY - "$st" <<'EOF'
+import struct, sys, numpy as np
+d = sys.argv[1]
+b = np.random.default_rng(3).uniform(-1, 1, (29, 45)).astype("<f4").tobytes()
+h = 0xcbf29ce484222325
+for c in b:
+    h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+hdr = b"KILNWGT1" + struct.pack("<IIQQ", 1, 64, len(b), h)
+open(d + "/selftest.weights", "wb").write(hdr + b"\0" * (64 - len(hdr)) + b)
+open(d + "/checksum", "w").write("0x%016xull" % h)
+EOF
+sum=$(cat "$st/checksum")
+# selftest VARIANT WANT_RC WANT_TEXT NAME [cc flags]
+selftest() {
+  v=$1; want=$2; text=$3; name=$4; shift 4
+  if ! sh "$M/mkemu.sh" "$st" selftest "$st/emu$v" -DSELFTEST_CHECKSUM="$sum" -DSELFTEST_VARIANT="$v" "$@" > "$T/out" 2>&1; then
+    fail "$name" "harness build: $(tail -n 2 "$T/out" | tr '\n' ' ')"; return
+  fi
+  "$st/emu$v" "$st/selftest.weights" > "$T/out" 2>&1
+  rc=$?
+  if [ "$rc" -eq "$want" ] && grep -q "$text" "$T/out"; then pass "$name"
+  else fail "$name" "exit $rc, expected $want with '$text': $(tail -n 2 "$T/out" | tr '\n' ' ')"; fi
+}
+selftest 0 0 "match order=rand" metal_emu_handwritten_kernels_match
+selftest 0 0 "match order=rand" metal_emu_ucontext_fallback_matches -DEMU_UCONTEXT
+selftest 1 1 "MISMATCH order=fwd" metal_emu_catches_missing_load_barrier
+selftest 4 1 "MISMATCH order=" metal_emu_catches_tile_reuse_race
+selftest 2 3 "out-of-bounds access to buffer buffer(0)=arena\[0\]+6720: byte 6660 of 6660" metal_emu_catches_off_by_one
+selftest 3 3 "reached by 36 of 40 threads" metal_emu_catches_barrier_after_return
+
+# the lint: every rule fires on lint_bad.metal
+$PY "$M/msllint.py" "$M/lint_bad.metal" > "$T/lint" 2>&1
+missing=""
+for rule in "swizzle .s0" "swizzle .lo" "vector literal" "double" "OpenCL spelling barrier" "metal::" "#include stdio.h" \
+            "if constexpr" "pointer without an address space" "calls itself" "static variable" "mixes position"; do
+  grep -q -- "$rule" "$T/lint" || missing="$missing [$rule]"
+done
+if [ -z "$missing" ]; then pass metal_lint_rejects_non_msl; else fail metal_lint_rejects_non_msl "not reported:$missing"; fi
+check metal_lint_accepts_handwritten $PY "$M/msllint.py" "$M/selftest/selftest.metal"
+
+# the shim rejects what Metal rejects
+shim_rejects() {
+  name=$1; body=$2
+  printf '#include <metal_stdlib>\nusing namespace metal;\nkernel void k(device const float *a [[buffer(0)]], device float *b [[buffer(1)]]) {\n  %s\n}\n' "$body" > "$T/neg.metal"
+  if clang++ -x clcpp -cl-std=clc++2021 -cl-no-stdinc -Xclang -cl-ext=-cl_khr_fp64,-__opencl_c_fp64 -I"$M/include" \
+       -Wall -Werror -fsyntax-only "$T/neg.metal" > "$T/out" 2>&1; then
+    fail "$name" "the shim accepted: $body"
+  else pass "$name"; fi
+}
+shim_rejects metal_shim_rejects_vector_arity 'float4 v = float4(1.0f, 2.0f, 3.0f); b[0] = v.x;'
+shim_rejects metal_shim_rejects_erf 'b[0] = erf(a[0]);'
+shim_rejects metal_shim_rejects_double 'double d = a[0]; b[0] = d;'
+shim_rejects metal_shim_rejects_double_literal 'b[0] = 1.0 * a[0];'
+shim_rejects metal_shim_rejects_const_write 'a[0] = 1.0f;'
+shim_rejects metal_shim_rejects_vector_mix 'float4 f = float4(1.0f); int4 i = int4(1); f = f + i; b[0] = f.x;'
+
+# threadgroup memory over 32 KiB is rejected
+printf '#include <metal_stdlib>\nusing namespace metal;\nkernel void big(device float *b [[buffer(0)]], uint3 t [[thread_position_in_threadgroup]]) {\n  threadgroup float tile[8200];\n  tile[t.x] = 1.0f;\n  threadgroup_barrier(mem_flags::mem_threadgroup);\n  b[t.x] = tile[8199 - t.x];\n}\n' > "$T/big.metal"
+$PY "$M/mslreflect.py" launch "$T/big.metal" "$T/big.cl" "$T/big.c" &&
+  clang++ -x clcpp -cl-std=clc++2021 -cl-no-stdinc -I"$M/include" -Werror -c "$T/big.cl" -o "$T/big.o" 2> "$T/err"
+if $PY "$M/mslreflect.py" tgmem "$T/big.o" "$T/big.c" > "$T/out" 2>&1; then fail metal_tgmem_limit "a 32800-byte threadgroup array passed"
+elif grep -q "32800 bytes of threadgroup memory" "$T/out"; then pass metal_tgmem_limit
+else fail metal_tgmem_limit "$(tail -n 1 "$T/out")"; fi
+
+# ---- 2. the Objective-C runtime against the Metal API stub ----
+objc() { clang -fsyntax-only -x objective-c -fobjc-arc -fobjc-runtime=macosx-11.0 -Wall -Wextra -Werror \
+           -I"$M/stub" -Iruntime/metal "$@"; }
+check metal_objc_runtime_typechecks objc runtime/metal/kiln_metal.m
+sed 's/setBuffer:region_buffer(s, b) offset:/setBuffer:region_buffer(s, b) offsets:/' runtime/metal/kiln_metal.m > "$T/bad.m"
+if objc "$T/bad.m" > /dev/null 2>&1; then fail metal_objc_stub_catches_misuse "a misspelt Metal selector compiled"
+else pass metal_objc_stub_catches_misuse; fi
+
+# ---- 3. every model ----
+tested=""
+mkdir -p "$T/m" "$T/g"
+for script in models/*.lua tests/metal/models/*.lua; do
+  [ -f "$script" ] || continue
+  m=$(basename "$script" .lua)
+  d=$T/m/$m
+  if ! "$KILN" build "$script" -o "$d" --target metal > "$T/out" 2>&1; then
+    fail "metal_build_$m" "$(tail -n 2 "$T/out" | tr '\n' ' ')"; continue
+  fi
+  "$KILN" build "$script" -o "$d.again" --target metal > /dev/null 2>&1
+  same=yes
+  for f in "$m.metal" "${m}_metal.c" "${m}_metal.h"; do cmp -s "$d/$f" "$d.again/$f" || same=no; done
+  if [ $same = yes ]; then pass "metal_build_$m"; else fail "metal_build_$m" "two builds differ"; fi
+  if ! sh "$M/mkemu.sh" "$d" "$m" "$d/emu" > "$T/out" 2>&1; then
+    fail "metal_compile_$m" "lint, shim compile or threadgroup check: $(tail -n 4 "$T/out" | tr '\n' ' ')"; continue
+  fi
+  pass "metal_compile_$m"
+  "$d/emu" --msl > "$d/embedded.metal"
+  check "metal_table_embeds_msl_$m" cmp "$d/embedded.metal" "$d/$m.metal"
+  "$d/emu" "$d/$m.weights" --seed 7 > "$T/out" 2>&1
+  rc=$?
+  n=$(sed -n 's/^model .*: \([0-9]*\) dispatches.*/\1/p' "$T/out")
+  if [ $rc -eq 0 ] && grep -q "match order=rand" "$T/out"; then
+    pass "metal_emulated_matches_c_$m"
+    echo "  $m: $n dispatches per inference"
+    tested="$tested $m"
+  else
+    fail "metal_emulated_matches_c_$m" "exit $rc: $(grep -E 'MISMATCH|FAIL|harness' "$T/out" | head -n 3 | tr '\n' ' ')"
+  fi
+done
+
+# every op of the op table (but leaves and views) ran in some emulated kernel: the
+# first comment line of each kernel names its op ("// name: op dtype ...")
+ran=$(for m in $tested; do sed -n 's|^// [A-Za-z0-9_]*: \([a-z0-9_]*\) [a-z0-9]* .*|\1|p' "$T/m/$m/$m.metal"; done | sort -u)
+missing=""
+for op in $("$KILN" ops | awk '{print $1}'); do
+  case $op in input|weight|const|reshape) continue ;; esac
+  echo "$ran" | grep -qx "$op" || missing="$missing $op"
+done
+if [ -z "$missing" ]; then pass metal_every_op_emulated; else fail metal_every_op_emulated "never run:$missing"; fi
+
+# golden text: the exact emitted MSL and table of tests/metal/golden/*.lua.
+# To accept a change after reviewing it: UPDATE_GOLDEN=1 sh tests/t_metal.sh
+exp=tests/metal/golden/expected
+for script in tests/metal/golden/*.lua; do
+  m=$(basename "$script" .lua)
+  if ! "$KILN" build "$script" -o "$T/g/$m" --target metal > "$T/out" 2>&1; then
+    fail "metal_golden_$m" "$(tail -n 2 "$T/out" | tr '\n' ' ')"; continue
+  fi
+  for f in "$m.metal" "${m}_metal.c" "${m}_metal.h"; do
+    if [ -n "$UPDATE_GOLDEN" ]; then cp "$T/g/$m/$f" "$exp/$f"; pass "metal_golden_$f (updated: review the diff)"
+    elif cmp -s "$exp/$f" "$T/g/$m/$f"; then pass "metal_golden_$f"
+    else
+      fail "metal_golden_$f" "differs from $exp/$f (UPDATE_GOLDEN=1 to accept after review)"
+      diff -u "$exp/$f" "$T/g/$m/$f" 2>&1 | head -n 20 | sed 's/^/    /'
+    fi
+  done
+done
+
+# ---- 4. a test of the test on generated code ----
+# Remove the barrier after the inner product of the first tiled matmul or conv of
+# a model: the next tile's loads then race with other threads' reads.
+for m in transformer mtl_nn lenet; do
+  d=$T/m/$m
+  [ -f "$d/$m.metal" ] || continue
+  s=$T/sab
+  rm -rf "$s"; cp -r "$d" "$s"
+  $PY - "$s/$m.metal" <<'EOF'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+i = s.index("for (uint k = 0; k < 16; k++)")
+key = "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+j = s.index(key, i)
+open(p, "w").write(s[:j] + s[j + len(key):])
+EOF
+  if sh "$M/mkemu.sh" "$s" "$m" "$s/emu" > "$T/out" 2>&1 && ! "$s/emu" "$s/$m.weights" --seed 7 > "$T/out" 2>&1 &&
+     grep -q MISMATCH "$T/out"; then
+    pass metal_emu_catches_removed_barrier_in_generated_kernel
+  else
+    fail metal_emu_catches_removed_barrier_in_generated_kernel "$m with a barrier removed still matched"
+  fi
+  break
+done
+[ -n "$tested" ] || fail metal_models "no model was tested"
+exit 0
