@@ -62,15 +62,15 @@ san:
 
 demo: deps
 	@$(MAKE) --no-print-directory all
-	@sh scripts/demo.sh
+	@KILN=$(abspath $(BUILD))/kiln sh scripts/demo.sh
 
 test: deps
 	@$(MAKE) --no-print-directory all
-	@sh tests/run.sh
+	@KILN=$(abspath $(BUILD))/kiln sh tests/run.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all
-	@sh scripts/bench.sh
+	@KILN=$(abspath $(BUILD))/kiln sh scripts/bench.sh
 
 clean:
 	rm -rf build build-san out

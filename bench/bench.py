@@ -30,6 +30,7 @@ import time
 
 import numpy as np
 
+sys.dont_write_bytecode = True   # no bench/__pycache__ in the work tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers  # noqa: E402
 
@@ -207,8 +208,10 @@ def report(results):
     print()
     print("kiln run is the whole process (Lua trace, passes, reference interpreter, printing),")
     print("median of 3 runs: an upper bound on the interpreter's time per inference.")
-    print(f"torch threads as labelled; C single-threaded; {os.cpu_count()} cores; "
-          "the machine's load affects every column.")
+    print(f"torch-Nt: PyTorch {peers.torch.__version__} with N threads (its default here: "
+          f"{peers.TORCH_DEFAULT_THREADS}); Kiln's C and NumPy's Python code are single-threaded")
+    print(f"(NumPy's BLAS may not be). {os.cpu_count()} cores; the machine's load affects every column,")
+    print("and a multi-threaded column most when other work holds a core.")
 
 
 def main():

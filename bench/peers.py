@@ -1,15 +1,16 @@
 #!/usr/bin/python3
 """peers.py — the same models as models/*.lua in PyTorch and in NumPy, timed.
 
-`make bench` (scripts/bench.sh) calls this once per model after Kiln has built
-it. The twins here load *Kiln's own weights*: the build's <m>.json lists every
-weight with its name, shape and offset in <m>.weights, and the names are the
-PyTorch state_dict names, so each twin is an ordinary torch module filled by
-load_state_dict. Inputs are the same .npy files the generated C ran on, and each
-peer's output is compared with the C output (max |difference|) — a sanity
-check that the timings compare the same computation, not a test.
+bench/bench.py imports this module and calls run_peers() once per model after
+Kiln has built it. The twins load *Kiln's own weights*: the build's <m>.json
+lists every weight with its name, shape and offset in <m>.weights, and the names
+are the PyTorch state_dict names, so each torch twin is an ordinary module filled
+by load_state_dict and each NumPy twin a function over the same {name: array}.
+Inputs are the arrays the generated C ran on, and each peer's output is compared
+with the C output (max |difference|): a sanity check that the timings compare
+the same computation, not a test (tests/t_models.sh is the test).
 
-bench/bench.py imports this module and calls run_peers(). Timing: warm up,
+A model without a twin here is still timed as generated C and `kiln run`. Timing: warm up,
 then time each call separately until a budget is spent; median of the samples.
 PyTorch runs with 1 thread, with its default thread count and with one thread per
 core (the distinct values of these). No thresholds anywhere.
@@ -22,6 +23,9 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+
+TORCH_DEFAULT_THREADS = torch.get_num_threads()   # before anything changes it
 
 
 # ---- loading Kiln's weights ----
@@ -246,7 +250,7 @@ def run_peers(model, meta, params, inputs, c_outs, budget_ms):
             net.load_state_dict({k: torch.from_numpy(params[k]) if k in params else v for k, v in sd.items()})
             net.eval()
             tin = [torch.from_numpy(a) for a in inputs]
-            default_threads = torch.get_num_threads()
+            default_threads = TORCH_DEFAULT_THREADS
             for threads in sorted({1, default_threads, os.cpu_count() or 1}):
                 torch.set_num_threads(threads)
                 with torch.inference_mode():

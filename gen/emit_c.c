@@ -6,7 +6,10 @@
  * computes the values the templates name (shapes, strides, offsets, identifiers,
  * rendered op expressions). One render function per OpFamily fills a small table
  * of template variables; the family table at the bottom picks it, so a new family
- * is one function, one row and one template.
+ * is one function, one row and one template. A fused kernel is rendered by its
+ * anchor's family; its chain becomes an inline `<kernel>_epilogue` helper called at
+ * the template's $EPILOGUE hooks (emit_common.c), its extra operands parameters
+ * e0, e1... after the anchor's.
  *
  * Names: kernels are Kernel.cname (made unique by pass_group); weights get
  * W_<NAME> and arena values A_<KERNEL> byte-offset constants; inputs and outputs
@@ -98,6 +101,7 @@ typedef struct {
   Graph *g;
   const char *model, *upper;      /* "mlp", "MLP" */
   const char **kname;             /* per kernel: function name */
+  const char **ename;             /* per kernel: its epilogue helper's name (fused kernels) */
   const char **wname;             /* per node id: W_ constant of a weights-region root */
   const char **aname;             /* per node id: A_ constant of an arena-region root */
   const char **in_param, **out_param;   /* per graph input/output: parameter name */
@@ -119,11 +123,6 @@ static const char *comment_safe(const char *s) {
   char *c = kiln_strdup(s);
   for (char *p = c; (p = strstr(p, "*/"));) p[1] = '|';
   return c;
-}
-
-static const char *loc_str(const Node *n) {
-  const char *file = n->loc.file ? n->loc.file : "?";
-  return comment_safe(n->loc.line > 0 ? kiln_fmt("%s:%d", file, n->loc.line) : file);
 }
 
 /* Names every kernel, weight, arena value and I/O parameter, uniquely. The I/O
@@ -152,6 +151,9 @@ static void ctx_init(Ctx *c, Graph *g) {
   }
   c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   for (int k = 0; k < g->nkernels; k++) c->kname[k] = names_claim(&ids, emit_ident(g->kernels[k].cname));
+  c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++)
+    if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(&ids, kiln_fmt("%s_epilogue", c->kname[k]));
   c->wname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
   c->aname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
   for (int i = 0; i < g->nnodes; i++) {
@@ -346,22 +348,24 @@ static const char *k_select(KernelCtx *k) {
   return "c/select.c.tmpl";
 }
 
-/* The conversion of x[i] between dtypes, as the interpreter defines it: f32 -> i32
- * truncates toward zero (NaN -> 0, saturating), anything -> bool is x != 0. */
-static const char *cast_expr(DType from, DType to) {
-  if (from == to) return "x[i]";
-  if (to == DT_BOOL) return "(uint8_t)(x[i] != 0)";
-  if (to == DT_F32) return "(float)x[i]";
+/* The conversion of x (an identifier or element) between dtypes, as the interpreter
+ * defines it: f32 -> i32 truncates toward zero (NaN -> 0, saturating), anything ->
+ * bool is x != 0. */
+static const char *cast_expr(DType from, DType to, const char *x) {
+  if (from == to) return x;
+  if (to == DT_BOOL) return kiln_fmt("(uint8_t)(%s != 0)", x);
+  if (to == DT_F32) return kiln_fmt("(float)%s", x);
   if (from == DT_F32)
-    return "(x[i] != x[i] ? 0 : x[i] >= 2147483648.0f ? INT32_MAX : x[i] <= -2147483648.0f ? INT32_MIN : (int32_t)x[i])";
-  return "(int32_t)x[i]";
+    return kiln_fmt("(%s != %s ? 0 : %s >= 2147483648.0f ? INT32_MAX : %s <= -2147483648.0f ? INT32_MIN : (int32_t)%s)", x,
+                    x, x, x, x);
+  return kiln_fmt("(int32_t)%s", x);
 }
 
 static const char *k_cast(KernelCtx *k) {
   var(&k->v, "TX", emit_c_type(IN(0)->dtype));
   var(&k->v, "T", emit_c_type(k->n->dtype));
   vari(&k->v, "N", node_numel(k->n));
-  var(&k->v, "CONVERT", cast_expr(IN(0)->dtype, k->n->dtype));
+  var(&k->v, "CONVERT", cast_expr(IN(0)->dtype, k->n->dtype, "x[i]"));
   return "c/cast.c.tmpl";
 }
 
@@ -581,6 +585,7 @@ static const char *k_concat(KernelCtx *k) {
     var(&p, "K", kiln_fmt("%d", i));
     vari(&p, "LEN", len);
     vari(&p, "AT", at);
+    var(&p, "EPILOGUE", emit_hook_epilogue);
     expand(&parts, "c/concat_part.c.tmpl", &p);
     at += len;
   }
@@ -617,37 +622,63 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_slice,     [FAM_GATHER] = k_gather,
 };
 
-/* Kernel pointers are restrict: a result must not share bytes with an operand.
- * pass_memplan promises that; a broken promise would be silent wrong answers. */
-static void check_no_overlap(Graph *g, const Node *n) {
-  for (int i = 0; i < n->nin; i++) {
-    const Node *x = input(g, n, i);
-    bool same_buffer = x->region == n->region &&
-                       (n->region == REG_ARENA || ((n->region == REG_OUTPUT) && x->io_slot == n->io_slot));
-    if (same_buffer && x->offset < n->offset + node_bytes(n) && n->offset < x->offset + node_bytes(x))
-      die("C: %%%d (%s) overlaps its operand %%%d in the %s", n->id, kiln_ops[n->op].name, x->id,
-          n->region == REG_ARENA ? "arena" : "output buffer");
+/* Kernel pointers are restrict: a kernel's result must not share bytes with anything
+ * the kernel reads. pass_memplan promises that; a broken promise would be silent
+ * wrong answers. Values inside a fused kernel have no storage and are not read. */
+static void check_no_overlap(Graph *g, const Kernel *kr) {
+  const Node *r = node(g, kr->nodes[kr->nnodes - 1]);
+  for (int j = 0; j < kr->nnodes; j++) {
+    const Node *n = node(g, kr->nodes[j]);
+    for (int i = 0; i < n->nin; i++) {
+      const Node *x = input(g, n, i);
+      bool same_buffer = x->region == r->region &&
+                         (r->region == REG_ARENA || ((r->region == REG_OUTPUT) && x->io_slot == r->io_slot));
+      if (same_buffer && x->offset < r->offset + node_bytes(r) && r->offset < x->offset + node_bytes(x))
+        die("C: %%%d (%s) overlaps %%%d, read by its kernel, in the %s", r->id, kiln_ops[r->op].name, x->id,
+            r->region == REG_ARENA ? "arena" : "output buffer");
+    }
   }
 }
 
-/* Appends kernel ki's function to out and its call to calls. */
+/* The C spelling of what the epilogue of a fused kernel needs (emit_common.c). */
+static const EmitTarget c_target = {
+    .fns = emit_c_fns, .type = emit_c_type, .cast = cast_expr, .index_type = "int64_t", .int_suffix = "",
+    .read_ptr = "const %s *restrict ", .helper_tmpl = "c/epilogue.c.tmpl", .step_tmpl = "c/epilogue_step.c.tmpl",
+    .operand_tmpl = "c/epilogue_operand.c.tmpl",
+};
+
+/* Appends kernel ki's function (after its epilogue helper, if fused) to out and its
+ * call to calls. The anchor's family renders the kernel; the chain is the helper. */
 static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   Graph *g = c->g;
   const Kernel *kr = &g->kernels[ki];
-  if (kr->nnodes != 1) die("C: kernel %s has %d nodes; fused kernels are not rendered yet", kr->cname, kr->nnodes);
-  Node *n = node(g, kr->nodes[0]);
-  check_no_overlap(g, n);
+  Node *n = node(g, kr->nodes[0]), *res = node(g, kr->nodes[kr->nnodes - 1]);
+  check_no_overlap(g, kr);
   RenderFn *fn = render[kiln_ops[n->op].family];
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
+  EmitEpilogue e;
+  emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
   KernelCtx k = {.c = c, .g = g, .n = n};
   var(&k.v, "NAME", c->kname[ki]);
-  var(&k.v, "DESC", comment_safe(describe(g, n)));
-  var(&k.v, "LOC", loc_str(n));
-  expand(out, fn(&k), &k.v);
+  const char *desc = describe(g, n);
+  if (e.fused) desc = kiln_fmt("%s, then %s", desc, strchr(e.ops, '+') + 2);
+  var(&k.v, "DESC", comment_safe(desc));
+  var(&k.v, "LOC", e.lines);
+  Buf eparams = {0};
+  for (int i = 0; i < e.nextra; i++)
+    buf_printf(&eparams, ", const %s *restrict %s", emit_c_type(e.extra[i]->dtype), e.extra_name[i]);
+  var(&k.v, "EPARAMS", eparams.len ? kiln_strdup(eparams.data) : "");
+  buf_free(&eparams);
+  var(&k.v, "EPILOGUE", emit_hook_epilogue);
+  var(&k.v, "IF_FUSED", emit_hook_fused);
+  const char *tmpl = fn(&k);
+  buf_puts(out, e.helper);
+  buf_puts(out, emit_epilogue_apply(expand_str(tmpl, &k.v), &e));
 
   Buf args = {0};
   for (int i = 0; i < n->nin; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, n, i), false));
-  buf_puts(&args, operand_ptr(c, n, true));
+  for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
+  buf_puts(&args, operand_ptr(c, res, true));
   Vars cv = {0};
   var(&cv, "NAME", c->kname[ki]);
   var(&cv, "ARGS", args.data);

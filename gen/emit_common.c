@@ -1,7 +1,8 @@
 /*
  * emit_common.c — what the C and Metal emitters share: rendering the op table's
  * scalar expressions for a target, broadcast strides and loop coalescing for
- * elementwise kernels, and turning model names into identifiers.
+ * elementwise kernels, turning model names into identifiers, and the epilogue of
+ * fused kernels.
  *
  * Expressions in ops.h are written once in a neutral C-like dialect over the
  * operands x, y, z and the functions exp log sqrt tanh erf fabs fmax fmin pow.
@@ -10,6 +11,16 @@
  * to metal::exp. The renderer is a tiny tokenizer, not a parser: identifiers are
  * operands or function names, everything else (numbers, operators, parentheses)
  * is copied as is, so what a reviewer reads in ops.h is what lands in the kernel.
+ *
+ * Fused kernels (pass_group) are an anchor node rendered by its family's template
+ * plus a chain of elementwise nodes. Every template marks the points where it
+ * stores an output element as $EPILOGUE(value, flat index), so no template knows
+ * about chains: emit_epilogue_apply turns a hook into the bare value for a lone
+ * node, or into a call of a small helper that runs the chain (one `const T vK =
+ * expr;` per node, the same expressions as the node's own kernel), reading each
+ * extra operand at the element's index. Both targets build the helper here; they
+ * differ only in an EmitTarget table (type names, casts, pointer qualifiers,
+ * literal suffixes, templates).
  */
 #include "kiln.h"
 
@@ -26,9 +37,22 @@ static bool ident_char(char c, bool first) {
   return c == '_' || isalpha((unsigned char)c) || (!first && isdigit((unsigned char)c));
 }
 
+/* Length of a numeric literal at p: digits and '.', an exponent, a float suffix. */
+static size_t number_len(const char *p) {
+  const char *q = p;
+  while (isdigit((unsigned char)*q) || *q == '.') q++;
+  if ((*q == 'e' || *q == 'E') && (isdigit((unsigned char)q[1]) || ((q[1] == '+' || q[1] == '-') && isdigit((unsigned char)q[2])))) {
+    q += 2;
+    while (isdigit((unsigned char)*q)) q++;
+  }
+  if (*q == 'f' || *q == 'F') q++;
+  return (size_t)(q - p);
+}
+
 /* True when s needs no parentheses to be used as an operand: an identifier,
- * optionally followed by [index] subscripts. */
+ * optionally followed by [index] subscripts, or an unsigned number. */
 static bool is_simple_operand(const char *s) {
+  if (isdigit((unsigned char)*s)) return number_len(s) == strlen(s);
   if (!ident_char(*s, true)) return false;
   int depth = 0;
   for (; *s; s++) {
@@ -43,18 +67,6 @@ static const char *lookup_fn(const EmitFn *fns, const char *name, size_t n) {
   for (int i = 0; fns[i].neutral; i++)
     if (strlen(fns[i].neutral) == n && memcmp(fns[i].neutral, name, n) == 0) return fns[i].target;
   return NULL;
-}
-
-/* Length of a numeric literal at p: digits and '.', an exponent, a float suffix. */
-static size_t number_len(const char *p) {
-  const char *q = p;
-  while (isdigit((unsigned char)*q) || *q == '.') q++;
-  if ((*q == 'e' || *q == 'E') && (isdigit((unsigned char)q[1]) || ((q[1] == '+' || q[1] == '-') && isdigit((unsigned char)q[2])))) {
-    q += 2;
-    while (isdigit((unsigned char)*q)) q++;
-  }
-  if (*q == 'f' || *q == 'F') q++;
-  return (size_t)(q - p);
 }
 
 char *emit_expr(const char *expr, const EmitFn *fns, const char *const *operands, int noperands) {
@@ -210,4 +222,235 @@ const char *emit_c_type(DType t) {
   case DT_BOOL: return "uint8_t";
   }
   die("bad dtype %d", (int)t);
+}
+
+/* ---- fused kernels: the epilogue ---- */
+
+/* Bytes no template or model name can contain, so the hooks cannot be mistaken. */
+const char emit_hook_epilogue[] = "\001epilogue";
+const char emit_hook_fused[] = "\001fused";
+
+/* s made safe inside a C block comment and a // comment: no newline, no closing. */
+static char *comment_text(const char *s) {
+  char *c = kiln_strdup(s ? s : "");
+  for (char *p = c; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  for (char *p = c; (p = strstr(p, "*/"));) p[1] = '|';
+  return c;
+}
+
+/* "file:line", or ":line" when the previous location was in the same file. */
+static char *loc_text(SrcLoc loc, const char *prev_file) {
+  const char *file = loc.file ? loc.file : "?";
+  if (loc.line <= 0) return kiln_strdup(file);
+  if (prev_file && strcmp(prev_file, file) == 0) return kiln_fmt(":%d", loc.line);
+  return kiln_fmt("%s:%d", file, loc.line);
+}
+
+/* The index into an operand of shape `in` for the element at flat index i of `out`
+ * (in broadcasts to out): coalesced, so a same-shape operand reads [i], a scalar
+ * [0], a bias along the last dims [i % N], a per-channel value [i / P % C]; in
+ * general the sum over the dims it walks of coordinate * stride. */
+static char *operand_index(const Shape *in, const Shape *out, const char *sfx) {
+  int64_t st[2][KILN_MAX_RANK], dims[KILN_MAX_RANK];
+  int r;
+  emit_strides(out, st[0]);
+  emit_bcast_strides(in, out, st[1]);
+  emit_coalesce(out, 2, st, &r, dims);
+  Buf b = {0};
+  for (int j = 0; j < r; j++) {
+    if (dims[j] == 1 || st[1][j] == 0) continue;
+    int64_t inner = 1;
+    for (int d = j + 1; d < r; d++) inner *= dims[d];
+    buf_puts(&b, b.len ? " + i" : "i");
+    if (inner != 1) buf_printf(&b, " / %lld%s", (long long)inner, sfx);
+    if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
+    if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
+  }
+  char *s = kiln_strdup(b.len ? b.data : "0");
+  buf_free(&b);
+  return s;
+}
+
+/* What a reader knows value x as: the kernel that computes it (through views: "a
+ * view of <kernel>"), an input's or weight's name, else its op. */
+static const char *value_name(Graph *g, const Node *x) {
+  const Node *r = x;
+  while (r->op == OP_RESHAPE) r = graph_node(g, r->in[0]);
+  const char *name = r->kernel >= 0 && r->kernel < g->nkernels ? g->kernels[r->kernel].cname
+                     : r->op == OP_INPUT && r->io_index >= 0 && r->io_index < g->ninputs ? g->inputs[r->io_index].name
+                     : r->name && *r->name ? r->name : kiln_ops[r->op].name;
+  if (r->kernel >= 0) name = kiln_fmt("the result of %s", name);
+  return r == x ? name : kiln_fmt("a view of %s", name);
+}
+
+/* Index of x among e's extra operands, appending it if new. */
+static int extra_slot(EmitEpilogue *e, Node *x) {
+  for (int i = 0; i < e->nextra; i++)
+    if (e->extra[i] == x) return i;
+  e->extra[e->nextra] = x;
+  e->extra_name[e->nextra] = kiln_fmt("e%d", e->nextra);
+  return e->nextra++;
+}
+
+/* One chain step: node n applied to the running value `v` (its input at position
+ * pos), the other operands read at the element's index. Returns the expression. */
+static const char *step_expr(Graph *g, const Node *n, int pos, const char *v, const Shape *out, const EmitTarget *t,
+                             EmitEpilogue *e) {
+  if (kiln_ops[n->op].family == FAM_CAST) return t->cast(graph_node(g, n->in[0])->dtype, n->dtype, v);
+  const char *ops[3];
+  for (int i = 0; i < n->nin; i++) {
+    if (i == pos) {
+      ops[i] = v;
+      continue;
+    }
+    Node *x = graph_node(g, n->in[i]);
+    if (x->op == OP_CONST && x->dtype == DT_F32 && node_numel(x) == 1) {   /* fixed at build time: a literal */
+      ops[i] = emit_float(*(const float *)x->data);
+      continue;
+    }
+    int slot = extra_slot(e, x);
+    const char *idx = operand_index(&x->shape, out, t->int_suffix);
+    e->uses_index |= strchr(idx, 'i') != NULL;
+    ops[i] = kiln_fmt("%s[%s]", e->extra_name[slot], idx);
+  }
+  return emit_expr(kiln_ops[n->op].expr, t->fns, ops, n->nin);
+}
+
+/* e->ops and e->lines: every op of the kernel, and every distinct Lua line. */
+static void describe_chain(Graph *g, const Kernel *k, EmitEpilogue *e) {
+  Buf ops = {0}, lines = {0};
+  const char *prev_file = NULL;
+  for (int j = 0; j < k->nnodes; j++) {
+    const Node *n = graph_node(g, k->nodes[j]);
+    buf_printf(&ops, "%s%s", j ? " + " : "", kiln_ops[n->op].name);
+    bool seen = false;
+    for (int i = 0; i < j && !seen; i++) {
+      const Node *m = graph_node(g, k->nodes[i]);
+      seen = m->loc.line == n->loc.line && strcmp(m->loc.file ? m->loc.file : "?", n->loc.file ? n->loc.file : "?") == 0;
+    }
+    if (seen) continue;
+    buf_printf(&lines, "%s%s", lines.len ? ", " : "", loc_text(n->loc, prev_file));
+    prev_file = n->loc.file ? n->loc.file : "?";
+  }
+  e->ops = comment_text(ops.data);
+  e->lines = comment_text(lines.data);
+  buf_free(&ops);
+  buf_free(&lines);
+}
+
+void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_name, const EmitTarget *t,
+                   EmitEpilogue *e) {
+  *e = (EmitEpilogue){.helper = ""};
+  describe_chain(g, k, e);
+  e->fused = k->nnodes > 1;
+  if (!e->fused) return;
+  e->fn = fn_name;
+  e->extra = kiln_alloc(sizeof(Node *) * (size_t)(3 * k->nnodes));
+  e->extra_name = kiln_alloc(sizeof(char *) * (size_t)(3 * k->nnodes));
+  const Node *anchor = graph_node(g, k->nodes[0]);
+  Buf steps = {0};
+  const char *v = "v";
+  for (int j = 1; j < k->nnodes; j++) {
+    const Node *n = graph_node(g, k->nodes[j]);
+    int pos = 0;
+    while (pos < n->nin && n->in[pos] != k->nodes[j - 1]) pos++;
+    if (pos == n->nin) die("epilogue: %%%d does not read %%%d before it in kernel %s", n->id, k->nodes[j - 1], kname);
+    const char *vars[] = {"T", t->type(n->dtype), "V", kiln_fmt("v%d", j), "EXPR",
+                          step_expr(g, n, pos, v, &anchor->shape, t, e), "OP", kiln_ops[n->op].name, "LOC",
+                          comment_text(loc_text(n->loc, NULL)), NULL};
+    template_expand(&steps, template_get(t->step_tmpl), vars);
+    v = vars[3];
+  }
+  Buf params = {0}, doc = {0};
+  if (e->uses_index) buf_printf(&params, ", %s i", t->index_type);
+  for (int i = 0; i < e->nextra; i++) {
+    const Node *x = e->extra[i];
+    buf_puts(&params, ", ");
+    buf_printf(&params, t->read_ptr, t->type(x->dtype));
+    buf_puts(&params, e->extra_name[i]);
+    const char *ovars[] = {"NAME", e->extra_name[i], "WHAT", comment_text(value_name(g, x)), "DTYPE", dtype_name(x->dtype),
+                           "SHAPE", shape_str(&x->shape), NULL};
+    template_expand(&doc, template_get(t->operand_tmpl), ovars);
+  }
+  const Node *last = graph_node(g, k->nodes[k->nnodes - 1]);
+  const char *vars[] = {"FN", fn_name, "KERNEL", kname, "ANCHOR", kiln_ops[anchor->op].name,
+                        "CHAIN", comment_text(strchr(e->ops, '+') + 2), "TV", t->type(anchor->dtype),
+                        "TR", t->type(last->dtype), "PARAMS", params.data ? params.data : "",
+                        "INDEX_DOC", e->uses_index ? " at flat output index i" : "",
+                        "EXTRAS", doc.data ? doc.data : "", "STEPS", steps.data, "RESULT", v, NULL};
+  Buf h = {0};
+  template_expand(&h, template_get(t->helper_tmpl), vars);
+  e->helper = kiln_strdup(h.data);
+  Buf *all[] = {&steps, &params, &doc, &h};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* The first occurrence of needle in the n bytes at p, or NULL. */
+static const char *find_in(const char *p, size_t n, const char *needle) {
+  size_t k = strlen(needle);
+  for (size_t i = 0; i + k <= n; i++)
+    if (memcmp(p + i, needle, k) == 0) return p + i;
+  return NULL;
+}
+
+/* Copies text with IF_FUSED lines kept (marker removed) or dropped. */
+static void apply_fused_lines(Buf *out, const char *text, bool fused) {
+  size_t hl = strlen(emit_hook_fused);
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+    const char *m = find_in(p, len, emit_hook_fused);
+    if (!m) buf_put(out, p, len);
+    else if (fused) {
+      buf_put(out, p, (size_t)(m - p));
+      buf_put(out, m + hl, len - (size_t)(m - p) - hl);
+    }
+    p += len;
+  }
+}
+
+/* At p (just after "hook("): the two arguments up to the matching ')'; returns the
+ * position after it. Dies on a malformed hook (a template bug). */
+static const char *hook_args(const char *p, const char **value, const char **index) {
+  int depth = 0;
+  const char *comma = NULL, *q = p;
+  for (; *q; q++) {
+    if (*q == '(' || *q == '[') depth++;
+    else if ((*q == ')' || *q == ']') && depth > 0) depth--;
+    else if (*q == ')') break;
+    else if (*q == ',' && depth == 0 && !comma) comma = q;
+  }
+  if (!*q || !comma) die("template: $EPILOGUE(value, index) hook without its two arguments near \"%.40s\"", p);
+  const char *i0 = comma + 1;
+  while (*i0 == ' ') i0++;
+  *value = kiln_fmt("%.*s", (int)(comma - p), p);
+  *index = kiln_fmt("%.*s", (int)(q - i0), i0);
+  return q + 1;
+}
+
+char *emit_epilogue_apply(const char *text, const EmitEpilogue *e) {
+  Buf lines = {0}, out = {0};
+  apply_fused_lines(&lines, text, e->fused);
+  size_t hl = strlen(emit_hook_epilogue);
+  const char *p = lines.data ? lines.data : "";
+  for (const char *m; (m = strstr(p, emit_hook_epilogue));) {
+    buf_put(&out, p, (size_t)(m - p));
+    if (m[hl] != '(') die("template: $EPILOGUE not followed by (value, index)");
+    const char *value, *index;
+    p = hook_args(m + hl + 1, &value, &index);
+    if (!e->fused) {
+      buf_puts(&out, value);
+      continue;
+    }
+    buf_printf(&out, "%s(%s", e->fn, value);
+    if (e->uses_index) buf_printf(&out, ", %s", index);
+    for (int i = 0; i < e->nextra; i++) buf_printf(&out, ", %s", e->extra_name[i]);
+    buf_puts(&out, ")");
+  }
+  buf_puts(&out, p);
+  char *s = kiln_strdup(out.data ? out.data : "");
+  buf_free(&lines);
+  buf_free(&out);
+  return s;
 }

@@ -10,8 +10,9 @@
  * describes the format); runtime/metal/kiln_metal.m interprets it on a device and
  * tests/metal/harness.c interprets the same table on the Linux emulator.
  *
- * Buffer order is fixed for every kernel: the node's inputs in order, then its
- * output, so the table and the kernel signature are derived from one list here.
+ * Buffer order is fixed for every kernel: the anchor node's inputs in order, then
+ * the extra operands of a fused chain (e0, e1...), then the kernel's result, so the
+ * table and the kernel signature are derived from one list here.
  * The table also embeds the .metal text (as lines, so no string literal exceeds
  * what ISO C promises) for building the library at run time.
  */
@@ -39,16 +40,24 @@ static bool reserved(const char *s) {
   return strncmp(s, "kiln_", 5) == 0;
 }
 
-/* Unique MSL function names for the kernels (their `<name>_op` helpers included). */
+/* Does kernel name a clash with kernel b, counting the helpers a kernel may define
+ * (`<name>_op` for elementwise kernels, `<name>_epilogue` for fused ones)? */
+static bool names_clash(const char *a, const char *b) {
+  static const char *const helper[] = {"", "_op", "_epilogue"};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++)
+      if (strcmp(kiln_fmt("%s%s", a, helper[i]), kiln_fmt("%s%s", b, helper[j])) == 0) return true;
+  return false;
+}
+
+/* Unique MSL function names for the kernels (their helpers included). */
 static const char **kernel_names(Graph *g) {
   const char **names = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   for (int k = 0; k < g->nkernels; k++) {
     const char *name = emit_ident(g->kernels[k].cname);
     for (bool clash = true; clash;) {
       clash = reserved(name);
-      for (int j = 0; j < k && !clash; j++)
-        clash = strcmp(names[j], name) == 0 || strcmp(kiln_fmt("%s_op", names[j]), name) == 0 ||
-                strcmp(kiln_fmt("%s_op", name), names[j]) == 0;
+      for (int j = 0; j < k && !clash; j++) clash = names_clash(names[j], name);
       if (clash) name = kiln_fmt("%s_", name);
     }
     names[k] = name;
@@ -83,12 +92,12 @@ static char *describe(Graph *g, const Node *n) {
   return s;
 }
 
-static char *loc_str(const Node *n) {
-  const char *file = n->loc.file ? n->loc.file : "?";
-  char *s = n->loc.line > 0 ? kiln_fmt("%s:%d", file, n->loc.line) : kiln_strdup(file);
-  for (char *p = s; *p; p++)
-    if (*p == '\n' || *p == '\r' || (unsigned char)*p < 0x20) *p = '?';
-  return s;
+/* s with control characters (none belong in a // comment or a C string) as '?'. */
+static char *plain(const char *s) {
+  char *c = kiln_strdup(s);
+  for (char *p = c; *p; p++)
+    if ((unsigned char)*p < 0x20) *p = '?';
+  return c;
 }
 
 static const char *const region_c[] = {"?", "KILN_MTL_WEIGHTS", "KILN_MTL_ARENA", "KILN_MTL_INPUT", "KILN_MTL_OUTPUT"};
@@ -117,19 +126,23 @@ static char *params(const MtlKernel *k) {
   Buf b = {0};
   for (int i = 0; i < k->nops; i++)
     buf_printf(&b, "%sdevice const %s *%s [[buffer(%d)]]", i ? ",\n    " : "", mtl_type(k->op[i]->dtype), k->opname[i], i);
-  buf_printf(&b, "%sdevice %s *out [[buffer(%d)]]", k->nops ? ",\n    " : "", mtl_type(k->n->dtype), k->nops);
+  buf_printf(&b, "%sdevice %s *out [[buffer(%d)]]", k->nops ? ",\n    " : "", mtl_type(k->out->dtype), k->nops);
   char *s = kiln_strdup(b.data);
   buf_free(&b);
   return s;
 }
 
-/* Renders kernel ki into src and its dispatch and bindings into the table texts. */
+/* Renders kernel ki (after its epilogue helper, if fused) into src and its dispatch
+ * and bindings into the table texts. The anchor's family renders the kernel; the
+ * chain's extra operands bind after the anchor's, before `out`. */
 static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispatches, Buf *bindings, int *nbind) {
   const Kernel *kr = &g->kernels[ki];
-  if (kr->nnodes != 1) die("Metal: kernel %s has %d nodes; fused kernels are not rendered yet", kr->cname, kr->nnodes);
   Node *n = graph_node(g, kr->nodes[0]);
-  MtlKernel k = {.g = g, .n = n, .name = name};
-  if (n->nin + 1 > MTL_MAX_OPS) kiln_error_at(n->loc, "Metal target: %s has %d inputs (at most %d)", name, n->nin, MTL_MAX_OPS - 1);
+  MtlKernel k = {.g = g, .n = n, .out = graph_node(g, kr->nodes[kr->nnodes - 1]), .name = name};
+  EmitEpilogue e;
+  emit_epilogue(g, kr, name, kiln_fmt("%s_epilogue", name), &mtl_target, &e);
+  if (n->nin + e.nextra + 1 > MTL_MAX_OPS)
+    kiln_error_at(n->loc, "Metal target: %s reads %d buffers (at most %d)", name, n->nin + e.nextra, MTL_MAX_OPS - 1);
   static const char *const xyz[] = {"x", "y", "z"};
   for (int i = 0; i < n->nin; i++) {
     k.op[i] = graph_node(g, n->in[i]);
@@ -137,16 +150,27 @@ static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispa
   }
   k.nops = n->nin;
   mtl_var(&k.v, "NAME", name);
-  const char *desc = describe(g, n), *loc = loc_str(n);
+  const char *desc = describe(g, n), *loc = plain(e.lines);
+  if (e.fused) desc = kiln_fmt("%s, then %s", desc, strchr(e.ops, '+') + 2);
   mtl_var(&k.v, "DESC", desc);
   mtl_var(&k.v, "LOC", loc);
+  mtl_var(&k.v, "EPILOGUE", emit_hook_epilogue);
+  mtl_var(&k.v, "IF_FUSED", emit_hook_fused);
   const char *tmpl = mtl_render(&k);
+  for (int i = 0; i < e.nextra; i++) {
+    k.op[k.nops] = e.extra[i];
+    k.opname[k.nops++] = e.extra_name[i];
+  }
   mtl_var(&k.v, "PARAMS", params(&k));
-  template_expand(src, template_get(tmpl), k.v.kv);
+  Buf text = {0};
+  template_expand(&text, template_get(tmpl), k.v.kv);
+  buf_puts(src, e.helper);
+  buf_puts(src, emit_epilogue_apply(text.data, &e));
+  buf_free(&text);
 
   int first = *nbind;
   for (int i = 0; i < k.nops; i++) binding_row(bindings, k.op[i], i, false, k.opname[i]);
-  binding_row(bindings, n, k.nops, true, "out");
+  binding_row(bindings, k.out, k.nops, true, "out");
   *nbind += k.nops + 1;
   MtlVars v = {0};
   mtl_vari(&v, "KERNEL", ki);

@@ -30,7 +30,8 @@ void mtl_vari(MtlVars *v, const char *name, int64_t value);
  * template; the caller then adds PARAMS (the buffer parameters) and expands it. */
 typedef struct {
   Graph *g;
-  Node *n;
+  Node *n;                     /* the kernel's anchor: its family renders the kernel */
+  Node *out;                   /* the kernel's result (its last node), bound as `out` */
   const char *name;            /* MSL function name */
   MtlVars v;
   Node *op[MTL_MAX_OPS];       /* read operands, in [[buffer(i)]] order; out comes last */
@@ -44,5 +45,7 @@ typedef struct {
 const char *mtl_render(MtlKernel *k);
 /* "float" "int" "uchar": the MSL element type of a dtype. */
 const char *mtl_type(DType t);
+/* The MSL spelling of a fused kernel's epilogue (emit_common.c does the rest). */
+extern const EmitTarget mtl_target;
 
 #endif

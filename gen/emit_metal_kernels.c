@@ -52,6 +52,23 @@ static const EmitFn msl_fns[] = {
     {"pow", "metal::precise::pow"}, {NULL, NULL},
 };
 
+/* The conversion of x between dtypes, as the interpreter defines it (see emit_c.c):
+ * f32 -> i32 truncates toward zero (NaN -> 0, saturating), to bool is x != 0. */
+static const char *mtl_cast(DType from, DType to, const char *x) {
+  if (from == to) return x;
+  if (to == DT_BOOL) return kiln_fmt("%s != 0", x);
+  if (to == DT_F32) return kiln_fmt("float(%s)", x);
+  if (from == DT_F32)
+    return kiln_fmt("isnan(%s) ? 0 : %s >= 2147483648.0f ? INT_MAX : %s <= -2147483648.0f ? INT_MIN : int(%s)", x, x, x, x);
+  return kiln_fmt("int(%s)", x);
+}
+
+const EmitTarget mtl_target = {
+    .fns = msl_fns, .type = mtl_type, .cast = mtl_cast, .index_type = "uint", .int_suffix = "u",
+    .read_ptr = "device const %s *", .helper_tmpl = "metal/epilogue.metal.tmpl",
+    .step_tmpl = "metal/epilogue_step.metal.tmpl", .operand_tmpl = "metal/epilogue_operand.metal.tmpl",
+};
+
 static Node *in(const MtlKernel *k, int i) { return graph_node(k->g, k->n->in[i]); }
 
 static int64_t prod(const Shape *s, int from, int to) {
@@ -142,17 +159,13 @@ static const char *elem_expr(const MtlKernel *k) {
   const Node *n = k->n;
   static const char *const ops[] = {"x", "y", "z"};
   if (kiln_ops[n->op].family != FAM_CAST) return emit_expr(kiln_ops[n->op].expr, msl_fns, ops, n->nin);
-  DType from = in(k, 0)->dtype, to = n->dtype;
-  if (from == to) return "x";
-  if (to == DT_BOOL) return "x != 0";
-  if (to == DT_F32) return "float(x)";
-  if (from == DT_F32) return "isnan(x) ? 0 : x >= 2147483648.0f ? INT_MAX : x <= -2147483648.0f ? INT_MIN : int(x)";
-  return "int(x)";
+  return mtl_cast(in(k, 0)->dtype, n->dtype, "x");
 }
 
 /* Unary, binary, select and cast nodes: one thread per element, or four through
  * float4 when every operand is f32 and contiguous or a scalar, the count divides
- * by 4 and every buffer offset is 16-byte aligned. */
+ * by 4 and every buffer offset (the kernel's result's included) is 16-byte aligned.
+ * A fused chain runs per component, its operands read at each element's index. */
 static const char *k_elementwise(MtlKernel *k) {
   Node *n = k->n;
   int nops = n->nin + 1;
@@ -172,7 +185,7 @@ static const char *k_elementwise(MtlKernel *k) {
   mtl_var(&k->v, "T", mtl_type(n->dtype));
   mtl_var(&k->v, "EXPR", elem_expr(k));
 
-  bool vec = rank == 1 && total % 4 == 0 && n->dtype == DT_F32 && n->offset % 16 == 0;
+  bool vec = rank == 1 && total % 4 == 0 && n->dtype == DT_F32 && k->out->dtype == DT_F32 && k->out->offset % 16 == 0;
   for (int i = 0; i < n->nin && vec; i++) {
     Node *x = in(k, i);
     vec = x->dtype == DT_F32 && (st[i + 1][0] == 1 || node_numel(x) == 1) && x->offset % 16 == 0;
@@ -184,11 +197,12 @@ static const char *k_elementwise(MtlKernel *k) {
       else buf_printf(&loads, "  const float4 %sv = ((device const float4 *)%s)[i];\n", pnames[i], pnames[i]);
     }
     static const char comp[] = "xyzw";
+    bool fused = k->out != n;   /* four helper calls: one a line */
     for (int c = 0; c < 4; c++) {
-      buf_printf(&args, "%s%s_op(", c ? ", " : "", k->name);
+      buf_printf(&args, "%s%s(%s_op(", c ? (fused ? ",\n      " : ", ") : "", emit_hook_epilogue, k->name);
       for (int i = 0; i < n->nin; i++)
         buf_printf(&args, "%s%sv%s", i ? ", " : "", pnames[i], node_numel(in(k, i)) == 1 ? "" : kiln_fmt(".%c", comp[c]));
-      buf_puts(&args, ")");
+      buf_printf(&args, "), %s)", c ? kiln_fmt("4 * i + %d", c) : "4 * i");
     }
     mtl_vari(&k->v, "N4", total / 4);
     mtl_var(&k->v, "LOADS", kiln_strdup(loads.data));
@@ -462,6 +476,7 @@ static const char *k_concat(MtlKernel *k) {
     mtl_vari(&p, "LEN", len);
     mtl_vari(&p, "AT", at);
     mtl_vari(&p, "END", at + len);
+    mtl_var(&p, "EPILOGUE", emit_hook_epilogue);
     template_expand(&parts, template_get("metal/concat_part.metal.tmpl"), p.kv);
     at += len;
   }

@@ -29,6 +29,7 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
+/* One SplitMix64 step: advances *state and returns the mixed output. */
 static uint64_t splitmix64(uint64_t *state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -55,6 +56,7 @@ static double init_log(double x) {
   return 2.0 * sum + (double)e * 0x1.62e42fefa39efp-1;
 }
 
+/* Fills out[0..n) by kind ("uniform" a..b, "normal" mean a std b, "zeros", "ones", "const" a); see the file comment. */
 void init_fill(float *out, int64_t n, uint64_t seed, const char *param_name, const char *kind, double a, double b) {
   uint64_t s0 = seed;
   uint64_t state = kiln_fnv1a64(param_name, strlen(param_name)) ^ splitmix64(&s0);

@@ -81,6 +81,15 @@ static void put_value(Buf *b, Graph *g, const Node *n) {
              io ? n->io_slot : -1, (long long)n->offset, (long long)node_bytes(n));
 }
 
+/* "file:line" of a node, or the file alone when the line is unknown. */
+static const char *loc_of(const Node *n) {
+  const char *file = n->loc.file ? n->loc.file : "?";
+  return n->loc.line > 0 ? kiln_fmt("%s:%d", file, n->loc.line) : file;
+}
+
+/* One record per kernel: its nodes' ops (the anchor first, then a fused chain) and
+ * their Lua lines ("lua" is the anchor's, the kernel's namesake), what it reads
+ * from outside and what it writes. */
 static void put_kernels(Buf *b, Graph *g) {
   for (int k = 0; k < g->nkernels; k++) {
     const Kernel *kr = &g->kernels[k];
@@ -91,8 +100,13 @@ static void put_kernels(Buf *b, Graph *g) {
     for (int j = 0; j < kr->nnodes; j++)
       buf_printf(b, "%s\"%s\"", j ? ", " : "", kiln_ops[graph_node(g, kr->nodes[j])->op].name);
     buf_puts(b, "], \"lua\": ");
-    put_str(b, last->loc.line > 0 ? kiln_fmt("%s:%d", last->loc.file ? last->loc.file : "?", last->loc.line)
-                                  : last->loc.file ? last->loc.file : "?");
+    put_str(b, loc_of(graph_node(g, kr->nodes[0])));
+    buf_puts(b, ", \"lines\": [");
+    for (int j = 0; j < kr->nnodes; j++) {
+      if (j) buf_puts(b, ", ");
+      put_str(b, loc_of(graph_node(g, kr->nodes[j])));
+    }
+    buf_puts(b, "]");
     /* Inputs: operands of the kernel's nodes that come from outside the kernel. */
     buf_puts(b, ",\n     \"inputs\": [");
     int ni = 0;

@@ -152,7 +152,9 @@ typedef struct Node {
 } Node;
 
 /* A kernel: nodes rendered as one function (C) / one dispatch (Metal). Nodes are in
- * topological order; the last one is the kernel's result. One node each until fusion lands. */
+ * topological order: the first is the anchor (rendered by its family's template), the
+ * rest a chain of elementwise nodes applied to each value it stores (pass_group); the
+ * last one is the kernel's result, the only one with storage. */
 typedef struct {
   int *nodes;
   int nnodes;
@@ -177,6 +179,7 @@ typedef struct {
   int nkernels;
   int64_t arena_size;           /* bytes, memplan */
   int64_t weights_size;         /* bytes of the blob payload, memplan */
+  bool no_fuse;                 /* pass_group: one node per kernel (--no-fuse, KILN_NOFUSE=1) */
 } Graph;
 
 /* ---- graph building and shape rules (graph.c, shape.c) ---- */
@@ -319,6 +322,41 @@ char *emit_int_list(const int64_t *v, int n);
 char *emit_float(float v);
 /* The C element type of a dtype: "float" "int32_t" "uint8_t". */
 const char *emit_c_type(DType t);
+
+/* Fused kernels (pass_group): the anchor's template stores each output element once,
+ * written in the template as $EPILOGUE(value, flat index); lines only a fused kernel
+ * needs start with $IF_FUSED. A target expands templates with EPILOGUE and IF_FUSED
+ * set to emit_hook_epilogue and emit_hook_fused, then emit_epilogue_apply rewrites
+ * the hooks: to the bare value (one node), or to a call of the kernel's helper that
+ * runs the chain on the value, reading each extra operand at the element's index. */
+typedef struct {
+  const EmitFn *fns;                        /* function spellings (emit_expr) */
+  const char *(*type)(DType t);             /* element type names */
+  const char *(*cast)(DType from, DType to, const char *x);   /* conversion of the value x */
+  const char *index_type;                   /* the helper's index parameter: "int64_t" / "uint" */
+  const char *int_suffix;                   /* integer literals in index arithmetic: "" / "u" */
+  const char *read_ptr;                     /* a read-only pointer parameter, %s = element type */
+  const char *helper_tmpl, *step_tmpl;      /* templates of the helper and of one chain step */
+  const char *operand_tmpl;                 /* the helper comment's line about one operand */
+} EmitTarget;
+extern const char emit_hook_epilogue[], emit_hook_fused[];
+
+typedef struct {
+  bool fused;                   /* more than one node */
+  int nextra;
+  Node **extra;                 /* operands read by the chain, distinct, in first-use order */
+  const char **extra_name;      /* their parameter names: "e0", "e1" ... */
+  const char *fn;               /* the helper's name (fused only) */
+  const char *helper;           /* its definition, "" when not fused */
+  const char *ops;              /* "matmul + add + relu" */
+  const char *lines;            /* "models/mlp.lua:7, :8": every distinct line, in op order */
+  bool uses_index;              /* the helper takes the element index */
+} EmitEpilogue;
+/* Describes kernel k (function kname) for target t; a fused kernel's helper is fn_name. */
+void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_name, const EmitTarget *t,
+                   EmitEpilogue *e);
+/* text with every hook rewritten (see above); arena string. */
+char *emit_epilogue_apply(const char *text, const EmitEpilogue *e);
 
 /* ---- templates (template.c; texts embedded from templates/ at build time) ---- */
 /* Returns the text of templates/<path>, e.g. "c/binary.c.tmpl"; dies if absent. */

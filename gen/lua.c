@@ -93,6 +93,7 @@ static const char *intern_source(Frontend *fe, const char *src) {
   return fe->srcs[fe->nsrcs++].name;
 }
 
+/* Contract in frontend.h: the first frame of a chunk loaded from a file ('@'), else the script, line 0. */
 SrcLoc fe_loc(lua_State *L) {
   Frontend *fe = fe_of(L);
   lua_Debug ar;
@@ -103,6 +104,7 @@ SrcLoc fe_loc(lua_State *L) {
   return (SrcLoc){fe->script_file, 0};
 }
 
+/* Formats into the arena (Lua's own formatter lacks %lld) and raises; never returns. */
 int fe_error(lua_State *L, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -134,6 +136,7 @@ int fe_tensor(lua_State *L, int idx, const char *op) {
   return t->id;
 }
 
+/* A CONST leaf named after the current scope, data copied into the arena. */
 int fe_const_f32(lua_State *L, const float *v, const Shape *s) {
   Frontend *fe = fe_of(L);
   size_t bytes = sizeof(float) * (size_t)shape_numel(s);
@@ -154,6 +157,7 @@ int fe_operand(lua_State *L, int idx, const char *op) {
   return t->id;
 }
 
+/* graph_add at the user's line; the node takes the scope's name once the rule accepted it. */
 int fe_add(lua_State *L, OpKind op, const int *in, int nin, const Attrs *a) {
   Frontend *fe = fe_of(L);
   char err[512];
@@ -176,6 +180,7 @@ int64_t fe_int_arg(lua_State *L, int idx, const char *op, const char *what) {
   return (int64_t)v;
 }
 
+/* Contract in frontend.h; also bounds each dim and the element count (2^40) so sizes never overflow. */
 Shape fe_shape_arg(lua_State *L, int idx, const char *op, const char *what) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx) || fe_is_tensor(L, idx))
@@ -196,6 +201,7 @@ Shape fe_shape_arg(lua_State *L, int idx, const char *op, const char *what) {
   return s;
 }
 
+/* A rank-0 tensor accepts dims 0 and -1, as PyTorch does. */
 int fe_dim(lua_State *L, int64_t d, int rank, const char *op) {
   int lo = rank ? -rank : -1, hi = rank ? rank - 1 : 0;
   if (d < lo || d > hi)
@@ -225,6 +231,7 @@ static int l_scope(lua_State *L) {
   return 1;
 }
 
+/* __close of a scope guard: drops its scope and any inner one left open. */
 static int l_scope_close(lua_State *L) {
   Frontend *fe = fe_of(L);
   int *depth = luaL_checkudata(L, 1, "kiln.Scope");
@@ -241,6 +248,7 @@ static bool is_c_identifier(const char *s) {
   return true;
 }
 
+/* ASCII case-insensitive equality (names become upper-cased macros). */
 static bool same_ignoring_case(const char *a, const char *b) {
   for (; *a && *b; a++, b++) {
     char x = *a >= 'A' && *a <= 'Z' ? (char)(*a + 32) : *a, y = *b >= 'A' && *b <= 'Z' ? (char)(*b + 32) : *b;
@@ -268,6 +276,7 @@ static void check_io_name(lua_State *L, const char *name, const char *what) {
       fe_error(L, "%s: name '%s' is already used by output '%s' (names must differ even in case)", what, name, g->outputs[i].name);
 }
 
+/* An optional dtype name argument; f32 when absent. */
 static DType dtype_arg(lua_State *L, int idx, const char *op) {
   if (lua_isnoneornil(L, idx)) return DT_F32;
   const char *s = lua_tostring(L, idx);
@@ -433,6 +442,7 @@ typedef struct {
   int64_t n, cap;
 } Flat;
 
+/* Appends one value, doubling the arena array as needed. */
 static void flat_put(Flat *f, double x) {
   if (f->n == f->cap) {
     int64_t cap = f->cap ? f->cap * 2 : 64;
@@ -526,6 +536,7 @@ static int l_unknown_op(lua_State *L) {
   return fe_error(L, "kiln has no field %s", luaL_tolstring(L, 2, NULL));
 }
 
+/* package.preload loader: returns the module table held as upvalue 1. */
 static int l_return_upvalue(lua_State *L) {
   lua_pushvalue(L, lua_upvalueindex(1));
   return 1;
@@ -722,6 +733,7 @@ static void check_finished(Frontend *fe) {
   }
 }
 
+/* Traces o->script into a new Graph; every user error exits through kiln_error_at. */
 Graph *frontend_trace(const FrontendOptions *o) {
   Frontend *fe = kiln_alloc(sizeof *fe);
   fe->script_file = kiln_strdup(display_name(o->script));

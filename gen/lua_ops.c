@@ -61,6 +61,7 @@ static int opt(lua_State *L, int idx, const char *key) {
   return lua_getfield(L, idx, key);
 }
 
+/* Option key as a boolean (Lua truthiness), def when absent. */
 static bool opt_bool(lua_State *L, int idx, const char *key, bool def) {
   int t = opt(L, idx, key);
   bool v = t == LUA_TNIL ? def : lua_toboolean(L, -1);
@@ -68,6 +69,7 @@ static bool opt_bool(lua_State *L, int idx, const char *key, bool def) {
   return v;
 }
 
+/* Option key as a number, def when absent. */
 static double opt_number(lua_State *L, int idx, const char *key, double def, const char *op) {
   int t = opt(L, idx, key);
   if (t != LUA_TNIL && t != LUA_TNUMBER) fe_error(L, "%s: option %s must be a number, got %s", op, key, luaL_typename(L, -1));
@@ -125,6 +127,7 @@ static int reshape_to(lua_State *L, int x, const Shape *s) {
   return fe_add(L, OP_RESHAPE, &x, 1, &a);
 }
 
+/* One-node helpers: the new node's id. */
 static int unary(lua_State *L, OpKind op, int x) { return fe_add(L, op, &x, 1, NULL); }
 
 static int binary(lua_State *L, OpKind op, int x, int y) {
@@ -132,6 +135,7 @@ static int binary(lua_State *L, OpKind op, int x, int y) {
   return fe_add(L, op, in, 2, NULL);
 }
 
+/* Pushes tensor id as the single result of a binding. */
 static int push_id(lua_State *L, int id) {
   fe_push(L, id);
   return 1;
@@ -376,16 +380,20 @@ static int opt_tensor(lua_State *L, int idx, const char *op) {
   return lua_isnoneornil(L, idx) ? -1 : fe_tensor(L, idx, op);
 }
 
-/* layernorm(x, gamma, beta [, {eps = 1e-5, dims = 1}]) / rmsnorm(x, gamma [, {eps, dims}]) */
+/* layernorm(x, gamma, beta [, {eps = 1e-5, dims = 1}]) / rmsnorm(x, gamma [, {eps, dims}]);
+ * gamma/beta may be nil or left out before the options table. */
 static int l_norm(lua_State *L) {
   OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
   const char *name = kiln_ops[op].name;
   static const char *const known[] = {"eps", "dims", NULL};
   bool ln = op == OP_LAYERNORM;
   int x = fe_tensor(L, 1, name);
-  int gamma = opt_tensor(L, 2, name);
-  int beta = ln ? opt_tensor(L, 3, name) : -1;
-  int o = opts_arg(L, ln ? 4 : 3, name, known);
+  int oidx = ln ? 4 : 3;                 /* the options may also come early: rmsnorm(x, {eps = 1e-6}) */
+  for (int i = 2; i < oidx; i++)
+    if (lua_istable(L, i) && !fe_is_tensor(L, i)) oidx = i;
+  int gamma = oidx > 2 ? opt_tensor(L, 2, name) : -1;
+  int beta = ln && oidx > 3 ? opt_tensor(L, 3, name) : -1;
+  int o = opts_arg(L, oidx, name, known);
   int rank = tshape(L, x)->rank;
   int64_t dims = opt_int(L, o, "dims", 1, name);
   if (dims < 1 || dims > rank) return fe_error(L, "%s: dims %lld must be 1..%d for %s", name, (long long)dims, rank, shape_str(tshape(L, x)));
@@ -460,6 +468,7 @@ static int l_reshape(lua_State *L) {
   return push_id(L, reshape_to(L, x, &s));
 }
 
+/* A TRANSPOSE by perm (already a permutation of normalised dims), or x for the identity. */
 static int permute_ids(lua_State *L, int x, const int *perm) {
   int rank = tshape(L, x)->rank;
   bool identity = true;
@@ -688,12 +697,14 @@ static const char *const method_names[] = {
     "sum", "mean", "amax", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
     "slice", "chunk", "gather", "layernorm", "rmsnorm", "linear", "conv2d", "maxpool2d", "avgpool2d", NULL};
 
+/* t[name] = f with the op kind as upvalue 1 (t at the top of the stack). */
 static void set_op_closure(lua_State *L, const char *name, lua_CFunction f, OpKind op) {
   lua_pushinteger(L, op);
   lua_pushcclosure(L, f, 1);
   lua_setfield(L, -2, name);
 }
 
+/* Contract in frontend.h. */
 void fe_register_ops(lua_State *L) {
   for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++) set_op_closure(L, binary_ops[i].name, l_binary, binary_ops[i].op);
   for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++) set_op_closure(L, unary_ops[i].name, l_unary, unary_ops[i].op);
@@ -717,6 +728,7 @@ static int l_numel(lua_State *L) {
   return 1;
 }
 
+/* Pushes a fresh Lua array of the dims. */
 static void push_shape(lua_State *L, const Shape *s) {
   lua_createtable(L, s->rank, 0);
   for (int i = 0; i < s->rank; i++) {

@@ -41,10 +41,13 @@ static const char usage[] =
     "  --min-os iOS15|iOS16|iOS17|iOS18   CoreML spec 6..9, opset CoreML5..8 (default iOS15)\n"
     "  --precision fp32|fp16         CoreML compute precision (default fp32)\n"
     "  --dump-after PASS|all         print the graph to stderr after that pass\n"
+    "  --no-fuse                     one op per kernel: no elementwise chains fused into the\n"
+    "                                kernel before them (also: environment KILN_NOFUSE=1)\n"
     "\n"
     "graph options:\n"
     "  --dot                         Graphviz DOT instead of text\n"
     "  --after PASS|all              the graph after that pass instead of as traced\n"
+    "  --no-fuse                     as for build\n"
     "\n"
     "run options:\n"
     "  --input NAME=FILE             one per model input (all are required)\n"
@@ -59,7 +62,7 @@ typedef struct {
   const char *inputs[64];
   int ninputs;
   unsigned targets;
-  bool embed, dot, fp16;
+  bool embed, dot, fp16, no_fuse;
   const char *min_os;
   long limit;
 } Args;
@@ -94,6 +97,7 @@ static Args parse_args(int argc, char **argv) {
       a.fp16 = strcmp(p, "fp16") == 0;
     } else if (strcmp(s, "--dump-after") == 0 || strcmp(s, "--after") == 0) a.dump_after = need_value(argc, argv, &i);
     else if (strcmp(s, "--dot") == 0) a.dot = true;
+    else if (strcmp(s, "--no-fuse") == 0) a.no_fuse = true;
     else if (strcmp(s, "--input") == 0) {
       if (a.ninputs == 64) kiln_error("too many --input options");
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
@@ -114,7 +118,9 @@ static Args parse_args(int argc, char **argv) {
 static Graph *trace(const Args *a) {
   if (!a->script) kiln_error("%s: no model script given (see kiln --help)", a->cmd);
   FrontendOptions fo = {.script = a->script, .model = a->name};
-  return frontend_trace(&fo);
+  Graph *g = frontend_trace(&fo);
+  g->no_fuse = a->no_fuse;
+  return g;
 }
 
 /* ---- build ---- */

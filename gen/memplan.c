@@ -9,6 +9,8 @@
  *                output i, else REG_ARENA at an offset chosen by first fit over
  *                liveness; arena_size is the high-water mark, a multiple of 64
  *   RESHAPE      a view: region, io_slot and offset of the value it reshapes
+ *   fused node   (a kernel's node other than its last) REG_NONE: the value only
+ *                exists inside the kernel, between its anchor's store and the chain
  *
  * Liveness is measured in schedule positions: a value is live from the kernel
  * that writes it to the last kernel that reads it (directly or through views),
@@ -56,11 +58,13 @@ static void place_leaves(Graph *g) {
   g->weights_size = w;
 }
 
+static bool is_kernel_result(Graph *g, const Node *n);
+
 /* Marks the storage of each graph output (pass_legalize made them distinct kernel results). */
 static void place_outputs(Graph *g) {
   for (int i = 0; i < g->noutputs; i++) {
     Node *r = root_of(g, g->nodes[g->outputs[i].node]);
-    if (r->kernel < 0 || r->region == REG_OUTPUT)
+    if (!is_kernel_result(g, r) || r->region == REG_OUTPUT)
       die("memplan: output %s has storage %%%d that is not a kernel result of its own (legalize missed it)",
           g->outputs[i].name, r->id);
     r->region = REG_OUTPUT;

@@ -10,6 +10,7 @@
  */
 #include "kiln.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The storage a value lives in: follows RESHAPE views down to the node that owns bytes. */
@@ -263,28 +264,131 @@ static bool name_taken(const Graph *g, int nk, const char *s) {
   return false;
 }
 
-/* Contract: one kernel per live non-leaf node except RESHAPE (a view, no code), in
- * node order; Node.kernel is set (-1 for leaves and views). Kernel.cname is unique:
- * the sanitised node name, then name_<op>, then name_<op>_2, _3...; with no name the
- * op name, then <op>_2, _3... Kernel.order is the creation index until schedule. */
+/* Which families may anchor a kernel: every family with code. Each of their
+ * templates stores every output element exactly once, with its final value, at
+ * hook points ($EPILOGUE in templates/) where a chain can be applied. */
+static bool can_anchor(const Node *n) {
+  OpFamily f = kiln_ops[n->op].family;
+  return f != FAM_LEAF && f != FAM_VIEW;
+}
+
+/* Which families may join a chain: elementwise ones, a scalar expression each. */
+static bool can_chain(const Node *n) {
+  OpFamily f = kiln_ops[n->op].family;
+  return f == FAM_UNARY || f == FAM_BINARY || f == FAM_SELECT || f == FAM_CAST;
+}
+
+enum {
+  /* Operands a kernel reads, at most: Metal binds 16 buffers (15 read + the output). */
+  GROUP_MAX_READS = 15,
+};
+
+/* Everything pass_group decides with, computed once. */
+typedef struct {
+  int *user;           /* per node: its last live consumer, -1 if none */
+  bool *is_output;     /* per node: named by a graph output */
+} Uses;
+
+static Uses uses_of(Graph *g) {
+  Uses u = {kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1)), kiln_alloc(sizeof(bool) * (size_t)(g->nnodes + 1))};
+  for (int i = 0; i < g->nnodes; i++) u.user[i] = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->nin; k++) u.user[n->in[k]] = i;
+  }
+  for (int i = 0; i < g->noutputs; i++) u.is_output[g->outputs[i].node] = true;
+  return u;
+}
+
+/* The node a kernel ending in t can absorb next, or NULL. t's value must have no
+ * other reader (one use, not an output, not read through a view), the consumer must
+ * be elementwise, not yet in a kernel, of t's shape (t is not broadcast by it: the
+ * kernel's loop covers exactly the anchor's output), and keep the operands the
+ * kernel reads within GROUP_MAX_READS. Its other operands come from outside the
+ * kernel (t's value is its only use inside, so they cannot be kernel nodes) and
+ * broadcast to the shape by the consumer's own shape rule. */
+static Node *chain_next(Graph *g, const Uses *u, const Node *t, int *nreads) {
+  if (t->nuses != 1 || u->is_output[t->id] || u->user[t->id] < 0) return NULL;
+  Node *c = g->nodes[u->user[t->id]];
+  if (!can_chain(c) || c->kernel >= 0 || !shape_eq(&c->shape, &t->shape)) return NULL;
+  int reads = *nreads + c->nin - 1;
+  if (reads > GROUP_MAX_READS) return NULL;
+  *nreads = reads;
+  return c;
+}
+
+/* Collects the kernel anchored at a: a, then as long a chain as chain_next allows,
+ * cut back to its last node of a's dtype (templates may accumulate in the output
+ * buffer, so a kernel's result has its anchor's type; a comparison feeding a
+ * `where` is fine inside a chain). Returns the node count; nodes[] gets the ids. */
+static int collect_chain(Graph *g, const Uses *u, Node *a, int *nodes) {
+  int n = 0, keep = 1, nreads = a->nin;
+  nodes[n++] = a->id;
+  if (g->no_fuse) return 1;
+  for (Node *t = a, *c; (c = chain_next(g, u, t, &nreads)); t = c) {
+    nodes[n++] = c->id;
+    c->kernel = 0;   /* claimed while collecting; the caller sets the real index */
+    if (c->dtype == a->dtype) keep = n;
+  }
+  for (int i = keep; i < n; i++) g->nodes[nodes[i]]->kernel = -1;
+  return keep;
+}
+
+static int by_result(const void *pa, const void *pb) {
+  const Kernel *a = pa, *b = pb;
+  return a->nodes[a->nnodes - 1] - b->nodes[b->nnodes - 1];
+}
+
+/* Kernel.cname for every kernel in index order, from its anchor. */
+static void name_kernels(Graph *g) {
+  for (int k = 0; k < g->nkernels; k++) {
+    const Node *n = g->nodes[g->kernels[k].nodes[0]];
+    char *base = kernel_base_name(n), *name = base;
+    if (name_taken(g, k, name) && n->name && *n->name) name = base = kiln_fmt("%s_%s", base, kiln_ops[n->op].name);
+    for (int s = 2; name_taken(g, k, name); s++) name = kiln_fmt("%s_%d", base, s);
+    g->kernels[k].cname = name;
+  }
+}
+
+static bool fusion_disabled(void) {
+  const char *e = getenv("KILN_NOFUSE");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Contract: every live non-leaf node except RESHAPE (a view, no code) is in exactly
+ * one kernel. Nodes are taken in id order; a node not yet in a kernel anchors one
+ * and absorbs the chain of elementwise nodes that collect_chain allows (fusion:
+ * matmul + bias add + relu, batchnorm + relu, add + relu, gelu's pieces ...), so a
+ * kernel's intermediate values never reach memory. Graph.no_fuse or a non-empty
+ * KILN_NOFUSE other than "0" keeps one node per kernel. Kernels are ordered by their
+ * result's id — topological, since everything a kernel reads from outside is an
+ * earlier kernel's result — and Node.kernel is set (-1 for leaves and views).
+ * Kernel.cname is unique, from the anchor: the sanitised node name, then
+ * name_<op>, then name_<op>_2, _3...; with no name the op name, then <op>_2, _3...
+ * Kernel.order is the index (pass_schedule confirms it). */
 void pass_group(Graph *g) {
+  if (fusion_disabled()) g->no_fuse = true;
   g->kernels = kiln_alloc(sizeof(Kernel) * (size_t)(g->nnodes + 1));
   g->nkernels = 0;
+  for (int i = 0; i < g->nnodes; i++) g->nodes[i]->kernel = -1;
+  Uses u = uses_of(g);
+  int *scratch = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1));
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
-    n->kernel = -1;
-    if (n->dead || kiln_ops[n->op].family == FAM_LEAF || n->op == OP_RESHAPE) continue;
-    Kernel *k = &g->kernels[g->nkernels];
-    k->nodes = kiln_alloc(sizeof(int));
-    k->nodes[0] = i;
-    k->nnodes = 1;
-    k->order = g->nkernels;
-    char *base = kernel_base_name(n), *name = base;
-    if (name_taken(g, g->nkernels, name) && n->name && *n->name) name = base = kiln_fmt("%s_%s", base, kiln_ops[n->op].name);
-    for (int s = 2; name_taken(g, g->nkernels, name); s++) name = kiln_fmt("%s_%d", base, s);
-    k->cname = name;
-    n->kernel = g->nkernels++;
+    if (n->dead || n->kernel >= 0 || !can_anchor(n)) continue;
+    Kernel *k = &g->kernels[g->nkernels++];
+    k->nnodes = collect_chain(g, &u, n, scratch);
+    k->nodes = kiln_alloc(sizeof(int) * (size_t)k->nnodes);
+    memcpy(k->nodes, scratch, sizeof(int) * (size_t)k->nnodes);
+    for (int j = 0; j < k->nnodes; j++) g->nodes[k->nodes[j]]->kernel = 0;
   }
+  qsort(g->kernels, (size_t)g->nkernels, sizeof(Kernel), by_result);
+  for (int k = 0; k < g->nkernels; k++) {
+    g->kernels[k].order = k;
+    for (int j = 0; j < g->kernels[k].nnodes; j++) g->nodes[g->kernels[k].nodes[j]]->kernel = k;
+  }
+  name_kernels(g);
 }
 
 /* ---- schedule ---- */

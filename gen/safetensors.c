@@ -48,15 +48,18 @@ typedef struct {
   int depth;
 } JParse;
 
+/* Records the first error with its byte offset in the header; returns false. */
 static bool jfail(JParse *j, const char *what) {
   if (!j->err) j->err = kiln_fmt("bad JSON at byte %lld: %s", (long long)(j->p - j->start), what);
   return false;
 }
 
+/* Skips JSON whitespace. */
 static void jspace(JParse *j) {
   while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
 }
 
+/* Consumes the literal word (true, false, null). */
 static bool jlit(JParse *j, const char *word) {
   size_t n = strlen(word);
   if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0) return jfail(j, "unexpected character");
@@ -64,6 +67,7 @@ static bool jlit(JParse *j, const char *word) {
   return true;
 }
 
+/* The value of a hex digit, or -1. */
 static int hexval(unsigned char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -85,6 +89,7 @@ static bool jhex4(JParse *j, unsigned *out) {
   return true;
 }
 
+/* Appends code point cp (<= U+10FFFF, not a surrogate) as UTF-8. */
 static void put_utf8(Buf *b, unsigned cp) {
   unsigned char s[4];
   size_t n;
@@ -253,6 +258,7 @@ static bool jcontainer(JParse *j, JVal *v, bool object) {
   }
 }
 
+/* Any JSON value at j->p (after whitespace) into *v. */
 static bool jvalue(JParse *j, JVal *v) {
   jspace(j);
   *v = (JVal){0};
@@ -339,6 +345,7 @@ typedef struct {
   int index;
 } Range;
 
+/* Orders ranges by begin, end, then header position: a total, deterministic order. */
 static int range_cmp(const void *a, const void *b) {
   const Range *x = a, *y = b;
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
@@ -471,6 +478,7 @@ static bool check_metadata(const JVal *v) {
   return true;
 }
 
+/* Contract in kiln.h; everything (file bytes, tensors) lives in the arena. */
 SafeFile *safetensors_load(const char *path, char *err, size_t errlen) {
   size_t size;
   unsigned char *all = read_all(path, &size, err, errlen);
@@ -513,6 +521,7 @@ SafeFile *safetensors_load(const char *path, char *err, size_t errlen) {
   return f;
 }
 
+/* The tensor called name, or NULL (linear search: files hold hundreds of tensors, not millions). */
 SafeTensor *safetensors_find(SafeFile *f, const char *name) {
   for (int i = 0; i < f->ntensors; i++)
     if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];

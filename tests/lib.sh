@@ -8,6 +8,7 @@ ROOT=$PWD
 KILN=${KILN:-$ROOT/build/kiln}
 export KILN
 PY=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1   # no __pycache__ in the work tree
 
 kt_work() {
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/kiln-$1.XXXXXX") || exit 2

@@ -12,16 +12,16 @@
 # Then it searches every output for absolute paths, the output and build directory names,
 # the host name, and timestamps.
 # Targets: --target all when that works (it is tried first and its failure reported),
-# else c.
+# else c; always with --embed-weights, so <m>_weights.c is compared too.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln determinism
 kt_work det
 
-targets="--target all"
+targets="--target all --embed-weights"
 probe=$(kt_models | head -n 1)
 if ! err=$("$KILN" build "$probe" $targets -o "$WORK/probe" 2>&1); then
   echo "FAIL determinism/target_all: kiln build $probe --target all fails, checking --target c only: $(echo "$err" | head -n 2 | tr '\n' ' ')"
-  targets="--target c"
+  targets="--target c --embed-weights"
 else
   echo "PASS determinism/target_all"
 fi

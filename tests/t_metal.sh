@@ -150,8 +150,10 @@ for script in models/*.lua tests/metal/models/*.lua; do
 done
 
 # every op of the op table (but leaves and views) ran in some emulated kernel: the
-# first comment line of each kernel names its op ("// name: op dtype ...")
-ran=$(for m in $tested; do sed -n 's|^// [A-Za-z0-9_]*: \([a-z0-9_]*\) [a-z0-9]* .*|\1|p' "$T/m/$m/$m.metal"; done | sort -u)
+# first comment line of each kernel names its op ("// name: op dtype ..."), each step
+# of a fused kernel's epilogue helper its op ("  const float v1 = ...;  // add, m.lua:3")
+ran=$(for m in $tested; do sed -n -e 's|^// [A-Za-z0-9_]*: \([a-z0-9_]*\) [a-z0-9]* .*|\1|p' \
+        -e 's|^  const [a-z0-9]* v[0-9]* = .*;  // \([a-z0-9_]*\), .*|\1|p' "$T/m/$m/$m.metal"; done | sort -u)
 missing=""
 for op in $("$KILN" ops | awk '{print $1}'); do
   case $op in input|weight|const|reshape) continue ;; esac

@@ -9,10 +9,14 @@
 #  2. The same driver built with ASan + UBSan must give the same output.
 #  3. With a working `kiln` (KILN): golden dumps of tests/passes/*.lua after memplan,
 #     and byte-identical dumps on a second run.
+#  4. Fusion: scenario "fusion" (what pass_group fuses and what it must not); the
+#     switches (--no-fuse, KILN_NOFUSE=1) give one op per kernel; and
+#     tests/passes/fusecheck.py runs every model fused, unfused and interpreted.
 cd "$(dirname "$0")/.." || exit 2
+unset KILN_NOFUSE   # the expected outputs are of fused builds
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-scenarios="shapes mlp cse fold legalize names chain random interp"
+scenarios="shapes mlp cse fold legalize names chain random interp fusion"
 
 if ! sh tests/passes/build.sh "$tmp/gtest" 2> "$tmp/build.err"; then
   echo "FAIL passes_build: $(head -n 5 "$tmp/build.err" | tr '\n' ' ')"
@@ -77,4 +81,24 @@ if [ -f "$objdir/lua.o" ] && sh tests/passes/build-full.sh "$objdir" "$tmp/gtest
 else
   echo "FAIL passes_plan_models: cannot link the driver with $objdir: $(head -n 3 "$tmp/full.err" 2>/dev/null | tr '\n' ' ')"
 fi
+
+# Fusion switches: nn.Linear + ReLU is one kernel; --no-fuse and KILN_NOFUSE=1 give one
+# op per kernel and the same build; KILN_NOFUSE=0 fuses.
+kernels() { "$@" 2>&1 | sed -n 's/^kernels \([0-9]*\),.*/\1/p'; }
+lua=tests/passes/small_mlp.lua
+k_fused=$(kernels "$KILN" graph $lua --after memplan)
+k_flag=$(kernels "$KILN" graph $lua --after memplan --no-fuse)
+k_env=$(kernels env KILN_NOFUSE=1 "$KILN" graph $lua --after memplan)
+k_env0=$(kernels env KILN_NOFUSE=0 "$KILN" graph $lua --after memplan)
+if [ "$k_fused" = 3 ] && [ "$k_flag" = 8 ] && [ "$k_env" = 8 ] && [ "$k_env0" = 3 ]; then echo "PASS passes_fuse_switches"
+else echo "FAIL passes_fuse_switches: kernels fused '$k_fused' (want 3), --no-fuse '$k_flag', KILN_NOFUSE=1 '$k_env' (want 8), KILN_NOFUSE=0 '$k_env0' (want 3)"; fi
+if "$KILN" build $lua -o "$tmp/nf1" --no-fuse --target metal > "$tmp/nf.err" 2>&1 &&
+   KILN_NOFUSE=1 "$KILN" build $lua -o "$tmp/nf2" --target metal >> "$tmp/nf.err" 2>&1 &&
+   diff -r "$tmp/nf1" "$tmp/nf2" > /dev/null; then echo "PASS passes_fuse_flag_equals_env"
+else echo "FAIL passes_fuse_flag_equals_env: $(head -n 3 "$tmp/nf.err" | tr '\n' ' ')"; fi
+if "$KILN" build $lua -o "$tmp/lr" > "$tmp/lr.err" 2>&1 &&
+   grep -q '"name": "matmul_0", "ops": \["matmul", "add", "relu"\]' "$tmp/lr/small_mlp.json"; then
+  echo "PASS passes_fuse_linear_relu_json"
+else echo "FAIL passes_fuse_linear_relu_json: $(head -n 3 "$tmp/lr.err" "$tmp/lr/small_mlp.json" 2>&1 | tr '\n' ' ')"; fi
+/usr/bin/python3 tests/passes/fusecheck.py "$KILN" "$tmp/fuse" models/*.lua tests/metal/models/*.lua tests/golden/*.lua
 exit 0

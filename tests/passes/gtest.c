@@ -127,8 +127,23 @@ static bool live_at(int v, int t, const int *made, const int *lastuse) {
   return made[v] <= t && (t <= lastuse[v] || t == made[v]);
 }
 
+/* A fused kernel's nodes before its last live only inside it: no storage, one use,
+ * by the next node of the kernel, not an output. */
+static void check_fused(const Kernel *kr) {
+  for (int j = 0; j + 1 < kr->nnodes; j++) {
+    const Node *n = g->nodes[kr->nodes[j]], *next = g->nodes[kr->nodes[j + 1]];
+    check(n->region == REG_NONE, "a fused intermediate has storage", n->id);
+    check(n->nuses == 1, "a fused intermediate has more than one use", n->id);
+    bool read = false;
+    for (int i = 0; i < next->nin; i++) read |= next->in[i] == n->id;
+    check(read, "a fused intermediate is not read by the next node of its kernel", n->id);
+    for (int i = 0; i < g->noutputs; i++) check(g->outputs[i].node != n->id, "a fused intermediate is an output", n->id);
+  }
+}
+
 /* Independent check of pass_memplan: alignment, bounds, views, weights disjoint, and
- * at every kernel, no two arena values still needed at that point overlap. */
+ * at every kernel, no two arena values still needed at that point overlap. A kernel
+ * reads what earlier kernels made, and its own earlier nodes (fused). */
 static void check_plan(void) {
   int nk = g->nkernels;
   int *lastuse = calloc((size_t)g->nnodes, sizeof(int)), *made = calloc((size_t)g->nnodes, sizeof(int));
@@ -136,11 +151,15 @@ static void check_plan(void) {
   for (int k = 0; k < nk; k++) {
     const Node *n = g->nodes[g->kernels[k].nodes[g->kernels[k].nnodes - 1]];
     check(g->kernels[k].order == k, "kernel order is not its index", n->id);
+    check_fused(&g->kernels[k]);
     made[n->id] = k;
     for (int j = 0; j < g->kernels[k].nnodes; j++) {
       const Node *m = g->nodes[g->kernels[k].nodes[j]];
       for (int i = 0; i < m->nin; i++) {
         const Node *r = root(g->nodes[m->in[i]]);
+        bool inside = false;
+        for (int q = 0; q < j; q++) inside |= g->kernels[k].nodes[q] == r->id;
+        if (inside) continue;
         check(r->op == OP_INPUT || r->op == OP_WEIGHT || r->op == OP_CONST || (made[r->id] >= 0 && made[r->id] < k),
               "reads a value not yet computed", m->id);
         if (lastuse[r->id] < k) lastuse[r->id] = k;
@@ -380,8 +399,10 @@ static void scenario_legalize(void) {
   check_plan();
 }
 
-/* Kernel names: sanitised node names, _<op> then _2, _3 for repeats, op names for none. */
+/* Kernel names: sanitised node names, _<op> then _2, _3 for repeats, op names for none.
+ * Unfused: this chain would be one kernel. */
 static void scenario_names(void) {
+  g->no_fuse = true;
   int x = input("x", shp(1, 4));
   int h = op(OP_EXP, "layers.0.attn.q", NULL, 1, x);
   h = op(OP_ADD, "layers.0.attn.q", NULL, 2, h, x);
@@ -397,8 +418,9 @@ static void scenario_names(void) {
   for (int k = 0; k < g->nkernels; k++) printf("k%d %s\n", g->kernels[k].order, g->kernels[k].cname);
 }
 
-/* A chain of unary ops reuses two arena buffers in turn. */
+/* A chain of unary ops reuses two arena buffers in turn (unfused: fused, it is one kernel). */
 static void scenario_chain(void) {
+  g->no_fuse = true;
   int h = input("x", shp(2, 1, 1000));
   int64_t sum = 0;
   for (int i = 0; i < 12; i++) {
@@ -410,6 +432,105 @@ static void scenario_chain(void) {
   sum -= node_bytes(g->nodes[h]);   /* the last one is written into the output buffer */
   printf("arena %lld bytes for %lld bytes of intermediates\n", (long long)g->arena_size, (long long)sum);
   check_plan();
+}
+
+/* One line per kernel: order, name, its ops (anchor first) and where the result lives. */
+static void print_kernels(const char *title) {
+  printf("## %s\n", title);
+  static const char *const region[] = {"none", "weights", "arena", "input", "output"};
+  for (int k = 0; k < g->nkernels; k++) {
+    const Kernel *kr = &g->kernels[k];
+    printf("k%d %s:", kr->order, kr->cname);
+    for (int j = 0; j < kr->nnodes; j++) printf("%s %s", j ? " +" : "", kiln_ops[g->nodes[kr->nodes[j]]->op].name);
+    printf(" -> %%%d %s\n", kr->nodes[kr->nnodes - 1], region[g->nodes[kr->nodes[kr->nnodes - 1]]->region]);
+  }
+}
+
+/* Runs every pass on the graph built so far, prints its kernels, checks the plan,
+ * and starts a fresh graph. */
+static void fuse_case(const char *title) {
+  run_all();
+  print_kernels(title);
+  check_plan();
+  g = graph_new("t", "t.lua");
+}
+
+/* Fusion (pass_group): an anchor absorbs the chain of elementwise nodes after it
+ * while the chained value has no other reader, keeps its shape and the result
+ * keeps the anchor's dtype. */
+static void scenario_fusion(void) {
+  Attrs t = {.trans_y = true};
+  /* nn.Linear + ReLU: one kernel, named after the matmul (and with Graph.no_fuse:
+   * one op per kernel). Every node on a line of its own: argument evaluation order
+   * would otherwise decide node ids. */
+  for (int nofuse = 0; nofuse < 2; nofuse++) {
+    g->no_fuse = nofuse;
+    int x = input("x", shp(2, 4, 8));
+    int w = weight("fc1.weight", shp(2, 16, 8));
+    int h = op(OP_MATMUL, "fc1", &t, 2, x, w);
+    int b = weight("fc1.bias", shp(1, 16));
+    h = op(OP_ADD, "fc1", NULL, 2, h, b);
+    graph_output(g, "y", op(OP_RELU, "act", NULL, 1, h));
+    fuse_case(nofuse ? "linear relu, no_fuse: three kernels" : "linear relu: one kernel");
+  }
+
+  /* a value read twice stays a kernel result; each reader starts its own kernel */
+  int x = input("x", shp(1, 6));
+  int h = op(OP_RELU, "r", NULL, 1, x);
+  int e = op(OP_EXP, "e", NULL, 1, h);
+  int th = op(OP_TANH, "t", NULL, 1, h);
+  graph_output(g, "y", op(OP_ADD, "s", NULL, 2, e, th));
+  fuse_case("two uses: relu not fused; exp + add fused, reading tanh's kernel, scheduled first");
+
+  /* an output is never fused away, even with one more reader */
+  x = input("x", shp(1, 6));
+  h = op(OP_TANH, "t", NULL, 1, x);
+  graph_output(g, "y", h);
+  graph_output(g, "z", op(OP_EXP, "e", NULL, 1, h));
+  fuse_case("output: tanh and exp separate");
+
+  /* the chained value may not be broadcast by its consumer; a view ends the chain */
+  x = input("x", shp(1, 4));
+  int big = input("big", shp(2, 3, 4));
+  h = op(OP_EXP, "e", NULL, 1, x);
+  graph_output(g, "y", op(OP_ADD, "a", NULL, 2, h, big));
+  Attrs r = {.reshape = shp(2, 2, 2)};
+  h = op(OP_TANH, "t", NULL, 1, x);
+  h = op(OP_RESHAPE, NULL, &r, 1, h);
+  graph_output(g, "z", op(OP_NEG, "n", NULL, 1, h));
+  fuse_case("broadcast and view: nothing fused");
+
+  /* dtype: a comparison may feed a where inside a chain; a trailing cast is cut off */
+  static const float zero = 0;
+  x = input("x", shp(1, 6));
+  int m = input("m", shp(1, 6)), other = input("other", shp(1, 1)), z = cnst(&zero, shp(0));
+  h = op(OP_SUB, "d", NULL, 2, x, m);
+  int c = op(OP_GT, "g", NULL, 2, h, z);
+  h = op(OP_WHERE, "w", NULL, 3, c, x, other);
+  graph_output(g, "y", op(OP_CAST, "c", &(Attrs){.to = DT_I32}, 1, h));
+  fuse_case("sub + gt + where fused, the cast to i32 its own kernel");
+
+  /* other anchors: conv + relu, batchnorm + relu, layernorm + gelu, softmax * mask,
+   * reduce + sqrt, residual add + relu */
+  x = input("x", shp(4, 1, 2, 5, 5));
+  int mask = input("mask", shp(2, 3, 1));
+  int cw = weight("conv.weight", shp(4, 3, 2, 3, 3)), cb = weight("conv.bias", shp(1, 3));
+  int bw[4] = {weight("bn.mean", shp(1, 3)), weight("bn.var", shp(1, 3)), weight("bn.gamma", shp(1, 3)),
+               weight("bn.beta", shp(1, 3))};
+  Attrs cv = {.stride = {1, 1}, .dilation = {1, 1}, .groups = 1};
+  int conv = op(OP_CONV2D, "conv", &cv, 3, x, cw, cb);
+  conv = op(OP_RELU, "act", NULL, 1, conv);
+  h = op(OP_BATCHNORM, "bn", &(Attrs){.eps = 1e-5f}, 5, conv, bw[0], bw[1], bw[2], bw[3]);
+  h = op(OP_RELU, "act2", NULL, 1, h);
+  h = op(OP_ADD, "res", NULL, 2, h, conv);
+  h = op(OP_RELU, "act", NULL, 1, h);
+  h = op(OP_LAYERNORM, "ln", &(Attrs){.axis = 3, .eps = 1e-5f}, 1, h);
+  h = op(OP_GELU, "ln", NULL, 1, h);
+  h = op(OP_SOFTMAX, "sm", &(Attrs){.axis = 3}, 1, h);
+  h = op(OP_MUL, "mask", NULL, 2, h, mask);
+  h = op(OP_REDUCE_MEAN, "rms", &(Attrs){.axes = 8}, 1, h);
+  graph_output(g, "y", op(OP_SQRT, "rms", NULL, 1, h));
+  fuse_case("anchors of every kind");
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -449,6 +570,11 @@ static void scenario_random(void) {
     for (int o = 0; o < nout; o++) graph_output(g, kiln_fmt("y%d", o), vals[nv - 1 - rnd(nv < 10 ? nv : 10)]);
     run_all();
     fails = 0;
+    check_plan();
+    g->no_fuse = true;   /* and the same graph with one node per kernel */
+    pass_group(g);
+    pass_schedule(g);
+    pass_memplan(g);
     check_plan();
     total_fails += fails;
     if (fails && getenv("GTEST_DUMP")) graph_dump(g, stdout);
@@ -576,7 +702,7 @@ int main(int argc, char **argv) {
   static const struct { const char *name; void (*run)(void); } scenarios[] = {
       {"shapes", scenario_shapes}, {"mlp", scenario_mlp}, {"cse", scenario_cse}, {"fold", scenario_fold},
       {"legalize", scenario_legalize}, {"names", scenario_names}, {"chain", scenario_chain},
-      {"random", scenario_random}, {"interp", scenario_interp},
+      {"random", scenario_random}, {"interp", scenario_interp}, {"fusion", scenario_fusion},
   };
   atexit(kiln_free_all);
 #ifdef GTEST_FRONTEND

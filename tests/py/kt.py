@@ -123,6 +123,36 @@ def check_meta(meta, model):
     return probs
 
 
+def check_plan(meta):
+    """The memory plan as <m>.json describes it, checked statically; a list of problems.
+    Every arena/weights value lies inside its region and starts 64-byte aligned (views may
+    start inside their base value: only kernel outputs and weights are checked for alignment);
+    no kernel writes bytes of the arena that it also reads (kernels take restrict pointers,
+    so an in-place kernel would be undefined behaviour even where it happens to work)."""
+    probs = []
+    size = {"arena": meta.get("arena_bytes", 0), "weights": meta.get("weights_bytes", 0)}
+    for w in meta.get("weights", []):
+        if w["offset"] % 64 or w["offset"] + w["bytes"] > size["weights"]:
+            probs.append("weight %s at %d+%d (payload %d)" % (w["name"], w["offset"], w["bytes"], size["weights"]))
+    for k in meta.get("kernels", []):
+        for io in k.get("inputs", []) + k.get("outputs", []):
+            reg = io.get("region")
+            if reg in size and io["offset"] + io["bytes"] > size[reg]:
+                probs.append("kernel %s: %s %s [%d, %d) outside %d bytes" % (
+                    k["name"], reg, io["name"], io["offset"], io["offset"] + io["bytes"], size[reg]))
+        for o in k.get("outputs", []):
+            if o.get("region") == "arena" and o["offset"] % 64:
+                probs.append("kernel %s: arena output %s at unaligned offset %d" % (k["name"], o["name"], o["offset"]))
+            for i in k.get("inputs", []):
+                if i.get("region") == o.get("region") and i.get("slot") == o.get("slot") \
+                        and o.get("region") in ("arena", "output") \
+                        and i["offset"] < o["offset"] + o["bytes"] and o["offset"] < i["offset"] + i["bytes"]:
+                    probs.append("kernel %s writes %s [%d, %d) over its input %s [%d, %d) (restrict pointers alias)" % (
+                        k["name"], o["region"], o["offset"], o["offset"] + o["bytes"], i["name"], i["offset"],
+                        i["offset"] + i["bytes"]))
+    return probs
+
+
 def write_cfg(outdir, model, meta):
     """kt_cfg.h for tests/ops/kt_driver.c: the model's API through its own header macros."""
     up = model.upper()

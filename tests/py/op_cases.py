@@ -23,7 +23,7 @@ np.seterr(all="ignore")
 
 class Case:
     def __init__(self, op, name, expr=None, inputs=(), ref=None, tol=None, dtypes=("f32",),
-                 body=None, outputs=("out",), params=None, also=(), files=None):
+                 body=None, outputs=("out",), params=None, also=(), files=None, interp_error=False):
         self.op, self.name, self.expr, self.ref = op, name, expr, ref
         self.inputs = list(inputs)          # (name, shape, dtype, gen)
         self.tol = tol or Tol.exact()
@@ -32,6 +32,7 @@ class Case:
         self.params = params or {}          # name -> array written to <model>.safetensors
         self.files = files                  # raw safetensors entries, when they differ from params
         self.also = tuple(also)
+        self.interp_error = interp_error    # the interpreter must refuse (data-dependent error)
         self.model = ("%s_%s" % (op, name)).lower()
 
     def draw(self):
@@ -775,3 +776,40 @@ def _chain_ref(x):
         h = 1 / (1 + np.exp(-h * 1.5)) - 0.25
         skips.append(h)
     return sum(skips), skips[3]
+
+
+# ---------------------------------------------------------------- special values through reductions
+# Semantics where ops.h says it: gather clamps out-of-range indices in kernels and the
+# interpreter reports them as an error naming the script line. NaN and -inf through
+# max-like reductions follow PyTorch (NaN propagates; -inf entries get probability 0).
+
+add("gather", "clamp_out_of_range", "kiln.gather(x, i, 0)",
+    [("x", [5, 3], "f32", "n"), ("i", [4], "i32", [-3, 0, 5, 100])],
+    ref=lambda x, i: x[np.clip(i, 0, 4)], interp_error=True)
+add("reduce_max", "nan", "kiln.amax(x, 1)", [("x", [3, 4], "f32", [1, np.nan, 3, 2, -1, -2, -3, -4, 5, 6, 7, np.nan])],
+    ref=lambda x: N(torch.amax(T(x), 1)))
+add("maxpool2d", "nan", "kiln.maxpool2d(x, {kernel = 2})",
+    [("x", [1, 1, 2, 4], "f32", [1, 2, np.nan, 0, 3, 4, 5, 6])], ref=lambda x: pool_ref("max", x, 2))
+add("softmax", "neg_inf", "kiln.softmax(x, -1)",
+    [("x", [2, 4], "f32", [1, -np.inf, 2, 0.5, -np.inf, -np.inf, -np.inf, 3])],
+    ref=lambda x: N(torch.softmax(T(x), -1)), tol=Tol.norm(4))
+add("where", "nan_unselected", "kiln.where(c, x, y)",
+    [("c", [4], "bool", [True, False, True, False]), ("x", [4], "f32", [1, np.nan, 3, np.inf]),
+     ("y", [4], "f32", [np.nan, 2, np.nan, 4])], ref=lambda c, x, y: np.where(c, x, y))
+
+# f16 / bf16 widening of special values: subnormals, the largest finite value, -0, +-inf, NaN.
+_h_special = np.array([6e-8, -6.1e-5, 65504, -0.0, np.inf, -np.inf, np.nan, 1 / 3, 2.98e-8, 1e-6],
+                      dtype=np.float16)
+add("weight", "f16_special", "w", [], params={"w": _h_special.astype(np.float32)}, files={"w": _h_special},
+    ref=lambda w: w, also=("copy",))
+_bf_special = np.array([1e-40, -1e-39, 3.3e38, -0.0, np.inf, -np.inf, np.nan, 1 / 3], dtype=np.float32)
+_bf_special_bits = (_bf_special.view(np.uint32) >> 16).astype(np.uint16)
+_bf_special_bits[6] = 0x7fc1                                                    # a quiet NaN
+add("weight", "bf16_special", "w", [],
+    params={"w": (_bf_special_bits.astype(np.uint32) << 16).view(np.float32)},
+    files={"w": ("BF16", _bf_special_bits)}, ref=lambda w: w, also=("copy",))
+
+# ---------------------------------------------------------------- random programs (random_graphs.py)
+import random_graphs  # noqa: E402
+
+CASES += random_graphs.make_cases(Case)

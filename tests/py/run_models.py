@@ -169,8 +169,10 @@ def build_and_run(script, name, inputs, d, input_names):
     ok, why = kt.kiln_build(script, out)
     if ok:
         meta = kt.load_meta(out, name)
-        probs = kt.check_meta(meta, name)
-        ok, why = (False, "; ".join(probs)) if probs else kt.compile_driver(out, name, meta)
+        probs = kt.check_meta(meta, name) + kt.check_plan(meta)
+        if probs:
+            errs.append("; ".join(probs))
+        ok, why = kt.compile_driver(out, name, meta)
         if ok:
             ok, why, c_res = kt.run_driver(out, name, meta, inputs)
     if not ok:

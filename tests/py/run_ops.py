@@ -40,20 +40,24 @@ def execute(job):
     c_res, i_res, errs = None, None, []
     if ok:
         meta = kt.load_meta(out, case.model)
-        probs = kt.check_meta(meta, case.model)
+        probs = kt.check_meta(meta, case.model) + kt.check_plan(meta)
         if probs:
             errs.append("; ".join(probs))
-        else:
-            ok, why = kt.compile_driver(out, case.model, meta)
-            if ok:
-                ok, why, c_res = kt.run_driver(out, case.model, meta, inputs)
-            if not ok:
-                errs.append(why)
+        ok, why = kt.compile_driver(out, case.model, meta)
+        if ok:
+            ok, why, c_res = kt.run_driver(out, case.model, meta, inputs)
+        if not ok:
+            errs.append(why)
     else:
         errs.append(why)
     names = [n for (n, _, _, _) in case.inputs]
     ok, why, got = kt.kiln_run(script, list(zip(names, inputs)), os.path.join(d, "interp"))
-    if ok:
+    if case.interp_error:
+        if ok:
+            errs.append("kiln run accepted inputs it must refuse")
+        elif "%s.lua:" % case.model not in why:
+            errs.append("kiln run's error does not name the script line: " + why)
+    elif ok:
         i_res = [got.get(o) for o in case.outputs]
         if any(r is None for r in i_res):
             errs.append("kiln run --save wrote no file for some output")
