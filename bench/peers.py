@@ -8,7 +8,9 @@ are the PyTorch state_dict names, so each torch twin is an ordinary module fille
 by load_state_dict and each NumPy twin a function over the same {name: array}.
 Inputs are the arrays the generated C ran on, and each peer's output is compared
 with the C output (max |difference|): a sanity check that the timings compare
-the same computation, not a test (tests/t_models.sh is the test).
+the same computation, not a test (tests/t_models.sh is the test: tests/py/run_models.py
+imports load_kiln_weights, TORCH and torch_twin from here, and fails for a models/*.lua
+that has no entry in TORCH, so keep those names and add a twin with every new model).
 
 A model without a twin here is still timed as generated C and `kiln run`. Timing: warm up,
 then time each call separately until a budget is spent; median of the samples.
@@ -103,6 +105,24 @@ def torch_lenet():
 
 
 TORCH = {"mlp": torch_mlp, "lenet": torch_lenet, "resnet": TorchResNet, "transformer": TorchEncoder}
+
+
+def torch_twin(model, params):
+    """The PyTorch twin of `model` filled with Kiln's weights, in eval mode (float32).
+
+    params: {name: array} as from load_kiln_weights. Returns (module, missing), where
+    missing lists the twin's state_dict entries the build lacks (num_batches_tracked, an
+    int64 counter unused at inference, is never needed); when it is not empty the module is
+    None. Raises KeyError when `model` has no twin in TORCH. Used by run_peers below and
+    by tests/py/run_models.py (t_models), so the test checks the very module timed here.
+    """
+    net = TORCH[model]()
+    sd = net.state_dict()
+    missing = [k for k in sd if k not in params and not k.endswith("num_batches_tracked")]
+    if missing:
+        return None, missing
+    net.load_state_dict({k: torch.from_numpy(params[k]) if k in params else v for k, v in sd.items()})
+    return net.eval(), []
 
 
 # ---- NumPy twins: plain functions over the same {name: array} ----
@@ -241,14 +261,10 @@ def run_peers(model, meta, params, inputs, c_outs, budget_ms):
     """
     rows = []
     if model in TORCH:
-        net = TORCH[model]()
-        sd = net.state_dict()
-        missing = [k for k in sd if k not in params and not k.endswith("num_batches_tracked")]
+        net, missing = torch_twin(model, params)
         if missing:
             rows.append(("torch", None, None, f"Kiln's build lacks {len(missing)} weights, e.g. {missing[0]}"))
         else:
-            net.load_state_dict({k: torch.from_numpy(params[k]) if k in params else v for k, v in sd.items()})
-            net.eval()
             tin = [torch.from_numpy(a) for a in inputs]
             default_threads = TORCH_DEFAULT_THREADS
             for threads in sorted({1, default_threads, os.cpu_count() or 1}):

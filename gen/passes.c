@@ -394,8 +394,9 @@ void pass_group(Graph *g) {
 /* ---- schedule ---- */
 
 /* Contract: Graph.kernels in a deterministic topological order, Kernel.order = index,
- * Node.kernel updated. The order is node order, which is topological because the
- * graph is; a memory-aware order can replace it here without touching anything else.
+ * Node.kernel updated. The order is pass_group's (kernels by their result's id),
+ * topological because the graph is and a kernel reads only earlier kernels' results;
+ * a memory-aware order can replace it here without touching anything else.
  * Dies if a kernel would run before a kernel it reads from. */
 void pass_schedule(Graph *g) {
   for (int k = 0; k < g->nkernels; k++) g->kernels[k].order = k;

@@ -8,13 +8,24 @@ with the twin run in float64 on the same inputs. A separate check per model veri
 every weight Kiln used came from the file (a misnamed parameter would otherwise be silently
 initialised) and that every state_dict tensor was used.
 
-Part 2, every models/*.lua: generated C against the interpreter on random inputs.
+Part 2, every models/*.lua: generated C against the interpreter, and against its PyTorch
+twin from bench/peers.py (TORCH: real torch.nn modules, shared with `make bench`) filled by
+name with the weights of Kiln's own build (<m>.weights through <m>.json). The C runs on
+REPO_SEEDED seeded inputs, plus real data where DATA has some (the bundled Fashion-MNIST
+samples for mlp, whose predicted classes must equal the twin's); the twin runs in float64
+(the bound) and in float32 (the yardstick of the .../rounding line). Weights the script
+loads from a safetensors file must equal that file's values, read here with numpy. A
+models/*.lua without a twin in peers.TORCH is a FAIL, never a skip.
 
 usage: /usr/bin/python3 tests/py/run_models.py WORKDIR [SUBSTRING...]
 """
+import copy
 import glob
+import json
 import os
+import re
 import shutil
+import struct
 import sys
 import zlib
 
@@ -22,12 +33,17 @@ import numpy as np
 import torch
 import torch.nn as tnn
 
+sys.dont_write_bytecode = True             # no __pycache__ in the work tree (tests/py, bench)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kt  # noqa: E402
+sys.path.insert(0, os.path.join(kt.ROOT, "bench"))
+import peers  # noqa: E402  (the PyTorch twins of models/*.lua, shared with `make bench`)
 
 torch.set_num_threads(1)
 np.seterr(all="ignore")
 MODEL_TOL = 1e-4          # docs/testing.md, "Whole models"
+ROUNDING_RATIO = 16       # docs/testing.md, "models/*.lua against PyTorch": C's error at most
+                          # 16x PyTorch float32's own, or 16 eps where PyTorch's is below eps
 
 
 class RMSNorm(tnn.Module):
@@ -234,17 +250,215 @@ def run_twin(work, name, module, specs, forward, files):
         kt.report(not probs, "models/twin/%s/names" % name, "; ".join(probs))
 
 
+# ---------------------------------------------------------------- part 2: models/*.lua
+
+def read_safetensors(path):
+    """{name: float32 array} of a safetensors file's F32/F16/BF16 tensors, read with numpy
+    alone (not with Kiln's parser, which is what this checks). Other dtypes are skipped."""
+    with open(path, "rb") as f:
+        data = f.read()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        raw = data[8 + n + t["data_offsets"][0]:8 + n + t["data_offsets"][1]]
+        if t["dtype"] == "F32":
+            a = np.frombuffer(raw, "<f4").astype(np.float32)
+        elif t["dtype"] == "F16":
+            a = np.frombuffer(raw, "<f2").astype(np.float32)          # exact widening
+        elif t["dtype"] == "BF16":
+            a = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
+        else:
+            continue
+        out[name] = a.reshape(t["shape"])
+    return out
+
+
+def loaded_files(script):
+    """The safetensors files a model script passes to kiln.load (relative to its directory)."""
+    with open(script) as f:
+        text = f.read()
+    return [os.path.join(os.path.dirname(script), m) for m in re.findall(r'kiln\.load\s*\(?\s*"([^"]+)"', text)]
+
+
+def fashion_samples(meta):
+    """The first FASHION bundled Fashion-MNIST test images, scaled as mlp.lua documents
+    (byte / 255, flattened to the input's shape): [(tag, [image], label)]."""
+    d = os.path.join(kt.ROOT, "models", "data")
+    images = np.load(os.path.join(d, "fashion_test_1000.images.npy"))[:FASHION]
+    labels = np.load(os.path.join(d, "fashion_test_1000.labels.npy"))[:FASHION]
+    shape = meta["inputs"][0]["shape"]
+    return [("fashion%d" % k, [(im.astype(np.float32) / 255.0).reshape(shape)], int(lab))
+            for k, (im, lab) in enumerate(zip(images, labels))]
+
+
+REPO_SEEDED = 4             # seeded standard-normal input sets per models/*.lua
+FASHION = 16                # bundled samples run through models/mlp.lua
+DATA = {"mlp": fashion_samples}   # real inputs for a model, beside the seeded ones
+
+
+def check_names(name, meta):
+    """The build's weights against the twin's state_dict, both ways; a list of problems."""
+    used = {w["name"] for w in meta["weights"] if w.get("kind", "weight") == "weight"}
+    sd = {k for k in peers.TORCH[name]().state_dict() if not k.endswith("num_batches_tracked")}
+    probs = []
+    if sd - used:
+        probs.append("the twin's %s not in the build" % " ".join(sorted(sd - used)))
+    if used - sd:
+        probs.append("the build's %s not in the twin" % " ".join(sorted(used - sd)))
+    return probs
+
+
+def check_file_weights(script, params):
+    """Every weight the build took from a kiln.load'ed file holds exactly that file's values
+    (f16/bf16 widened to f32 exactly), so the twin, filled from the build, runs the file's
+    weights too. Returns (number compared, problems)."""
+    files = [read_safetensors(p) for p in loaded_files(script)]
+    n, probs = 0, []
+    for name, a in params.items():
+        src = next((f[name] for f in files if name in f), None)   # the first file that has it wins
+        if src is None:
+            continue
+        n += 1
+        if src.shape != a.shape or not np.array_equal(src.view(np.uint32), a.view(np.uint32)):
+            probs.append("%s differs from the file" % name)
+    return n, probs
+
+
+def torch_outputs(net, arrays, dtype):
+    """The twin's outputs, run in `dtype` (torch.float64 or float32) on the same inputs
+    (float inputs converted to `dtype`, integer and bool ones passed as they are)."""
+    with torch.no_grad():
+        r = net(*[torch.from_numpy(a).to(dtype) if a.dtype == np.float32 else torch.from_numpy(a) for a in arrays])
+    return [t.numpy() for t in (r if isinstance(r, tuple) else (r,))]
+
+
+def rel_err(got, ref):
+    """max |got - ref| over max(1, max |ref|): the error in the units of Tol.model."""
+    return float(np.max(np.abs(got.astype(np.float64) - ref))) / max(1.0, float(np.max(np.abs(ref))))
+
+
+def classes_agree(got, ref, bound):
+    """The arg-max of the C logits names the twin's class, or one within 2 bounds of it (a
+    near tie that rounding may legitimately flip). Returns (exact agreement, acceptable)."""
+    c, t = int(np.argmax(got)), int(np.argmax(ref))
+    return c == t, c == t or float(ref.reshape(-1)[t] - ref.reshape(-1)[c]) <= 2 * float(np.max(bound))
+
+
+class Tally:
+    """What versus_torch measures over the input sets of one model."""
+
+    def __init__(self):
+        self.errs, self.class_errs = [], []
+        self.worst = self.absmax = self.c_rel = self.t32_rel = 0.0
+        self.same = self.labelled = self.right = 0
+
+    def output(self, who, stag, io, got, ref, bound):
+        """One output of the C or the interpreter against the float64 twin under `bound`."""
+        ok, ratio, msg = kt.compare(got, ref, io["dtype"], bound)
+        self.worst = max(self.worst, ratio)
+        self.absmax = max(self.absmax, float(np.max(np.abs(got.astype(np.float64) - ref))))
+        if who == "C":
+            self.c_rel = max(self.c_rel, rel_err(got, ref))
+        if not ok:
+            self.errs.append("%s vs torch, %s, output %s: %s" % (who, stag, io["name"], msg))
+
+    def classes(self, stag, got, ref, bound, label):
+        """The predicted class of one labelled sample."""
+        exact, fine = classes_agree(got, ref, bound)
+        self.same += exact
+        self.labelled += 1
+        self.right += int(np.argmax(got)) == label
+        if not fine:
+            self.class_errs.append("%s: C predicts class %d, torch %d" % (
+                stag, int(np.argmax(got)), int(np.argmax(ref))))
+
+
+def twins_of(name, params):
+    """(float64 twin, float32 twin) of bench/peers.py filled with the build's weights, or
+    (None, missing names)."""
+    net, missing = peers.torch_twin(name, params)
+    if net is None:
+        return None, missing
+    return copy.deepcopy(net).double(), net
+
+
+def versus_torch(name, path, d, meta, sets, c_first, i_first):
+    """C (every input set) and the interpreter (the first) against the PyTorch twin of
+    bench/peers.py filled with the build's weights; prints the .../names, .../file-weights,
+    .../torch, .../rounding and .../classes lines (docs/testing.md, "models/*.lua")."""
+    tag = "models/repo/%s" % name
+    if name not in peers.TORCH:
+        return kt.report(False, tag + "/torch", "models/%s.lua has no PyTorch twin: add one to TORCH in "
+                         "bench/peers.py (torch.nn modules, state_dict names = the script's weight names)" % name)
+    out = os.path.join(d, "out")
+    _, params = peers.load_kiln_weights(out, name)
+    probs = check_names(name, meta)
+    kt.report(not probs, tag + "/names", "; ".join(probs))
+    if loaded_files(path):
+        n, fprobs = check_file_weights(path, params)
+        fprobs += [] if n else ["no weight of the build came from %s" % " ".join(loaded_files(path))]
+        kt.report(not fprobs, tag + "/file-weights", "; ".join(fprobs[:3]) if fprobs else "%d tensors bit-equal" % n)
+    net64, net32 = twins_of(name, params)
+    if net64 is None:
+        return kt.report(False, tag + "/torch", "cannot fill the twin, the build lacks " + " ".join(net32))
+    tol, t = kt.Tol.model(MODEL_TOL), Tally()
+    for k, (stag, arrays, label) in enumerate(sets):
+        refs = torch_outputs(net64, arrays, torch.float64)
+        if len(refs) != len(meta["outputs"]):
+            t.errs.append("%d outputs, the twin has %d" % (len(meta["outputs"]), len(refs)))
+            break
+        res = c_first
+        if k > 0:
+            ok, why, res = kt.run_driver(out, name, meta, arrays, tag=stag)
+            if not ok:
+                t.errs.append("%s: %s" % (stag, why))
+                continue
+        if res is None:
+            t.errs.append("the generated C did not run (see %s)" % tag)
+            break
+        for o, (io, r, r32) in enumerate(zip(meta["outputs"], refs, torch_outputs(net32, arrays, torch.float32))):
+            b = tol.bound(r, arrays)
+            t.output("C", stag, io, res[o], r, b)
+            if k == 0 and i_first is not None:
+                t.output("interp", stag, io, i_first[o], r, b)
+            t.t32_rel = max(t.t32_rel, rel_err(r32, r))
+            if label is not None and o == 0:
+                t.classes(stag, res[o], r, b, label)
+    kt.report(not t.errs, tag + "/torch", " | ".join(t.errs[:3]) if t.errs else
+              "%d input sets, max |err| %.2g, err/tol %.2g" % (len(sets), t.absmax, t.worst))
+    if not t.errs:
+        yard = ROUNDING_RATIO * max(t.t32_rel, kt.EPS)
+        kt.report(t.c_rel <= yard, tag + "/rounding", "C's error %.2g, PyTorch float32's %.2g (relative to "
+                  "max(1, max|ref|)); limit %.2g = %d x max(PyTorch's, eps)" % (
+                      t.c_rel, t.t32_rel, yard, ROUNDING_RATIO))
+    if t.labelled:
+        kt.report(not t.class_errs, tag + "/classes", " | ".join(t.class_errs[:3]) if t.class_errs else
+                  "C's class = torch's on %d/%d samples; %d/%d match the dataset labels" % (
+                      t.same, t.labelled, t.right, t.labelled))
+
+
 def run_repo_model(work, path):
+    """One models/*.lua: built, its C against the interpreter (models/repo/<m>) and, on several
+    input sets, against its PyTorch twin (models/repo/<m>/torch and friends)."""
     name = os.path.splitext(os.path.basename(path))[0]
     d = os.path.join(work, "repo_" + name)
     os.makedirs(d, exist_ok=True)
     out = os.path.join(d, "out")
     ok, why = kt.kiln_build(path, out)
     if not ok:
-        return kt.report(False, "models/repo/%s" % name, why)
+        kt.report(False, "models/repo/%s" % name, why)
+        if name not in peers.TORCH:       # still say so: a missing twin is its own failure
+            kt.report(False, "models/repo/%s/torch" % name,
+                      "models/%s.lua has no PyTorch twin in bench/peers.py" % name)
+        return
     meta = kt.load_meta(out, name)
     specs = [(io["name"], io["shape"], io["dtype"], "n") for io in meta["inputs"]]
-    inputs = draw(name, specs)
+    sets = [("seed%d" % k, draw("%s/%d" % (name, k), specs), None) for k in range(REPO_SEEDED)]
+    sets += DATA[name](meta) if name in DATA else []
+    inputs = sets[0][1]
     errs, meta, c_res, i_res = build_and_run(path, name, inputs, d, [s[0] for s in specs])
     worst = 0.0
     if c_res is not None and i_res is not None:
@@ -256,6 +470,8 @@ def run_repo_model(work, path):
             if not ok:
                 errs.append("C vs interp, output %s: %s" % (io["name"], msg))
     kt.report(not errs, "models/repo/%s" % name, " | ".join(errs) if errs else "err/tol %.2g" % worst)
+    if meta:
+        versus_torch(name, path, d, meta, sets, c_res, i_res)
 
 
 def main():

@@ -55,3 +55,8 @@ kiln.output("cat", kiln.relu(kiln.concat({a, kiln.exp(a)}, 1)) - s)
 local e = kiln.exp(kiln.slice(v, 0, 0, 4)) * 0.5
 kiln.output("e", e)
 kiln.output("e2", kiln.tanh(e) + e)
+-- batched matmuls (y transposed or not) and a reduction over a middle dim, each + a chain
+kiln.output("bmm", kiln.relu(kiln.matmul(a, a, {trans_b = true}) - odd))
+kiln.output("bmm2", kiln.matmul(a, kiln.param("w2", {11, 6})) * kiln.param("w3", {6}) + s)
+kiln.output("mid", kiln.mean(a, 1) * 2 - kiln.param("m", {9, 1}))
+kiln.output("ln2", kiln.relu(kiln.layernorm(v, kiln.param("lg", {24}), kiln.param("lb", {24}))))
