@@ -104,7 +104,99 @@ def torch_lenet():
                          nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
 
 
-TORCH = {"mlp": torch_mlp, "lenet": torch_lenet, "resnet": TorchResNet, "transformer": TorchEncoder}
+class TorchLlamaRope(nn.Module):
+    """llama2.c's rotary tables (cos/sin [seq_len, head_dim/2]) as buffers `rope.cos`/`rope.sin`."""
+
+    def __init__(self, rows=512, half=4):
+        super().__init__()
+        self.register_buffer("cos", torch.zeros(rows, half))
+        self.register_buffer("sin", torch.zeros(rows, half))
+
+    def forward(self, x):
+        """x [T, heads, hd]: rotates the pairs (2i, 2i+1) of each head by position."""
+        t = x.shape[0]
+        c, s = self.cos[:t, None, :], self.sin[:t, None, :]
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
+
+
+class TorchLlamaAttention(nn.Module):
+    def __init__(self, dim, heads, kv_heads):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, dim // heads
+        self.wq = nn.Linear(dim, heads * self.hd, bias=False)
+        self.wk = nn.Linear(dim, kv_heads * self.hd, bias=False)
+        self.wv = nn.Linear(dim, kv_heads * self.hd, bias=False)
+        self.wo = nn.Linear(heads * self.hd, dim, bias=False)
+
+    def forward(self, x, rope):
+        t = x.shape[0]
+        q = rope(self.wq(x).view(t, self.heads, self.hd)).transpose(0, 1)
+        k = rope(self.wk(x).view(t, self.kv_heads, self.hd)).transpose(0, 1)
+        v = self.wv(x).view(t, self.kv_heads, self.hd).transpose(0, 1)
+        rep = self.heads // self.kv_heads
+        k, v = k.repeat_interleave(rep, dim=0), v.repeat_interleave(rep, dim=0)
+        scores = q @ k.transpose(1, 2) / math.sqrt(self.hd)
+        causal = torch.ones(t, t, dtype=torch.bool).triu(1)
+        a = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1) @ v
+        return self.wo(a.transpose(0, 1).reshape(t, -1))
+
+
+class TorchLlamaFeedForward(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x):
+        return self.w2(torch.nn.functional.silu(self.w1(x)) * self.w3(x))
+
+
+class TorchRMSNorm(nn.Module):
+    """torch 1.13 has no nn.RMSNorm: x * rsqrt(mean(x^2) + eps) * weight."""
+
+    def __init__(self, d, eps=1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class TorchLlamaBlock(nn.Module):
+    def __init__(self, dim, hidden, heads, kv_heads):
+        super().__init__()
+        self.attention_norm = TorchRMSNorm(dim)
+        self.attention = TorchLlamaAttention(dim, heads, kv_heads)
+        self.ffn_norm = TorchRMSNorm(dim)
+        self.feed_forward = TorchLlamaFeedForward(dim, hidden)
+
+    def forward(self, x, rope):
+        x = x + self.attention(self.attention_norm(x), rope)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class TorchStories(nn.Module):
+    """models/stories.lua: llama2.c's stories260K (Meta Llama state_dict names); tokens [T] -> logits [T, 512]."""
+
+    def __init__(self, dim=64, hidden=172, layers=5, heads=8, kv_heads=4, vocab=512):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.rope = TorchLlamaRope(512, dim // heads // 2)
+        self.layers = nn.ModuleList([TorchLlamaBlock(dim, hidden, heads, kv_heads) for _ in range(layers)])
+        self.norm = TorchRMSNorm(dim)
+
+    def forward(self, tokens):
+        x = self.tok_embeddings(tokens.long())
+        for layer in self.layers:
+            x = layer(x, self.rope)
+        return self.norm(x) @ self.tok_embeddings.weight.T
+
+
+TORCH = {"mlp": torch_mlp, "lenet": torch_lenet, "resnet": TorchResNet, "transformer": TorchEncoder,
+         "stories": TorchStories}
 
 
 def torch_twin(model, params):
@@ -223,7 +315,51 @@ def np_transformer(p, x):
     return x
 
 
-NUMPY = {"mlp": np_mlp, "lenet": np_lenet, "resnet": np_resnet, "transformer": np_transformer}
+def np_rmsnorm(x, w, eps=1e-5):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
+
+
+def np_stories(p, tokens):
+    """llama2.c's forward (run.c), whole sequence at once: tokens [T] -> logits [T, vocab]."""
+    t = tokens.shape[0]
+    x = p["tok_embeddings.weight"][tokens]
+    dim = x.shape[1]
+    hd = 2 * p["rope.cos"].shape[1]
+    heads = dim // hd
+    cos, sin = p["rope.cos"][:t, None, :], p["rope.sin"][:t, None, :]
+
+    def rope(v):                                    # v [T, h, hd]: pairs (2i, 2i+1)
+        a, b = v[..., 0::2], v[..., 1::2]
+        out = np.empty_like(v)
+        out[..., 0::2], out[..., 1::2] = a * cos - b * sin, a * sin + b * cos
+        return out
+
+    causal = np.triu(np.ones((t, t), bool), 1)
+    i = 0
+    while "layers.%d.attention.wq.weight" % i in p:
+        n = "layers.%d." % i
+        h = np_rmsnorm(x, p[n + "attention_norm.weight"])
+        q = rope((h @ p[n + "attention.wq.weight"].T).reshape(t, heads, hd))
+        k = rope((h @ p[n + "attention.wk.weight"].T).reshape(t, -1, hd))
+        v = (h @ p[n + "attention.wv.weight"].T).reshape(t, -1, hd)
+        kvh = k.shape[1]
+        out = np.empty((t, heads, hd), x.dtype)
+        for hh in range(heads):                     # query head hh reads kv head hh // (heads / kvh)
+            kv = hh // (heads // kvh)
+            s = q[:, hh] @ k[:, kv].T / math.sqrt(hd)
+            s[causal] = -np.inf
+            out[:, hh] = np_softmax(s) @ v[:, kv]
+        x = x + out.reshape(t, dim) @ p[n + "attention.wo.weight"].T
+        h = np_rmsnorm(x, p[n + "ffn_norm.weight"])
+        a = h @ p[n + "feed_forward.w1.weight"].T
+        g = a / (1 + np.exp(-a)) * (h @ p[n + "feed_forward.w3.weight"].T)
+        x = x + g @ p[n + "feed_forward.w2.weight"].T
+        i += 1
+    return np_rmsnorm(x, p["norm.weight"]) @ p["tok_embeddings.weight"].T
+
+
+NUMPY = {"mlp": np_mlp, "lenet": np_lenet, "resnet": np_resnet, "transformer": np_transformer,
+         "stories": np_stories}
 
 
 # ---- timing ----

@@ -628,8 +628,9 @@ static void count_uses(Lower *L) {
   for (int i = 0; i < g->noutputs; i++) L->uses[g->outputs[i].node]++;
 }
 
-/* Core ML's limits, checked before anything is written: rank <= 5 everywhere,
- * I/O of rank >= 1, and I/O names that are MIL identifiers but not keywords. */
+/* Core ML's limits, checked before anything is written: rank <= 5 everywhere and
+ * I/O names that are MIL identifiers but not keywords. (Rank-0 I/O is fine: it is
+ * exposed as shape [1], see io_shape.) */
 static void check_limits(Lower *L) {
   Graph *g = L->g;
   for (int i = 0; i < g->nnodes; i++) {
@@ -643,7 +644,6 @@ static void check_limits(Lower *L) {
     for (int i = 0; i < (io ? g->noutputs : g->ninputs); i++) {
       Node *n = graph_node(g, v[i].node);
       const char *what = io ? "output" : "input";
-      if (n->shape.rank < 1) kiln_error_at(n->loc, "%s '%s' is a scalar; Core ML multi-arrays need rank >= 1", what, v[i].name);
       if (mil_is_keyword(v[i].name))
         kiln_error_at(n->loc, "%s name '%s' is a reserved word in Core ML's MIL; rename it", what, v[i].name);
       if (!mil_claim(L->m, v[i].name))
@@ -652,20 +652,41 @@ static void check_limits(Lower *L) {
   }
 }
 
+/* The shape of an I/O multi-array: Core ML's need rank >= 1, so a rank-0 value is
+ * exposed as [1] (the same single element, the same bytes as the C target's). */
+static const Shape *io_shape(const Node *n) {
+  static const Shape one = {1, {1}};
+  return n->shape.rank ? &n->shape : &one;
+}
+
+/* reshape of value v (type t) to shape s, named after base (exactly base if exact). */
+static const char *reshape_value(Lower *L, const char *base, bool exact, const char *v, MilType t, const Shape *s) {
+  int32_t shp[KILN_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) shp[i] = (int32_t)s->dim[i];
+  const char *sv = mil_ints(L->m, kiln_fmt("%s_shape", exact ? base : kiln_fmt("%s_reshape", base)), shp, s->rank);
+  MilOp *op = mil_op(L->m, "reshape", exact ? base : kiln_fmt("%s_reshape", base), exact);
+  mil_arg(L->m, op, "x", v);
+  mil_arg(L->m, op, "shape", sv);
+  return mil_result(L->m, op, t, s);
+}
+
 /* Function inputs: f32 -> fp32 (cast to fp16 in fp16 programs), i32 -> int32,
- * bool -> int32 cast to bool. */
+ * bool -> int32 cast to bool; a rank-0 input arrives as [1] and is reshaped to a
+ * scalar first. */
 static void bind_inputs(Lower *L) {
   Graph *g = L->g;
   for (int i = 0; i < g->ninputs; i++) {
     Node *n = graph_node(g, g->inputs[i].node);
     const char *name = g->inputs[i].name;
     MilType io = n->dtype == DT_F32 ? MIL_F32 : MIL_I32, t = mil_type(L, n->dtype);
-    mil_input(L->m, name, io, &n->shape);
+    mil_input(L->m, name, io, io_shape(n));
     L->val[n->id] = name;
-    if (io == t || L->uses[n->id] == 0) continue;
+    if (L->uses[n->id] == 0) continue;
+    if (n->shape.rank == 0) L->val[n->id] = reshape_value(L, name, false, name, io, &n->shape);
+    if (io == t) continue;
     const char *dt = mil_const_str(L->m, kiln_fmt("%s_dtype", name), cast_name(t));
     MilOp *op = mil_op(L->m, "cast", kiln_fmt("%s_to_%s", name, cast_name(t)), false);
-    mil_arg(L->m, op, "x", name);
+    mil_arg(L->m, op, "x", L->val[n->id]);
     mil_arg(L->m, op, "dtype", dt);
     L->val[n->id] = mil_result(L->m, op, t, &n->shape);
   }
@@ -678,11 +699,14 @@ static void plan_outputs(Lower *L) {
   for (int i = 0; i < g->noutputs; i++) {
     Node *n = graph_node(g, g->outputs[i].node);
     MilType t = mil_type(L, n->dtype);
-    if (kiln_ops[n->op].family != FAM_LEAF && (t == MIL_F32 || t == MIL_I32) && !L->exact[n->id])
+    if (kiln_ops[n->op].family != FAM_LEAF && (t == MIL_F32 || t == MIL_I32) && n->shape.rank > 0 && !L->exact[n->id])
       L->exact[n->id] = g->outputs[i].name;
   }
 }
 
+/* Each output's value under the output's exact name and I/O type: a final cast (or
+ * identity) where the op could not carry it; a rank-0 value is cast if needed, then
+ * reshaped to [1] under the name. */
 static void bind_outputs(Lower *L) {
   Graph *g = L->g;
   for (int i = 0; i < g->noutputs; i++) {
@@ -690,11 +714,15 @@ static void bind_outputs(Lower *L) {
     const char *name = g->outputs[i].name, *v = value(L, n->id);
     if (strcmp(v, name) != 0) {
       MilType t = mil_type(L, n->dtype), io = n->dtype == DT_F32 ? MIL_F32 : MIL_I32;
+      bool scalar = n->shape.rank == 0;
       const char *dt = t != io ? mil_const_str(L->m, kiln_fmt("%s_dtype", name), cast_name(io)) : NULL;
-      MilOp *op = mil_op(L->m, dt ? "cast" : "identity", name, true);
-      mil_arg(L->m, op, "x", v);
-      if (dt) mil_arg(L->m, op, "dtype", dt);
-      mil_result(L->m, op, io, &n->shape);
+      if (dt || !scalar) {
+        MilOp *op = mil_op(L->m, dt ? "cast" : "identity", scalar ? kiln_fmt("%s_cast", name) : name, !scalar);
+        mil_arg(L->m, op, "x", v);
+        if (dt) mil_arg(L->m, op, "dtype", dt);
+        v = mil_result(L->m, op, io, &n->shape);
+      }
+      if (scalar) reshape_value(L, name, true, v, io, io_shape(n));
     }
     mil_output(L->m, name);
   }
@@ -705,9 +733,10 @@ static void bind_outputs(Lower *L) {
 static CoreML__Specification__FeatureDescription *feature(const char *name, const Node *n) {
   CoreML__Specification__ArrayFeatureType *at = kiln_alloc(sizeof *at);
   *at = (CoreML__Specification__ArrayFeatureType)CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__INIT;
-  at->n_shape = (size_t)n->shape.rank;
-  at->shape = kiln_alloc(sizeof(int64_t) * (size_t)(n->shape.rank + 1));
-  for (int i = 0; i < n->shape.rank; i++) at->shape[i] = n->shape.dim[i];
+  const Shape *s = io_shape(n);
+  at->n_shape = (size_t)s->rank;
+  at->shape = kiln_alloc(sizeof(int64_t) * (size_t)(s->rank + 1));
+  for (int i = 0; i < s->rank; i++) at->shape[i] = s->dim[i];
   at->datatype = n->dtype == DT_F32 ? CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32
                                     : CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__INT32;
   CoreML__Specification__FeatureType *ft = kiln_alloc(sizeof *ft);

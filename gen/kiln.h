@@ -27,6 +27,9 @@
 enum {
   KILN_MAX_RANK = 6,   /* CoreML allows 5; its emitter checks that */
   KILN_ALIGN = 64,     /* every arena/weights offset is a multiple of this */
+  /* Elements per tensor, and bytes of the weights payload and of the arena: generated C
+   * spells sizes and offsets as int enum constants, Metal indexes with 32-bit uint. */
+  KILN_MAX_NUMEL = 0x7fffffff,
 };
 
 /* ---- memory (util.c) ---- */
@@ -200,6 +203,9 @@ int64_t node_bytes(const Node *n);
  * writes a message to err and returns false. Derived from the op table. */
 bool shape_infer(Graph *g, Node *n, char *err, size_t errlen);
 bool shape_broadcast(const Shape *a, const Shape *b, Shape *out);
+/* The element count of s, or -1 when it exceeds KILN_MAX_NUMEL (never overflows,
+ * unlike shape_numel, so it is safe on shapes not yet checked). */
+int64_t shape_numel_checked(const Shape *s);
 void graph_dump(Graph *g, FILE *f);         /* text form, one node a line */
 void graph_dump_dot(Graph *g, FILE *f);     /* Graphviz */
 
@@ -256,6 +262,9 @@ typedef struct {
 /* Parses and validates a safetensors file; on any problem returns NULL and writes
  * "path: tensor 'name': problem" to err. */
 SafeFile *safetensors_load(const char *path, char *err, size_t errlen);
+/* The same on a file already in memory (data/size stay owned by the caller and are
+ * not referenced afterwards); path only names it in messages. The fuzz target. */
+SafeFile *safetensors_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
 SafeTensor *safetensors_find(SafeFile *f, const char *name);
 /* Deterministic initialiser (init.c): same bytes on every machine. */
 void init_fill(float *out, int64_t n, uint64_t seed, const char *param_name, const char *kind,

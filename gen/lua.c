@@ -26,6 +26,7 @@
 #include <lualib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
   SafeFile *file;
@@ -126,12 +127,23 @@ void fe_push(lua_State *L, int id) {
   luaL_setmetatable(L, FE_TENSOR_MT);
 }
 
-bool fe_is_tensor(lua_State *L, int idx) { return luaL_testudata(L, idx, FE_TENSOR_MT) != NULL; }
-
 Node *fe_node(lua_State *L, int id) { return graph_node(fe_of(L)->g, id); }
 
-int fe_tensor(lua_State *L, int idx, const char *op) {
+/* The tensor at idx, or NULL. The debug library can give any userdata the tensor
+ * metatable (debug.setmetatable(io.stdout, getmetatable(x))), so the block's size and
+ * the id are checked too: only a userdata fe_push made passes. */
+static FeTensor *to_tensor(lua_State *L, int idx) {
   FeTensor *t = luaL_testudata(L, idx, FE_TENSOR_MT);
+  if (!t) return NULL;
+  if (lua_rawlen(L, idx) != sizeof(FeTensor) || t->id < 0 || t->id >= fe_of(L)->g->nnodes)
+    fe_error(L, "a userdata posing as a tensor (its metatable was set by hand)");
+  return t;
+}
+
+bool fe_is_tensor(lua_State *L, int idx) { return to_tensor(L, idx) != NULL; }
+
+int fe_tensor(lua_State *L, int idx, const char *op) {
+  FeTensor *t = to_tensor(L, idx);
   if (!t) return fe_error(L, "%s: argument %d must be a tensor, got %s", op, idx, luaL_typename(L, idx));
   return t->id;
 }
@@ -152,7 +164,7 @@ int fe_operand(lua_State *L, int idx, const char *op) {
     Shape scalar = {0};
     return fe_const_f32(L, &v, &scalar);
   }
-  FeTensor *t = luaL_testudata(L, idx, FE_TENSOR_MT);
+  FeTensor *t = to_tensor(L, idx);
   if (!t) return fe_error(L, "%s: argument %d must be a tensor or a number, got %s", op, idx, luaL_typename(L, idx));
   return t->id;
 }
@@ -180,7 +192,8 @@ int64_t fe_int_arg(lua_State *L, int idx, const char *op, const char *what) {
   return (int64_t)v;
 }
 
-/* Contract in frontend.h; also bounds each dim and the element count (2^40) so sizes never overflow. */
+/* Contract in frontend.h; also bounds the element count (KILN_MAX_NUMEL), checked
+ * without overflow, so no later size computation can overflow. */
 Shape fe_shape_arg(lua_State *L, int idx, const char *op, const char *what) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx) || fe_is_tensor(L, idx))
@@ -195,9 +208,9 @@ Shape fe_shape_arg(lua_State *L, int idx, const char *op, const char *what) {
     s.dim[i] = fe_int_arg(L, -1, op, item);
     lua_pop(L, 1);
     if (s.dim[i] < 1) fe_error(L, "%s: %s has a dim %lld < 1 (Kiln has no empty tensors)", op, what, (long long)s.dim[i]);
-    if (s.dim[i] > ((int64_t)1 << 40)) fe_error(L, "%s: %s has an absurd dim %lld", op, what, (long long)s.dim[i]);
   }
-  if (shape_numel(&s) > ((int64_t)1 << 40)) fe_error(L, "%s: %s %s is too large", op, what, shape_str(&s));
+  if (shape_numel_checked(&s) < 0)
+    fe_error(L, "%s: %s %s has more than %d elements, Kiln's limit per tensor", op, what, shape_str(&s), KILN_MAX_NUMEL);
   return s;
 }
 
@@ -207,6 +220,17 @@ int fe_dim(lua_State *L, int64_t d, int rank, const char *op) {
   if (d < lo || d > hi)
     return fe_error(L, "%s: dim %lld out of range for a rank-%d tensor (expected %d..%d)", op, (long long)d, rank, lo, hi);
   return d < 0 ? (int)(d + (rank ? rank : 1)) : (int)d;
+}
+
+/* A string argument (numbers are not converted) without NUL bytes, which C strings
+ * would silently cut. */
+static const char *string_arg(lua_State *L, int idx, const char *op, const char *what) {
+  size_t len;
+  if (lua_type(L, idx) != LUA_TSTRING)
+    fe_error(L, "%s: %s must be a string, got %s", op, what, luaL_typename(L, idx));
+  const char *s = lua_tolstring(L, idx, &len);
+  if (strlen(s) != len) fe_error(L, "%s: %s contains a NUL byte", op, what);
+  return s;
 }
 
 /* ---- nn scopes ---- */
@@ -222,7 +246,7 @@ const char *fe_scope_name(lua_State *L) {
  * to-be-closed local in nn.lua, so also on error) leaves it and any inner ones. */
 static int l_scope(lua_State *L) {
   Frontend *fe = fe_of(L);
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = string_arg(L, 1, "kiln._scope", "the module path");
   fe->scopes = grow(fe->scopes, fe->nscopes, &fe->capscopes, fe->nscopes + 1, sizeof(char *));
   fe->scopes[fe->nscopes++] = kiln_strdup(path);
   int *depth = lua_newuserdatauv(L, sizeof(int), 0);
@@ -290,7 +314,7 @@ static DType dtype_arg(lua_State *L, int idx, const char *op) {
 
 /* kiln.input(name, shape [, dtype]) -> tensor */
 static int l_input(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = string_arg(L, 1, "kiln.input", "argument 1 (the input's name)");
   check_io_name(L, name, "kiln.input");
   Shape s = fe_shape_arg(L, 2, "kiln.input", "shape");
   DType t = dtype_arg(L, 3, "kiln.input");
@@ -301,8 +325,7 @@ static int l_input(lua_State *L) {
 
 /* kiln.output(name, tensor): marks a graph output, in call order. */
 static int l_output(lua_State *L) {
-  if (lua_type(L, 1) != LUA_TSTRING) return fe_error(L, "kiln.output: argument 1 must be the output's name, got %s", luaL_typename(L, 1));
-  const char *name = lua_tostring(L, 1);
+  const char *name = string_arg(L, 1, "kiln.output", "argument 1 (the output's name)");
   if (!fe_is_tensor(L, 2)) return fe_error(L, "kiln.output: argument 2 must be a tensor, got %s", luaL_typename(L, 2));
   int id = fe_tensor(L, 2, "kiln.output");
   check_io_name(L, name, "kiln.output");
@@ -321,7 +344,7 @@ static int l_seed(lua_State *L) {
 /* kiln.load(path [, {strict = false}]) -> array of tensor names (file order). */
 static int l_load(lua_State *L) {
   Frontend *fe = fe_of(L);
-  const char *path = luaL_checkstring(L, 1);
+  const char *path = string_arg(L, 1, "kiln.load", "argument 1 (the file's path)");
   bool strict = false;
   if (lua_istable(L, 2)) {
     lua_pushnil(L);
@@ -400,9 +423,8 @@ static SafeTensor *find_loaded(Frontend *fe, const char *name, int *which) {
 /* kiln.param(name, shape [, init]) -> tensor: a WEIGHT node, from a loaded file or the initialiser. */
 static int l_param(lua_State *L) {
   Frontend *fe = fe_of(L);
-  if (lua_type(L, 1) != LUA_TSTRING || !lua_tostring(L, 1)[0])
-    return fe_error(L, "kiln.param: argument 1 must be a non-empty name, got %s", luaL_typename(L, 1));
-  const char *name = kiln_strdup(lua_tostring(L, 1));
+  const char *name = kiln_strdup(string_arg(L, 1, "kiln.param", "argument 1 (the name)"));
+  if (!name[0]) return fe_error(L, "kiln.param: argument 1 (the name) is empty");
   Shape s = fe_shape_arg(L, 2, "kiln.param", "shape");
   Init init = init_arg(L, 3);
   for (int i = 0; i < fe->nparams; i++)
@@ -686,6 +708,8 @@ static _Noreturn void report_syntax_error(Frontend *fe, const char *msg) {
 
 /* Reads the whole script; a missing file is the user's error. */
 static char *read_script(const char *path, const char *shown, size_t *len) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) kiln_error_at((SrcLoc){shown, 0}, "the model script is a directory");
   FILE *f = fopen(path, "rb");
   if (!f) kiln_error_at((SrcLoc){shown, 0}, "cannot open the model script: %s", strerror(errno));
   Buf b = {0};
@@ -717,6 +741,25 @@ static const char *model_name(const char *script) {
   return name;
 }
 
+/* The model name becomes file names (<m>.h, <m>.c): a header named like one of the C
+ * library's (or Kiln's runtime's) would shadow it for every file compiled with -I on
+ * the output directory, the model's own <m>.c included. Compared ignoring case, as
+ * macOS file systems do. */
+static void check_model_name(const Frontend *fe, const char *name, bool from_option) {
+  static const char *const taken[] = {
+      "assert", "complex", "ctype", "errno", "fenv", "float", "inttypes", "iso646", "limits", "locale", "math",
+      "setjmp", "signal", "stdalign", "stdarg", "stdatomic", "stdbool", "stddef", "stdint", "stdio", "stdlib",
+      "stdnoreturn", "string", "tgmath", "threads", "time", "uchar", "wchar", "wctype", "unistd", "strings",
+      "pthread", "fcntl", "dirent", "alloca", "malloc", "memory", "kiln_runtime", "kiln_coreml", NULL};
+  for (int i = 0; taken[i]; i++)
+    if (same_ignoring_case(name, taken[i])) {
+      const char *why = "the model's %s.h would shadow the C header <%s.h>; %s";
+      const char *fix = from_option ? "choose another --name" : "rename the script or pass --name";
+      if (from_option) kiln_error(why, name, taken[i], fix);
+      kiln_error_at((SrcLoc){fe->script_file, 0}, why, name, taken[i], fix);
+    }
+}
+
 /* After the script: it declared outputs, and strict files matched the parameters both ways. */
 static void check_finished(Frontend *fe) {
   if (fe->g->noutputs == 0)
@@ -733,6 +776,23 @@ static void check_finished(Frontend *fe) {
   }
 }
 
+/* Run before the script. Scripts are trusted code with the full standard library
+ * (docs/lua-api.md), but three things would break Kiln's own promises:
+ *  - math.random: a fixed seed, so traces are repeatable;
+ *  - stdout belongs to `kiln graph` and `kiln run` results: print, io.write and
+ *    io.stdout go to stderr;
+ *  - os.exit would end the process with no message, bypassing the one-line error
+ *    and the removal of a half-built output: it raises an error instead. */
+static const char prelude[] =
+    "math.randomseed(0)\n"
+    "print = function(...) local t = table.pack(...) "
+    "for i = 1, t.n do t[i] = tostring(t[i]) end "
+    "io.stderr:write(table.concat(t, '\\t', 1, t.n), '\\n') end\n"
+    "io.stdout = io.stderr\n"
+    "io.output(io.stderr)\n"
+    "os.exit = function() error('os.exit is not available in a model script (raise an error with error(), "
+    "or just return)', 2) end\n";
+
 /* Traces o->script into a new Graph; every user error exits through kiln_error_at. */
 Graph *frontend_trace(const FrontendOptions *o) {
   Frontend *fe = kiln_alloc(sizeof *fe);
@@ -741,6 +801,7 @@ Graph *frontend_trace(const FrontendOptions *o) {
   fe->script_dir = slash ? kiln_fmt("%.*s", (int)(slash - o->script), o->script) : "";
   if (slash == o->script) fe->script_dir = "/";
   if (o->model && !is_c_identifier(o->model)) kiln_error("--name: '%s' is not a C identifier", o->model);
+  check_model_name(fe, o->model ? o->model : model_name(o->script), o->model != NULL);
   fe->g = graph_new(o->model ? o->model : model_name(o->script), fe->script_file);
   size_t len;
   char *text = read_script(o->script, fe->script_file, &len);
@@ -749,12 +810,7 @@ Graph *frontend_trace(const FrontendOptions *o) {
   if (!L) die("cannot create a Lua state");
   *(Frontend **)lua_getextraspace(L) = fe;
   luaL_openlibs(L);
-  /* Deterministic traces: a fixed math.random seed; print goes to stderr, so a
-   * script's debugging output never mixes with `kiln graph` or `kiln run` results. */
-  if (luaL_dostring(L, "math.randomseed(0) "
-                       "print = function(...) local t = table.pack(...) "
-                       "for i = 1, t.n do t[i] = tostring(t[i]) end "
-                       "io.stderr:write(table.concat(t, '\\t', 1, t.n), '\\n') end") != LUA_OK)
+  if (luaL_loadbufferx(L, prelude, strlen(prelude), "=[kiln] prelude", "t") != LUA_OK || lua_pcall(L, 0, 0, 0) != LUA_OK)
     die("%s", lua_tostring(L, -1));
   open_kiln(L);
   lua_getglobal(L, "package");                   /* scripts may require helpers beside them */

@@ -94,6 +94,7 @@ static int64_t opt_int(lua_State *L, int idx, const char *key, int64_t def, cons
 static void int_list(lua_State *L, const char *op, const char *what, int *out, int n) {
   if (lua_type(L, -1) == LUA_TNUMBER) {
     int64_t v = fe_int_arg(L, -1, op, what);
+    if (v < -(1 << 20) || v > (1 << 20)) fe_error(L, "%s: %s value %lld is out of range", op, what, (long long)v);
     for (int i = 0; i < n; i++) out[i] = (int)v;
     return;
   }
@@ -457,14 +458,13 @@ static int l_reshape(lua_State *L) {
   if (minus >= 0) {
     int64_t known = 1;
     for (int i = 0; i < s.rank; i++)
-      if (i != minus) known *= s.dim[i];
-    if (numel % known != 0)
+      if (i != minus) known = s.dim[i] > numel || known > numel ? numel + 1 : known * s.dim[i];   /* both <= 2^31 */
+    if (known > numel || numel % known != 0)
       return fe_error(L, "reshape: cannot reshape %s (%lld elements) into %s", shape_str(sx), (long long)numel, shape_str(&s));
     s.dim[minus] = numel / known;
   }
-  if (shape_numel(&s) != numel)
-    return fe_error(L, "reshape: cannot reshape %s (%lld elements) into %s (%lld elements)", shape_str(sx), (long long)numel,
-                    shape_str(&s), (long long)shape_numel(&s));
+  if (shape_numel_checked(&s) != numel)
+    return fe_error(L, "reshape: cannot reshape %s (%lld elements) into %s", shape_str(sx), (long long)numel, shape_str(&s));
   return push_id(L, reshape_to(L, x, &s));
 }
 
@@ -631,6 +631,7 @@ static int l_slice(lua_State *L) {
   if (step < 1) return fe_error(L, "slice: step %lld must be positive", (long long)step);
   int64_t size = sx->dim[d];
   int64_t start = slice_bound(L, 3, size, 0, "start"), stop = slice_bound(L, 4, size, size, "stop");
+  if (step > size) step = size;          /* the same single element; keeps index arithmetic small */
   return push_id(L, slice_ids(L, x, d, start, stop, step));
 }
 
@@ -642,7 +643,7 @@ static int l_chunk(lua_State *L) {
   if (n < 1) return fe_error(L, "chunk: the number of chunks %lld must be >= 1", (long long)n);
   if (sx->rank == 0) return fe_error(L, "chunk: cannot split a scalar");
   int d = fe_dim(L, lua_isnoneornil(L, 3) ? 0 : fe_int_arg(L, 3, "chunk", "dim"), sx->rank, "chunk");
-  int64_t size = sx->dim[d], step = (size + n - 1) / n;
+  int64_t size = sx->dim[d], step = size / n + (size % n != 0);   /* ceil(size / n), no overflow */
   int count = 0;
   for (int64_t s = 0; s < size; s += step) {
     luaL_checkstack(L, 1, "chunk: too many chunks");
@@ -652,14 +653,29 @@ static int l_chunk(lua_State *L) {
   return count;
 }
 
+/* A GATHER node; constant indices are checked here, at the script's line, since the
+ * interpreter would refuse them only at run time and the kernels clamp them silently. */
+static int gather_ids(lua_State *L, const int *in, int axis, const char *op) {
+  int id = fe_add(L, OP_GATHER, in, 2, &(Attrs){.axis = axis});
+  const Node *ix = tnode(L, in[1]);
+  int64_t n = tshape(L, in[0])->dim[axis];
+  if (ix->op == OP_CONST && ix->data)
+    for (int64_t i = 0; i < shape_numel(&ix->shape); i++) {
+      int32_t v = ((const int32_t *)ix->data)[i];
+      if (v < 0 || v >= n)
+        fe_error(L, "%s: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", op, (int)v,
+                 (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
+    }
+  return id;
+}
+
 /* gather(x, indices, dim): numpy.take / torch.index_select with any-rank i32 indices. */
 static int l_gather(lua_State *L) {
   int in[2];
   in[0] = fe_tensor(L, 1, "gather");
   in[1] = fe_tensor(L, 2, "gather");
   int64_t d = lua_isnoneornil(L, 3) ? 0 : fe_int_arg(L, 3, "gather", "dim");
-  Attrs a = {.axis = fe_dim(L, d, tshape(L, in[0])->rank, "gather")};
-  return push_id(L, fe_add(L, OP_GATHER, in, 2, &a));
+  return push_id(L, gather_ids(L, in, fe_dim(L, d, tshape(L, in[0])->rank, "gather"), "gather"));
 }
 
 /* embedding(table, ids): rows of table [n, d] picked by i32 ids of any shape. */
@@ -668,8 +684,7 @@ static int l_embedding(lua_State *L) {
   in[0] = fe_tensor(L, 1, "embedding");
   in[1] = fe_tensor(L, 2, "embedding");
   if (tshape(L, in[0])->rank != 2) return fe_error(L, "embedding: table must be [n, d], got %s", shape_str(tshape(L, in[0])));
-  Attrs a = {.axis = 0};
-  return push_id(L, fe_add(L, OP_GATHER, in, 2, &a));
+  return push_id(L, gather_ids(L, in, 0, "embedding"));
 }
 
 /* ---- registration ---- */

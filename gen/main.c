@@ -80,12 +80,39 @@ static unsigned parse_target(const char *s) {
   kiln_error("unknown target '%s' (c, metal, coreml or all)", s);
 }
 
+/* --limit's value: a whole number >= 0 (strtol alone would read "abc" as 0, "all"). */
+static long parse_limit(const char *v) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (!*v || *end || errno || n < 0) kiln_error("--limit: a whole number >= 0 (0 = all), not '%s'", v);
+  return n;
+}
+
+/* Which commands take an option: one letter per command, b(uild) g(raph) r(un). */
+static const struct {
+  const char *opt, *cmds;
+} option_cmds[] = {
+    {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
+    {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
+    {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}};
+
+/* An option given to a command that ignores it is a mistake worth hearing about
+ * (`kiln graph m.lua -o out` writes nothing). */
+static void check_option(const char *cmd, const char *opt) {
+  char c = strcmp(cmd, "build") == 0 ? 'b' : strcmp(cmd, "graph") == 0 ? 'g' : strcmp(cmd, "run") == 0 ? 'r' : 0;
+  for (size_t i = 0; i < sizeof option_cmds / sizeof option_cmds[0]; i++)
+    if (strcmp(option_cmds[i].opt, opt) == 0 && c && !strchr(option_cmds[i].cmds, c))
+      kiln_error("%s: option %s does not apply to this command (see kiln --help)", cmd, opt);
+}
+
 static Args parse_args(int argc, char **argv) {
   Args a = {.limit = 64, .min_os = "iOS15"};
   if (argc < 2) kiln_error("no command (see kiln --help)");
   a.cmd = argv[1];
   for (int i = 2; i < argc; i++) {
     const char *s = argv[i];
+    if (s[0] == '-') check_option(a.cmd, s);
     if (strcmp(s, "-o") == 0 || strcmp(s, "--out") == 0) a.outdir = need_value(argc, argv, &i);
     else if (strcmp(s, "--target") == 0) a.targets |= parse_target(need_value(argc, argv, &i));
     else if (strcmp(s, "--name") == 0) a.name = need_value(argc, argv, &i);
@@ -102,10 +129,13 @@ static Args parse_args(int argc, char **argv) {
       if (a.ninputs == 64) kiln_error("too many --input options");
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
     } else if (strcmp(s, "--save") == 0) a.save = need_value(argc, argv, &i);
-    else if (strcmp(s, "--limit") == 0) a.limit = strtol(need_value(argc, argv, &i), NULL, 10);
-    else if (s[0] == '-') kiln_error("unknown option '%s' (see kiln --help)", s);
-    else if (!a.script) a.script = s;
-    else kiln_error("unexpected argument '%s' (one model script per command)", s);
+    else if (strcmp(s, "--limit") == 0) a.limit = parse_limit(need_value(argc, argv, &i));
+    else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+      fputs(usage, stdout);
+      exit(0);
+    } else if (s[0] == '-') kiln_error("unknown option '%s' (see kiln --help)", s);
+    else if (!a.script && strcmp(a.cmd, "ops") != 0) a.script = s;
+    else kiln_error("unexpected argument '%s' (%s)", s, strcmp(a.cmd, "ops") == 0 ? "ops takes none" : "one model script per command");
   }
   if (!a.targets) a.targets = TGT_C;
   static const char *const oses[] = {"iOS15", "iOS16", "iOS17", "iOS18"};
@@ -158,9 +188,17 @@ static void publish(const char *tmp, const char *out) {
   rmdir(tmp);
 }
 
+/* Whether p exists as something other than a directory (a file where -o names one). */
+static bool is_non_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
 static int cmd_build(const Args *a) {
   if (!a->outdir) kiln_error("build: no output directory (use -o DIR)");
+  if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
   if (strchr(a->outdir, '\'')) kiln_error("build: output directory may not contain a quote");
+  if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
   Graph *g = trace(a);
   pipeline_run(g, a->dump_after, stderr);
 
@@ -201,34 +239,104 @@ static int cmd_graph(const Args *a) {
 
 /* ---- run ---- */
 
-/* Reads an input file: .npy (v1/v2, little-endian, C order) or raw bytes. */
-static void *read_input(const char *path, const Node *n, const char *iname) {
+/* Reads a whole file (regular, device or pipe: no ftell) into the arena; a
+ * directory or an unreadable file is the user's error. */
+static unsigned char *read_whole(const char *path, const char *iname, size_t *size) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) kiln_error("--input %s: %s is a directory", iname, path);
   FILE *f = fopen(path, "rb");
   if (!f) kiln_error("--input %s: cannot open %s: %s", iname, path, strerror(errno));
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *all = kiln_alloc((size_t)size + 1);
-  if (size > 0 && fread(all, 1, (size_t)size, f) != (size_t)size) kiln_error("--input %s: cannot read %s", iname, path);
+  Buf b = {0};
+  char chunk[65536];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
+  bool bad = ferror(f);
   fclose(f);
-  int64_t want = node_bytes(n);
-  if (size >= 10 && memcmp(all, "\x93NUMPY", 6) == 0) {
-    size_t hlen = all[6] == 1 ? (size_t)(all[8] | all[9] << 8) : (size_t)(all[8] | all[9] << 8 | all[10] << 16 | (size_t)all[11] << 24);
-    size_t start = (all[6] == 1 ? 10 : 12) + hlen;
-    if (start > (size_t)size) kiln_error("%s: truncated .npy header", path);
-    char *hdr = kiln_alloc(hlen + 1);
-    memcpy(hdr, all + (all[6] == 1 ? 10 : 12), hlen);
-    const char *descr = n->dtype == DT_F32 ? "'<f4'" : n->dtype == DT_I32 ? "'<i4'" : "'|b1'";
-    if (!strstr(hdr, descr)) kiln_error("%s: input %s wants %s (descr %s); header is %s", path, iname, dtype_name(n->dtype), descr, hdr);
-    if (strstr(hdr, "'fortran_order': True")) kiln_error("%s: Fortran-order arrays are not supported", path);
-    if ((int64_t)((size_t)size - start) != want)
-      kiln_error("%s: input %s %s needs %lld bytes of data, the file has %lld", path, iname, shape_str(&n->shape),
-                 (long long)want, (long long)((size_t)size - start));
-    return all + start;
+  if (bad) kiln_error("--input %s: cannot read %s", iname, path);
+  unsigned char *all = kiln_alloc(b.len + 1);
+  if (b.len) memcpy(all, b.data, b.len);
+  *size = b.len;
+  buf_free(&b);
+  return all;
+}
+
+/* The text after "'key':" (and spaces) in a .npy header dict, or NULL. */
+static const char *npy_field(const char *hdr, const char *key) {
+  const char *p = strstr(hdr, kiln_fmt("'%s':", key));
+  if (!p) return NULL;
+  p += strlen(key) + 3;
+  while (*p == ' ') p++;
+  return p;
+}
+
+/* The shape tuple at p ("(2, 3)", "(6,)", "()") into s; false if malformed or rank > max. */
+static bool npy_shape(const char *p, Shape *s) {
+  *s = (Shape){0};
+  if (*p++ != '(') return false;
+  for (;;) {
+    while (*p == ' ') p++;
+    if (*p == ')') return true;
+    if (*p < '0' || *p > '9' || s->rank == KILN_MAX_RANK) return false;
+    char *end;
+    errno = 0;
+    long long d = strtoll(p, &end, 10);
+    if (errno) return false;
+    s->dim[s->rank++] = d;
+    p = end;
+    while (*p == ' ') p++;
+    if (*p == ',') p++;
+    else if (*p != ')') return false;
   }
-  if (size != want)
-    kiln_error("%s: input %s is %s %s = %lld bytes, the file has %ld", path, iname, dtype_name(n->dtype),
-               shape_str(&n->shape), (long long)want, size);
+}
+
+/* A header for a message: its trailing padding and newline dropped, at most 160 bytes,
+ * control bytes shown as '?', so the message stays one line. */
+static const char *one_line_hdr(const char *hdr) {
+  char *s = kiln_fmt("%.160s", hdr);
+  for (char *p = s; *p; p++)
+    if ((unsigned char)*p < 0x20) *p = '?';
+  for (size_t n = strlen(s); n && (s[n - 1] == ' ' || s[n - 1] == '?'); n--) s[n - 1] = 0;
+  return s;
+}
+
+/* Checks a .npy file's header against input n and returns its data: version 1..3,
+ * a dict with the dtype Kiln wants ('<f4', '<i4', '|b1'), C order, the input's exact
+ * shape, and exactly the data that shape holds. */
+static void *npy_data(const char *path, const char *iname, const Node *n, unsigned char *all, size_t size) {
+  if (size < 10 || all[6] < 1 || all[6] > 3) kiln_error("%s: not a .npy file of version 1, 2 or 3", path);
+  size_t pre = all[6] == 1 ? 10 : 12;
+  if (size < pre) kiln_error("%s: truncated .npy header", path);
+  size_t hlen = all[6] == 1 ? (size_t)(all[8] | all[9] << 8)
+                            : (size_t)all[8] | (size_t)all[9] << 8 | (size_t)all[10] << 16 | (size_t)all[11] << 24;
+  if (hlen > size - pre) kiln_error("%s: truncated .npy header", path);
+  char *hdr = kiln_alloc(hlen + 1);
+  memcpy(hdr, all + pre, hlen);
+  if (strlen(hdr) != hlen) kiln_error("%s: .npy header contains a NUL byte", path);
+  const char *want = n->dtype == DT_F32 ? "'<f4'" : n->dtype == DT_I32 ? "'<i4'" : "'|b1'";
+  const char *descr = npy_field(hdr, "descr"), *fortran = npy_field(hdr, "fortran_order"), *shp = npy_field(hdr, "shape");
+  Shape s;
+  if (!descr || !fortran || !shp || !npy_shape(shp, &s)) kiln_error("%s: malformed .npy header %s", path, one_line_hdr(hdr));
+  if (strncmp(descr, want, strlen(want)) != 0)
+    kiln_error("%s: --input %s is %s, which .npy spells %s; the file holds %.*s", path, iname, dtype_name(n->dtype), want,
+               (int)strcspn(descr, ",}"), descr);
+  if (strncmp(fortran, "False", 5) != 0) kiln_error("%s: Fortran-order arrays are not supported (save a C-order copy)", path);
+  if (!shape_eq(&s, &n->shape))
+    kiln_error("%s: --input %s is %s %s, the file holds shape %s", path, iname, dtype_name(n->dtype), shape_str(&n->shape),
+               shape_str(&s));
+  if ((int64_t)(size - pre - hlen) != node_bytes(n))
+    kiln_error("%s: --input %s %s needs %lld bytes of data, the file has %lld", path, iname, shape_str(&n->shape),
+               (long long)node_bytes(n), (long long)(size - pre - hlen));
+  return all + pre + hlen;
+}
+
+/* Reads an input file: .npy (see npy_data) or raw little-endian bytes of the exact size. */
+static void *read_input(const char *path, const Node *n, const char *iname) {
+  size_t size;
+  unsigned char *all = read_whole(path, iname, &size);
+  if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) return npy_data(path, iname, n, all, size);
+  if ((int64_t)size != node_bytes(n))
+    kiln_error("%s: --input %s is %s %s = %lld bytes, the file has %zu", path, iname, dtype_name(n->dtype),
+               shape_str(&n->shape), (long long)node_bytes(n), size);
   return all;
 }
 
@@ -268,6 +376,10 @@ static void print_tensor(const char *name, const Tensor *t, long limit) {
 }
 
 static int cmd_run(const Args *a) {
+  if (a->save && is_non_dir(a->save)) kiln_error("run: --save %s exists and is not a directory", a->save);
+  for (int k = 0; k < a->ninputs; k++)
+    if (!strchr(a->inputs[k], '=') || a->inputs[k][0] == '=')
+      kiln_error("run: --input %s is not NAME=FILE", a->inputs[k]);
   Graph *g = trace(a);
   pass_verify(g);
   Tensor *ins = kiln_alloc(sizeof(Tensor) * (size_t)(g->ninputs + 1));
@@ -275,7 +387,10 @@ static int cmd_run(const Args *a) {
     const char *file = NULL;
     size_t nl = strlen(g->inputs[i].name);
     for (int k = 0; k < a->ninputs; k++)
-      if (strncmp(a->inputs[k], g->inputs[i].name, nl) == 0 && a->inputs[k][nl] == '=') file = a->inputs[k] + nl + 1;
+      if (strncmp(a->inputs[k], g->inputs[i].name, nl) == 0 && a->inputs[k][nl] == '=') {
+        if (file) kiln_error("run: --input %s is given twice", g->inputs[i].name);
+        file = a->inputs[k] + nl + 1;
+      }
     Node *n = graph_node(g, g->inputs[i].node);
     if (!file) kiln_error("run: missing --input %s=FILE (%s %s)", g->inputs[i].name, dtype_name(n->dtype), shape_str(&n->shape));
     ins[i] = (Tensor){n->dtype, n->shape, read_input(file, n, g->inputs[i].name)};

@@ -483,6 +483,11 @@ SafeFile *safetensors_load(const char *path, char *err, size_t errlen) {
   size_t size;
   unsigned char *all = read_all(path, &size, err, errlen);
   if (!all) return NULL;
+  return safetensors_parse(path, all, size, err, errlen);
+}
+
+/* Contract in kiln.h: names, shapes and converted data are copies in the arena. */
+SafeFile *safetensors_parse(const char *path, const unsigned char *all, size_t size, char *err, size_t errlen) {
   if (size < 8) return HEADER_FAIL("the file has %zu bytes, fewer than the 8-byte header length", size), NULL;
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = hlen << 8 | all[i];

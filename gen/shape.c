@@ -48,12 +48,26 @@ bool shape_broadcast(const Shape *a, const Shape *b, Shape *out) {
   return true;
 }
 
-/* Every dim positive and the rank within bounds: Kiln has no empty tensors. */
+/* Contract in kiln.h: multiplies dim by dim, stopping before the product could overflow. */
+int64_t shape_numel_checked(const Shape *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) {
+    if (s->dim[i] < 0 || s->dim[i] > KILN_MAX_NUMEL) return -1;
+    n *= s->dim[i];                     /* both factors <= 2^31: no overflow */
+    if (n > KILN_MAX_NUMEL) return -1;
+  }
+  return n;
+}
+
+/* Every dim positive, the rank within bounds, the size within KILN_MAX_NUMEL: Kiln has
+ * no empty tensors, and no tensor its generated code could not index. */
 static bool check_dims(const Node *n, const Shape *s, const char *what, char *err, size_t errlen) {
   if (s->rank < 0 || s->rank > KILN_MAX_RANK)
     return FAIL("%s: %s has rank %d; Kiln allows 0..%d", OPNAME, what, s->rank, KILN_MAX_RANK);
   for (int i = 0; i < s->rank; i++)
     if (s->dim[i] < 1) return FAIL("%s: %s %s has an empty or negative dim", OPNAME, what, shape_str(s));
+  if (shape_numel_checked(s) < 0)
+    return FAIL("%s: %s %s has more than %d elements, Kiln's limit per tensor", OPNAME, what, shape_str(s), KILN_MAX_NUMEL);
   return true;
 }
 
@@ -335,7 +349,7 @@ static bool shape_SLICE(Graph *g, Node *n, char *err, size_t errlen) {
     if (a->step[i] <= 0 || a->start[i] < 0 || a->start[i] > a->end[i] || a->end[i] > x->dim[i])
       return FAIL("slice: dim %d range %lld:%lld:%lld invalid for %s", i, (long long)a->start[i], (long long)a->end[i],
                   (long long)a->step[i], SH(0));
-    s.dim[i] = (a->end[i] - a->start[i] + a->step[i] - 1) / a->step[i];
+    s.dim[i] = a->end[i] > a->start[i] ? (a->end[i] - a->start[i] - 1) / a->step[i] + 1 : 0;  /* no overflow for any step */
     if (s.dim[i] == 0)
       return FAIL("slice: dim %d range %lld:%lld of %s is empty (Kiln has no empty tensors)", i, (long long)a->start[i],
                   (long long)a->end[i], SH(0));
@@ -394,5 +408,8 @@ bool shape_infer(Graph *g, Node *n, char *err, size_t errlen) {
   if (!rules[n->op](g, n, err, errlen)) return false;
   if (kiln_ops[n->op].flags & OPF_CMP) n->dtype = DT_BOOL;
   if (n->shape.rank > KILN_MAX_RANK) return FAIL("%s: result rank %d exceeds %d", OPNAME, n->shape.rank, KILN_MAX_RANK);
+  if (shape_numel_checked(&n->shape) < 0)   /* broadcasting, matmul, gather, conv padding can grow a result */
+    return FAIL("%s: the result %s has more than %d elements, Kiln's limit per tensor", OPNAME, shape_str(&n->shape),
+                KILN_MAX_NUMEL);
   return true;
 }

@@ -20,11 +20,15 @@ typedef struct Block {
 
 static Block *blocks;
 
+static _Noreturn void fail_exit(void);
+
+/* Out of memory is reported like any error (one line, partial output removed): a model
+ * that needs more memory than the machine has is the user's problem to hear about. */
 void *kiln_alloc(size_t n) {
-  Block *b = calloc(1, sizeof(Block) + (n ? n : 1));
+  Block *b = n < SIZE_MAX - sizeof(Block) ? calloc(1, sizeof(Block) + (n ? n : 1)) : NULL;
   if (!b) {
-    fprintf(stderr, "kiln: out of memory (%zu bytes)\n", n);
-    exit(1);
+    fprintf(stderr, "kiln: error: out of memory (allocating %zu bytes)\n", n);
+    fail_exit();
   }
   b->next = blocks;
   blocks = b;

@@ -81,6 +81,8 @@ static kiln_status check_header(kiln_weights *w, const char *where, const unsign
                                       (unsigned long long)version, VERSION);
   if (hsize != HEADER_SIZE) return fail(w, KILN_ERR_HEADER, where, "header size %llu, expected %d",
                                         (unsigned long long)hsize, HEADER_SIZE);
+  for (int i = 32; i < HEADER_SIZE; i++)   /* reserved; the checksum does not cover them */
+    if (h[i]) return fail(w, KILN_ERR_HEADER, where, "reserved header byte %d is %d, not 0", i, h[i]);
   *payload_size = get_le(h + 16, 8);
   return KILN_OK;
 }
@@ -172,6 +174,9 @@ kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t b
   if (blob_size - HEADER_SIZE < size)
     return fail(w, KILN_ERR_TRUNCATED, where, "header promises %llu payload bytes, the blob has %zu", (unsigned long long)size,
                 blob_size - HEADER_SIZE);
+  if (blob_size - HEADER_SIZE > size)   /* as for a file: a blob of another length is not this file */
+    return fail(w, KILN_ERR_HEADER, where, "%llu bytes after the %llu-byte payload",
+                (unsigned long long)(blob_size - HEADER_SIZE - size), (unsigned long long)size);
   return check_payload(w, where, h, h + HEADER_SIZE, size, expect_size, expect_checksum);
 }
 

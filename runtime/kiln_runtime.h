@@ -39,7 +39,7 @@ typedef enum {
   KILN_ERR_TRUNCATED,     /* shorter than its header says (or than a header) */
   KILN_ERR_MAGIC,         /* not a Kiln weights file */
   KILN_ERR_VERSION,       /* a weights format this runtime does not know */
-  KILN_ERR_HEADER,        /* header size field wrong, or trailing bytes */
+  KILN_ERR_HEADER,        /* header size field wrong, reserved bytes not 0, or trailing bytes */
   KILN_ERR_CHECKSUM,      /* payload does not match the header's checksum: corrupt */
   KILN_ERR_MODEL,         /* a valid file, but for a different model or build */
   KILN_ERR_ALIGN,         /* an in-memory blob not 64-byte aligned */
@@ -65,7 +65,8 @@ const char *kiln_status_str(kiln_status st);
 kiln_status kiln_weights_load(kiln_weights *w, const char *path, uint64_t expect_size, uint64_t expect_checksum);
 
 /* Validates a whole weights file held in memory (e.g. <m>_weights_blob, blob_size =
- * <M>_WEIGHTS_FILE_SIZE) without copying: w->payload points into blob. */
+ * <M>_WEIGHTS_FILE_SIZE exactly: bytes past the payload are refused, as in a file)
+ * without copying: w->payload points into blob. */
 kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t blob_size, uint64_t expect_size,
                                      uint64_t expect_checksum);
 

@@ -50,14 +50,15 @@ def make_inputs(sig, work):
     for inp in sig["inputs"]:
         shape, dt = tuple(inp["shape"]), inp["dtype"]
         if dt == "f32":
-            a = rng.randn(*shape).astype(np.float32)
+            a = np.asarray(rng.randn(*shape), dtype=np.float32)
         elif dt == "i32":
-            a = rng.randint(0, 4, size=shape).astype(np.int32)
+            a = np.asarray(rng.randint(0, 4, size=shape), dtype=np.int32)
         else:
-            a = rng.randint(0, 2, size=shape).astype(np.bool_)
+            a = np.asarray(rng.randint(0, 2, size=shape), dtype=np.bool_)
         kp = os.path.join(work, "kin", inp["name"] + ".npy")
         np.save(kp, a)
-        np.save(os.path.join(work, "cin", inp["name"] + ".npy"), a.astype(np.int32) if dt == "bool" else a)
+        ca = a.reshape(a.shape or (1,))  # Core ML sees a rank-0 input as shape [1]
+        np.save(os.path.join(work, "cin", inp["name"] + ".npy"), ca.astype(np.int32) if dt == "bool" else ca)
         files.append(kp)
     return files
 
@@ -122,6 +123,8 @@ def check_config(kiln, milrun, model, work, cfg, ref, sig, tag):
     for o in sig["outputs"]:
         c = ref[o["name"]]
         m = np.load(os.path.join(got, o["name"] + ".npy"))
+        if c.shape == () and m.shape == (1,):   # a rank-0 output is exposed as shape [1]
+            m = m.reshape(())
         if m.shape != c.shape:
             print(f"FAIL {t}/run: output {o['name']} shape {m.shape} vs C {c.shape}")
             return
@@ -130,6 +133,13 @@ def check_config(kiln, milrun, model, work, cfg, ref, sig, tag):
                 print(f"FAIL {t}/run: output {o['name']} differs from the C target")
                 return
             continue
+        fin = np.isfinite(c)   # non-finite C values must be matched exactly (NaN by NaN)
+        if not np.all(fin | (np.isnan(c) & np.isnan(m)) | (c == m)):
+            print(f"FAIL {t}/run: output {o['name']} differs from the C target in a non-finite value")
+            return
+        if not fin.any():
+            continue
+        c, m = c[fin], m[fin]
         scale = max(1.0, float(np.abs(c).max()))
         err = float(np.abs(m.astype(np.float64) - c.astype(np.float64)).max()) / scale
         if not np.isfinite(err) or err > TOL[prec]:

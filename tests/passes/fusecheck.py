@@ -38,7 +38,7 @@ def build(kiln, script, out, extra):
     m = os.path.basename(script)[:-4]
     meta = json.load(open(os.path.join(out, m + ".json")))
     exe = os.path.join(out, "driver")
-    run(["cc", "-std=c11", "-O1", "-I", out, "-I", "runtime", "-DKILN_MODEL=" + m, "-DKILN_MODEL_UPPER=" + m.upper(),
+    run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-O1", "-I", out, "-I", "runtime", "-DKILN_MODEL=" + m, "-DKILN_MODEL_UPPER=" + m.upper(),
          "tests/runtime/driver.c", os.path.join(out, m + ".c"), "runtime/kiln_runtime.c", "-lm", "-o", exe])
     return meta, exe
 

@@ -1,0 +1,1 @@
+kiln.output("y", kiln.concat({}, 0))

@@ -1,0 +1,1 @@
+local c = kiln.constant(1, {100000, 100000})

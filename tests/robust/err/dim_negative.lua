@@ -1,0 +1,1 @@
+local w = kiln.param("w", {4, -3})

@@ -1,0 +1,4 @@
+local nn = kiln.nn
+local M = nn.Module("M")
+function M:forward(x) return self(x) end
+kiln.output("y", M()(kiln.input("x", {4})))

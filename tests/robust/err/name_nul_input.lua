@@ -1,0 +1,1 @@
+local x = kiln.input("x\0y", {4})

@@ -1,0 +1,1 @@
+local w = kiln.param("a\0b", {4})

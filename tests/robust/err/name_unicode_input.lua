@@ -1,0 +1,1 @@
+local x = kiln.input("héllo", {4})

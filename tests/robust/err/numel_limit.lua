@@ -1,0 +1,1 @@
+local x = kiln.input("x", {65536, 65536})

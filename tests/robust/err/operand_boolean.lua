@@ -1,0 +1,2 @@
+local x = kiln.input("x", {2})
+kiln.output("y", kiln.max(true, x))

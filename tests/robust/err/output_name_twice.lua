@@ -1,0 +1,3 @@
+local x = kiln.input("x", {4})
+kiln.output("y", x:relu())
+kiln.output("Y", x:exp())

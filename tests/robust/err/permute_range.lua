@@ -1,0 +1,2 @@
+local x = kiln.input("x", {2, 3})
+kiln.output("y", x:permute(0, 5))

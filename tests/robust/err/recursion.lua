@@ -1,0 +1,3 @@
+local function f(n) return f(n + 1) + 1 end
+local x = kiln.input("x", {4})
+kiln.output("y", x + f(1))

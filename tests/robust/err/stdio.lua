@@ -1,0 +1,2 @@
+local x = kiln.input("x", {4})
+kiln.output("y", x + 1)
