@@ -167,6 +167,226 @@ void emit_coalesce(const Shape *out, int nops, int64_t strides[][KILN_MAX_RANK],
   *rank = r;
 }
 
+/* ---- per-family geometry ---- */
+
+EmitWalk emit_elementwise_walk(Graph *g, const Node *n) {
+  EmitWalk w = {.nops = n->nin + 1};
+  if (w.nops > EMIT_MAX_WALK) die("elementwise %s with %d inputs", kiln_ops[n->op].name, n->nin);
+  emit_strides(&n->shape, w.strides[0]);
+  for (int i = 0; i < n->nin; i++) emit_bcast_strides(&graph_node(g, n->in[i])->shape, &n->shape, w.strides[i + 1]);
+  emit_coalesce(&n->shape, w.nops, w.strides, &w.rank, w.dims);
+  return w;
+}
+
+/* x's element strides per output dim and the offset of the first element read:
+ * transpose permutes x's strides, slice multiplies them by the steps. */
+static int64_t copy_strides(Graph *g, const Node *n, int64_t st[KILN_MAX_RANK]) {
+  int64_t xs[KILN_MAX_RANK], base = 0;
+  emit_strides(&graph_node(g, n->in[0])->shape, xs);
+  for (int i = 0; i < n->shape.rank; i++) {
+    if (n->op == OP_TRANSPOSE) st[i] = xs[n->a.perm[i]];
+    else if (n->op == OP_SLICE) {
+      st[i] = xs[i] * n->a.step[i];
+      base += n->a.start[i] * xs[i];
+    } else die("copy walk of %s", kiln_ops[n->op].name);
+  }
+  return base;
+}
+
+EmitWalk emit_copy_walk(Graph *g, const Node *n) {
+  EmitWalk w = {.nops = 2};
+  emit_strides(&n->shape, w.strides[0]);
+  w.base = copy_strides(g, n, w.strides[1]);
+  emit_coalesce(&n->shape, 2, w.strides, &w.rank, w.dims);
+  return w;
+}
+
+/* s without its last two dims: the batch dims of a matmul operand. */
+static Shape batch_of(const Shape *s) {
+  Shape b = *s;
+  b.rank -= 2;
+  return b;
+}
+
+MatmulGeom emit_matmul_geom(Graph *g, const Node *n) {
+  const Node *x = graph_node(g, n->in[0]), *y = graph_node(g, n->in[1]);
+  const Attrs *a = &n->a;
+  MatmulGeom m = {.m = n->shape.dim[n->shape.rank - 2], .n = n->shape.dim[n->shape.rank - 1]};
+  m.k = a->trans_x ? x->shape.dim[x->shape.rank - 2] : x->shape.dim[x->shape.rank - 1];
+  m.trans_x = a->trans_x;
+  m.trans_y = a->trans_y;
+  m.xs_m = a->trans_x ? 1 : m.k;
+  m.xs_k = a->trans_x ? m.m : 1;
+  m.ys_k = a->trans_y ? 1 : m.n;
+  m.ys_n = a->trans_y ? m.k : 1;
+  Shape bo = batch_of(&n->shape), bx = batch_of(&x->shape), by = batch_of(&y->shape);
+  EmitWalk *w = &m.b;
+  w->nops = 3;
+  emit_strides(&bo, w->strides[0]);
+  emit_bcast_strides(&bx, &bo, w->strides[1]);
+  emit_bcast_strides(&by, &bo, w->strides[2]);
+  for (int i = 0; i < bo.rank; i++) {   /* in elements: matrix strides times the matrix sizes */
+    w->strides[1][i] *= m.m * m.k;
+    w->strides[2][i] *= m.k * m.n;
+  }
+  emit_coalesce(&bo, 3, w->strides, &w->rank, w->dims);
+  m.batch = shape_numel(&bo);
+  return m;
+}
+
+ConvGeom emit_conv_geom(Graph *g, const Node *n) {
+  const Shape *x = &graph_node(g, n->in[0])->shape, *w = &graph_node(g, n->in[1])->shape, *o = &n->shape;
+  const Attrs *a = &n->a;
+  return (ConvGeom){
+      .nb = x->dim[0], .c = x->dim[1], .h = x->dim[2], .w = x->dim[3], .oc = o->dim[1], .oh = o->dim[2],
+      .ow = o->dim[3], .kh = w->dim[2], .kw = w->dim[3], .groups = a->groups, .cg = x->dim[1] / a->groups,
+      .ocg = o->dim[1] / a->groups, .sh = a->stride[0], .sw = a->stride[1], .pt = a->pad[0], .pl = a->pad[1],
+      .dh = a->dilation[0], .dw = a->dilation[1], .bias = n->nin == 3,
+  };
+}
+
+PoolGeom emit_pool_geom(Graph *g, const Node *n) {
+  const Shape *x = &graph_node(g, n->in[0])->shape, *o = &n->shape;
+  const Attrs *a = &n->a;
+  return (PoolGeom){
+      .planes = x->dim[0] * x->dim[1], .h = x->dim[2], .w = x->dim[3], .oh = o->dim[2], .ow = o->dim[3],
+      .kh = a->kernel[0], .kw = a->kernel[1], .sh = a->stride[0], .sw = a->stride[1], .pt = a->pad[0],
+      .pl = a->pad[1], .count_pad = n->op == OP_AVGPOOL2D && a->count_pad,
+  };
+}
+
+ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
+  const Shape *x = &graph_node(g, n->in[0])->shape;
+  int64_t xs[KILN_MAX_RANK];
+  emit_strides(x, xs);
+  ReduceGeom r = {.kept = {.nops = 1}, .reduced = {.nops = 1}, .outn = node_numel(n)};
+  Shape ks = {0}, rs = {0};
+  for (int i = 0; i < x->rank; i++) {   /* x's dims split in two lists, each keeping x's strides */
+    bool red = n->a.axes >> i & 1u;
+    Shape *s = red ? &rs : &ks;
+    (red ? &r.reduced : &r.kept)->strides[0][s->rank] = xs[i];
+    s->dim[s->rank++] = x->dim[i];
+  }
+  emit_coalesce(&ks, 1, r.kept.strides, &r.kept.rank, r.kept.dims);
+  emit_coalesce(&rs, 1, r.reduced.strides, &r.reduced.rank, r.reduced.dims);
+  r.red = shape_numel(&rs);
+  return r;
+}
+
+EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan) {
+  switch (op) {
+  case OP_REDUCE_SUM: return (EmitReduceOp){"0.0f", "acc += v", "acc"};
+  case OP_REDUCE_MEAN: return (EmitReduceOp){"0.0f", "acc += v", "acc / (float)RED"};
+  case OP_REDUCE_MAX: return (EmitReduceOp){"-INFINITY", kiln_fmt("acc = v > acc || %s ? v : acc", v_is_nan), "acc"};
+  default: die("reduce op %s", kiln_ops[op].name);
+  }
+}
+
+static int64_t dims_prod(const Shape *s, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++) p *= s->dim[i];
+  return p;
+}
+
+AxisGeom emit_axis_geom(const Shape *s, int axis) {
+  int ax = axis < 0 ? axis + s->rank : axis;
+  return (AxisGeom){.axis = ax, .outer = dims_prod(s, 0, ax), .n = ax < s->rank ? s->dim[ax] : 1,
+                    .inner = dims_prod(s, ax + 1, s->rank)};
+}
+
+NormGeom emit_norm_geom(Graph *g, const Node *n) {
+  (void)g;
+  AxisGeom ax = emit_axis_geom(&n->shape, n->a.axis);
+  bool gamma = n->nin >= 2, beta = n->nin >= 3;
+  return (NormGeom){
+      .rows = ax.outer, .d = ax.n * ax.inner, .gamma = gamma, .beta = beta,
+      .affine = kiln_fmt("%s%s", gamma ? " * gamma[j]" : "", beta ? " + beta[j]" : ""),
+      .affine_doc = kiln_fmt("%s%s", gamma ? " * gamma" : "", beta ? " + beta" : ""),
+  };
+}
+
+ConcatGeom emit_concat_geom(Graph *g, const Node *n) {
+  AxisGeom ax = emit_axis_geom(&n->shape, n->a.axis);
+  ConcatGeom c = {.outer = ax.outer, .nparts = n->nin};
+  c.len = kiln_alloc(sizeof(int64_t) * (size_t)n->nin);
+  c.at = kiln_alloc(sizeof(int64_t) * (size_t)n->nin);
+  for (int i = 0; i < n->nin; i++) {
+    c.len[i] = graph_node(g, n->in[i])->shape.dim[ax.axis] * ax.inner;
+    c.at[i] = c.row;
+    c.row += c.len[i];
+  }
+  return c;
+}
+
+GatherGeom emit_gather_geom(Graph *g, const Node *n) {
+  const Node *x = graph_node(g, n->in[0]);
+  AxisGeom ax = emit_axis_geom(&x->shape, n->a.axis);
+  return (GatherGeom){.outer = ax.outer, .n = ax.n, .inner = ax.inner, .nidx = node_numel(graph_node(g, n->in[1]))};
+}
+
+/* ---- shared rendering ---- */
+
+const char *emit_cast(const EmitCasts *c, DType from, DType to, const char *x) {
+  if (from == to) return x;
+  const char *fmt = to == DT_BOOL ? c->to_bool : to == DT_F32 ? c->to_f32 : from == DT_F32 ? c->f32_to_i32 : c->to_i32;
+  const char *vars[] = {"X", x, NULL};
+  Buf b = {0};
+  template_expand(&b, fmt, vars);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+void emit_var(EmitVars *v, const char *name, const char *value) {
+  if (v->n == EMIT_MAX_VARS) die("too many template variables");
+  v->kv[2 * v->n] = name;
+  v->kv[2 * v->n + 1] = value;
+  v->n++;
+  v->kv[2 * v->n] = NULL;
+}
+
+void emit_vari(EmitVars *v, const char *name, int64_t value) {
+  if (value > INT32_MAX || value < INT32_MIN)
+    kiln_error("constant %s = %lld does not fit 32 bits (tensor too large)", name, (long long)value);
+  emit_var(v, name, kiln_fmt("%lld", (long long)value));
+}
+
+/* The attributes that shape a kernel, as a reader wants them in its comment. */
+static void describe_attrs(Buf *b, const Node *n) {
+  const Attrs *a = &n->a;
+  switch (kiln_ops[n->op].family) {
+  case FAM_MATMUL:
+    if (a->trans_x || a->trans_y) buf_printf(b, ", transposed:%s%s", a->trans_x ? " x" : "", a->trans_y ? " y" : "");
+    break;
+  case FAM_CONV:
+    buf_printf(b, ", stride %d,%d pad %d,%d,%d,%d dilation %d,%d groups %d", a->stride[0], a->stride[1], a->pad[0], a->pad[1],
+               a->pad[2], a->pad[3], a->dilation[0], a->dilation[1], a->groups);
+    break;
+  case FAM_POOL:
+    buf_printf(b, ", kernel %d,%d stride %d,%d pad %d,%d,%d,%d%s", a->kernel[0], a->kernel[1], a->stride[0], a->stride[1],
+               a->pad[0], a->pad[1], a->pad[2], a->pad[3], n->op == OP_AVGPOOL2D && a->count_pad ? " count_pad" : "");
+    break;
+  case FAM_REDUCE: buf_printf(b, ", axes mask 0x%x%s", a->axes, a->keepdims ? " keepdims" : ""); break;
+  case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: buf_printf(b, ", axis %d", a->axis); break;
+  case FAM_TRANSPOSE:
+    buf_puts(b, ", perm");
+    for (int i = 0; i < n->shape.rank; i++) buf_printf(b, "%s%d", i ? "," : " ", a->perm[i]);
+    break;
+  default: break;
+  }
+}
+
+char *emit_describe(Graph *g, const Node *n, bool attrs) {
+  Buf b = {0};
+  buf_printf(&b, "%s %s ", kiln_ops[n->op].name, dtype_name(n->dtype));
+  for (int i = 0; i < n->nin; i++) buf_printf(&b, "%s%s", i ? ", " : "", shape_str(&graph_node(g, n->in[i])->shape));
+  buf_printf(&b, " -> %s", shape_str(&n->shape));
+  if (attrs) describe_attrs(&b, n);
+  char *s = kiln_strdup(b.data);
+  buf_free(&b);
+  return s;
+}
+
 char *emit_ident(const char *name) {
   size_t n = strlen(name);
   char *s = kiln_alloc(n + 2), *o = s;
@@ -297,7 +517,7 @@ static int extra_slot(EmitEpilogue *e, Node *x) {
  * pos), the other operands read at the element's index. Returns the expression. */
 static const char *step_expr(Graph *g, const Node *n, int pos, const char *v, const Shape *out, const EmitTarget *t,
                              EmitEpilogue *e) {
-  if (kiln_ops[n->op].family == FAM_CAST) return t->cast(graph_node(g, n->in[0])->dtype, n->dtype, v);
+  if (kiln_ops[n->op].family == FAM_CAST) return emit_cast(t->casts, graph_node(g, n->in[0])->dtype, n->dtype, v);
   const char *ops[3];
   for (int i = 0; i < n->nin; i++) {
     if (i == pos) {

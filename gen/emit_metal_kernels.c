@@ -21,20 +21,6 @@
 #include <limits.h>
 #include <string.h>
 
-void mtl_var(MtlVars *v, const char *name, const char *value) {
-  if (v->n == MTL_MAX_VARS) die("too many template variables");
-  v->kv[2 * v->n] = name;
-  v->kv[2 * v->n + 1] = value;
-  v->n++;
-  v->kv[2 * v->n] = NULL;
-}
-
-void mtl_vari(MtlVars *v, const char *name, int64_t value) {
-  if (value > INT_MAX || value < INT_MIN)
-    kiln_error("Metal target: constant %s = %lld does not fit 32 bits (tensor too large)", name, (long long)value);
-  mtl_var(v, name, kiln_fmt("%lld", (long long)value));
-}
-
 const char *mtl_type(DType t) {
   switch (t) {
   case DT_F32: return "float";
@@ -52,30 +38,21 @@ static const EmitFn msl_fns[] = {
     {"pow", "metal::precise::pow"}, {NULL, NULL},
 };
 
-/* The conversion of x between dtypes, as the interpreter defines it (see emit_c.c):
- * f32 -> i32 truncates toward zero (NaN -> 0, saturating), to bool is x != 0. */
-static const char *mtl_cast(DType from, DType to, const char *x) {
-  if (from == to) return x;
-  if (to == DT_BOOL) return kiln_fmt("%s != 0", x);
-  if (to == DT_F32) return kiln_fmt("float(%s)", x);
-  if (from == DT_F32)
-    return kiln_fmt("isnan(%s) ? 0 : %s >= 2147483648.0f ? INT_MAX : %s <= -2147483648.0f ? INT_MIN : int(%s)", x, x, x, x);
-  return kiln_fmt("int(%s)", x);
-}
+/* The MSL spelling of conversions between dtypes (emit_common.c picks one). */
+static const EmitCasts msl_casts = {
+    .to_bool = "$X != 0",
+    .to_f32 = "float($X)",
+    .to_i32 = "int($X)",
+    .f32_to_i32 = "isnan($X) ? 0 : $X >= 2147483648.0f ? INT_MAX : $X <= -2147483648.0f ? INT_MIN : int($X)",
+};
 
 const EmitTarget mtl_target = {
-    .fns = msl_fns, .type = mtl_type, .cast = mtl_cast, .index_type = "uint", .int_suffix = "u",
+    .fns = msl_fns, .type = mtl_type, .casts = &msl_casts, .index_type = "uint", .int_suffix = "u",
     .read_ptr = "device const %s *", .helper_tmpl = "metal/epilogue.metal.tmpl",
     .step_tmpl = "metal/epilogue_step.metal.tmpl", .operand_tmpl = "metal/epilogue_operand.metal.tmpl",
 };
 
 static Node *in(const MtlKernel *k, int i) { return graph_node(k->g, k->n->in[i]); }
-
-static int64_t prod(const Shape *s, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; i++) p *= s->dim[i];
-  return p;
-}
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -91,29 +68,33 @@ static void grid_1d(MtlKernel *k, int64_t n) {
   grid(k, ceil_div(n, t), 1, 1, t, 1);
 }
 
+/* Where operand k of walk w starts: the walk's base for operand 1 (a slice's x). */
+static int64_t walk_base(const EmitWalk *w, int k) { return k == 1 ? w->base : 0; }
+
 /* True when operand k's offset is the linear index itself (contiguous, no base,
  * and more than one element: a single element is at offset 0u, said plainly). */
-static bool walks_index(int rank, const int64_t *dims, const int64_t *strides, int64_t base) {
+static bool walks_index(const EmitWalk *w, int k) {
   int64_t st = 1;
-  for (int d = rank - 1; d >= 0; d--) {
-    if (dims[d] > 1 && strides[d] != st) return false;
-    st *= dims[d];
+  for (int d = w->rank - 1; d >= 0; d--) {
+    if (w->dims[d] > 1 && w->strides[k][d] != st) return false;
+    st *= w->dims[d];
   }
-  return base == 0 && st > 1;
+  return walk_base(w, k) == 0 && st > 1;
 }
 
-/* Lines that compute `const uint <names[k]> = ...` for each named operand from the
- * linear element index `idx` over dims (coalesced): the index itself for a
- * contiguous operand, else base + the coordinates times its strides (stride 0:
+/* Lines that compute `const uint <names[k]> = ...` for each named operand of walk
+ * w from the linear element index `idx`: the index itself for a contiguous
+ * operand, else its base + the coordinates times its strides (stride 0:
  * broadcast). Only the coordinates some operand needs are computed, so the MSL has
  * no unused variables (clang's -Wall -Werror would say so). */
-static char *index_code(const char *idx, int rank, const int64_t *dims, int nops, int64_t strides[][KILN_MAX_RANK],
-                        const char *const *names, int64_t base) {
+static char *index_code(const char *idx, const EmitWalk *w, const char *const *names) {
+  int rank = w->rank;
+  const int64_t *dims = w->dims;
   bool used[KILN_MAX_RANK] = {0}, any_used = false;
-  for (int k = 0; k < nops; k++) {
-    if (!names[k] || walks_index(rank, dims, strides[k], base)) continue;
+  for (int k = 0; k < w->nops; k++) {
+    if (!names[k] || walks_index(w, k)) continue;
     for (int d = 0; d < rank; d++)
-      if (dims[d] > 1 && strides[k][d]) used[d] = any_used = true;
+      if (dims[d] > 1 && w->strides[k][d]) used[d] = any_used = true;
   }
   Buf b = {0};
   if (any_used) {
@@ -130,17 +111,18 @@ static char *index_code(const char *idx, int rank, const int64_t *dims, int nops
       buf_printf(&b, "  rem /= %lldu;\n", (long long)dims[d]);
     }
   }
-  for (int k = 0; k < nops; k++) {
+  for (int k = 0; k < w->nops; k++) {
     if (!names[k]) continue;
     buf_printf(&b, "  const uint %s = ", names[k]);
-    if (walks_index(rank, dims, strides[k], base)) buf_printf(&b, "%s", idx);
+    if (walks_index(w, k)) buf_printf(&b, "%s", idx);
     else {
       bool any = false;
+      int64_t base = walk_base(w, k);
       if (base) buf_printf(&b, "%lldu", (long long)base), any = true;
       for (int d = 0; d < rank; d++)
-        if (dims[d] > 1 && strides[k][d]) {
+        if (dims[d] > 1 && w->strides[k][d]) {
           buf_printf(&b, "%sc%d", any ? " + " : "", d);
-          if (strides[k][d] != 1) buf_printf(&b, " * %lldu", (long long)strides[k][d]);
+          if (w->strides[k][d] != 1) buf_printf(&b, " * %lldu", (long long)w->strides[k][d]);
           any = true;
         }
       if (!any) buf_puts(&b, "0u");
@@ -159,7 +141,7 @@ static const char *elem_expr(const MtlKernel *k) {
   const Node *n = k->n;
   static const char *const ops[] = {"x", "y", "z"};
   if (kiln_ops[n->op].family != FAM_CAST) return emit_expr(kiln_ops[n->op].expr, msl_fns, ops, n->nin);
-  return mtl_cast(in(k, 0)->dtype, n->dtype, "x");
+  return emit_cast(&msl_casts, in(k, 0)->dtype, n->dtype, "x");
 }
 
 /* Unary, binary, select and cast nodes: one thread per element, or four through
@@ -168,13 +150,7 @@ static const char *elem_expr(const MtlKernel *k) {
  * A fused chain runs per component, its operands read at each element's index. */
 static const char *k_elementwise(MtlKernel *k) {
   Node *n = k->n;
-  int nops = n->nin + 1;
-  int64_t st[4][KILN_MAX_RANK];
-  emit_strides(&n->shape, st[0]);
-  for (int i = 0; i < n->nin; i++) emit_bcast_strides(&in(k, i)->shape, &n->shape, st[i + 1]);
-  int rank;
-  int64_t dims[KILN_MAX_RANK];
-  emit_coalesce(&n->shape, nops, st, &rank, dims);
+  EmitWalk w = emit_elementwise_walk(k->g, n);
   int64_t total = node_numel(n);
 
   static const char *const pnames[] = {"x", "y", "z"};
@@ -185,10 +161,10 @@ static const char *k_elementwise(MtlKernel *k) {
   mtl_var(&k->v, "T", mtl_type(n->dtype));
   mtl_var(&k->v, "EXPR", elem_expr(k));
 
-  bool vec = rank == 1 && total % 4 == 0 && n->dtype == DT_F32 && k->out->dtype == DT_F32 && k->out->offset % 16 == 0;
+  bool vec = w.rank == 1 && total % 4 == 0 && n->dtype == DT_F32 && k->out->dtype == DT_F32 && k->out->offset % 16 == 0;
   for (int i = 0; i < n->nin && vec; i++) {
     Node *x = in(k, i);
-    vec = x->dtype == DT_F32 && (st[i + 1][0] == 1 || node_numel(x) == 1) && x->offset % 16 == 0;
+    vec = x->dtype == DT_F32 && (w.strides[i + 1][0] == 1 || node_numel(x) == 1) && x->offset % 16 == 0;
   }
   if (vec) {
     Buf loads = {0}, args = {0};
@@ -213,7 +189,7 @@ static const char *k_elementwise(MtlKernel *k) {
     return "metal/elementwise4.metal.tmpl";
   }
   static const char *const onames[] = {NULL, "xo", "yo", "zo"};
-  mtl_var(&k->v, "INDEX", index_code("i", rank, dims, nops, st, onames, 0));
+  mtl_var(&k->v, "INDEX", index_code("i", &w, onames));
   Buf args = {0};
   for (int i = 0; i < n->nin; i++) buf_printf(&args, "%s%s[%s]", i ? ", " : "", pnames[i], onames[i + 1]);
   mtl_var(&k->v, "ARGS", kiln_strdup(args.data));

@@ -332,6 +332,94 @@ char *emit_float(float v);
 /* The C element type of a dtype: "float" "int32_t" "uint8_t". */
 const char *emit_c_type(DType t);
 
+/* Template variables: (name, value) pairs for template_expand, NULL-terminated. */
+enum { EMIT_MAX_VARS = 48 };
+typedef struct {
+  const char *kv[2 * EMIT_MAX_VARS + 1];
+  int n;
+} EmitVars;
+void emit_var(EmitVars *v, const char *name, const char *value);
+/* An integer variable; kiln_error when it does not fit 32 bits (C enums, MSL uint). */
+void emit_vari(EmitVars *v, const char *name, int64_t value);
+/* "matmul f32 [2, 3], [3, 4] -> [2, 4]", with attrs the attributes that shape the
+ * kernel (", transposed: y", ", axis 1" ...). Arena string, no newline. */
+char *emit_describe(Graph *g, const Node *n, bool attrs);
+/* A target's spelling of conversions, each a template over $X (the value):
+ * to_bool, to_f32, to_i32 from i32/bool, f32_to_i32 (truncating, NaN -> 0,
+ * saturating at the int32 range, as the interpreter defines it). */
+typedef struct {
+  const char *to_bool, *to_f32, *to_i32, *f32_to_i32;
+} EmitCasts;
+/* x converted from one dtype to another (x itself when they are equal). */
+const char *emit_cast(const EmitCasts *c, DType from, DType to, const char *x);
+
+/* Per-family geometry: what a kernel's loops (C) or threads (Metal) walk, computed
+ * once here from the node; each target only maps it to its template variables.
+ * An EmitWalk is an index space after emit_coalesce: rank >= 1 dims and, per
+ * operand, its element strides over them (0: broadcast); base is where operand 1
+ * starts (slices). The function that makes a walk says which operand is which. */
+enum { EMIT_MAX_WALK = 4 };
+typedef struct {
+  int rank, nops;
+  int64_t dims[KILN_MAX_RANK];
+  int64_t strides[EMIT_MAX_WALK][KILN_MAX_RANK];
+  int64_t base;
+} EmitWalk;
+/* Unary, binary, select, cast: operand 0 the output, 1.. the inputs, broadcast. */
+EmitWalk emit_elementwise_walk(Graph *g, const Node *n);
+/* Transpose, slice: operand 0 the output, 1 x (permuted or stepped strides, base). */
+EmitWalk emit_copy_walk(Graph *g, const Node *n);
+typedef struct {
+  int64_t m, n, k;              /* out [.., M, N] = x [.., M, K] @ y [.., K, N], transposes applied */
+  bool trans_x, trans_y;
+  int64_t xs_m, xs_k, ys_k, ys_n;   /* element strides inside one matrix of x and y */
+  int64_t batch;                /* matrices: the element count of the broadcast batch dims */
+  EmitWalk b;                   /* the batch: 0 out, 1 x, 2 y; strides in elements between matrices */
+} MatmulGeom;
+MatmulGeom emit_matmul_geom(Graph *g, const Node *n);
+typedef struct {                /* NCHW x, OIHW w: sizes, per-group channels, stride, pad top/left, dilation */
+  int64_t nb, c, h, w, oc, oh, ow, kh, kw, groups, cg, ocg, sh, sw, pt, pl, dh, dw;
+  bool bias;
+} ConvGeom;
+ConvGeom emit_conv_geom(Graph *g, const Node *n);
+typedef struct {                /* planes = N * C windows of kh x kw over h x w planes */
+  int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl;
+  bool count_pad;               /* avgpool: padding counts in the divisor */
+} PoolGeom;
+PoolGeom emit_pool_geom(Graph *g, const Node *n);
+typedef struct {
+  int64_t outn, red;            /* outputs; reduced elements per output */
+  EmitWalk kept, reduced;       /* x's kept dims and its reduced dims; one operand: x */
+} ReduceGeom;
+ReduceGeom emit_reduce_geom(Graph *g, const Node *n);
+/* A reduction's accumulator: init, update with element v, result (RED: the count). */
+typedef struct {
+  const char *init, *update, *finish;
+} EmitReduceOp;
+EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan);
+/* A shape around one dim: OUTER x N x INNER; axis normalised; N = 1 past the rank. */
+typedef struct {
+  int axis;
+  int64_t outer, n, inner;
+} AxisGeom;
+AxisGeom emit_axis_geom(const Shape *s, int axis);
+typedef struct {                /* rows of d elements (dims a.axis.. end), optional affine */
+  int64_t rows, d;
+  bool gamma, beta;
+  const char *affine, *affine_doc;   /* " * gamma[j] + beta[j]", " * gamma + beta" */
+} NormGeom;
+NormGeom emit_norm_geom(Graph *g, const Node *n);
+typedef struct {                /* outer blocks of row elements, each the inputs' blocks side by side */
+  int64_t outer, row;
+  int nparts;
+  int64_t *len, *at;            /* per input: its elements a block, their place in the output block */
+} ConcatGeom;
+ConcatGeom emit_concat_geom(Graph *g, const Node *n);
+typedef struct {                /* x as outer x n x inner, nidx indices along n */
+  int64_t outer, n, inner, nidx;
+} GatherGeom;
+GatherGeom emit_gather_geom(Graph *g, const Node *n);
+
 /* Fused kernels (pass_group): the anchor's template stores each output element once,
  * written in the template as $EPILOGUE(value, flat index); lines only a fused kernel
  * needs start with $IF_FUSED. A target expands templates with EPILOGUE and IF_FUSED
@@ -341,7 +429,7 @@ const char *emit_c_type(DType t);
 typedef struct {
   const EmitFn *fns;                        /* function spellings (emit_expr) */
   const char *(*type)(DType t);             /* element type names */
-  const char *(*cast)(DType from, DType to, const char *x);   /* conversion of the value x */
+  const EmitCasts *casts;                   /* conversions of the value (cast nodes) */
   const char *index_type;                   /* the helper's index parameter: "int64_t" / "uint" */
   const char *int_suffix;                   /* integer literals in index arithmetic: "" / "u" */
   const char *read_ptr;                     /* a read-only pointer parameter, %s = element type */

@@ -58,6 +58,8 @@ typedef struct {
   bool failed;                  /* the message handler ran */
   SrcLoc err_loc;
   const char *err_msg;
+  const char *raise_msg;        /* the last fe_error message, and the user's line when it */
+  SrcLoc raise_loc;             /* was raised (inside a coroutine, the handler sees another stack) */
 } Frontend;
 
 static Frontend *fe_of(lua_State *L) { return *(Frontend **)lua_getextraspace(L); }
@@ -94,15 +96,42 @@ static const char *intern_source(Frontend *fe, const char *src) {
   return fe->srcs[fe->nsrcs++].name;
 }
 
-/* Contract in frontend.h: the first frame of a chunk loaded from a file ('@'), else the script, line 0. */
-SrcLoc fe_loc(lua_State *L) {
-  Frontend *fe = fe_of(L);
+/* How deep the stack walks below go. lua_getstack(L, n) costs O(n), so walking a
+ * whole stack is quadratic, and a runaway recursion leaves ~200000 frames when it
+ * overflows: the frames that matter (the failing call, its caller) are near the top. */
+enum { STACK_SCAN = 1000 };
+
+/* The first frame in levels [from, to) of a chunk loaded from a file, or false. */
+static bool user_frame(lua_State *L, int from, int to, SrcLoc *loc) {
   lua_Debug ar;
-  for (int level = 0; lua_getstack(L, level, &ar); level++) {
+  for (int level = from; level < to && lua_getstack(L, level, &ar); level++) {
     if (!lua_getinfo(L, "Sl", &ar)) continue;
-    if (ar.source[0] == '@' && ar.currentline > 0) return (SrcLoc){intern_source(fe, ar.source), ar.currentline};
+    if (ar.source[0] == '@' && ar.currentline > 0) {
+      *loc = (SrcLoc){intern_source(fe_of(L), ar.source), ar.currentline};
+      return true;
+    }
   }
-  return (SrcLoc){fe->script_file, 0};
+  return false;
+}
+
+/* Contract in frontend.h: the first frame of a chunk loaded from a file ('@'), else the
+ * script, line 0. Only the top STACK_SCAN frames are searched, then (a runaway
+ * recursion inside Kiln's Lua, e.g. a module whose forward tail-calls itself) the
+ * bottom STACK_SCAN, which hold the script's own call into it. */
+SrcLoc fe_loc(lua_State *L) {
+  SrcLoc loc = {fe_of(L)->script_file, 0};
+  lua_Debug ar;
+  if (user_frame(L, 0, STACK_SCAN, &loc) || !lua_getstack(L, STACK_SCAN, &ar)) return loc;
+  int lo = STACK_SCAN, hi = 2 * STACK_SCAN;      /* the depth: lo exists, hi does not */
+  while (lua_getstack(L, hi, &ar)) lo = hi, hi *= 2;
+  while (hi - lo > 1) {
+    int mid = lo + (hi - lo) / 2;
+    if (lua_getstack(L, mid, &ar)) lo = mid;
+    else hi = mid;
+  }
+  int from = hi - STACK_SCAN > STACK_SCAN ? hi - STACK_SCAN : STACK_SCAN;
+  user_frame(L, from, hi, &loc);
+  return loc;
 }
 
 /* Formats into the arena (Lua's own formatter lacks %lld) and raises; never returns. */
@@ -115,6 +144,8 @@ int fe_error(lua_State *L, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(s, (size_t)n + 1, fmt, ap);
   va_end(ap);
+  fe_of(L)->raise_msg = s;
+  fe_of(L)->raise_loc = fe_loc(L);
   lua_pushstring(L, s);
   return lua_error(L);
 }
@@ -181,12 +212,15 @@ int fe_add(lua_State *L, OpKind op, const int *in, int nin, const Attrs *a) {
 
 /* ---- argument helpers ---- */
 
+/* Contract in frontend.h; numeric strings ("2") are refused like any string. */
 int64_t fe_int_arg(lua_State *L, int idx, const char *op, const char *what) {
   int isint = 0;
-  lua_Integer v = lua_tointegerx(L, idx, &isint);
+  lua_Integer v = lua_type(L, idx) == LUA_TNUMBER ? lua_tointegerx(L, idx, &isint) : 0;
   if (!isint) {
-    if (lua_type(L, idx) == LUA_TNUMBER)
-      return fe_error(L, "%s: %s must be an integer, got %s", op, what, lua_tostring(L, idx));
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+      lua_Number x = lua_tonumber(L, idx);
+      return fe_error(L, "%s: %s must be an integer, got %s", op, what, x != x ? "nan" : lua_tostring(L, idx));
+    }
     return fe_error(L, "%s: %s must be an integer, got %s", op, what, luaL_typename(L, idx));
   }
   return (int64_t)v;
@@ -233,6 +267,15 @@ static const char *string_arg(lua_State *L, int idx, const char *op, const char 
   return s;
 }
 
+/* A name that ends up in generated code, comments and JSON (parameter names, nn
+ * paths): a string_arg without control characters, which would break lines there. */
+static const char *name_arg(lua_State *L, int idx, const char *op, const char *what) {
+  const char *s = string_arg(L, idx, op, what);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p < 0x20 || *p == 0x7f) fe_error(L, "%s: %s contains the control character 0x%02x", op, what, *p);
+  return s;
+}
+
 /* ---- nn scopes ---- */
 
 const char *fe_scope_name(lua_State *L) {
@@ -246,7 +289,7 @@ const char *fe_scope_name(lua_State *L) {
  * to-be-closed local in nn.lua, so also on error) leaves it and any inner ones. */
 static int l_scope(lua_State *L) {
   Frontend *fe = fe_of(L);
-  const char *path = string_arg(L, 1, "kiln._scope", "the module path");
+  const char *path = name_arg(L, 1, "nn", "the module path");
   fe->scopes = grow(fe->scopes, fe->nscopes, &fe->capscopes, fe->nscopes + 1, sizeof(char *));
   fe->scopes[fe->nscopes++] = kiln_strdup(path);
   int *depth = lua_newuserdatauv(L, sizeof(int), 0);
@@ -423,7 +466,7 @@ static SafeTensor *find_loaded(Frontend *fe, const char *name, int *which) {
 /* kiln.param(name, shape [, init]) -> tensor: a WEIGHT node, from a loaded file or the initialiser. */
 static int l_param(lua_State *L) {
   Frontend *fe = fe_of(L);
-  const char *name = kiln_strdup(string_arg(L, 1, "kiln.param", "argument 1 (the name)"));
+  const char *name = kiln_strdup(name_arg(L, 1, "kiln.param", "argument 1 (the name)"));
   if (!name[0]) return fe_error(L, "kiln.param: argument 1 (the name) is empty");
   Shape s = fe_shape_arg(L, 2, "kiln.param", "shape");
   Init init = init_arg(L, 3);
@@ -639,16 +682,24 @@ static bool has_position(const char *msg, const char *src, int *line, const char
 
 /* Removes the "chunk:line: " prefix Lua puts on runtime errors. A prefix naming a
  * user chunk replaces *loc (error(msg, 2) points at a caller on purpose); one
- * naming Kiln's own Lua is dropped, the user's frame already being in *loc. */
+ * naming Kiln's own Lua is dropped, the user's frame already being in *loc.
+ * Prefixes can nest — coroutine.wrap and error(e) add the caller's position to a
+ * message that has its own — and the innermost user position is the most precise. */
 static const char *strip_position(lua_State *L, const char *msg, SrcLoc *loc) {
   lua_Debug ar;
-  for (int level = 0; lua_getstack(L, level, &ar); level++) {
-    if (!lua_getinfo(L, "S", &ar)) continue;
-    int line;
-    const char *rest;
-    if (!has_position(msg, ar.short_src, &line, &rest)) continue;
-    if (ar.source[0] == '@') *loc = (SrcLoc){intern_source(fe_of(L), ar.source), line};
-    return rest;
+  bool again = true;
+  while (again) {
+    again = false;
+    for (int level = 0; level < STACK_SCAN && lua_getstack(L, level, &ar); level++) {
+      if (!lua_getinfo(L, "S", &ar)) continue;
+      int line;
+      const char *rest;
+      if (!has_position(msg, ar.short_src, &line, &rest)) continue;
+      if (ar.source[0] == '@') *loc = (SrcLoc){intern_source(fe_of(L), ar.source), line};
+      again = ar.source[0] == '@';
+      msg = rest;
+      break;
+    }
   }
   return msg;
 }
@@ -677,6 +728,7 @@ static int msgh(lua_State *L) {
   else msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   SrcLoc loc = fe_loc(L);
   msg = strip_position(L, msg, &loc);
+  if (fe->raise_msg && strcmp(msg, fe->raise_msg) == 0) loc = fe->raise_loc;   /* Kiln's own error: where it was raised */
   fe->failed = true;
   fe->err_loc = loc;
   fe->err_msg = one_line(msg);
@@ -769,7 +821,8 @@ static void check_finished(Frontend *fe) {
     if (!lf->strict) continue;
     for (int k = 0; k < lf->file->ntensors; k++)
       if (!lf->used[k])
-        kiln_error_at(lf->loc, "%s: tensor '%s' is not used by any parameter (strict load)", lf->shown, lf->file->tensors[k].name);
+        kiln_error_at(lf->loc, "%s: tensor '%s' is not used by any parameter (strict load)", lf->shown,
+                      one_line(lf->file->tensors[k].name));
     for (int k = 0; k < fe->nparams; k++)
       if (!fe->params[k].loaded)
         kiln_error_at(fe->params[k].loc, "param %s is not in %s (strict load)", fe->params[k].name, lf->shown);

@@ -441,7 +441,8 @@ static Shape shape_list(lua_State *L, int idx, const char *op, int *minus) {
     else lua_pushvalue(L, idx + i);
     int64_t d = fe_int_arg(L, -1, op, "shape entry");
     lua_pop(L, 1);
-    if (d == -1 && *minus < 0) *minus = i;
+    if (d == -1 && *minus >= 0) fe_error(L, "%s: only one shape entry may be -1", op);
+    if (d == -1) *minus = i;
     else if (d < 1) fe_error(L, "%s: shape entry %lld is invalid (dims are >= 1; one may be -1)", op, (long long)d);
     s.dim[s.rank++] = d;
   }

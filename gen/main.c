@@ -201,6 +201,11 @@ static int cmd_build(const Args *a) {
   if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
   Graph *g = trace(a);
   pipeline_run(g, a->dump_after, stderr);
+  /* Each tensor is within KILN_MAX_NUMEL already; their sum may not be. The W_ and A_ byte
+   * offsets are int enum constants in the generated C. */
+  if (g->weights_size > KILN_MAX_NUMEL || g->arena_size > KILN_MAX_NUMEL)
+    kiln_error_at((SrcLoc){g->script, 0}, "the model needs %lld bytes of weights and %lld of scratch arena; generated code "
+                  "addresses at most %d bytes of each", (long long)g->weights_size, (long long)g->arena_size, KILN_MAX_NUMEL);
 
   char *tmp = kiln_fmt("%s.kiln-tmp", a->outdir);
   if (is_dir(tmp) && system(kiln_fmt("rm -rf -- '%s'", tmp)) != 0) kiln_error("cannot clear %s", tmp);

@@ -27,6 +27,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A string from the file as a message shows it: control characters escaped (\n,
+ * \x1f), so a message stays one line, and at most 200 bytes of it. */
+static const char *shown(const char *s) {
+  Buf b = {0};
+  for (const unsigned char *p = (const unsigned char *)s; *p && b.len < 200; p++) {
+    if (*p == '\n') buf_puts(&b, "\\n");
+    else if (*p == '\t') buf_puts(&b, "\\t");
+    else if (*p < 0x20 || *p == 0x7f) buf_printf(&b, "\\x%02x", *p);
+    else buf_put(&b, p, 1);
+  }
+  char *out = kiln_strdup(b.data ? b.data : "");
+  if (strlen(s) > 200) out = kiln_fmt("%s...", out);
+  buf_free(&b);
+  return out;
+}
+
 /* ---- a strict JSON parser ---- */
 
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
@@ -237,7 +253,7 @@ static bool jcontainer(JParse *j, JVal *v, bool object) {
       if (!jstring(j, &v->keys[v->n], &v->keylens[v->n])) return false;
       for (int i = 0; i < v->n; i++)
         if (v->keylens[i] == v->keylens[v->n] && memcmp(v->keys[i], v->keys[v->n], v->keylens[i]) == 0)
-          return jfail(j, kiln_fmt("duplicate key \"%s\"", v->keys[i]));
+          return jfail(j, kiln_fmt("duplicate key \"%s\"", shown(v->keys[i])));
       jspace(j);
       if (j->p >= j->end || *j->p != ':') return jfail(j, "expected ':'");
       j->p++;
@@ -389,7 +405,7 @@ static bool st_fail(char *err, size_t errlen, const char *prefix, const char *fm
   return false;
 }
 #define HEADER_FAIL(...) st_fail(err, errlen, kiln_fmt("%s: header", path), __VA_ARGS__)
-#define TENSOR_FAIL(name, ...) st_fail(err, errlen, kiln_fmt("%s: tensor '%s'", path, name), __VA_ARGS__)
+#define TENSOR_FAIL(name, ...) st_fail(err, errlen, kiln_fmt("%s: tensor '%s'", path, shown(name)), __VA_ARGS__)
 
 /* Validates one header entry and fills t (data not yet converted); *range gets its bytes. */
 static bool parse_entry(const char *path, const char *name, const JVal *v, int64_t data_size, SafeTensor *t, Range *range,
@@ -401,14 +417,14 @@ static bool parse_entry(const char *path, const char *name, const JVal *v, int64
     if (strcmp(v->keys[i], "dtype") == 0) dt = &v->items[i];
     else if (strcmp(v->keys[i], "shape") == 0) shape = &v->items[i];
     else if (strcmp(v->keys[i], "data_offsets") == 0) offs = &v->items[i];
-    else return TENSOR_FAIL(name, "unknown field \"%s\"", v->keys[i]);
+    else return TENSOR_FAIL(name, "unknown field \"%s\"", shown(v->keys[i]));
   }
   if (!dt || !shape || !offs) return TENSOR_FAIL(name, "missing \"%s\"", !dt ? "dtype" : !shape ? "shape" : "data_offsets");
   if (dt->t != J_STR) return TENSOR_FAIL(name, "dtype must be a string");
   *elem = 0;
   for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
     if (strcmp(st_dtypes[i].name, dt->text) == 0) *elem = st_dtypes[i].size;
-  if (!*elem) return TENSOR_FAIL(name, "unknown dtype '%s' (Kiln reads F32, F16, BF16)", dt->text);
+  if (!*elem) return TENSOR_FAIL(name, "unknown dtype '%s' (Kiln reads F32, F16, BF16)", shown(dt->text));
   t->file_dtype = dt->text;
   if (shape->t != J_ARR) return TENSOR_FAIL(name, "shape must be an array of integers");
   if (shape->n > KILN_MAX_RANK) return TENSOR_FAIL(name, "rank %d exceeds Kiln's limit of %d", shape->n, KILN_MAX_RANK);
@@ -459,7 +475,7 @@ static bool check_tiling(const char *path, const SafeFile *f, Range *r, int n, i
     if (r[i].begin == r[i].end) continue;
     if (r[i].begin < pos)
       return TENSOR_FAIL(f->tensors[r[i].index].name, "bytes [%lld, %lld) overlap tensor '%s' [%lld, %lld)", (long long)r[i].begin,
-                         (long long)r[i].end, f->tensors[r[prev].index].name, (long long)r[prev].begin, (long long)r[prev].end);
+                         (long long)r[i].end, shown(f->tensors[r[prev].index].name), (long long)r[prev].begin, (long long)r[prev].end);
     if (r[i].begin > pos)
       return HEADER_FAIL("hole: bytes [%lld, %lld) of the data section belong to no tensor", (long long)pos, (long long)r[i].begin);
     pos = r[i].end;

@@ -4,6 +4,8 @@
 # docs/models.md) into out/mlp, builds the generated C with the runtime and the demo
 # program scripts/demo_main.c, and runs it on the 1000 bundled test images in
 # models/data/: a few predictions, the accuracy, and microseconds per inference.
+# Then the same for models/stories.lua (TinyStories 260K, a trained Llama): a greedy story
+# and tokens/s (scripts/stories_main.c).
 # Needs only a C compiler and libm besides Kiln; no Python.
 # Environment: KILN (default build/kiln), CC (default cc).
 set -eu
@@ -21,3 +23,15 @@ echo "demo: $CC -O2 $OUT/mlp.c runtime/kiln_runtime.c scripts/demo_main.c -> out
 echo
 out/mlp_demo "$OUT/mlp.weights" models/data/fashion_test_1000.images.npy \
   models/data/fashion_test_1000.labels.npy
+
+# TinyStories 260K: a real trained Llama (models/stories.lua, weights from llama2.c, MIT; see
+# models/weights/README.md), greedy story from BOS by scripts/stories_main.c.
+SOUT=out/stories
+echo
+echo "demo: $KILN build models/stories.lua -o $SOUT"
+"$KILN" build models/stories.lua -o "$SOUT"
+echo "demo: $CC -O2 $SOUT/stories.c runtime/kiln_runtime.c scripts/stories_main.c -> out/stories_demo"
+"$CC" -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I"$SOUT" -Iruntime -o out/stories_demo \
+  scripts/stories_main.c "$SOUT/stories.c" runtime/kiln_runtime.c -lm
+echo
+out/stories_demo "$SOUT/stories.weights" models/weights/tok512.bin

@@ -1,1 +1,2 @@
 error()
+-- expect: tests/robust/err/error_nil.lua:1: error: (error object is a nil value)
