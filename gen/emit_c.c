@@ -3,10 +3,14 @@
  *
  * Planned graph in (kernels scheduled, every value placed by pass_memplan), files
  * out. Every line of C comes from a template under templates/c/: this file only
- * computes the values the templates name (shapes, strides, offsets, identifiers,
- * rendered op expressions). One render function per OpFamily fills a small table
- * of template variables; the family table at the bottom picks it, so a new family
- * is one function, one row and one template. A fused kernel is rendered by its
+ * computes the values the templates name (offsets, identifiers, rendered op
+ * expressions). What a kernel walks (a matmul's batch and strides, a reduction's
+ * kept and reduced dims, a broadcast's coalesced loops...) is the family's
+ * geometry from emit_common.c, the same the Metal target reads; one render
+ * function per OpFamily maps it to the template's variables (C walks it with
+ * loops: the innermost dim a contiguous inner loop, the rest split from a row
+ * index). The family table at the bottom picks the function, so a new family is
+ * one geometry, one function, one row and one template per target. A fused kernel is rendered by its
  * anchor's family; its chain becomes an inline `<kernel>_epilogue` helper called at
  * the template's $EPILOGUE hooks (emit_common.c), its extra operands parameters
  * e0, e1... after the anchor's.
@@ -18,7 +22,6 @@
  */
 #include "kiln.h"
 
-#include <limits.h>
 #include <string.h>
 
 /* ---- template variables (EmitVars, emit_common.c) ---- */
@@ -84,6 +87,7 @@ typedef struct {
   const char **aname;             /* per node id: A_ constant of an arena-region root */
   const char **in_param, **out_param;   /* per graph input/output: parameter name */
   const char **in_stem, **out_stem;     /* per graph input/output: macro stem */
+  bool *in_read;                  /* per graph input: some kernel reads it (else the run voids it) */
 } Ctx;
 
 static Node *node(Graph *g, int id) { return graph_node(g, id); }
@@ -114,6 +118,7 @@ static void ctx_init(Ctx *c, Graph *g) {
   names_claim(&ids, kiln_fmt("%s_run", g->model));
   names_claim(&ids, kiln_fmt("%s_run_v", g->model));
   c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
+  c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
   c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
   c->in_stem = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
   c->out_stem = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
@@ -139,7 +144,7 @@ static void ctx_init(Ctx *c, Graph *g) {
     if (n->dead || n->op == OP_RESHAPE) continue;
     if (n->region == REG_WEIGHTS) {
       const char *base = n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id);
-      c->wname[i] = names_claim(&ids, kiln_fmt("W_%s", emit_upper(emit_ident(base))));
+      c->wname[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("W_%s", base))));   /* "0.weight": W_0_WEIGHT */
     }
   }
   for (int k = 0; k < g->nkernels; k++) {
@@ -168,6 +173,7 @@ static const char *operand_ptr(const Ctx *c, Node *n, bool write) {
     return kiln_fmt("(%s%s *)(a + %s%s)", cq, t, c->aname[r->id], plus);
   case REG_INPUT:
     if (write) die("C: kernel writes into input %d", n->io_slot);
+    c->in_read[n->io_slot] = true;
     if (n->offset) return kiln_fmt("(const %s *)((const unsigned char *)%s + %lld)", t, c->in_param[n->io_slot], (long long)n->offset);
     return c->in_param[n->io_slot];
   case REG_OUTPUT:
@@ -297,32 +303,54 @@ static const char *k_cast(KernelCtx *k) {
   return "c/cast.c.tmpl";
 }
 
+enum { MATMUL_NT_NB = 8 };   /* outputs a Linear kernel sums side by side */
+
+/* The loops over n of a Linear (matmul_nt) kernel: NB outputs at a time while N
+ * holds NB more, then one at a time for what is left; a loop with nothing to do is
+ * not emitted. Sets LOOPS, BLOCK_ENUM and BLOCK_DOC. */
+static void matmul_nt_loops(KernelCtx *k, const MatmulGeom *m, bool batched) {
+  int64_t blocked = m->n - m->n % MATMUL_NT_NB;
+  bool block = blocked > 0, tail = blocked < m->n;
+  EmitVars lv = {0};
+  emit_var(&lv, "IND", batched ? "  " : "");
+  emit_var(&lv, "Y", batched ? "y + yo" : "y");
+  emit_var(&lv, "ROW", batched ? "(b * M + m) * N" : "m * N");
+  emit_var(&lv, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&lv, "END", tail ? "N_BLOCKED" : "N");
+  emit_var(&lv, "START", block ? "N_BLOCKED" : "0");
+  Buf loops = {0};
+  if (block) expand(&loops, "c/matmul_nt_block.c.tmpl", &lv);
+  if (tail) expand(&loops, "c/matmul_nt_tail.c.tmpl", &lv);
+  emit_var(&k->v, "LOOPS", kiln_strdup(loops.data));
+  buf_free(&loops);
+  emit_var(&k->v, "BLOCK_ENUM", !block ? "" : tail ? kiln_fmt(", NB = %d, N_BLOCKED = %lld", MATMUL_NT_NB, (long long)blocked)
+                                                   : kiln_fmt(", NB = %d", MATMUL_NT_NB));
+  emit_var(&k->v, "BLOCK_DOC", !block ? ""
+                               : tail ? "\n * The first N_BLOCKED outputs go NB at a time, summed side by side (independent\n"
+                                        " * chains for the CPU; each keeps its order), the rest one at a time."
+                                      : "\n * Outputs go NB at a time, summed side by side (independent chains for the CPU;\n"
+                                        " * each keeps its order).");
+}
+
 static const char *k_matmul(KernelCtx *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
-  emit_vari(&k->v, "M", m.m);
-  emit_vari(&k->v, "N", m.n);
-  emit_vari(&k->v, "K", m.k);
+  emit_matmul_vars(&k->v, &m);
   emit_vari(&k->v, "BATCH", m.batch);
   emit_vari(&k->v, "RANK", m.b.rank);
   emit_var(&k->v, "DIMS", emit_int_list(m.b.dims, m.b.rank));
   emit_var(&k->v, "XSTRIDES", emit_int_list(m.b.strides[1], m.b.rank));
   emit_var(&k->v, "YSTRIDES", emit_int_list(m.b.strides[2], m.b.rank));
   bool batched = m.batch > 1;   /* else the batch loop is noise to a reader */
-  if (m.trans_y && !m.trans_x) return batched ? "c/matmul_nt_batched.c.tmpl" : "c/matmul_nt.c.tmpl";
-  emit_vari(&k->v, "XS_M", m.xs_m);
-  emit_vari(&k->v, "XS_K", m.xs_k);
-  emit_vari(&k->v, "YS_K", m.ys_k);
-  emit_vari(&k->v, "YS_N", m.ys_n);
+  if (m.trans_y && !m.trans_x) {
+    matmul_nt_loops(k, &m, batched);
+    return batched ? "c/matmul_nt_batched.c.tmpl" : "c/matmul_nt.c.tmpl";
+  }
   return batched ? "c/matmul_batched.c.tmpl" : "c/matmul.c.tmpl";
 }
 
 static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
-  const char *names[] = {"NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", "GROUPS", "CG", "OCG",
-                         "SH", "SW", "PT", "PL", "DH", "DW"};
-  const int64_t values[] = {c.nb, c.c, c.h, c.w, c.oc, c.oh, c.ow, c.kh, c.kw, c.groups, c.cg, c.ocg,
-                            c.sh, c.sw, c.pt, c.pl, c.dh, c.dw};
-  for (int i = 0; i < 18; i++) emit_vari(&k->v, names[i], values[i]);
+  emit_conv_vars(&k->v, &c);
   emit_var(&k->v, "BIAS_PARAM", c.bias ? ", const float *restrict bias" : "");
   emit_var(&k->v, "BIAS_LOOP", c.bias ? "\n      for (int64_t i = 0; i < OH * OW; i++) o[i] += bias[oc];" : "");
   return "c/conv.c.tmpl";
@@ -330,9 +358,7 @@ static const char *k_conv(KernelCtx *k) {
 
 static const char *k_pool(KernelCtx *k) {
   PoolGeom p = emit_pool_geom(k->g, k->n);
-  const char *names[] = {"PLANES", "H", "W", "OH", "OW", "KH", "KW", "SH", "SW", "PT", "PL"};
-  const int64_t values[] = {p.planes, p.h, p.w, p.oh, p.ow, p.kh, p.kw, p.sh, p.sw, p.pt, p.pl};
-  for (int i = 0; i < 11; i++) emit_vari(&k->v, names[i], values[i]);
+  emit_pool_vars(&k->v, &p);
   if (k->n->op == OP_MAXPOOL2D) return "c/maxpool.c.tmpl";
   emit_vari(&k->v, "COUNT_PAD", p.count_pad);
   return "c/avgpool.c.tmpl";
@@ -370,7 +396,7 @@ static const char *k_softmax(KernelCtx *k) {
   emit_vari(&k->v, "OUTER", a.outer);
   emit_vari(&k->v, "N", a.n);
   emit_vari(&k->v, "INNER", a.inner);
-  return "c/softmax.c.tmpl";
+  return a.inner == 1 ? "c/softmax_rows.c.tmpl" : "c/softmax.c.tmpl";   /* the last dim: contiguous rows */
 }
 
 static const char *k_norm(KernelCtx *k) {
@@ -490,9 +516,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
   KernelCtx k = {.c = c, .g = g, .n = n};
   emit_var(&k.v, "NAME", c->kname[ki]);
-  const char *desc = emit_describe(g, n, true);
-  if (e.fused) desc = kiln_fmt("%s, then %s", desc, strchr(e.ops, '+') + 2);
-  emit_var(&k.v, "DESC", comment_safe(desc));
+  emit_var(&k.v, "DESC", comment_safe(emit_describe(g, kr)));
   emit_var(&k.v, "LOC", e.lines);
   Buf eparams = {0};
   for (int i = 0; i < e.nextra; i++)
@@ -580,13 +604,18 @@ static void emit_source(const Ctx *c, Buf *out) {
   emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
   const char *calltext = calls.data ? calls.data : "";
-  emit_var(&rv, "UNUSED", kiln_fmt("%s%s", strstr(calltext, "(w + ") ? "" : "  (void)w;\n",
-                              strstr(calltext, "(a + ") ? "" : "  (void)a;\n"));
+  Buf unused = {0};
+  if (!strstr(calltext, "(w + ")) buf_puts(&unused, "  (void)w;\n");
+  if (!strstr(calltext, "(a + ")) buf_puts(&unused, "  (void)a;\n");
+  for (int i = 0; i < g->ninputs; i++)   /* an input no kernel reads stays in the signature */
+    if (!c->in_read[i]) buf_printf(&unused, "  (void)%s;\n", c->in_param[i]);
+  emit_var(&rv, "UNUSED", kiln_strdup(unused.data ? unused.data : ""));
+  buf_free(&unused);
   emit_var(&rv, "UNUSED_V", kiln_fmt("%s%s", g->ninputs ? "" : "  (void)inputs;\n", g->noutputs ? "" : "  (void)outputs;\n"));
   EmitVars fv = {0};
   emit_var(&fv, "MODEL", c->model);
   emit_var(&fv, "SCRIPT", comment_safe(g->script ? g->script : "?"));
-  emit_vari(&fv, "NKERNELS", g->nkernels);
+  emit_var(&fv, "KERNEL_COUNT", emit_count(g->nkernels, "kernel", "kernels"));
   offset_enums(c, &fv);
   emit_var(&fv, "KERNELS", kernels.data ? kernels.data : "");
   emit_var(&fv, "RUN", expand_str("c/run.c.tmpl", &rv));

@@ -1,8 +1,16 @@
 /*
  * emit_common.c — what the C and Metal emitters share: rendering the op table's
- * scalar expressions for a target, broadcast strides and loop coalescing for
- * elementwise kernels, turning model names into identifiers, and the epilogue of
- * fused kernels.
+ * scalar expressions for a target, each family's geometry (what its kernel walks:
+ * broadcast strides and coalesced loops, a matmul's batch, conv and pool sizes, a
+ * reduction's kept and reduced dims, the outer x N x inner view around an axis,
+ * concat and gather blocks), turning model names into identifiers, template
+ * variables, and the epilogue of fused kernels.
+ *
+ * The geometry is plain numbers in a small struct per family (MatmulGeom,
+ * ReduceGeom...); a target maps it to its template variables and decides only how
+ * its threads or loops cover it, so the two targets cannot drift apart on what a
+ * kernel computes. Where both targets' templates name a variable the same way
+ * (conv, pool, matmul sizes), the mapping lives here too.
  *
  * Expressions in ops.h are written once in a neutral C-like dialect over the
  * operands x, y, z and the functions exp log sqrt tanh erf fabs fmax fmin pow.
@@ -26,6 +34,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const EmitFn emit_c_fns[] = {
@@ -234,6 +243,12 @@ MatmulGeom emit_matmul_geom(Graph *g, const Node *n) {
   return m;
 }
 
+void emit_matmul_vars(EmitVars *v, const MatmulGeom *m) {
+  static const char *const names[] = {"M", "N", "K", "XS_M", "XS_K", "YS_K", "YS_N"};
+  const int64_t values[] = {m->m, m->n, m->k, m->xs_m, m->xs_k, m->ys_k, m->ys_n};
+  for (int i = 0; i < 7; i++) emit_vari(v, names[i], values[i]);
+}
+
 ConvGeom emit_conv_geom(Graph *g, const Node *n) {
   const Shape *x = &graph_node(g, n->in[0])->shape, *w = &graph_node(g, n->in[1])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
@@ -245,6 +260,14 @@ ConvGeom emit_conv_geom(Graph *g, const Node *n) {
   };
 }
 
+void emit_conv_vars(EmitVars *v, const ConvGeom *c) {
+  static const char *const names[] = {"NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", "GROUPS", "CG", "OCG",
+                                      "SH", "SW", "PT", "PL", "DH", "DW"};
+  const int64_t values[] = {c->nb, c->c, c->h, c->w, c->oc, c->oh, c->ow, c->kh, c->kw, c->groups, c->cg, c->ocg,
+                            c->sh, c->sw, c->pt, c->pl, c->dh, c->dw};
+  for (int i = 0; i < 18; i++) emit_vari(v, names[i], values[i]);
+}
+
 PoolGeom emit_pool_geom(Graph *g, const Node *n) {
   const Shape *x = &graph_node(g, n->in[0])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
@@ -253,6 +276,12 @@ PoolGeom emit_pool_geom(Graph *g, const Node *n) {
       .kh = a->kernel[0], .kw = a->kernel[1], .sh = a->stride[0], .sw = a->stride[1], .pt = a->pad[0],
       .pl = a->pad[1], .count_pad = n->op == OP_AVGPOOL2D && a->count_pad,
   };
+}
+
+void emit_pool_vars(EmitVars *v, const PoolGeom *p) {
+  static const char *const names[] = {"PLANES", "H", "W", "OH", "OW", "KH", "KW", "SH", "SW", "PT", "PL"};
+  const int64_t values[] = {p->planes, p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->pt, p->pl};
+  for (int i = 0; i < 11; i++) emit_vari(v, names[i], values[i]);
 }
 
 ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
@@ -376,12 +405,14 @@ static void describe_attrs(Buf *b, const Node *n) {
   }
 }
 
-char *emit_describe(Graph *g, const Node *n, bool attrs) {
+char *emit_describe(Graph *g, const Kernel *k) {
+  const Node *n = graph_node(g, k->nodes[0]);
   Buf b = {0};
   buf_printf(&b, "%s %s ", kiln_ops[n->op].name, dtype_name(n->dtype));
   for (int i = 0; i < n->nin; i++) buf_printf(&b, "%s%s", i ? ", " : "", shape_str(&graph_node(g, n->in[i])->shape));
   buf_printf(&b, " -> %s", shape_str(&n->shape));
-  if (attrs) describe_attrs(&b, n);
+  describe_attrs(&b, n);
+  for (int j = 1; j < k->nnodes; j++) buf_printf(&b, "%s%s", j == 1 ? ", then " : " + ", kiln_ops[graph_node(g, k->nodes[j])->op].name);
   char *s = kiln_strdup(b.data);
   buf_free(&b);
   return s;
@@ -415,6 +446,10 @@ bool emit_is_c_keyword(const char *s) {
   return false;
 }
 
+char *emit_count(int64_t n, const char *one, const char *many) {
+  return kiln_fmt("%lld %s", (long long)n, n == 1 ? one : many);
+}
+
 char *emit_int_list(const int64_t *v, int n) {
   Buf b = {0};
   buf_puts(&b, "{");
@@ -426,13 +461,47 @@ char *emit_int_list(const int64_t *v, int n) {
   return s;
 }
 
+/* The fewest significant digits (1..9) whose decimal reads back as exactly v. */
+static int shortest_digits(float v) {
+  char tmp[48];
+  for (int p = 1; p < 9; p++) {
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, (double)v);
+    float back = strtof(tmp, NULL);
+    if (memcmp(&back, &v, sizeof v) == 0) return p;
+  }
+  return 9;   /* 9 significant digits always round-trip a float */
+}
+
 char *emit_float(float v) {
   if (isnan(v)) return kiln_strdup("NAN");
   if (isinf(v)) return kiln_strdup(v > 0 ? "INFINITY" : "-INFINITY");
-  char tmp[48];
-  snprintf(tmp, sizeof tmp, "%.9g", (double)v);
-  bool has_point = strpbrk(tmp, ".e") != NULL;
-  return kiln_fmt("%s%sf", tmp, has_point ? "" : ".0");
+  int p = shortest_digits(v);
+  char e[64];
+  snprintf(e, sizeof e, "%.*e", p - 1, (double)v);   /* "-1.25e+02": sign, p digits, exponent */
+  int exp10 = atoi(strchr(e, 'e') + 1);
+  if (exp10 < -4 || exp10 >= 16) {   /* 1e-05f, 3.4028235e+38f: %g drops a bare ".": */
+    snprintf(e, sizeof e, "%.*g", p, (double)v);
+    return kiln_fmt("%sf", e);
+  }
+  char digits[16];   /* the p significant digits, placed around the point by hand */
+  int nd = 0;
+  for (const char *c = e; *c != 'e'; c++)
+    if (isdigit((unsigned char)*c)) digits[nd++] = *c;
+  Buf b = {0};
+  if (v < 0 || (v == 0 && signbit(v))) buf_puts(&b, "-");
+  if (exp10 < 0) {
+    buf_puts(&b, "0.");
+    for (int i = 0; i < -exp10 - 1; i++) buf_puts(&b, "0");
+    buf_put(&b, digits, (size_t)nd);
+  } else {
+    for (int i = 0; i <= exp10; i++) buf_put(&b, i < nd ? &digits[i] : "0", 1);
+    buf_puts(&b, ".");
+    if (nd > exp10 + 1) buf_put(&b, digits + exp10 + 1, (size_t)(nd - exp10 - 1));
+    else buf_puts(&b, "0");
+  }
+  char *s = kiln_fmt("%sf", b.data);
+  buf_free(&b);
+  return s;
 }
 
 const char *emit_c_type(DType t) {

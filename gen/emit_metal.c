@@ -79,19 +79,6 @@ static char *c_escape(const char *s) {
   return r;
 }
 
-/* "matmul f32 [1, 784], [512, 784] -> [1, 512] (models/mlp.lua:14)", safe in a // comment. */
-static char *describe(Graph *g, const Node *n) {
-  Buf b = {0};
-  buf_printf(&b, "%s %s ", kiln_ops[n->op].name, dtype_name(n->dtype));
-  for (int i = 0; i < n->nin; i++) buf_printf(&b, "%s%s", i ? ", " : "", shape_str(&graph_node(g, n->in[i])->shape));
-  buf_printf(&b, " -> %s", shape_str(&n->shape));
-  char *s = kiln_strdup(b.data);
-  buf_free(&b);
-  for (char *p = s; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = ' ';
-  return s;
-}
-
 /* s with control characters (none belong in a // comment or a C string) as '?'. */
 static char *plain(const char *s) {
   char *c = kiln_strdup(s);
@@ -108,15 +95,15 @@ static void binding_row(Buf *out, Node *n, int index, bool write, const char *pa
   if (n->region == REG_NONE) die("Metal: value %%%d has no memory region (was pass_memplan run?)", n->id);
   if (write && (n->region == REG_WEIGHTS || n->region == REG_INPUT)) die("Metal: kernel writes into %%%d's region", n->id);
   bool io = n->region == REG_INPUT || n->region == REG_OUTPUT;
-  MtlVars v = {0};
-  mtl_vari(&v, "INDEX", index);
-  mtl_var(&v, "REGION", region_c[n->region]);
-  mtl_var(&v, "ACCESS", write ? "KILN_MTL_WRITE" : "KILN_MTL_READ");
-  mtl_var(&v, "TYPE", mtl_type_c(n->dtype));
-  mtl_vari(&v, "SLOT", io ? n->io_slot : 0);
-  mtl_var(&v, "OFFSET", kiln_fmt("%lld", (long long)n->offset));
-  mtl_var(&v, "SIZE", kiln_fmt("%lld", (long long)node_bytes(n)));
-  mtl_var(&v, "WHAT", kiln_fmt("%s: %s %s%s%s", param, dtype_name(n->dtype), shape_str(&n->shape),
+  EmitVars v = {0};
+  emit_vari(&v, "INDEX", index);
+  emit_var(&v, "REGION", region_c[n->region]);
+  emit_var(&v, "ACCESS", write ? "KILN_MTL_WRITE" : "KILN_MTL_READ");
+  emit_var(&v, "TYPE", mtl_type_c(n->dtype));
+  emit_vari(&v, "SLOT", io ? n->io_slot : 0);
+  emit_var(&v, "OFFSET", kiln_fmt("%lld", (long long)n->offset));
+  emit_var(&v, "SIZE", kiln_fmt("%lld", (long long)node_bytes(n)));
+  emit_var(&v, "WHAT", kiln_fmt("%s: %s %s%s%s", param, dtype_name(n->dtype), shape_str(&n->shape),
                                n->name ? " " : "", n->name ? c_escape(n->name) : ""));
   template_expand(out, template_get("metal/binding.c.tmpl"), v.kv);
 }
@@ -149,19 +136,18 @@ static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispa
     k.opname[i] = n->nin <= 3 ? xyz[i] : kiln_fmt("x%d", i);
   }
   k.nops = n->nin;
-  mtl_var(&k.v, "NAME", name);
-  const char *desc = describe(g, n), *loc = plain(e.lines);
-  if (e.fused) desc = kiln_fmt("%s, then %s", desc, strchr(e.ops, '+') + 2);
-  mtl_var(&k.v, "DESC", desc);
-  mtl_var(&k.v, "LOC", loc);
-  mtl_var(&k.v, "EPILOGUE", emit_hook_epilogue);
-  mtl_var(&k.v, "IF_FUSED", emit_hook_fused);
+  emit_var(&k.v, "NAME", name);
+  const char *desc = emit_describe(g, kr), *loc = plain(e.lines);
+  emit_var(&k.v, "DESC", desc);
+  emit_var(&k.v, "LOC", loc);
+  emit_var(&k.v, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&k.v, "IF_FUSED", emit_hook_fused);
   const char *tmpl = mtl_render(&k);
   for (int i = 0; i < e.nextra; i++) {
     k.op[k.nops] = e.extra[i];
     k.opname[k.nops++] = e.extra_name[i];
   }
-  mtl_var(&k.v, "PARAMS", params(&k));
+  emit_var(&k.v, "PARAMS", params(&k));
   Buf text = {0};
   template_expand(&text, template_get(tmpl), k.v.kv);
   buf_puts(src, e.helper);
@@ -172,13 +158,13 @@ static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispa
   for (int i = 0; i < k.nops; i++) binding_row(bindings, k.op[i], i, false, k.opname[i]);
   binding_row(bindings, k.out, k.nops, true, "out");
   *nbind += k.nops + 1;
-  MtlVars v = {0};
-  mtl_vari(&v, "KERNEL", ki);
-  mtl_vari(&v, "FIRST", first);
-  mtl_vari(&v, "NBIND", k.nops + 1);
-  mtl_var(&v, "GROUPS", kiln_fmt("%u, %u, %u", k.groups[0], k.groups[1], k.groups[2]));
-  mtl_var(&v, "THREADS", kiln_fmt("%u, %u, %u", k.threads[0], k.threads[1], k.threads[2]));
-  mtl_var(&v, "WHAT", c_escape(kiln_fmt("%s: %s (%s)", name, desc, loc)));
+  EmitVars v = {0};
+  emit_vari(&v, "KERNEL", ki);
+  emit_vari(&v, "FIRST", first);
+  emit_vari(&v, "NBIND", k.nops + 1);
+  emit_var(&v, "GROUPS", kiln_fmt("%u, %u, %u", k.groups[0], k.groups[1], k.groups[2]));
+  emit_var(&v, "THREADS", kiln_fmt("%u, %u, %u", k.threads[0], k.threads[1], k.threads[2]));
+  emit_var(&v, "WHAT", c_escape(kiln_fmt("%s: %s (%s)", name, desc, loc)));
   template_expand(dispatches, template_get("metal/dispatch.c.tmpl"), v.kv);
 }
 
@@ -248,34 +234,36 @@ void emit_metal(Graph *g, const EmitOptions *o) {
   weights_blob(g, &blob, &checksum);
   buf_free(&blob);
 
-  MtlVars v = {0};
+  EmitVars v = {0};
   const char *script = c_escape(g->script ? g->script : "?");
-  mtl_var(&v, "MODEL", g->model);
-  mtl_var(&v, "UPPER", emit_upper(g->model));
-  mtl_var(&v, "SCRIPT", script);
-  mtl_vari(&v, "NKERNELS", g->nkernels);
-  mtl_var(&v, "KERNELS", kernels.data ? kernels.data : "");
+  emit_var(&v, "MODEL", g->model);
+  emit_var(&v, "UPPER", emit_upper(g->model));
+  emit_var(&v, "SCRIPT", script);
+  emit_vari(&v, "NKERNELS", g->nkernels);
+  emit_var(&v, "KERNEL_COUNT", emit_count(g->nkernels, "compute kernel", "compute kernels"));
+  emit_var(&v, "DISPATCH_COUNT", emit_count(g->nkernels, "dispatch", "dispatches"));
+  emit_var(&v, "KERNELS", kernels.data ? kernels.data : "");
   template_expand(&msl, template_get("metal/file.metal.tmpl"), v.kv);
 
   char *decl, *ins, *outs;
   wrapper_args(g, &decl, &ins, &outs);
-  mtl_var(&v, "WRAP_PARAMS", decl);
-  mtl_var(&v, "WRAP_PARAMS_DOC", kiln_fmt("%s%s, %s", g->ninputs ? ", " : "", g->ninputs ? ins : "", outs));
-  mtl_var(&v, "WRAP_INPUTS", ins);
-  mtl_var(&v, "WRAP_OUTPUTS", outs);
-  mtl_vari(&v, "NDISPATCHES", g->nkernels);
-  mtl_vari(&v, "NBINDINGS", nbind);
-  mtl_vari(&v, "NINPUTS", g->ninputs);
-  mtl_vari(&v, "NOUTPUTS", g->noutputs);
-  mtl_var(&v, "MSL", msl_lines(msl.data));
-  mtl_var(&v, "KERNEL_NAMES", knames.data ? knames.data : "");
-  mtl_var(&v, "DISPATCHES", dispatches.data ? dispatches.data : "");
-  mtl_var(&v, "BINDINGS", bindings.data ? bindings.data : "");
-  mtl_var(&v, "INPUTS", io_rows(g, false));
-  mtl_var(&v, "OUTPUTS", io_rows(g, true));
-  mtl_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)g->weights_size));
-  mtl_var(&v, "CHECKSUM", kiln_fmt("0x%016llxull", (unsigned long long)checksum));
-  mtl_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)g->arena_size));
+  emit_var(&v, "WRAP_PARAMS", decl);
+  emit_var(&v, "WRAP_PARAMS_DOC", kiln_fmt("%s%s, %s", g->ninputs ? ", " : "", g->ninputs ? ins : "", outs));
+  emit_var(&v, "WRAP_INPUTS", ins);
+  emit_var(&v, "WRAP_OUTPUTS", outs);
+  emit_vari(&v, "NDISPATCHES", g->nkernels);
+  emit_vari(&v, "NBINDINGS", nbind);
+  emit_vari(&v, "NINPUTS", g->ninputs);
+  emit_vari(&v, "NOUTPUTS", g->noutputs);
+  emit_var(&v, "MSL", msl_lines(msl.data));
+  emit_var(&v, "KERNEL_NAMES", knames.data ? knames.data : "");
+  emit_var(&v, "DISPATCHES", dispatches.data ? dispatches.data : "");
+  emit_var(&v, "BINDINGS", bindings.data ? bindings.data : "");
+  emit_var(&v, "INPUTS", io_rows(g, false));
+  emit_var(&v, "OUTPUTS", io_rows(g, true));
+  emit_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)g->weights_size));
+  emit_var(&v, "CHECKSUM", kiln_fmt("0x%016llxull", (unsigned long long)checksum));
+  emit_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)g->arena_size));
   template_expand(&hdr, template_get("metal/table.h.tmpl"), v.kv);
   template_expand(&tab, template_get("metal/table.c.tmpl"), v.kv);
 

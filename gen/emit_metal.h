@@ -9,20 +9,9 @@
 #include "kiln.h"
 
 enum {
-  MTL_MAX_VARS = 48,
   MTL_MAX_OPS = 16,          /* buffers per kernel (concat of up to 15 inputs) */
   MTL_MAX_THREADS = 256,     /* per threadgroup: every Apple GPU pipeline allows this */
 };
-
-/* (name, value) pairs for template_expand, NULL-terminated. */
-typedef struct {
-  const char *kv[2 * MTL_MAX_VARS + 1];
-  int n;
-} MtlVars;
-
-void mtl_var(MtlVars *v, const char *name, const char *value);
-/* An integer template variable; dies when it does not fit MSL's 32-bit uint/int. */
-void mtl_vari(MtlVars *v, const char *name, int64_t value);
 
 /* One kernel being rendered. The caller sets g, n, name and the default operand
  * list (the node's inputs as x, y, z or x0, x1, ...); the family's render function
@@ -33,7 +22,7 @@ typedef struct {
   Node *n;                     /* the kernel's anchor: its family renders the kernel */
   Node *out;                   /* the kernel's result (its last node), bound as `out` */
   const char *name;            /* MSL function name */
-  MtlVars v;
+  EmitVars v;
   Node *op[MTL_MAX_OPS];       /* read operands, in [[buffer(i)]] order; out comes last */
   const char *opname[MTL_MAX_OPS];
   int nops;

@@ -1,11 +1,12 @@
 /*
  * emit_metal_kernels.c — one render function per OpFamily for the Metal target.
  *
- * Kernel in (a planned node), template variables and a grid out. The logic is the
- * C target's (emit_c.c): the same strides from emit_common, the same coalesced
- * loops, the same per-op expressions from ops.h through a function table; what
- * differs is the MSL in templates/metal/ and the choice of how threads share the
- * work, which is made here:
+ * Kernel in (a planned node), template variables and a grid out. The geometry is
+ * the C target's: each family's walk, strides and sizes come from emit_common.c
+ * (emit_matmul_geom, emit_reduce_geom...), the per-op expressions from ops.h
+ * through a function table, conversions through a spelling table. What differs is
+ * the MSL in templates/metal/, index arithmetic unrolled per thread (index_code)
+ * instead of C's loops, and the choice of how threads share the work, made here:
  *   elementwise, cast, batchnorm, pool, copy, concat, gather  one thread per
  *       output element (float4 a thread for contiguous f32 elementwise work);
  *   matmul  32x32 tiles (2x2 outputs a thread) through threadgroup memory, or one SIMD group
@@ -156,10 +157,10 @@ static const char *k_elementwise(MtlKernel *k) {
   static const char *const pnames[] = {"x", "y", "z"};
   Buf fp = {0};
   for (int i = 0; i < n->nin; i++) buf_printf(&fp, "%s%s %s", i ? ", " : "", mtl_type(in(k, i)->dtype), pnames[i]);
-  mtl_var(&k->v, "FPARAMS", kiln_strdup(fp.data));
+  emit_var(&k->v, "FPARAMS", kiln_strdup(fp.data));
   buf_free(&fp);
-  mtl_var(&k->v, "T", mtl_type(n->dtype));
-  mtl_var(&k->v, "EXPR", elem_expr(k));
+  emit_var(&k->v, "T", mtl_type(n->dtype));
+  emit_var(&k->v, "EXPR", elem_expr(k));
 
   bool vec = w.rank == 1 && total % 4 == 0 && n->dtype == DT_F32 && k->out->dtype == DT_F32 && k->out->offset % 16 == 0;
   for (int i = 0; i < n->nin && vec; i++) {
@@ -180,134 +181,77 @@ static const char *k_elementwise(MtlKernel *k) {
         buf_printf(&args, "%s%sv%s", i ? ", " : "", pnames[i], node_numel(in(k, i)) == 1 ? "" : kiln_fmt(".%c", comp[c]));
       buf_printf(&args, "), %s)", c ? kiln_fmt("4 * i + %d", c) : "4 * i");
     }
-    mtl_vari(&k->v, "N4", total / 4);
-    mtl_var(&k->v, "LOADS", kiln_strdup(loads.data));
-    mtl_var(&k->v, "ARGS4", kiln_strdup(args.data));
+    emit_vari(&k->v, "N4", total / 4);
+    emit_var(&k->v, "LOADS", kiln_strdup(loads.data));
+    emit_var(&k->v, "ARGS4", kiln_strdup(args.data));
     buf_free(&loads);
     buf_free(&args);
     grid_1d(k, total / 4);
     return "metal/elementwise4.metal.tmpl";
   }
   static const char *const onames[] = {NULL, "xo", "yo", "zo"};
-  mtl_var(&k->v, "INDEX", index_code("i", &w, onames));
+  emit_var(&k->v, "INDEX", index_code("i", &w, onames));
   Buf args = {0};
   for (int i = 0; i < n->nin; i++) buf_printf(&args, "%s%s[%s]", i ? ", " : "", pnames[i], onames[i + 1]);
-  mtl_var(&k->v, "ARGS", kiln_strdup(args.data));
+  emit_var(&k->v, "ARGS", kiln_strdup(args.data));
   buf_free(&args);
-  mtl_vari(&k->v, "N", total);
+  emit_vari(&k->v, "N", total);
   grid_1d(k, total);
   return "metal/elementwise.metal.tmpl";
 }
 
 /* ---- matmul ---- */
 
-static Shape batch_of(const Shape *s) {
-  Shape b = *s;
-  b.rank -= 2;
-  return b;
-}
-
 static const char *k_matmul(MtlKernel *k) {
-  const Node *x = in(k, 0), *y = in(k, 1), *n = k->n;
-  const Attrs *a = &n->a;
-  int64_t m = n->shape.dim[n->shape.rank - 2], nn = n->shape.dim[n->shape.rank - 1];
-  int64_t kk = a->trans_x ? x->shape.dim[x->shape.rank - 2] : x->shape.dim[x->shape.rank - 1];
-  Shape bo = batch_of(&n->shape), bx = batch_of(&x->shape), by = batch_of(&y->shape);
-  int64_t st[3][KILN_MAX_RANK];
-  emit_strides(&bo, st[0]);
-  emit_bcast_strides(&bx, &bo, st[1]);
-  emit_bcast_strides(&by, &bo, st[2]);
-  for (int i = 0; i < bo.rank; i++) {
-    st[1][i] *= m * kk;
-    st[2][i] *= kk * nn;
-  }
-  int r;
-  int64_t dims[KILN_MAX_RANK];
-  emit_coalesce(&bo, 3, st, &r, dims);
+  MatmulGeom m = emit_matmul_geom(k->g, k->n);
   /* xo, yo: each operand's matrix start for batch b (the output's is b * M * N) */
   static const char *const onames[] = {NULL, "xo", "yo"};
-  int64_t batch = shape_numel(&bo);
-  bool gemv = m == 1 && a->trans_y;
-  mtl_var(&k->v, "BATCH", index_code("b", r, dims, 3, st, onames, 0));
-  mtl_vari(&k->v, "M", m);
-  mtl_vari(&k->v, "N", nn);
-  mtl_vari(&k->v, "K", kk);
-  mtl_vari(&k->v, "XS_M", a->trans_x ? 1 : kk);
-  mtl_vari(&k->v, "XS_K", a->trans_x ? m : 1);
-  mtl_vari(&k->v, "YS_K", a->trans_y ? 1 : nn);
-  mtl_vari(&k->v, "YS_N", a->trans_y ? kk : 1);
+  bool gemv = m.m == 1 && m.trans_y;
+  emit_var(&k->v, "BATCH", index_code("b", &m.b, onames));
+  emit_matmul_vars(&k->v, &m);
   if (gemv) {
-    int64_t rows = nn < 8 ? nn : 8;   /* SIMD groups per threadgroup */
-    mtl_vari(&k->v, "ROWS", rows);
-    grid(k, ceil_div(nn, rows), batch, 1, 32 * rows, 1);
+    int64_t rows = m.n < 8 ? m.n : 8;   /* SIMD groups per threadgroup */
+    emit_vari(&k->v, "ROWS", rows);
+    grid(k, ceil_div(m.n, rows), m.batch, 1, 32 * rows, 1);
     return "metal/matvec.metal.tmpl";
   }
   /* Loads: thread (ty, tx) fills two slots of each tile (h = 0, 16); which slots
    * depends on the operand's layout, so that consecutive tx read consecutive
    * addresses: along k for x [M, K] and y [N, K], along m or n otherwise. */
-  const char *lx = a->trans_x
+  const char *lx = m.trans_x
       ? "      { const uint mm = m0 + h + tid.x, kx = k0 + tid.y;  // x stored [K, M]: tid.x walks m\n"
         "        xs[h + tid.x][tid.y] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n"
       : "      { const uint mm = m0 + h + tid.y, kx = k0 + tid.x;  // tid.x walks k\n"
         "        xs[h + tid.y][tid.x] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n";
-  const char *ly = a->trans_y
+  const char *ly = m.trans_y
       ? "      { const uint ky = k0 + tid.x, nn = n0 + h + tid.y;  // y stored [N, K]: tid.x walks k\n"
         "        ys[tid.x][h + tid.y] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n"
       : "      { const uint ky = k0 + tid.y, nn = n0 + h + tid.x;  // tid.x walks n\n"
         "        ys[tid.y][h + tid.x] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n";
-  mtl_var(&k->v, "LOAD_X", lx);
-  mtl_var(&k->v, "LOAD_Y", ly);
-  grid(k, ceil_div(nn, 32), ceil_div(m, 32), batch, 16, 16);
+  emit_var(&k->v, "LOAD_X", lx);
+  emit_var(&k->v, "LOAD_Y", ly);
+  grid(k, ceil_div(m.n, 32), ceil_div(m.m, 32), m.batch, 16, 16);
   return "metal/matmul.metal.tmpl";
 }
 
 /* ---- conv, pools ---- */
 
 static const char *k_conv(MtlKernel *k) {
-  const Shape *x = &in(k, 0)->shape, *w = &in(k, 1)->shape, *o = &k->n->shape;
-  const Attrs *a = &k->n->a;
-  mtl_vari(&k->v, "C", x->dim[1]);
-  mtl_vari(&k->v, "H", x->dim[2]);
-  mtl_vari(&k->v, "W", x->dim[3]);
-  mtl_vari(&k->v, "OC", o->dim[1]);
-  mtl_vari(&k->v, "OH", o->dim[2]);
-  mtl_vari(&k->v, "OW", o->dim[3]);
-  mtl_vari(&k->v, "KH", w->dim[2]);
-  mtl_vari(&k->v, "KW", w->dim[3]);
-  mtl_vari(&k->v, "GROUPS", a->groups);
-  mtl_vari(&k->v, "CG", x->dim[1] / a->groups);
-  mtl_vari(&k->v, "OCG", o->dim[1] / a->groups);
-  mtl_vari(&k->v, "SH", a->stride[0]);
-  mtl_vari(&k->v, "SW", a->stride[1]);
-  mtl_vari(&k->v, "PT", a->pad[0]);
-  mtl_vari(&k->v, "PL", a->pad[1]);
-  mtl_vari(&k->v, "DH", a->dilation[0]);
-  mtl_vari(&k->v, "DW", a->dilation[1]);
+  ConvGeom c = emit_conv_geom(k->g, k->n);
+  emit_conv_vars(&k->v, &c);
   k->opname[1] = "w";
-  bool bias = k->n->nin == 3;
-  if (bias) k->opname[2] = "bias";
-  mtl_var(&k->v, "BIAS_ADD", bias ? " + bias[g * OCG + oc]" : "");
-  grid(k, ceil_div(o->dim[2] * o->dim[3], 16), ceil_div(o->dim[1] / a->groups, 16), x->dim[0] * a->groups, 16, 16);
+  if (c.bias) k->opname[2] = "bias";
+  emit_var(&k->v, "BIAS_ADD", c.bias ? " + bias[g * OCG + oc]" : "");
+  grid(k, ceil_div(c.oh * c.ow, 16), ceil_div(c.ocg, 16), c.nb * c.groups, 16, 16);
   return "metal/conv.metal.tmpl";
 }
 
 static const char *k_pool(MtlKernel *k) {
-  const Shape *x = &in(k, 0)->shape, *o = &k->n->shape;
-  const Attrs *a = &k->n->a;
-  mtl_vari(&k->v, "PLANES", x->dim[0] * x->dim[1]);
-  mtl_vari(&k->v, "H", x->dim[2]);
-  mtl_vari(&k->v, "W", x->dim[3]);
-  mtl_vari(&k->v, "OH", o->dim[2]);
-  mtl_vari(&k->v, "OW", o->dim[3]);
-  mtl_vari(&k->v, "KH", a->kernel[0]);
-  mtl_vari(&k->v, "KW", a->kernel[1]);
-  mtl_vari(&k->v, "SH", a->stride[0]);
-  mtl_vari(&k->v, "SW", a->stride[1]);
-  mtl_vari(&k->v, "PT", a->pad[0]);
-  mtl_vari(&k->v, "PL", a->pad[1]);
+  PoolGeom p = emit_pool_geom(k->g, k->n);
+  emit_pool_vars(&k->v, &p);
   grid_1d(k, node_numel(k->n));
   if (k->n->op == OP_MAXPOOL2D) return "metal/maxpool.metal.tmpl";
-  mtl_var(&k->v, "COUNT_PAD", a->count_pad ? "true" : "false");
+  emit_var(&k->v, "COUNT_PAD", p.count_pad ? "true" : "false");
   return "metal/avgpool.metal.tmpl";
 }
 
@@ -316,162 +260,119 @@ static const char *k_pool(MtlKernel *k) {
 /* Threads for one line of `len` elements: len itself up to 256. */
 static int64_t line_threads(int64_t len) { return len < MTL_MAX_THREADS ? len : MTL_MAX_THREADS; }
 
+/* text with every line indented two more spaces. */
+static char *indent(const char *text) {
+  Buf b = {0};
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+    buf_puts(&b, "  ");
+    buf_put(&b, p, len);
+    p += len;
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
 static const char *k_reduce(MtlKernel *k) {
-  const Shape *x = &in(k, 0)->shape;
-  int64_t xs[KILN_MAX_RANK];
-  emit_strides(x, xs);
-  Shape ks = {0}, rs = {0};
-  int64_t kst[1][KILN_MAX_RANK], rst[1][KILN_MAX_RANK];
-  for (int i = 0; i < x->rank; i++) {
-    bool red = k->n->a.axes >> i & 1u;
-    Shape *s = red ? &rs : &ks;
-    (red ? rst : kst)[0][s->rank] = xs[i];
-    s->dim[s->rank++] = x->dim[i];
-  }
-  int kr, rr;
-  int64_t kd[KILN_MAX_RANK], rd[KILN_MAX_RANK];
-  emit_coalesce(&ks, 1, kst, &kr, kd);
-  emit_coalesce(&rs, 1, rst, &rr, rd);
+  ReduceGeom r = emit_reduce_geom(k->g, k->n);
   static const char *const bname[] = {"base"}, *const rname[] = {"roff"};
-  int64_t red = shape_numel(&rs), outn = node_numel(k->n);
-  mtl_var(&k->v, "BASE", index_code("o", kr, kd, 1, kst, bname, 0));
-  /* the reduced offset, indented for the loop body */
-  char *roff = index_code("r", rr, rd, 1, rst, rname, 0);
-  Buf ind = {0};
-  for (char *p = roff; *p;) {
-    char *nl = strchr(p, '\n');
-    buf_puts(&ind, "  ");
-    buf_put(&ind, p, (size_t)(nl - p + 1));
-    p = nl + 1;
-  }
-  mtl_var(&k->v, "ROFF", kiln_strdup(ind.data));
-  buf_free(&ind);
-  mtl_vari(&k->v, "RED", red);
-  mtl_vari(&k->v, "OUTN", outn);
-  bool max = k->n->op == OP_REDUCE_MAX;
-  mtl_var(&k->v, "INIT", max ? "-INFINITY" : "0.0f");
-  mtl_var(&k->v, "UPDATE", max ? "acc = v > acc || isnan(v) ? v : acc" : "acc += v");
-  mtl_var(&k->v, "FINISH", k->n->op == OP_REDUCE_MEAN ? "acc / (float)RED" : "acc");
-  mtl_var(&k->v, "TG_REDUCE", max ? "kiln_tg_max" : "kiln_tg_sum");
-  if (red <= 16) {
-    grid_1d(k, outn);
+  emit_var(&k->v, "BASE", index_code("o", &r.kept, bname));
+  emit_var(&k->v, "ROFF", indent(index_code("r", &r.reduced, rname)));   /* in the loop body */
+  emit_vari(&k->v, "RED", r.red);
+  emit_vari(&k->v, "OUTN", r.outn);
+  EmitReduceOp op = emit_reduce_op(k->n->op, "isnan(v)");
+  emit_var(&k->v, "INIT", op.init);
+  emit_var(&k->v, "UPDATE", op.update);
+  emit_var(&k->v, "FINISH", op.finish);
+  emit_var(&k->v, "TG_REDUCE", k->n->op == OP_REDUCE_MAX ? "kiln_tg_max" : "kiln_tg_sum");
+  if (r.red <= 16) {
+    grid_1d(k, r.outn);
     return "metal/reduce_thread.metal.tmpl";
   }
-  int64_t t = line_threads(red);
-  mtl_vari(&k->v, "T", t);
-  grid(k, outn, 1, 1, t, 1);
+  int64_t t = line_threads(r.red);
+  emit_vari(&k->v, "T", t);
+  grid(k, r.outn, 1, 1, t, 1);
   return "metal/reduce.metal.tmpl";
 }
 
 static const char *k_softmax(MtlKernel *k) {
-  const Shape *s = &k->n->shape;
-  int ax = k->n->a.axis;
-  int64_t n = s->dim[ax], inner = prod(s, ax + 1, s->rank), lines = prod(s, 0, ax) * inner;
-  mtl_vari(&k->v, "N", n);
-  mtl_vari(&k->v, "INNER", inner);
-  mtl_vari(&k->v, "T", line_threads(n));
-  grid(k, lines, 1, 1, line_threads(n), 1);
+  AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "T", line_threads(a.n));
+  grid(k, a.outer * a.inner, 1, 1, line_threads(a.n), 1);
   return "metal/softmax.metal.tmpl";
 }
 
 static const char *k_norm(MtlKernel *k) {
-  const Shape *s = &k->n->shape;
-  int ax = k->n->a.axis;
-  bool gamma = k->n->nin >= 2, beta = k->n->nin >= 3;
-  int64_t rows = prod(s, 0, ax), d = prod(s, ax, s->rank);
-  mtl_vari(&k->v, "D", d);
-  mtl_vari(&k->v, "T", line_threads(d));
-  mtl_var(&k->v, "EPS", emit_float(k->n->a.eps));
-  if (gamma) k->opname[1] = "gamma";
-  if (beta) k->opname[2] = "beta";
-  mtl_var(&k->v, "AFFINE", kiln_fmt("%s%s", gamma ? " * gamma[j]" : "", beta ? " + beta[j]" : ""));
-  mtl_var(&k->v, "AFFINE_DOC", kiln_fmt("%s%s", gamma ? " * gamma" : "", beta ? " + beta" : ""));
-  grid(k, rows, 1, 1, line_threads(d), 1);
+  NormGeom g = emit_norm_geom(k->g, k->n);
+  emit_vari(&k->v, "D", g.d);
+  emit_vari(&k->v, "T", line_threads(g.d));
+  emit_var(&k->v, "EPS", emit_float(k->n->a.eps));
+  if (g.gamma) k->opname[1] = "gamma";
+  if (g.beta) k->opname[2] = "beta";
+  emit_var(&k->v, "AFFINE", g.affine);
+  emit_var(&k->v, "AFFINE_DOC", g.affine_doc);
+  grid(k, g.rows, 1, 1, line_threads(g.d), 1);
   return k->n->op == OP_LAYERNORM ? "metal/layernorm.metal.tmpl" : "metal/rmsnorm.metal.tmpl";
 }
 
 static const char *k_batchnorm(MtlKernel *k) {
-  const Shape *s = &k->n->shape;
+  AxisGeom a = emit_axis_geom(&k->n->shape, 1);   /* N x C x PLANE */
   static const char *const names[] = {"x", "mean", "var", "gamma", "beta"};
   for (int i = 0; i < 5; i++) k->opname[i] = names[i];
-  mtl_vari(&k->v, "C", s->rank > 1 ? s->dim[1] : 1);
-  mtl_vari(&k->v, "PLANE", prod(s, 2, s->rank));
-  mtl_var(&k->v, "EPS", emit_float(k->n->a.eps));
-  mtl_vari(&k->v, "N", node_numel(k->n));
+  emit_vari(&k->v, "C", a.n);
+  emit_vari(&k->v, "PLANE", a.inner);
+  emit_var(&k->v, "EPS", emit_float(k->n->a.eps));
+  emit_vari(&k->v, "N", node_numel(k->n));
   grid_1d(k, node_numel(k->n));
   return "metal/batchnorm.metal.tmpl";
 }
 
 /* ---- data movement ---- */
 
-/* A strided read (transpose, slice): xst are x's element strides per output dim. */
-static const char *copy_kernel(MtlKernel *k, const int64_t *xst, int64_t base, const char *what) {
-  int64_t st[2][KILN_MAX_RANK];
-  emit_strides(&k->n->shape, st[0]);
-  memcpy(st[1], xst, sizeof st[1]);
-  int rank;
-  int64_t dims[KILN_MAX_RANK];
-  emit_coalesce(&k->n->shape, 2, st, &rank, dims);
+/* A strided read (transpose, slice): one thread per output element. */
+static const char *k_copy(MtlKernel *k) {
+  EmitWalk w = emit_copy_walk(k->g, k->n);
   static const char *const onames[] = {NULL, "xo"};
-  mtl_var(&k->v, "INDEX", index_code("i", rank, dims, 2, st, onames, base));
-  mtl_vari(&k->v, "N", node_numel(k->n));
-  mtl_var(&k->v, "WHAT", what);
+  emit_var(&k->v, "INDEX", index_code("i", &w, onames));
+  emit_vari(&k->v, "N", node_numel(k->n));
+  emit_var(&k->v, "WHAT", k->n->op == OP_TRANSPOSE ? " (permuted)" : " times the steps");
   grid_1d(k, node_numel(k->n));
   return "metal/copy.metal.tmpl";
 }
 
-static const char *k_transpose(MtlKernel *k) {
-  int64_t xs[KILN_MAX_RANK], st[KILN_MAX_RANK] = {0};
-  emit_strides(&in(k, 0)->shape, xs);
-  for (int i = 0; i < k->n->shape.rank; i++) st[i] = xs[k->n->a.perm[i]];
-  return copy_kernel(k, st, 0, " (permuted)");
-}
-
-static const char *k_slice(MtlKernel *k) {
-  const Attrs *a = &k->n->a;
-  int64_t xs[KILN_MAX_RANK], st[KILN_MAX_RANK] = {0}, base = 0;
-  emit_strides(&in(k, 0)->shape, xs);
-  for (int i = 0; i < k->n->shape.rank; i++) {
-    st[i] = xs[i] * a->step[i];
-    base += a->start[i] * xs[i];
-  }
-  return copy_kernel(k, st, base, " times the steps");
-}
-
 static const char *k_concat(MtlKernel *k) {
-  const Shape *s = &k->n->shape;
-  int ax = k->n->a.axis;
-  int64_t after = prod(s, ax + 1, s->rank), at = 0;
+  ConcatGeom c = emit_concat_geom(k->g, k->n);
   Buf parts = {0};
-  for (int i = 0; i < k->n->nin; i++) {
-    int64_t len = in(k, i)->shape.dim[ax] * after;
+  for (int i = 0; i < c.nparts; i++) {
     k->opname[i] = kiln_fmt("x%d", i);
-    MtlVars p = {0};
-    mtl_var(&p, "K", kiln_fmt("%d", i));
-    mtl_var(&p, "ELSE", i ? "else " : "");
-    mtl_vari(&p, "LEN", len);
-    mtl_vari(&p, "AT", at);
-    mtl_vari(&p, "END", at + len);
-    mtl_var(&p, "EPILOGUE", emit_hook_epilogue);
+    EmitVars p = {0};
+    emit_var(&p, "K", kiln_fmt("%d", i));
+    emit_var(&p, "ELSE", i ? "else " : "");
+    emit_vari(&p, "LEN", c.len[i]);
+    emit_vari(&p, "AT", c.at[i]);
+    emit_vari(&p, "END", c.at[i] + c.len[i]);
+    emit_var(&p, "EPILOGUE", emit_hook_epilogue);
     template_expand(&parts, template_get("metal/concat_part.metal.tmpl"), p.kv);
-    at += len;
   }
-  mtl_vari(&k->v, "ROW", at);
-  mtl_vari(&k->v, "N", node_numel(k->n));
-  mtl_var(&k->v, "PARTS", kiln_strdup(parts.data));
+  emit_vari(&k->v, "ROW", c.row);
+  emit_vari(&k->v, "N", node_numel(k->n));
+  emit_var(&k->v, "PARTS", kiln_strdup(parts.data));
   buf_free(&parts);
   grid_1d(k, node_numel(k->n));
   return "metal/concat.metal.tmpl";
 }
 
 static const char *k_gather(MtlKernel *k) {
-  const Shape *x = &in(k, 0)->shape;
-  int ax = k->n->a.axis;
+  GatherGeom g = emit_gather_geom(k->g, k->n);
   k->opname[1] = "idx";
-  mtl_vari(&k->v, "N", x->dim[ax]);
-  mtl_vari(&k->v, "INNER", prod(x, ax + 1, x->rank));
-  mtl_vari(&k->v, "NIDX", node_numel(in(k, 1)));
-  mtl_vari(&k->v, "TOTAL", node_numel(k->n));
+  emit_vari(&k->v, "N", g.n);
+  emit_vari(&k->v, "INNER", g.inner);
+  emit_vari(&k->v, "NIDX", g.nidx);
+  emit_vari(&k->v, "TOTAL", node_numel(k->n));
   grid_1d(k, node_numel(k->n));
   return "metal/gather.metal.tmpl";
 }
@@ -481,8 +382,8 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_UNARY] = k_elementwise,   [FAM_BINARY] = k_elementwise, [FAM_SELECT] = k_elementwise,
     [FAM_CAST] = k_elementwise,    [FAM_MATMUL] = k_matmul,      [FAM_CONV] = k_conv,
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,      [FAM_SOFTMAX] = k_softmax,
-    [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_transpose,
-    [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_slice,        [FAM_GATHER] = k_gather,
+    [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
+    [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
 };
 
 const char *mtl_render(MtlKernel *k) {

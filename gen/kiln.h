@@ -324,10 +324,13 @@ void emit_coalesce(const Shape *out, int nops, int64_t strides[][KILN_MAX_RANK],
 char *emit_ident(const char *name);
 char *emit_upper(const char *s);          /* ASCII upper-case copy, arena string */
 bool emit_is_c_keyword(const char *s);    /* C11 keywords and common macros (NULL...) */
+/* "1 kernel", "3 kernels": n and the noun for it. Arena string. */
+char *emit_count(int64_t n, const char *one, const char *many);
 /* "{1, 2, 3}"-style list of n int64 values, arena string; n == 0 gives "{0}". */
 char *emit_int_list(const int64_t *v, int n);
-/* A float literal that round-trips exactly and prints the same everywhere
- * ("0x1.8p+0f" is avoided: decimal %.9g plus 'f'; inf/nan as INFINITY/NAN). */
+/* A float literal that round-trips exactly and prints the same everywhere: the
+ * shortest decimal that reads back as the same float, plus 'f' ("1e-05f", "0.1f",
+ * "3.0f"; exponent form below 1e-4 and from 1e16 on); inf/nan as INFINITY/NAN. */
 char *emit_float(float v);
 /* The C element type of a dtype: "float" "int32_t" "uint8_t". */
 const char *emit_c_type(DType t);
@@ -341,9 +344,10 @@ typedef struct {
 void emit_var(EmitVars *v, const char *name, const char *value);
 /* An integer variable; kiln_error when it does not fit 32 bits (C enums, MSL uint). */
 void emit_vari(EmitVars *v, const char *name, int64_t value);
-/* "matmul f32 [2, 3], [3, 4] -> [2, 4]", with attrs the attributes that shape the
- * kernel (", transposed: y", ", axis 1" ...). Arena string, no newline. */
-char *emit_describe(Graph *g, const Node *n, bool attrs);
+/* Kernel k for its comment: its anchor, the attributes that shape it and the chain
+ * fused after it: "matmul f32 [2, 8], [4, 8] -> [2, 4], transposed: y, then add +
+ * relu". Arena string, no newline. */
+char *emit_describe(Graph *g, const Kernel *k);
 /* A target's spelling of conversions, each a template over $X (the value):
  * to_bool, to_f32, to_i32 from i32/bool, f32_to_i32 (truncating, NaN -> 0,
  * saturating at the int32 range, as the interpreter defines it). */
@@ -377,16 +381,22 @@ typedef struct {
   EmitWalk b;                   /* the batch: 0 out, 1 x, 2 y; strides in elements between matrices */
 } MatmulGeom;
 MatmulGeom emit_matmul_geom(Graph *g, const Node *n);
+/* The variables every target's matmul templates share: M N K XS_M XS_K YS_K YS_N. */
+void emit_matmul_vars(EmitVars *v, const MatmulGeom *m);
 typedef struct {                /* NCHW x, OIHW w: sizes, per-group channels, stride, pad top/left, dilation */
   int64_t nb, c, h, w, oc, oh, ow, kh, kw, groups, cg, ocg, sh, sw, pt, pl, dh, dw;
   bool bias;
 } ConvGeom;
 ConvGeom emit_conv_geom(Graph *g, const Node *n);
+/* NB C H W OC OH OW KH KW GROUPS CG OCG SH SW PT PL DH DW, as every target names them. */
+void emit_conv_vars(EmitVars *v, const ConvGeom *c);
 typedef struct {                /* planes = N * C windows of kh x kw over h x w planes */
   int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl;
   bool count_pad;               /* avgpool: padding counts in the divisor */
 } PoolGeom;
 PoolGeom emit_pool_geom(Graph *g, const Node *n);
+/* PLANES H W OH OW KH KW SH SW PT PL, as every target names them. */
+void emit_pool_vars(EmitVars *v, const PoolGeom *p);
 typedef struct {
   int64_t outn, red;            /* outputs; reduced elements per output */
   EmitWalk kept, reduced;       /* x's kept dims and its reduced dims; one operand: x */

@@ -329,6 +329,9 @@ static bool same_ignoring_case(const char *a, const char *b) {
  * case, and not collide with the model's own macros (MLP_WEIGHTS_SIZE, MLP_ARENA_SIZE). */
 static void check_io_name(lua_State *L, const char *name, const char *what) {
   Graph *g = fe_of(L)->g;
+  if (strlen(name) > 255)   /* C99 promises string literals of 4095 bytes, 63 significant identifier characters */
+    fe_error(L, "%s: a name of %zu characters; Kiln allows at most 255 (it becomes C identifiers and string literals)", what,
+             strlen(name));
   if (!is_c_identifier(name)) fe_error(L, "%s: name '%s' is not a C identifier (letters, digits, _; not starting with a digit)", what, name);
   if (emit_is_c_keyword(name)) fe_error(L, "%s: name '%s' is a C keyword", what, name);
   if (name[0] == '_' && (name[1] == '_' || (name[1] >= 'A' && name[1] <= 'Z')))
@@ -884,7 +887,12 @@ Graph *frontend_trace(const FrontendOptions *o) {
     lua_close(L);
     report_syntax_error(fe, msg);
   }
-  if (lua_pcall(L, 0, 0, -2) != LUA_OK) {
+  int status = lua_pcall(L, 0, 0, -2);
+  if (status == LUA_ERRMEM && !fe->failed) {     /* Lua raises these without calling the handler */
+    lua_close(L);
+    kiln_error_at((SrcLoc){fe->script_file, 0}, "the script ran out of memory (Lua: not enough memory)");
+  }
+  if (status != LUA_OK) {
     if (!fe->failed) die("Lua error without the message handler: %s", lua_tostring(L, -1));
     lua_close(L);
     kiln_error_at(fe->err_loc, "%s", fe->err_msg);

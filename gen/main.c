@@ -334,15 +334,19 @@ static void *npy_data(const char *path, const char *iname, const Node *n, unsign
   return all + pre + hlen;
 }
 
-/* Reads an input file: .npy (see npy_data) or raw little-endian bytes of the exact size. */
+/* Reads an input file: .npy (see npy_data) or raw little-endian bytes of the exact size.
+ * A bool input's bytes must be 0 or 1 (kernels would read another byte as true in one
+ * place and as its value in another). */
 static void *read_input(const char *path, const Node *n, const char *iname) {
   size_t size;
-  unsigned char *all = read_whole(path, iname, &size);
-  if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) return npy_data(path, iname, n, all, size);
-  if ((int64_t)size != node_bytes(n))
+  unsigned char *all = read_whole(path, iname, &size), *data = all;
+  if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) data = npy_data(path, iname, n, all, size);
+  else if ((int64_t)size != node_bytes(n))
     kiln_error("%s: --input %s is %s %s = %lld bytes, the file has %zu", path, iname, dtype_name(n->dtype),
                shape_str(&n->shape), (long long)node_bytes(n), size);
-  return all;
+  for (int64_t i = 0; n->dtype == DT_BOOL && i < node_numel(n); i++)
+    if (data[i] > 1) kiln_error("%s: --input %s is bool, but element %lld is the byte %d (not 0 or 1)", path, iname, (long long)i, data[i]);
+  return data;
 }
 
 static void write_npy(const char *dir, const char *name, const Tensor *t) {

@@ -8,11 +8,12 @@ For each script given (tests/robust/ok/*.lua):
                       in transcendental functions; bool/i32 and non-finite values exact)
   robust/cwarn/<m>    <m>.c compiles with -std=c11 -Wall -Wextra -Wpedantic -Werror
   robust/stdout/<m>   `kiln graph` and `kiln run` print only their results on stdout
-                      (whatever the script prints goes to stderr)
+                      (whatever the script prints goes to stderr: print, io.write, io.stdout)
 
 usage: /usr/bin/python3 tests/robust/e2e.py WORKDIR SCRIPT...
 """
 import os
+import re
 import sys
 import zlib
 
@@ -88,12 +89,26 @@ def check_c(work, script):
 
 def check_stdout(work, script):
     """Only results on stdout: the graph dump's lines all start with '%', 'output' or 'kernels';
-    run prints 'name: dtype[...] = ...' lines only."""
+    run prints one 'name: dtype [dims] = ...' line per output (inputs: those check_c saved)."""
     m = os.path.splitext(os.path.basename(script))[0]
     rc, o, e = kt.run([kt.KILN, "graph", script])
     bad = [l for l in o.splitlines() if not (l.startswith("%") or l.startswith("output ") or l.startswith("kernels "))]
     if rc != 0 or bad:
         return kt.report(False, "robust/stdout/" + m, "graph: exit %d, stray line %r" % (rc, bad[:1]))
+    out = os.path.join(work, m)
+    try:
+        meta = kt.load_meta(out, m)
+    except OSError:
+        return kt.report(False, "robust/stdout/" + m, "no %s.json from check_c" % m)
+    args = []
+    for io in meta["inputs"]:
+        args += ["--input", "%s=%s" % (io["name"], os.path.join(out, "ref", "in_%s.npy" % io["name"]))]
+    rc, o, e = kt.run([kt.KILN, "run", script, *args])
+    lines = o.splitlines()
+    bad = [l for l in lines if not re.match(r"^\w+: (f32|i32|bool) \[[0-9, ]*\] =", l)]
+    if rc != 0 or bad or len(lines) != len(meta["outputs"]):
+        return kt.report(False, "robust/stdout/" + m, "run: exit %d, %d lines for %d outputs, stray %r" % (
+            rc, len(lines), len(meta["outputs"]), bad[:1]))
     return kt.report(True, "robust/stdout/" + m)
 
 
