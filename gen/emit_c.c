@@ -614,7 +614,7 @@ static void emit_source(const Ctx *c, Buf *out) {
   emit_var(&rv, "UNUSED_V", kiln_fmt("%s%s", g->ninputs ? "" : "  (void)inputs;\n", g->noutputs ? "" : "  (void)outputs;\n"));
   EmitVars fv = {0};
   emit_var(&fv, "MODEL", c->model);
-  emit_var(&fv, "SCRIPT", comment_safe(g->script ? g->script : "?"));
+  emit_var(&fv, "SCRIPT", comment_safe(graph_src_name(g, g->script)));
   emit_var(&fv, "KERNEL_COUNT", emit_count(g->nkernels, "kernel", "kernels"));
   offset_enums(c, &fv);
   emit_var(&fv, "KERNELS", kernels.data ? kernels.data : "");
@@ -661,7 +661,7 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   EmitVars v = {0};
   emit_var(&v, "MODEL", c->model);
   emit_var(&v, "UPPER", c->upper);
-  emit_var(&v, "SCRIPT", comment_safe(g->script ? g->script : "?"));
+  emit_var(&v, "SCRIPT", comment_safe(graph_src_name(g, g->script)));
   emit_var(&v, "INPUT_DOC", idoc.data);
   emit_var(&v, "OUTPUT_DOC", odoc.data);
   emit_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)g->weights_size));
@@ -700,7 +700,7 @@ static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
   EmitVars v = {0};
   emit_var(&v, "MODEL", c->model);
   emit_var(&v, "UPPER", c->upper);
-  emit_var(&v, "SCRIPT", comment_safe(c->g->script ? c->g->script : "?"));
+  emit_var(&v, "SCRIPT", comment_safe(graph_src_name(c->g, c->g->script)));
   emit_var(&v, "BYTES", bytes.data ? bytes.data : "");
   expand(out, "c/weights.c.tmpl", &v);
   buf_free(&bytes);

@@ -529,8 +529,8 @@ static char *comment_text(const char *s) {
 }
 
 /* "file:line", or ":line" when the previous location was in the same file. */
-static char *loc_text(SrcLoc loc, const char *prev_file) {
-  const char *file = loc.file ? loc.file : "?";
+static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
+  const char *file = graph_src_name(g, loc.file);
   if (loc.line <= 0) return kiln_strdup(file);
   if (prev_file && strcmp(prev_file, file) == 0) return kiln_fmt(":%d", loc.line);
   return kiln_fmt("%s:%d", file, loc.line);
@@ -619,8 +619,8 @@ static void describe_chain(Graph *g, const Kernel *k, EmitEpilogue *e) {
       seen = m->loc.line == n->loc.line && strcmp(m->loc.file ? m->loc.file : "?", n->loc.file ? n->loc.file : "?") == 0;
     }
     if (seen) continue;
-    buf_printf(&lines, "%s%s", lines.len ? ", " : "", loc_text(n->loc, prev_file));
-    prev_file = n->loc.file ? n->loc.file : "?";
+    buf_printf(&lines, "%s%s", lines.len ? ", " : "", loc_text(g, n->loc, prev_file));
+    prev_file = graph_src_name(g, n->loc.file);
   }
   e->ops = comment_text(ops.data);
   e->lines = comment_text(lines.data);
@@ -647,7 +647,7 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
     if (pos == n->nin) die("epilogue: %%%d does not read %%%d before it in kernel %s", n->id, k->nodes[j - 1], kname);
     const char *vars[] = {"T", t->type(n->dtype), "V", kiln_fmt("v%d", j), "EXPR",
                           step_expr(g, n, pos, v, &anchor->shape, t, e), "OP", kiln_ops[n->op].name, "LOC",
-                          comment_text(loc_text(n->loc, NULL)), NULL};
+                          comment_text(loc_text(g, n->loc, NULL)), NULL};
     template_expand(&steps, template_get(t->step_tmpl), vars);
     v = vars[3];
   }

@@ -235,7 +235,7 @@ void emit_metal(Graph *g, const EmitOptions *o) {
   buf_free(&blob);
 
   EmitVars v = {0};
-  const char *script = c_escape(g->script ? g->script : "?");
+  const char *script = c_escape(graph_src_name(g, g->script));
   emit_var(&v, "MODEL", g->model);
   emit_var(&v, "UPPER", emit_upper(g->model));
   emit_var(&v, "SCRIPT", script);

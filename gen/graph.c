@@ -22,6 +22,14 @@ Graph *graph_new(const char *model, const char *script) {
   return g;
 }
 
+const char *graph_src_name(const Graph *g, const char *file) {
+  if (!file) return "?";
+  const char *slash = g->script ? strrchr(g->script, '/') : NULL;
+  if (!slash) return file;
+  size_t dir = (size_t)(slash - g->script) + 1;
+  return strncmp(file, g->script, dir) == 0 ? file + dir : file;
+}
+
 /* Appends n to g->nodes, growing the array (arena memory: the old copy is simply left). */
 static void graph_push(Graph *g, Node *n) {
   if (g->nnodes == g->capnodes) {

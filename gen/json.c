@@ -82,8 +82,8 @@ static void put_value(Buf *b, Graph *g, const Node *n) {
 }
 
 /* "file:line" of a node, or the file alone when the line is unknown. */
-static const char *loc_of(const Node *n) {
-  const char *file = n->loc.file ? n->loc.file : "?";
+static const char *loc_of(const Graph *g, const Node *n) {
+  const char *file = graph_src_name(g, n->loc.file);
   return n->loc.line > 0 ? kiln_fmt("%s:%d", file, n->loc.line) : file;
 }
 
@@ -100,11 +100,11 @@ static void put_kernels(Buf *b, Graph *g) {
     for (int j = 0; j < kr->nnodes; j++)
       buf_printf(b, "%s\"%s\"", j ? ", " : "", kiln_ops[graph_node(g, kr->nodes[j])->op].name);
     buf_puts(b, "], \"lua\": ");
-    put_str(b, loc_of(graph_node(g, kr->nodes[0])));
+    put_str(b, loc_of(g, graph_node(g, kr->nodes[0])));
     buf_puts(b, ", \"lines\": [");
     for (int j = 0; j < kr->nnodes; j++) {
       if (j) buf_puts(b, ", ");
-      put_str(b, loc_of(graph_node(g, kr->nodes[j])));
+      put_str(b, loc_of(g, graph_node(g, kr->nodes[j])));
     }
     buf_puts(b, "]");
     /* Inputs: operands of the kernel's nodes that come from outside the kernel. */

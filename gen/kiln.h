@@ -196,6 +196,11 @@ Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name,
  * graph_output appends {name, node} to Graph.outputs (kiln.output). Neither checks names:
  * pass_verify does (unique, C identifiers). WEIGHT/CONST data: set n->data after. */
 void graph_output(Graph *g, const char *name, int node);
+/* A source file as generated files name it: relative to the model script's own
+ * directory ("models/mlp.lua" -> "mlp.lua", "models/lib/x.lua" -> "lib/x.lua"), so
+ * the bytes Kiln writes do not depend on the working directory. Diagnostics keep
+ * the path as the user gave it. */
+const char *graph_src_name(const Graph *g, const char *file);
 Node *graph_node(Graph *g, int id);
 int64_t node_numel(const Node *n);
 int64_t node_bytes(const Node *n);

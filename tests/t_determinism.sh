@@ -7,8 +7,8 @@
 #      into a deeper output directory:   kiln build models/m.lua -o W/b/x/y/m
 #   c  from the model's own directory:   kiln build m.lua -o W/c/m
 #   d  from /, with an absolute path:    kiln build /abs/models/m.lua -o W/d/m
-# and requires a = a2 = b and c = d (a script path is recorded as given when relative and
-# by its base name when absolute, so a and c may legitimately differ in comments only).
+# and requires a = a2 = b = c = d: generated files name sources relative to the script's
+# own directory, so neither the working directory nor an absolute path changes a byte.
 # Then it searches every output for absolute paths, the output and build directory names,
 # the host name, and timestamps.
 # Targets: --target all when that works (it is tried first and its failure reported),
@@ -64,7 +64,8 @@ for script in $(kt_models); do
     build "$m/d" / "$ROOT/$script" "$WORK/d/$m" || continue
   same "$WORK/a/$m" "$WORK/a2/$m" "$m/run_to_run"
   same "$WORK/a/$m" "$WORK/b/x/y/$m" "$m/other_dirs"
-  same "$WORK/c/$m" "$WORK/d/$m" "$m/absolute_path"
+  same "$WORK/a/$m" "$WORK/c/$m" "$m/script_dir_cwd"
+  same "$WORK/a/$m" "$WORK/d/$m" "$m/absolute_path"
   n=$(find "$WORK/a/$m" -type f | wc -l)
   [ "$n" -gt 0 ] || echo "FAIL determinism/$m/files: the build wrote no files"
 
