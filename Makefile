@@ -1,9 +1,9 @@
 # Kiln — an ahead-of-time model compiler. See README.md.
-#   make            build build/kiln
+#   make            install what is missing, build build/kiln
 #   make demo       install what is missing, build, compile the demo model, run it
 #   make test       install what is missing, build, run every test (last line: N passed, N failed)
 #   make bench      speed of the generated code next to its peers, as ratios
-#   make san        build build-san/kiln with ASan + UBSan
+#   make san        build $(BUILD)-san/kiln (build-san/kiln) with ASan + UBSan
 # BUILD=dir puts objects elsewhere (parallel work trees); CC=clang works too.
 
 CC      ?= cc
@@ -24,7 +24,9 @@ PB_OBJS = $(PB_SRCS:.c=.o)
 EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*.lua))
 
 .PHONY: all deps demo test bench san clean
-all: $(BUILD)/kiln
+# Every entry point first installs what is missing (a no-op when all is there).
+all: deps
+	@$(MAKE) --no-print-directory $(BUILD)/kiln
 
 deps:
 	@sh scripts/install-deps.sh
@@ -58,18 +60,15 @@ $(BUILD):
 	mkdir -p $(BUILD)
 
 san:
-	$(MAKE) BUILD=build-san CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+	$(MAKE) BUILD=$(BUILD)-san CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
-demo: deps
-	@$(MAKE) --no-print-directory all
+demo: all
 	@KILN=$(abspath $(BUILD))/kiln sh scripts/demo.sh
 
-test: deps
-	@$(MAKE) --no-print-directory all
+test: all
 	@KILN=$(abspath $(BUILD))/kiln sh tests/run.sh
 
-bench: deps
-	@$(MAKE) --no-print-directory all
+bench: all
 	@KILN=$(abspath $(BUILD))/kiln sh scripts/bench.sh
 
 clean:

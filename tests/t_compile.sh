@@ -5,7 +5,7 @@
 #      gcc and clang under -std=c11 -Wall -Wextra -Wpedantic -Werror, and run clean under
 #      -fsanitize=address,undefined -fno-sanitize-recover=all, both with the test driver and
 #      with runtime/ loading the weights (tests/py/run_compile.py); runtime/*.c alone too.
-#   2. the compiler: `make san` builds build-san/kiln with ASan + UBSan, and a few kiln
+#   2. the compiler: `make san` builds <kiln's build dir>-san/kiln with ASan + UBSan, and a few kiln
 #      commands (build every model, run, graph, a failing script) must run clean under it.
 #      This part is last: it rebuilds kiln and is the slowest.
 # Nothing is skipped: a missing compiler or a failed build is a FAIL line.
@@ -20,8 +20,9 @@ done
 "$PY" tests/py/run_compile.py "$WORK" $(kt_models)
 
 # ---- 2. the compiler under sanitizers
-SAN_KILN=$ROOT/build-san/kiln
-if ! make --no-print-directory san > "$WORK/make-san.log" 2>&1; then
+KILN_BUILD=$(cd "$(dirname "$KILN")" && pwd)
+SAN_KILN=$KILN_BUILD-san/kiln
+if ! make --no-print-directory BUILD="$KILN_BUILD" san > "$WORK/make-san.log" 2>&1; then
   echo "FAIL compile/kiln_san/make: make san failed: $(grep -m 2 -i 'error' "$WORK/make-san.log" | tr '\n' ' ')"
   exit 0
 fi

@@ -11,7 +11,7 @@
 #     twice (byte-identical), lint, compile the exact .metal with clang 14 as C++ for
 #     OpenCL (-Werror) under the metal_stdlib shim, run the generated dispatch table
 #     on the fiber emulator under forward, reverse and random thread orders, and
-#     compare every output with the C target's (rtol 1e-3, atol 1e-4);
+#     compare every output with the C target's (|d| <= 2e-6 max(1, max|c|) + 1e-5 |c|);
 #     every op of the op table must have run in some kernel; the exact text of a
 #     golden model (tests/metal/golden/) is compared byte for byte;
 #  4. a barrier removed from a generated kernel is caught (a test of the test).

@@ -239,6 +239,14 @@ static bool compare(uint32_t i, const void *got, const void *ref, EmuOrder o, do
   size_t n = io->size / (size_t)type_size(io->type);
   double max_abs = 0, max_ref = 0;
   size_t bad_at = n, nbad = 0;
+  /* atol scales with the output's magnitude: a sum's rounding grows with its terms. */
+  double scale = 1;
+  if (io->type == KILN_MTL_F32)
+    for (size_t k = 0; k < n; k++) {
+      double r = fabs(((const float *)ref)[k]);
+      if (!isnan(r) && !isinf(r) && r > scale) scale = r;
+    }
+  atol *= scale;
   for (size_t k = 0; k < n; k++) {
     double g, r;
     if (io->type == KILN_MTL_F32) g = ((const float *)got)[k], r = ((const float *)ref)[k];
@@ -276,7 +284,11 @@ int main(int argc, char **argv) {
   if (argc < 2) bad("usage: harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A] [--int-max K]");
   const char *orders = "fwd,rev,rand";
   uint64_t seed = 1;
-  double rtol = 1e-3, atol = 1e-4;
+  /* The emulator runs the same libm as the C target; only summation order differs
+   (measured <= 1e-5 x max(1, max|c|) on every model): this is tight enough that a
+   lost partial sum or a wrong epsilon fails. Real GPUs need the looser fast-math
+   expectation stated in docs/metal.md. */
+  double rtol = 1e-5, atol = 2e-6;
   int int_max = 4;
   bool quiet = false;
   for (int i = 2; i < argc; i++) {
