@@ -15,6 +15,8 @@
 
 #include <string.h>
 
+/* An empty graph in the arena. model names the generated code ("model" when NULL); script,
+ * the Lua path, is kept so graph_src_name can print locations relative to it. */
 Graph *graph_new(const char *model, const char *script) {
   Graph *g = kiln_alloc(sizeof *g);
   g->model = model ? kiln_strdup(model) : "model";
@@ -22,6 +24,8 @@ Graph *graph_new(const char *model, const char *script) {
   return g;
 }
 
+/* file as it should appear in messages and generated code: relative to the script's directory
+ * when it lies under it, else unchanged; "?" for NULL. Never absolute for files beside the script. */
 const char *graph_src_name(const Graph *g, const char *file) {
   if (!file) return "?";
   const char *slash = g->script ? strrchr(g->script, '/') : NULL;
@@ -54,6 +58,9 @@ static Node *node_new(OpKind op, SrcLoc loc) {
   return n;
 }
 
+/* Appends a non-leaf node (op, inputs, attrs copied) after shape_infer sets its dtype and shape.
+ * Returns NULL with a user message in err when inference fails (nothing is added);
+ * dies on a leaf op or an input id that is not an earlier node: the graph stays topological. */
 Node *graph_add(Graph *g, OpKind op, const int *in, int nin, const Attrs *a, SrcLoc loc, char *err,
                 size_t errlen) {
   if ((int)op < 0 || op >= OP__COUNT) die("graph_add: bad op %d", (int)op);
@@ -71,6 +78,8 @@ Node *graph_add(Graph *g, OpKind op, const int *in, int nin, const Attrs *a, Src
   return n;
 }
 
+/* Appends an INPUT/WEIGHT/CONST leaf with the given dtype, shape and (copied) name; an INPUT
+ * is also registered in g->inputs, in call order. No shape checks here; dies on a non-leaf or bad rank. */
 Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name, SrcLoc loc) {
   if (kiln_ops[op].family != FAM_LEAF) die("graph_leaf: %s is not a leaf", kiln_ops[op].name);
   if (s->rank < 0 || s->rank > KILN_MAX_RANK) die("graph_leaf: rank %d", s->rank);
@@ -91,6 +100,7 @@ Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name,
   return n;
 }
 
+/* Registers node as a model output under a copy of name, after the earlier ones; dies on a bad id. */
 void graph_output(Graph *g, const char *name, int node) {
   if (node < 0 || node >= g->nnodes) die("graph_output: node %d of %d", node, g->nnodes);
   GraphIO *io = kiln_alloc(sizeof(GraphIO) * (size_t)(g->noutputs + 1));
@@ -100,11 +110,13 @@ void graph_output(Graph *g, const char *name, int node) {
   g->noutputs++;
 }
 
+/* The node with this id; dies on an out-of-range id, which is always a Kiln bug. */
 Node *graph_node(Graph *g, int id) {
   if (id < 0 || id >= g->nnodes) die("graph_node: id %d of %d", id, g->nnodes);
   return g->nodes[id];
 }
 
+/* Element count and byte size of a node's value (shape already checked, so no overflow). */
 int64_t node_numel(const Node *n) { return shape_numel(&n->shape); }
 int64_t node_bytes(const Node *n) { return node_numel(n) * dtype_size(n->dtype); }
 
@@ -194,6 +206,7 @@ static void put_const_values(Buf *b, const Node *n) {
   buf_puts(b, "}");
 }
 
+/* The dump's spelling of a memory region ("arena", "weights", ...). */
 static const char *region_name(Region r) {
   switch (r) {
   case REG_NONE: return "none";
@@ -237,6 +250,8 @@ static void dump_node(Buf *b, const Graph *g, const Node *n) {
   put_placement(b, g, n);
 }
 
+/* The text IR: one line per live node in id order, then the outputs, then kernel and memory
+ * totals once passes have set them. Deterministic; it is what --dump-after and golden tests print. */
 void graph_dump(Graph *g, FILE *f) {
   Buf b = {0};
   for (int i = 0; i < g->nnodes; i++) {
@@ -263,6 +278,8 @@ static void dot_escape(Buf *b, const char *s) {
   }
 }
 
+/* The live graph as Graphviz DOT: a box per node (inputs blue, weights and consts grey),
+ * an edge per operand, an oval per output. Deterministic, names escaped. */
 void graph_dump_dot(Graph *g, FILE *f) {
   Buf b = {0};
   buf_puts(&b, "digraph \"");

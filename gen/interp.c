@@ -47,6 +47,7 @@ static int64_t bcast_offset(const Shape *s, const int64_t *idx, int out_rank) {
   return off;
 }
 
+/* Typed views of a tensor's data; the caller knows the dtype is f32. */
 static float f32_at(const Tensor *t, int64_t i) { return ((const float *)t->data)[i]; }
 static float *f32_out(Tensor *t) { return (float *)t->data; }
 
@@ -91,6 +92,8 @@ static double scalar(OpKind op, double x, double y) {
   }
 }
 
+/* Elementwise binary op with broadcasting, in double then rounded to f32; comparison ops
+ * store 0/1 bytes. Both operands f32 (OPF_F32). Cannot fail. */
 static bool interp_binary(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   int64_t idx[KILN_MAX_RANK], count = shape_numel(&out->shape);
@@ -119,6 +122,7 @@ static bool interp_binary(const Node *n, const Tensor *in, Tensor *out, char *er
 #define interp_GT interp_binary
 #define interp_GE interp_binary
 
+/* Elementwise f32 unary op through scalar(), computed in double and rounded once. Cannot fail. */
 static bool interp_unary(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   int64_t count = shape_numel(&out->shape);
@@ -161,6 +165,8 @@ static int32_t f32_to_i32(float v) {
   return (int32_t)v;
 }
 
+/* Converts each element to out's dtype: to bool is "!= 0", f32 -> i32 truncates and
+ * saturates (f32_to_i32, NaN -> 0), other conversions are plain C. Cannot fail. */
 static bool interp_CAST(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)n, (void)err, (void)errlen;
   int64_t count = shape_numel(&out->shape);
@@ -187,6 +193,8 @@ static bool interp_same_bytes(const Node *n, const Tensor *in, Tensor *out, char
 
 /* ---- contractions and windows ---- */
 
+/* Batched x @ y with broadcast batch dims and optional transposes, accumulating each dot
+ * product in double: the reference the emitted kernels are compared against. Cannot fail. */
 static bool interp_MATMUL(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   const Shape *xs = &in[0].shape, *ys = &in[1].shape, *os = &out->shape;
@@ -216,6 +224,8 @@ static bool interp_MATMUL(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
+/* Direct NCHW convolution with groups, stride, dilation and zero padding (out-of-range taps
+ * skipped), bias added first, accumulated in double. Cannot fail. */
 static bool interp_CONV2D(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   const Attrs *a = &n->a;
@@ -305,6 +315,7 @@ static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *er
 #define interp_REDUCE_MEAN interp_reduce
 #define interp_REDUCE_MAX interp_reduce
 
+/* Softmax along a.axis, max-subtracted for stability, in double. Cannot fail. */
 static bool interp_SOFTMAX(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   const Shape *s = &in[0].shape;
@@ -354,6 +365,7 @@ static bool interp_norm(const Node *n, const Tensor *in, Tensor *out, char *err,
 #define interp_LAYERNORM interp_norm
 #define interp_RMSNORM interp_norm
 
+/* Inference batchnorm: (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c], channel on dim 1. */
 static bool interp_BATCHNORM(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   const Shape *s = &in[0].shape;
@@ -372,6 +384,7 @@ static bool interp_BATCHNORM(const Node *n, const Tensor *in, Tensor *out, char 
 
 /* ---- data movement (any dtype: elements move as bytes) ---- */
 
+/* out[i0..] = x[indices permuted by a.perm]; any dtype, elements copied as bytes. */
 static bool interp_TRANSPOSE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   size_t es = (size_t)dtype_size(out->dtype);
@@ -384,6 +397,7 @@ static bool interp_TRANSPOSE(const Node *n, const Tensor *in, Tensor *out, char 
   return true;
 }
 
+/* Each output element copied from the input whose stretch of a.axis covers it; any dtype. */
 static bool interp_CONCAT(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   size_t es = (size_t)dtype_size(out->dtype);
@@ -397,6 +411,7 @@ static bool interp_CONCAT(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
+/* out[i] = x[start + i * step] per dim (attrs already normalised and in range); any dtype. */
 static bool interp_SLICE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   size_t es = (size_t)dtype_size(out->dtype);
@@ -447,6 +462,9 @@ static InterpFn *const interp_fns[OP__COUNT] = {
 #undef X
 };
 
+/* Evaluates one non-leaf node into out, whose dtype, shape and buffer the caller provides;
+ * in[] are its operands' values. Dies on a mismatched or missing buffer; false + err on a data
+ * error (only gather's index range today). */
 bool interp_node(Graph *g, Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)g;
   if (out->dtype != n->dtype || !shape_eq(&out->shape, &n->shape) || !out->data)

@@ -21,14 +21,17 @@ static void put_str(Buf *b, const char *s) {
   buf_puts(b, "\"");
 }
 
+/* A shape as a JSON array of ints ("[]" for a scalar). */
 static void put_shape(Buf *b, const Shape *s) {
   buf_puts(b, "[");
   for (int i = 0; i < s->rank; i++) buf_printf(b, "%s%lld", i ? ", " : "", (long long)s->dim[i]);
   buf_puts(b, "]");
 }
 
+/* A 64-bit checksum as a 16-hex-digit JSON string: JSON numbers lose precision past 2^53. */
 static void put_hex64(Buf *b, uint64_t v) { buf_printf(b, "\"%016llx\"", (unsigned long long)v); }
 
+/* The schema's name for a region; r must be a valid Region (indexes a table, no check). */
 static const char *region_name(Region r) {
   static const char *const names[] = {"none", "weights", "arena", "input", "output"};
   return names[r];
@@ -42,6 +45,8 @@ static const char *value_name(Graph *g, const Node *n) {
   return n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id);
 }
 
+/* The n input or output records of the signature (name, dtype, shape, bytes), one a line,
+ * closing the array the caller opened. */
 static void put_io(Buf *b, Graph *g, const GraphIO *io, int n) {
   for (int i = 0; i < n; i++) {
     const Node *nd = graph_node(g, io[i].node);
@@ -54,6 +59,8 @@ static void put_io(Buf *b, Graph *g, const GraphIO *io, int n) {
   buf_puts(b, n ? "\n  ]" : "]");
 }
 
+/* One record per live WEIGHT/CONST placed in the weights blob, in node order: kind, dtype,
+ * shape, offset, bytes and the FNV-1a 64 of its data, so drivers can check each tensor. */
 static void put_weights(Buf *b, Graph *g) {
   int k = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -126,6 +133,8 @@ static void put_kernels(Buf *b, Graph *g) {
   buf_puts(b, g->nkernels ? "\n  ]" : "]");
 }
 
+/* Writes <model>.json to o->tmpdir: signature, arena and weights sizes, the blob's checksum
+ * (recomputed with weights_blob), weights, kernels and dispatch counts. Needs memplan done. */
 void emit_json(Graph *g, const EmitOptions *o) {
   Buf b = {0};
   uint64_t checksum = 0;

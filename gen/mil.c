@@ -58,6 +58,8 @@ static void *grow(void *p, int n, int *cap, size_t elem) {
   return q;
 }
 
+/* A fresh, empty program builder in the arena for the given opset ("CoreML7"); the string is
+ * kept, not copied. The name set starts at 1024 slots (a power of two; name_slot masks by it). */
 Mil *mil_new(const char *opset) {
   Mil *m = kiln_alloc(sizeof *m);
   m->opset = opset;
@@ -74,12 +76,14 @@ static const char *const keywords[] = {
     "uint64", "state",
 };
 
+/* True when s is one of MIL's reserved type or syntax words, which no value may be named. */
 bool mil_is_keyword(const char *s) {
   for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
     if (strcmp(s, keywords[i]) == 0) return true;
   return false;
 }
 
+/* Whether c may appear in a MIL identifier: letters, '_', and digits except in first place. */
 static bool ident_char(char c, bool first) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
 }
@@ -92,6 +96,8 @@ bool mil_is_ident(const char *s) {
   return true;
 }
 
+/* Open-addressing probe: the slot holding s, or the empty slot where s would go.
+ * Terminates because name_add keeps the table at most half full. */
 static size_t name_slot(const Mil *m, const char *s) {
   size_t i = (size_t)kiln_fnv1a64(s, strlen(s)) & (m->capnames - 1);
   while (m->names[i] && strcmp(m->names[i], s) != 0) i = (i + 1) & (m->capnames - 1);
@@ -114,12 +120,16 @@ static void name_add(Mil *m, const char *s) {
 
 static bool name_taken(const Mil *m, const char *s) { return m->names[name_slot(m, s)] != NULL; }
 
+/* Reserves name exactly as given (user input/output names must survive); false, reserving
+ * nothing, when it is not a valid identifier, is a keyword, or is already taken. */
 bool mil_claim(Mil *m, const char *name) {
   if (!mil_is_ident(name) || mil_is_keyword(name) || name_taken(m, name)) return false;
   name_add(m, kiln_strdup(name));
   return true;
 }
 
+/* A new unique identifier derived from base: invalid characters become '_', a leading digit
+ * or empty base gets "v_", a keyword gets a trailing '_', a clash gets "_1", "_2", ...; reserved. */
 const char *mil_fresh(Mil *m, const char *base) {
   size_t n = strlen(base);
   char *s = kiln_alloc(n + 4);
@@ -138,6 +148,7 @@ const char *mil_fresh(Mil *m, const char *base) {
 
 /* ---- types and values ---- */
 
+/* The protobuf dtype code for a MilType; dies on a value outside the enum. */
 static CoreML__Specification__MILSpec__DataType data_type(MilType t) {
   switch (t) {
   case MIL_BOOL: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__BOOL;
@@ -174,6 +185,7 @@ static MilValueType *tensor_type(MilType t, const Shape *s) {
   return vt;
 }
 
+/* A NamedValueType (function input or op output): a copy of name with tensor type (t, s). */
 static MilNamed *named(const char *name, MilType t, const Shape *s) {
   MilNamed *nv = kiln_alloc(sizeof *nv);
   *nv = (MilNamed)CORE_ML__SPECIFICATION__MILSPEC__NAMED_VALUE_TYPE__INIT;
@@ -196,12 +208,14 @@ static MilValue *immediate(MilType t, const Shape *s, MilTensorValue *tv) {
   return v;
 }
 
+/* A zero-initialised TensorValue in the arena; the caller sets value_case and the payload. */
 static MilTensorValue *tensor_value(void) {
   MilTensorValue *tv = kiln_alloc(sizeof *tv);
   *tv = (MilTensorValue)CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__INIT;
   return tv;
 }
 
+/* An immediate scalar string Value holding a copy of str (op names, const string vals). */
 static MilValue *string_value(const char *str) {
   MilTensorValue *tv = tensor_value();
   tv->value_case = CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_STRINGS;
@@ -228,6 +242,7 @@ static void wb_reserve(Mil *m, size_t n) {
   m->wb.cap = cap;
 }
 
+/* Little-endian stores, so weight.bin's bytes do not depend on the host's byte order. */
 static void wb_put_u32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
@@ -258,6 +273,8 @@ static uint64_t wb_add(Mil *m, uint32_t dtype_code, const void *data, size_t n) 
   return meta;
 }
 
+/* Appends the n = numel(s) floats of v to weight.bin, as f16 (rounded) when t is MIL_F16 and
+ * as f32 otherwise, and returns a BlobFileValue of type (t, s) pointing at that blob's metadata. */
 static MilValue *blob_value(Mil *m, MilType t, const Shape *s, const float *v) {
   int64_t n = shape_numel(s);
   uint64_t off;
@@ -288,6 +305,8 @@ static MilValue *blob_value(Mil *m, MilType t, const Shape *s, const float *v) {
   return val;
 }
 
+/* IEEE binary32 -> binary16, round to nearest even, including subnormals; overflow gives
+ * +-inf, NaN stays a (quiet) NaN with its sign. */
 uint16_t mil_f32_to_f16(float f) {
   uint32_t x;
   memcpy(&x, &f, 4);
@@ -310,6 +329,7 @@ uint16_t mil_f32_to_f16(float f) {
 
 /* ---- ops ---- */
 
+/* Appends attribute key = v to op (attributes are kept in insertion order, so "name" stays first). */
 static void add_attr(MilOp *op, const char *key, MilValue *v) {
   CoreML__Specification__MILSpec__Operation__AttributesEntry **a =
       kiln_alloc(sizeof *a * (op->n_attributes + 1));
@@ -323,6 +343,7 @@ static void add_attr(MilOp *op, const char *key, MilValue *v) {
   op->n_attributes++;
 }
 
+/* A new op of the given MIL type named name (used as-is), appended to the program's block. */
 static MilOp *append_op(Mil *m, const char *type, const char *name) {
   MilOp *op = kiln_alloc(sizeof *op);
   *op = (MilOp)CORE_ML__SPECIFICATION__MILSPEC__OPERATION__INIT;
@@ -333,10 +354,14 @@ static MilOp *append_op(Mil *m, const char *type, const char *name) {
   return op;
 }
 
+/* A new op appended to the block: named base exactly when exact (the caller has claimed it),
+ * else a fresh name derived from base. */
 MilOp *mil_op(Mil *m, const char *type, const char *base, bool exact) {
   return append_op(m, type, exact ? base : mil_fresh(m, base));
 }
 
+/* Binds op parameter param to the n named values (a variadic list when n > 1, as concat's
+ * "values"); dies on a NULL value, which means a lowering forgot an operand. */
 void mil_args(Mil *m, MilOp *op, const char *param, const char *const *values, int n) {
   (void)m;
   MilArgument *arg = kiln_alloc(sizeof *arg);
@@ -369,6 +394,8 @@ static const char *op_name(const MilOp *op) {
   return op->attributes[0]->value->immediatevalue->tensor->strings->values[0];
 }
 
+/* Declares op's single output of type (t, s), named after the op; returns that name.
+ * Dies if the op already has an output. */
 const char *mil_result(Mil *m, MilOp *op, MilType t, const Shape *s) {
   (void)m;
   if (op->n_outputs) die("op %s already has an output", op_name(op));
@@ -387,6 +414,8 @@ static const char *const_op(Mil *m, const char *base, MilType t, const Shape *s,
   return mil_result(m, op, t, s);
 }
 
+/* A const op of float type t (F16 or F32) and shape s holding v's numel(s) values: inline for
+ * small tensors, in weight.bin from MIL_BLOB_MIN_ELEMS up. Returns the value name; dies on other t. */
 const char *mil_const_float(Mil *m, const char *base, MilType t, const Shape *s, const float *v) {
   if (t != MIL_F16 && t != MIL_F32) die("mil_const_float: not a float type");
   int64_t n = shape_numel(s);
@@ -417,6 +446,7 @@ const char *mil_const_float(Mil *m, const char *base, MilType t, const Shape *s,
   return const_op(m, base, t, s, immediate(t, s, tv));
 }
 
+/* A const op of i32 values v with shape s; always inline. Returns the value name. */
 const char *mil_const_int(Mil *m, const char *base, const Shape *s, const int32_t *v) {
   int64_t n = shape_numel(s);
   MilTensorValue *tv = tensor_value();
@@ -430,6 +460,7 @@ const char *mil_const_int(Mil *m, const char *base, const Shape *s, const int32_
   return const_op(m, base, MIL_I32, s, immediate(MIL_I32, s, tv));
 }
 
+/* A const op of bools with shape s, any nonzero byte of v being true; inline. Returns the name. */
 const char *mil_const_bool(Mil *m, const char *base, const Shape *s, const uint8_t *v) {
   int64_t n = shape_numel(s);
   MilTensorValue *tv = tensor_value();
@@ -443,11 +474,13 @@ const char *mil_const_bool(Mil *m, const char *base, const Shape *s, const uint8
   return const_op(m, base, MIL_BOOL, s, immediate(MIL_BOOL, s, tv));
 }
 
+/* A scalar string const op (e.g. a pad mode); returns the value name. */
 const char *mil_const_str(Mil *m, const char *base, const char *v) {
   Shape scalar = {0};
   return const_op(m, base, MIL_STR, &scalar, string_value(v));
 }
 
+/* Rank-0 const helpers: one value, named after base; return the value name. */
 const char *mil_scalar_float(Mil *m, const char *base, MilType t, float v) {
   Shape scalar = {0};
   return mil_const_float(m, base, t, &scalar, &v);
@@ -464,6 +497,7 @@ const char *mil_scalar_bool(Mil *m, const char *base, bool v) {
   return mil_const_bool(m, base, &scalar, &b);
 }
 
+/* Rank-1 const helpers for attribute lists (axes, strides, perms): n values of shape [n]. */
 const char *mil_ints(Mil *m, const char *base, const int32_t *v, int n) {
   Shape s = {.rank = 1, .dim = {n}};
   return mil_const_int(m, base, &s, v);
@@ -476,16 +510,20 @@ const char *mil_bools(Mil *m, const char *base, const uint8_t *v, int n) {
 
 /* ---- signature and results ---- */
 
+/* Declares a function input of type (t, s); name must be claimed already (it is used as-is). */
 void mil_input(Mil *m, const char *name, MilType t, const Shape *s) {
   m->inputs = grow(m->inputs, m->ninputs, &m->capinputs, sizeof *m->inputs);
   m->inputs[m->ninputs++] = named(name, t, s);
 }
 
+/* Appends name to the block's outputs, in call order (the model's output order). */
 void mil_output(Mil *m, const char *name) {
   m->outputs = grow(m->outputs, m->noutputs, &m->capoutputs, sizeof *m->outputs);
   m->outputs[m->noutputs++] = kiln_strdup(name);
 }
 
+/* Wraps the ops, inputs and outputs built so far into a Program with one function "main"
+ * and one block for the opset. Shares, not copies, the Mil's arrays: build no more after this. */
 MilProgram *mil_program(Mil *m) {
   CoreML__Specification__MILSpec__Block *blk = kiln_alloc(sizeof *blk);
   *blk = (CoreML__Specification__MILSpec__Block)CORE_ML__SPECIFICATION__MILSPEC__BLOCK__INIT;
@@ -524,6 +562,7 @@ MilProgram *mil_program(Mil *m) {
   return p;
 }
 
+/* Read-only views for the emitter: weight.bin's bytes so far and the blob and op counts. */
 const Buf *mil_weights(Mil *m) { return &m->wb; }
 int mil_nblobs(Mil *m) { return m->nblobs; }
 int mil_nops(Mil *m) { return m->nops; }

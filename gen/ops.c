@@ -12,6 +12,8 @@ const OpInfo kiln_ops[OP__COUNT] = {
 #undef X
 };
 
+/* Looks up an op by its table name ("add", "matmul"); on a match stores the kind in *out.
+ * Returns false, leaving *out untouched, for a name not in kiln_ops. */
 bool op_parse(const char *name, OpKind *out) {
   for (int i = 0; i < OP__COUNT; i++)
     if (strcmp(kiln_ops[i].name, name) == 0) {
@@ -21,6 +23,7 @@ bool op_parse(const char *name, OpKind *out) {
   return false;
 }
 
+/* The dtype's short spelling ("f32", "i32", "bool"), a static string; dies on a value outside DType. */
 const char *dtype_name(DType t) {
   switch (t) {
   case DT_F32: return "f32";
@@ -30,8 +33,11 @@ const char *dtype_name(DType t) {
   die("bad dtype %d", (int)t);
 }
 
+/* Bytes per element: bool is stored as one byte, f32 and i32 as four. */
 int dtype_size(DType t) { return t == DT_BOOL ? 1 : 4; }
 
+/* Accepts "f32"/"float32", "i32"/"int32" and "bool" (exact, case-sensitive) into *out;
+ * returns false on anything else, leaving *out untouched. */
 bool dtype_parse(const char *s, DType *out) {
   static const struct { const char *name; DType t; } names[] = {
       {"f32", DT_F32}, {"float32", DT_F32}, {"i32", DT_I32}, {"int32", DT_I32}, {"bool", DT_BOOL},
@@ -44,12 +50,15 @@ bool dtype_parse(const char *s, DType *out) {
   return false;
 }
 
+/* Product of the dims (1 for rank 0). No overflow check: only for shapes shape_infer
+ * already bounded; use shape_numel_checked on unchecked ones. */
 int64_t shape_numel(const Shape *s) {
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++) n *= s->dim[i];
   return n;
 }
 
+/* True when rank and every dim agree; dims beyond rank are not compared. */
 bool shape_eq(const Shape *a, const Shape *b) {
   if (a->rank != b->rank) return false;
   for (int i = 0; i < a->rank; i++)
@@ -57,6 +66,7 @@ bool shape_eq(const Shape *a, const Shape *b) {
   return true;
 }
 
+/* Renders "[2, 3, 4]" ("[]" for a scalar) into a fresh arena string, for messages and dumps. */
 char *shape_str(const Shape *s) {
   char buf[32 * KILN_MAX_RANK + 4];
   size_t n = 0;

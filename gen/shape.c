@@ -35,6 +35,8 @@ static bool fail(char *err, size_t errlen, const char *fmt, ...) {
 #define IN(i) (graph_node(g, n->in[i]))
 #define SH(i) shape_str(&IN(i)->shape)
 
+/* NumPy broadcasting: aligns a and b on their trailing dims, a 1 stretching to the other side.
+ * Writes the result rank max(a, b) to *out and returns true; returns false (out untouched) on a clash. */
 bool shape_broadcast(const Shape *a, const Shape *b, Shape *out) {
   int r = a->rank > b->rank ? a->rank : b->rank;
   Shape s = {.rank = r};
@@ -73,6 +75,8 @@ static bool check_dims(const Node *n, const Shape *s, const char *what, char *er
 
 /* ---- leaves ---- */
 
+/* INPUT/WEIGHT/CONST: the tracer already set dtype and shape; only checks them
+ * (known dtype, positive dims, within rank and size limits). */
 static bool shape_leaf(Graph *g, Node *n, char *err, size_t errlen) {
   (void)g;
   if (n->dtype != DT_F32 && n->dtype != DT_I32 && n->dtype != DT_BOOL) return FAIL("%s: bad dtype %d", OPNAME, (int)n->dtype);
@@ -84,6 +88,8 @@ static bool shape_leaf(Graph *g, Node *n, char *err, size_t errlen) {
 
 /* ---- elementwise ---- */
 
+/* Elementwise binary op: out = broadcast(in0, in1), f32 (check_inputs already required both
+ * operands f32, the ops being OPF_F32); comparisons are turned to bool by shape_infer. */
 static bool shape_binary(Graph *g, Node *n, char *err, size_t errlen) {
   if (!shape_broadcast(&IN(0)->shape, &IN(1)->shape, &n->shape))
     return FAIL("%s: shapes %s and %s do not broadcast", OPNAME, SH(0), SH(1));
@@ -104,6 +110,8 @@ static bool shape_binary(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_GT shape_binary
 #define shape_GE shape_binary
 
+/* where(cond, a, b): cond must be bool, a and b share a dtype; out is the three-way
+ * broadcast of the shapes with a's dtype. */
 static bool shape_WHERE(Graph *g, Node *n, char *err, size_t errlen) {
   if (IN(0)->dtype != DT_BOOL) return FAIL("where: condition must be bool, got %s%s", dtype_name(IN(0)->dtype), SH(0));
   if (IN(1)->dtype != IN(2)->dtype)
@@ -116,6 +124,8 @@ static bool shape_WHERE(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* Elementwise unary op (and COPY, the one of them open to any dtype): out has in0's shape
+ * and dtype; cannot fail. */
 static bool shape_unary(Graph *g, Node *n, char *err, size_t errlen) {
   (void)err, (void)errlen;
   n->shape = IN(0)->shape;
@@ -136,6 +146,7 @@ static bool shape_unary(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_SILU shape_unary
 #define shape_COPY shape_unary
 
+/* out keeps in0's shape and takes dtype a.to; fails only on a target outside DType. */
 static bool shape_CAST(Graph *g, Node *n, char *err, size_t errlen) {
   if (n->a.to != DT_F32 && n->a.to != DT_I32 && n->a.to != DT_BOOL) return FAIL("cast: bad target dtype %d", (int)n->a.to);
   n->shape = IN(0)->shape;
@@ -145,6 +156,8 @@ static bool shape_CAST(Graph *g, Node *n, char *err, size_t errlen) {
 
 /* ---- contractions and windows ---- */
 
+/* x [..., m, k] @ y [..., k, n] (a.trans_x/trans_y swap each operand's last two dims):
+ * out is the broadcast batch dims + [m, n], f32. Fails on rank < 2, k mismatch, batch clash. */
 static bool shape_MATMUL(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape, *y = &IN(1)->shape;
   if (x->rank < 2 || y->rank < 2) return FAIL("matmul: operands need rank >= 2: %s @ %s", SH(0), SH(1));
@@ -172,6 +185,8 @@ static int64_t window_out(int64_t size, int pad_lo, int pad_hi, int64_t span, in
   return room / stride + 1;
 }
 
+/* x [N, C, H, W] * w [O, C/groups, KH, KW] (+ bias [O]) -> [N, O, OH, OW] f32. Checks groups,
+ * stride, dilation >= 1, padding >= 0, channel counts and that the dilated kernel fits. */
 static bool shape_CONV2D(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape, *w = &IN(1)->shape;
   const Attrs *a = &n->a;
@@ -202,6 +217,8 @@ static bool shape_CONV2D(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* MAXPOOL2D/AVGPOOL2D: x [N, C, H, W] -> [N, C, OH, OW] f32. Kernel and stride >= 1,
+ * each pad at most half its kernel dim, and the window must fit the padded input. */
 static bool shape_pool(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
   const Attrs *a = &n->a;
@@ -227,6 +244,8 @@ static bool shape_pool(Graph *g, Node *n, char *err, size_t errlen) {
 
 /* ---- reductions and normalisations ---- */
 
+/* REDUCE_SUM/MEAN/MAX over the dims set in the a.axes bitmask: those dims are dropped,
+ * or kept as 1 with a.keepdims; f32. Fails on a mask bit at or beyond x's rank. */
 static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
   uint32_t all = x->rank >= 32 ? 0xffffffffu : (1u << x->rank) - 1;
@@ -244,6 +263,7 @@ static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_REDUCE_MEAN shape_reduce
 #define shape_REDUCE_MAX shape_reduce
 
+/* Softmax along a.axis (already normalised to 0..rank-1 by the tracer): out = x's shape, f32. */
 static bool shape_SOFTMAX(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
   if (n->a.axis < 0 || n->a.axis >= x->rank) return FAIL("softmax: axis %d out of range for %s", n->a.axis, SH(0));
@@ -276,6 +296,8 @@ static bool shape_norm(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_LAYERNORM shape_norm
 #define shape_RMSNORM shape_norm
 
+/* batchnorm(x, mean, var, gamma, beta): x rank >= 2 with channels on dim 1, the four
+ * statistics each [C]; eps finite and >= 0. out = x's shape, f32. */
 static bool shape_BATCHNORM(Graph *g, Node *n, char *err, size_t errlen) {
   static const char *const what[] = {"x", "mean", "var", "gamma", "beta"};
   const Shape *x = &IN(0)->shape;
@@ -292,6 +314,8 @@ static bool shape_BATCHNORM(Graph *g, Node *n, char *err, size_t errlen) {
 
 /* ---- data movement ---- */
 
+/* out takes the target a.reshape (fully resolved, no -1) if its dims are valid and its
+ * element count equals in0's; dtype kept. */
 static bool shape_RESHAPE(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *t = &n->a.reshape;
   if (!check_dims(n, t, "target shape", err, errlen)) return false;
@@ -303,6 +327,7 @@ static bool shape_RESHAPE(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* out.dim[i] = x.dim[a.perm[i]]; a.perm must be a permutation of 0..rank-1; dtype kept. */
 static bool shape_TRANSPOSE(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
   bool seen[KILN_MAX_RANK] = {false};
@@ -322,6 +347,8 @@ static bool shape_TRANSPOSE(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* Joins the inputs along a.axis: all share dtype and rank and agree on every other dim;
+ * out.dim[axis] is the sum. */
 static bool shape_CONCAT(Graph *g, Node *n, char *err, size_t errlen) {
   const Node *x = IN(0);
   int ax = n->a.axis;
@@ -341,6 +368,8 @@ static bool shape_CONCAT(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* Per dim, start:end:step with 0 <= start <= end <= dim and step > 0 (already normalised by
+ * the tracer); out.dim = ceil((end - start) / step), which must not be 0. dtype kept. */
 static bool shape_SLICE(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
   const Attrs *a = &n->a;
@@ -359,6 +388,8 @@ static bool shape_SLICE(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* x indexed along a.axis by i32 indices: out = x.dims[:axis] + indices.dims + x.dims[axis+1:],
+ * with x's dtype; fails when that rank exceeds KILN_MAX_RANK. */
 static bool shape_GATHER(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape, *idx = &IN(1)->shape;
   int ax = n->a.axis;
@@ -402,6 +433,9 @@ static bool check_inputs(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* Sets n->shape and n->dtype from its inputs by the op's rule, after checking arity and
+ * operand dtypes; comparison ops become bool. Returns false with a user-facing message in
+ * err (no location; the caller adds it); dies on a bad op or input id, which are Kiln bugs. */
 bool shape_infer(Graph *g, Node *n, char *err, size_t errlen) {
   if ((int)n->op < 0 || n->op >= OP__COUNT) die("shape_infer: bad op %d", (int)n->op);
   if (kiln_ops[n->op].family != FAM_LEAF && !check_inputs(g, n, err, errlen)) return false;

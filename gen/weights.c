@@ -19,6 +19,7 @@
 
 enum { WEIGHTS_VERSION = 1 };
 
+/* Stores the low n bytes of v little-endian, so the blob is the same on any host. */
 static void put_le(unsigned char *p, uint64_t v, int n) {
   for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
