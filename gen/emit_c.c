@@ -36,6 +36,15 @@ static char *expand_str(const char *tmpl, const EmitVars *v) {
   return s;
 }
 
+/* "<sep>const <t> *restrict <name>", a kernel's read-only pointer parameter. */
+static char *restrict_param(const char *sep, const char *t, const char *name) {
+  EmitVars v = {0};
+  emit_var(&v, "SEP", sep);
+  emit_var(&v, "T", t);
+  emit_var(&v, "NAME", name);
+  return expand_str("c/restrict_param.c.tmpl", &v);
+}
+
 /* ---- names ---- */
 
 /* Identifiers the generated C file itself uses at file scope or in the run function,
@@ -323,13 +332,11 @@ static void matmul_nt_loops(KernelCtx *k, const MatmulGeom *m, bool batched) {
   if (tail) expand(&loops, "c/matmul_nt_tail.c.tmpl", &lv);
   emit_var(&k->v, "LOOPS", kiln_strdup(loops.data));
   buf_free(&loops);
-  emit_var(&k->v, "BLOCK_ENUM", !block ? "" : tail ? kiln_fmt(", NB = %d, N_BLOCKED = %lld", MATMUL_NT_NB, (long long)blocked)
-                                                   : kiln_fmt(", NB = %d", MATMUL_NT_NB));
-  emit_var(&k->v, "BLOCK_DOC", !block ? ""
-                               : tail ? "\n * The first N_BLOCKED outputs go NB at a time, summed side by side (independent\n"
-                                        " * chains for the CPU; each keeps its order), the rest one at a time."
-                                      : "\n * Outputs go NB at a time, summed side by side (independent chains for the CPU;\n"
-                                        " * each keeps its order).");
+  EmitVars ev = {0};
+  emit_vari(&ev, "NB", MATMUL_NT_NB);
+  emit_vari(&ev, "N_BLOCKED", blocked);
+  emit_var(&k->v, "BLOCK_ENUM", !block ? "" : expand_str(tail ? "c/matmul_nt_enum_tail.c.tmpl" : "c/matmul_nt_enum.c.tmpl", &ev));
+  emit_var(&k->v, "BLOCK_DOC", !block ? "" : template_get(tail ? "c/matmul_nt_doc_tail.c.tmpl" : "c/matmul_nt_doc.c.tmpl"));
 }
 
 static const char *k_matmul(KernelCtx *k) {
@@ -351,8 +358,8 @@ static const char *k_matmul(KernelCtx *k) {
 static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
   emit_conv_vars(&k->v, &c);
-  emit_var(&k->v, "BIAS_PARAM", c.bias ? ", const float *restrict bias" : "");
-  emit_var(&k->v, "BIAS_LOOP", c.bias ? "\n      for (int64_t i = 0; i < OH * OW; i++) o[i] += bias[oc];" : "");
+  emit_var(&k->v, "BIAS_PARAM", c.bias ? restrict_param(", ", "float", "bias") : "");
+  emit_var(&k->v, "BIAS_LOOP", c.bias ? template_get("c/conv_bias_loop.c.tmpl") : "");
   return "c/conv.c.tmpl";
 }
 
@@ -404,8 +411,8 @@ static const char *k_norm(KernelCtx *k) {
   emit_vari(&k->v, "ROWS", g.rows);
   emit_vari(&k->v, "D", g.d);
   emit_var(&k->v, "EPS", emit_float(k->n->a.eps));
-  emit_var(&k->v, "PARAMS", kiln_fmt("%s%s", g.gamma ? ", const float *restrict gamma" : "",
-                                     g.beta ? ", const float *restrict beta" : ""));
+  emit_var(&k->v, "PARAMS", kiln_fmt("%s%s", g.gamma ? restrict_param(", ", "float", "gamma") : "",
+                                     g.beta ? restrict_param(", ", "float", "beta") : ""));
   emit_var(&k->v, "AFFINE", g.affine);
   emit_var(&k->v, "AFFINE_DOC", g.affine_doc);
   return k->n->op == OP_LAYERNORM ? "c/layernorm.c.tmpl" : "c/rmsnorm.c.tmpl";
@@ -438,7 +445,7 @@ static const char *k_concat(KernelCtx *k) {
   const char *t = emit_c_type(k->n->dtype);
   Buf params = {0}, parts = {0};
   for (int i = 0; i < c.nparts; i++) {
-    buf_printf(&params, "%sconst %s *restrict x%d", i ? ", " : "", t, i);
+    buf_puts(&params, restrict_param(i ? ", " : "", t, kiln_fmt("x%d", i)));
     EmitVars p = {0};
     emit_var(&p, "K", kiln_fmt("%d", i));
     emit_vari(&p, "LEN", c.len[i]);
@@ -520,7 +527,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   emit_var(&k.v, "LOC", e.lines);
   Buf eparams = {0};
   for (int i = 0; i < e.nextra; i++)
-    buf_printf(&eparams, ", const %s *restrict %s", emit_c_type(e.extra[i]->dtype), e.extra_name[i]);
+    buf_puts(&eparams, restrict_param(", ", emit_c_type(e.extra[i]->dtype), e.extra_name[i]));
   emit_var(&k.v, "EPARAMS", eparams.len ? kiln_strdup(eparams.data) : "");
   buf_free(&eparams);
   emit_var(&k.v, "EPILOGUE", emit_hook_epilogue);
@@ -576,14 +583,33 @@ static void offset_enums(const Ctx *c, EmitVars *fv) {
   buf_free(&al);
 }
 
+/* One of the run function's parameters (NAME) or of its _v wrapper's casts (ARRAY[I]):
+ * const for an input, t its element type. */
+static void run_arg(Buf *b, const char *tmpl, bool input, const char *t, const char *name, int i) {
+  EmitVars v = {0};
+  emit_var(&v, "CONST", input ? "const " : "");
+  emit_var(&v, "T", t);
+  emit_var(&v, "NAME", name);
+  emit_var(&v, "ARRAY", input ? "inputs" : "outputs");
+  emit_vari(&v, "I", i);
+  expand(b, tmpl, &v);
+}
+
+/* "(void)name;" for a pointer the run function does not use, so -Wextra stays quiet. */
+static void unused_line(Buf *b, const char *name) {
+  EmitVars v = {0};
+  emit_var(&v, "NAME", name);
+  expand(b, "c/unused.c.tmpl", &v);
+}
+
 /* ", const float *image, float *logits" for the run function. */
 static char *run_params(const Ctx *c) {
   Buf b = {0};
   Graph *g = c->g;
   for (int i = 0; i < g->ninputs; i++)
-    buf_printf(&b, ", const %s *%s", emit_c_type(node(g, g->inputs[i].node)->dtype), c->in_param[i]);
+    run_arg(&b, "c/run_param.c.tmpl", true, emit_c_type(node(g, g->inputs[i].node)->dtype), c->in_param[i], i);
   for (int i = 0; i < g->noutputs; i++)
-    buf_printf(&b, ", %s *%s", emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i]);
+    run_arg(&b, "c/run_param.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i], i);
   char *s = kiln_strdup(b.data ? b.data : "");
   buf_free(&b);
   return s;
@@ -594,9 +620,9 @@ static void emit_source(const Ctx *c, Buf *out) {
   Buf kernels = {0}, calls = {0}, vargs = {0};
   for (int k = 0; k < g->nkernels; k++) emit_kernel(c, k, &kernels, &calls);
   for (int i = 0; i < g->ninputs; i++)
-    buf_printf(&vargs, ", (const %s *)inputs[%d]", emit_c_type(node(g, g->inputs[i].node)->dtype), i);
+    run_arg(&vargs, "c/run_varg.c.tmpl", true, emit_c_type(node(g, g->inputs[i].node)->dtype), c->in_param[i], i);
   for (int i = 0; i < g->noutputs; i++)
-    buf_printf(&vargs, ", (%s *)outputs[%d]", emit_c_type(node(g, g->outputs[i].node)->dtype), i);
+    run_arg(&vargs, "c/run_varg.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i], i);
   EmitVars rv = {0};
   emit_var(&rv, "MODEL", c->model);
   emit_var(&rv, "PARAMS", run_params(c));
@@ -605,13 +631,17 @@ static void emit_source(const Ctx *c, Buf *out) {
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
   const char *calltext = calls.data ? calls.data : "";
   Buf unused = {0};
-  if (!strstr(calltext, "(w + ")) buf_puts(&unused, "  (void)w;\n");
-  if (!strstr(calltext, "(a + ")) buf_puts(&unused, "  (void)a;\n");
+  if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
+  if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
   for (int i = 0; i < g->ninputs; i++)   /* an input no kernel reads stays in the signature */
-    if (!c->in_read[i]) buf_printf(&unused, "  (void)%s;\n", c->in_param[i]);
+    if (!c->in_read[i]) unused_line(&unused, c->in_param[i]);
   emit_var(&rv, "UNUSED", kiln_strdup(unused.data ? unused.data : ""));
   buf_free(&unused);
-  emit_var(&rv, "UNUSED_V", kiln_fmt("%s%s", g->ninputs ? "" : "  (void)inputs;\n", g->noutputs ? "" : "  (void)outputs;\n"));
+  Buf unused_v = {0};
+  if (!g->ninputs) unused_line(&unused_v, "inputs");
+  if (!g->noutputs) unused_line(&unused_v, "outputs");
+  emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
+  buf_free(&unused_v);
   EmitVars fv = {0};
   emit_var(&fv, "MODEL", c->model);
   emit_var(&fv, "SCRIPT", comment_safe(graph_src_name(g, g->script)));

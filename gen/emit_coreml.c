@@ -48,12 +48,16 @@ static const struct {
 
 /* ---- helpers ---- */
 
+/* Operand i of n as a node (for its dtype, shape or constness, not its MIL value). */
 static Node *in_node(const Lower *L, const Node *n, int i) { return graph_node(L->g, n->in[i]); }
 
+/* The MIL element type a Kiln dtype lowers to: f32 becomes the program's float type (fp16
+ * under --fp16), i32 stays int32, bool stays bool. */
 static MilType mil_type(const Lower *L, DType t) {
   return t == DT_F32 ? L->ft : t == DT_I32 ? MIL_I32 : MIL_BOOL;
 }
 
+/* A WEIGHT/CONST with data, which lowers to a MIL const op (emitted lazily, on first use). */
 static bool is_const_leaf(const Node *n) { return (n->op == OP_WEIGHT || n->op == OP_CONST) && n->data; }
 
 /* "layers.0.fc" + "linear" -> "layers.0.fc_linear" (sanitised by mil_fresh later). */
@@ -61,6 +65,7 @@ static const char *base_name(const Node *n, const char *what) {
   return n->name ? kiln_fmt("%s_%s", n->name, what) : what;
 }
 
+/* The base name of a parameter const of n's op: "<node>_<what>_<param>", e.g. "fc_conv_strides". */
 static const char *param_name(const Node *n, const char *what, const char *param) {
   return kiln_fmt("%s_%s", base_name(n, what), param);
 }
@@ -84,6 +89,7 @@ static const char *value(Lower *L, int id) {
   return L->val[id] = emit_leaf(L, n);
 }
 
+/* The MIL value name of operand i of n (emitting its const op if it is a leaf not yet used). */
 static const char *X(Lower *L, const Node *n, int i) { return value(L, n->in[i]); }
 
 /* Starts the MIL op that computes node n: named after the node, or exactly after
@@ -102,6 +108,7 @@ static void finish(Lower *L, const Node *n, MilOp *op) {
  * the caller declares its output with mil_result. */
 static MilOp *step(Lower *L, const Node *n, const char *type) { return mil_op(L->m, type, base_name(n, type), false); }
 
+/* v as an int32 MIL parameter; a value beyond int32 is a user error at n's Lua line. */
 static int32_t i32(const Node *n, int64_t v) {
   if (v < INT32_MIN || v > INT32_MAX) kiln_error_at(n->loc, "%s: value %lld does not fit Core ML's int32", kiln_ops[n->op].name, (long long)v);
   return (int32_t)v;
@@ -109,6 +116,8 @@ static int32_t i32(const Node *n, int64_t v) {
 
 /* ---- elementwise ---- */
 
+/* The MIL op for a binary Kiln op (div is real_div, max/min are maximum/minimum); NULL
+ * for a non-binary op, which lower_node never passes. */
 static const char *binary_type(OpKind op) {
   switch (op) {
   case OP_ADD: return "add";
@@ -128,6 +137,7 @@ static const char *binary_type(OpKind op) {
   }
 }
 
+/* x op y -> one MIL elementwise op; MIL broadcasts like Kiln, so shapes pass through. */
 static void lower_binary(Lower *L, const Node *n) {
   const char *x = X(L, n, 0), *y = X(L, n, 1);
   MilOp *op = start(L, n, binary_type(n->op));
@@ -136,6 +146,7 @@ static void lower_binary(Lower *L, const Node *n) {
   finish(L, n, op);
 }
 
+/* where(cond, a, b) -> MIL select(cond, a, b), broadcasting as Kiln does. */
 static void lower_select(Lower *L, const Node *n) {
   const char *c = X(L, n, 0), *a = X(L, n, 1), *b = X(L, n, 2);
   MilOp *op = start(L, n, "select");
@@ -175,6 +186,7 @@ static void lower_unary(Lower *L, const Node *n) {
   finish(L, n, op);
 }
 
+/* MIL's cast dtype string for t; dies for MIL_STR, which is never a cast target. */
 static const char *cast_name(MilType t) {
   switch (t) {
   case MIL_F16: return "fp16";
@@ -186,6 +198,8 @@ static const char *cast_name(MilType t) {
   die("no cast to string");
 }
 
+/* cast -> MIL cast to the target's MIL type (a "dtype" string const), or identity when both
+ * sides lower to the same MIL type (the tracer already drops same-dtype casts). */
 static void lower_cast(Lower *L, const Node *n) {
   const Node *x = in_node(L, n, 0);
   MilType from = mil_type(L, x->dtype), to = mil_type(L, n->dtype);
@@ -288,6 +302,9 @@ static const char *per_channel(Lower *L, const Node *owner, const Node *p, int r
   return mil_result(L->m, op, mil_type(L, p->dtype), &s);
 }
 
+/* conv2d -> MIL conv (custom pads, strides, dilations, groups). A constant bias is passed
+ * directly; a computed one is added after the conv. A dilated conv with a computed weight is
+ * a user error (Core ML needs it constant). */
 static void lower_conv(Lower *L, const Node *n) {
   const Node *w = in_node(L, n, 1), *b = n->nin > 2 ? in_node(L, n, 2) : NULL;
   bool dilated = n->a.dilation[0] != 1 || n->a.dilation[1] != 1;
@@ -322,6 +339,8 @@ static void lower_conv(Lower *L, const Node *n) {
   finish(L, n, add);
 }
 
+/* maxpool2d/avgpool2d -> max_pool/avg_pool with custom pads and ceil_mode false; avg's
+ * exclude_padding_from_average is the negation of Kiln's count_pad. */
 static void lower_pool(Lower *L, const Node *n) {
   bool avg = n->op == OP_AVGPOOL2D;
   const char *type = avg ? "avg_pool" : "max_pool";
@@ -346,6 +365,7 @@ static void lower_pool(Lower *L, const Node *n) {
 
 /* ---- reductions and normalisations ---- */
 
+/* reduce_sum/mean/max -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
 static void lower_reduce(Lower *L, const Node *n) {
   const char *type = n->op == OP_REDUCE_SUM ? "reduce_sum" : n->op == OP_REDUCE_MEAN ? "reduce_mean" : "reduce_max";
   const Node *x = in_node(L, n, 0);
@@ -363,6 +383,7 @@ static void lower_reduce(Lower *L, const Node *n) {
   finish(L, n, op);
 }
 
+/* softmax along a.axis -> MIL softmax (axis already non-negative). */
 static void lower_softmax(Lower *L, const Node *n) {
   const char *xv = X(L, n, 0);
   const char *ax = mil_scalar_int(L->m, param_name(n, "softmax", "axis"), n->a.axis);
@@ -495,6 +516,7 @@ static void lower_batchnorm(Lower *L, const Node *n) {
 
 /* ---- data movement ---- */
 
+/* reshape (a view in Kiln) -> MIL reshape to n's static shape; dims must fit int32. */
 static void lower_reshape(Lower *L, const Node *n) {
   int32_t shp[KILN_MAX_RANK];
   for (int i = 0; i < n->shape.rank; i++) shp[i] = i32(n, n->shape.dim[i]);
@@ -506,6 +528,7 @@ static void lower_reshape(Lower *L, const Node *n) {
   finish(L, n, op);
 }
 
+/* transpose -> MIL transpose with the same perm. */
 static void lower_transpose(Lower *L, const Node *n) {
   int32_t perm[KILN_MAX_RANK];
   for (int i = 0; i < n->shape.rank; i++) perm[i] = n->a.perm[i];
@@ -517,6 +540,7 @@ static void lower_transpose(Lower *L, const Node *n) {
   finish(L, n, op);
 }
 
+/* concat -> MIL concat of all inputs along a.axis, interleave false. */
 static void lower_concat(Lower *L, const Node *n) {
   const char **vs = kiln_alloc(sizeof *vs * (size_t)n->nin);
   for (int i = 0; i < n->nin; i++) vs[i] = X(L, n, i);
@@ -529,6 +553,8 @@ static void lower_concat(Lower *L, const Node *n) {
   finish(L, n, op);
 }
 
+/* slice -> MIL slice_by_index with explicit begin/end/stride and all masks false
+ * (Kiln's attrs are already normalised and in range); values must fit int32. */
 static void lower_slice(Lower *L, const Node *n) {
   int r = n->shape.rank;
   int32_t b[KILN_MAX_RANK], e[KILN_MAX_RANK], s[KILN_MAX_RANK];
@@ -589,6 +615,8 @@ static void lower_gather(Lower *L, const Node *n) {
 
 /* ---- driver ---- */
 
+/* Lowers one live non-leaf node by its op family, recording its MIL value in L->val.
+ * Leaves return at once; an op family without a lowering is a user error at its line. */
 static void lower_node(Lower *L, Node *n) {
   switch (kiln_ops[n->op].family) {
   case FAM_LEAF: return;                 /* inputs are bound up front, consts lazily */
@@ -730,6 +758,8 @@ static void bind_outputs(Lower *L) {
 
 /* ---- the Model message ---- */
 
+/* A model-description feature: a MultiArray of n's I/O shape, FLOAT32 for f32 and INT32
+ * otherwise (bools travel as int32; see IoList). The dims Core ML sees, not MIL's types. */
 static CoreML__Specification__FeatureDescription *feature(const char *name, const Node *n) {
   CoreML__Specification__ArrayFeatureType *at = kiln_alloc(sizeof *at);
   *at = (CoreML__Specification__ArrayFeatureType)CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__INIT;
@@ -755,6 +785,7 @@ static CoreML__Specification__FeatureDescription *feature(const char *name, cons
  * Core ML's description is a dictionary without order or a bool type. */
 typedef enum { IO_INPUTS, IO_OUTPUTS, IO_BOOLS } IoList;
 
+/* The comma-separated names for one of the IoList lists, in declaration order ("" if none). */
 static const char *io_list(Graph *g, IoList which) {
   Buf b = {0};
   for (int out = 0; out < 2; out++) {
@@ -768,6 +799,8 @@ static const char *io_list(Graph *g, IoList which) {
   return s;
 }
 
+/* The model's metadata: a short description and the kiln.* user-defined keys (sorted, so
+ * the protobuf bytes are stable) that the runtime wrapper reads. */
 static CoreML__Specification__Metadata *metadata(Graph *g, const EmitOptions *o) {
   static const char *const keys[] = {"kiln.bool_features", "kiln.inputs", "kiln.min_os", "kiln.outputs", "kiln.precision"};
   const char *vals[] = {io_list(g, IO_BOOLS), io_list(g, IO_INPUTS), o->min_os, io_list(g, IO_OUTPUTS), o->fp16 ? "fp16" : "fp32"};
@@ -787,6 +820,8 @@ static CoreML__Specification__Metadata *metadata(Graph *g, const EmitOptions *o)
   return md;
 }
 
+/* The top-level Model message: description (inputs, outputs, metadata) plus the ML program
+ * built in L->m. Call after every node is lowered and the outputs bound. */
 static CoreML__Specification__Model *model_message(Lower *L, const EmitOptions *o) {
   Graph *g = L->g;
   CoreML__Specification__ModelDescription *d = kiln_alloc(sizeof *d);
@@ -820,6 +855,8 @@ static const char *manifest_id(const char *model, const char *item) {
                   (unsigned long long)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
 }
 
+/* Writes <model>.mlpackage to o->tmpdir: Manifest.json (fixed item ids), the packed model
+ * pb[0..npb) and, when any const went to a blob, weights/weight.bin. */
 static void write_package(Lower *L, const EmitOptions *o, const uint8_t *pb, size_t npb) {
   const char *pkg = kiln_fmt("%s.mlpackage", L->g->model);
   const Buf *wb = mil_weights(L->m);
@@ -835,6 +872,9 @@ static void write_package(Lower *L, const EmitOptions *o, const uint8_t *pb, siz
   buf_free(&man);
 }
 
+/* The CoreML target: lowers the live graph to a MIL program for --min-os's opset (fp16 with
+ * --fp16) and writes the .mlpackage. User errors (bad --min-os, unsupported ops, limits) name
+ * the Lua line or flag; a protobuf size mismatch dies. */
 void emit_coreml(Graph *g, const EmitOptions *o) {
   int os = -1;
   for (int i = 0; i < 4; i++)

@@ -108,12 +108,18 @@ static void binding_row(Buf *out, Node *n, int index, bool write, const char *pa
   template_expand(out, template_get("metal/binding.c.tmpl"), v.kv);
 }
 
+/* Buffer parameter i of a kernel: const when read, one a line after the first. */
+static void buffer_param(Buf *b, int i, bool read, DType t, const char *name) {
+  const char *vars[] = {"SEP", i ? ",\n    " : "", "CONST", read ? "const " : "", "T", mtl_type(t),
+                        "NAME", name, "I", kiln_fmt("%d", i), NULL};
+  template_expand(b, template_get("metal/buffer_param.metal.tmpl"), vars);
+}
+
 /* The buffer parameters of a kernel: operands read, then `out`. */
 static char *params(const MtlKernel *k) {
   Buf b = {0};
-  for (int i = 0; i < k->nops; i++)
-    buf_printf(&b, "%sdevice const %s *%s [[buffer(%d)]]", i ? ",\n    " : "", mtl_type(k->op[i]->dtype), k->opname[i], i);
-  buf_printf(&b, "%sdevice %s *out [[buffer(%d)]]", k->nops ? ",\n    " : "", mtl_type(k->out->dtype), k->nops);
+  for (int i = 0; i < k->nops; i++) buffer_param(&b, i, true, k->op[i]->dtype, k->opname[i]);
+  buffer_param(&b, k->nops, false, k->out->dtype, "out");
   char *s = kiln_strdup(b.data);
   buf_free(&b);
   return s;
@@ -175,13 +181,21 @@ static char *io_rows(Graph *g, bool outputs) {
   for (int i = 0; i < n; i++) {
     const GraphIO *io = outputs ? &g->outputs[i] : &g->inputs[i];
     Node *nd = graph_node(g, io->node);
-    buf_printf(&b, "    {\"%s\", %s, %lld},  /* %s %s */\n", c_escape(io->name), mtl_type_c(nd->dtype),
-               (long long)node_bytes(nd), dtype_name(nd->dtype), shape_str(&nd->shape));
+    const char *vars[] = {"NAME", c_escape(io->name), "TYPE", mtl_type_c(nd->dtype), "BYTES",
+                          kiln_fmt("%lld", (long long)node_bytes(nd)), "DTYPE", dtype_name(nd->dtype),
+                          "SHAPE", shape_str(&nd->shape), NULL};
+    template_expand(&b, template_get("metal/io_row.c.tmpl"), vars);
   }
-  if (n == 0) buf_puts(&b, "    {\"\", 0, 0},  /* none */\n");
+  if (n == 0) buf_puts(&b, template_get("metal/io_row_none.c.tmpl"));
   char *s = kiln_strdup(b.data);
   buf_free(&b);
   return s;
+}
+
+/* `    "text",` and a newline: one C string literal of a table. */
+static void string_line(Buf *b, const char *text) {
+  const char *vars[] = {"TEXT", text, NULL};
+  template_expand(b, template_get("metal/string_line.c.tmpl"), vars);
 }
 
 /* The .metal text as C string literals, one a line. */
@@ -192,7 +206,7 @@ static char *msl_lines(const char *text) {
     size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
     char *line = kiln_alloc(len + 1);
     memcpy(line, p, len);
-    buf_printf(&b, "    \"%s\",\n", c_escape(line));
+    string_line(&b, c_escape(line));
     p += len;
   }
   char *s = kiln_strdup(b.data ? b.data : "");
@@ -200,17 +214,23 @@ static char *msl_lines(const char *text) {
   return s;
 }
 
+/* ", const float *image" (an input) or ", float *logits": a C pointer parameter. */
+static void run_param(Buf *b, bool input, DType t, const char *name) {
+  const char *vars[] = {"CONST", input ? "const " : "", "T", emit_c_type(t), "NAME", name, NULL};
+  template_expand(b, template_get("c/run_param.c.tmpl"), vars);
+}
+
 /* ", const float *image, float *logits" and "image, logits" for the typed wrapper. */
 static void wrapper_args(Graph *g, char **decl, char **ins, char **outs) {
   Buf d = {0}, i = {0}, o = {0};
   for (int k = 0; k < g->ninputs; k++) {
     const char *nm = emit_ident(g->inputs[k].name);
-    buf_printf(&d, ", const %s *%s", emit_c_type(graph_node(g, g->inputs[k].node)->dtype), nm);
+    run_param(&d, true, graph_node(g, g->inputs[k].node)->dtype, nm);
     buf_printf(&i, "%s%s", k ? ", " : "", nm);
   }
   for (int k = 0; k < g->noutputs; k++) {
     const char *nm = emit_ident(g->outputs[k].name);
-    buf_printf(&d, ", %s *%s", emit_c_type(graph_node(g, g->outputs[k].node)->dtype), nm);
+    run_param(&d, false, graph_node(g, g->outputs[k].node)->dtype, nm);
     buf_printf(&o, "%s%s", k ? ", " : "", nm);
   }
   *decl = kiln_strdup(d.data ? d.data : "");
@@ -227,7 +247,7 @@ void emit_metal(Graph *g, const EmitOptions *o) {
   int nbind = 0;
   for (int k = 0; k < g->nkernels; k++) {
     emit_kernel(g, k, names[k], &kernels, &dispatches, &bindings, &nbind);
-    buf_printf(&knames, "    \"%s\",\n", names[k]);
+    string_line(&knames, names[k]);
   }
   Buf blob = {0}, msl = {0}, hdr = {0}, tab = {0};
   uint64_t checksum = 0;

@@ -156,7 +156,10 @@ static const char *k_elementwise(MtlKernel *k) {
 
   static const char *const pnames[] = {"x", "y", "z"};
   Buf fp = {0};
-  for (int i = 0; i < n->nin; i++) buf_printf(&fp, "%s%s %s", i ? ", " : "", mtl_type(in(k, i)->dtype), pnames[i]);
+  for (int i = 0; i < n->nin; i++) {
+    const char *vars[] = {"SEP", i ? ", " : "", "T", mtl_type(in(k, i)->dtype), "NAME", pnames[i], NULL};
+    template_expand(&fp, template_get("metal/value_param.metal.tmpl"), vars);
+  }
   emit_var(&k->v, "FPARAMS", kiln_strdup(fp.data));
   buf_free(&fp);
   emit_var(&k->v, "T", mtl_type(n->dtype));
@@ -170,16 +173,23 @@ static const char *k_elementwise(MtlKernel *k) {
   if (vec) {
     Buf loads = {0}, args = {0};
     for (int i = 0; i < n->nin; i++) {
-      if (node_numel(in(k, i)) == 1) buf_printf(&loads, "  const float %sv = %s[0];\n", pnames[i], pnames[i]);
-      else buf_printf(&loads, "  const float4 %sv = ((device const float4 *)%s)[i];\n", pnames[i], pnames[i]);
+      const char *vars[] = {"X", pnames[i], NULL};   /* a scalar operand is read once, else four at i */
+      const char *load = node_numel(in(k, i)) == 1 ? "metal/load_scalar.metal.tmpl" : "metal/load_float4.metal.tmpl";
+      template_expand(&loads, template_get(load), vars);
     }
     static const char comp[] = "xyzw";
     bool fused = k->out != n;   /* four helper calls: one a line */
     for (int c = 0; c < 4; c++) {
-      buf_printf(&args, "%s%s(%s_op(", c ? (fused ? ",\n      " : ", ") : "", emit_hook_epilogue, k->name);
-      for (int i = 0; i < n->nin; i++)
-        buf_printf(&args, "%s%sv%s", i ? ", " : "", pnames[i], node_numel(in(k, i)) == 1 ? "" : kiln_fmt(".%c", comp[c]));
-      buf_printf(&args, "), %s)", c ? kiln_fmt("4 * i + %d", c) : "4 * i");
+      Buf ops = {0};
+      for (int i = 0; i < n->nin; i++) {
+        const char *ov[] = {"SEP", i ? ", " : "", "X", pnames[i], "COMP",
+                            node_numel(in(k, i)) == 1 ? "" : kiln_fmt(".%c", comp[c]), NULL};
+        template_expand(&ops, template_get("metal/elementwise4_operand.metal.tmpl"), ov);
+      }
+      const char *cv[] = {"SEP", c ? (fused ? ",\n      " : ", ") : "", "EPILOGUE", emit_hook_epilogue, "NAME", k->name,
+                          "OPERANDS", ops.data ? ops.data : "", "INDEX", c ? kiln_fmt("4 * i + %d", c) : "4 * i", NULL};
+      template_expand(&args, template_get("metal/elementwise4_call.metal.tmpl"), cv);
+      buf_free(&ops);
     }
     emit_vari(&k->v, "N4", total / 4);
     emit_var(&k->v, "LOADS", kiln_strdup(loads.data));
@@ -192,7 +202,10 @@ static const char *k_elementwise(MtlKernel *k) {
   static const char *const onames[] = {NULL, "xo", "yo", "zo"};
   emit_var(&k->v, "INDEX", index_code("i", &w, onames));
   Buf args = {0};
-  for (int i = 0; i < n->nin; i++) buf_printf(&args, "%s%s[%s]", i ? ", " : "", pnames[i], onames[i + 1]);
+  for (int i = 0; i < n->nin; i++) {
+    const char *vars[] = {"SEP", i ? ", " : "", "NAME", pnames[i], "AT", onames[i + 1], NULL};
+    template_expand(&args, template_get("metal/operand_at.metal.tmpl"), vars);
+  }
   emit_var(&k->v, "ARGS", kiln_strdup(args.data));
   buf_free(&args);
   emit_vari(&k->v, "N", total);
@@ -218,18 +231,8 @@ static const char *k_matmul(MtlKernel *k) {
   /* Loads: thread (ty, tx) fills two slots of each tile (h = 0, 16); which slots
    * depends on the operand's layout, so that consecutive tx read consecutive
    * addresses: along k for x [M, K] and y [N, K], along m or n otherwise. */
-  const char *lx = m.trans_x
-      ? "      { const uint mm = m0 + h + tid.x, kx = k0 + tid.y;  // x stored [K, M]: tid.x walks m\n"
-        "        xs[h + tid.x][tid.y] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n"
-      : "      { const uint mm = m0 + h + tid.y, kx = k0 + tid.x;  // tid.x walks k\n"
-        "        xs[h + tid.y][tid.x] = mm < M && kx < K ? x[xo + mm * XS_M + kx * XS_K] : 0.0f; }\n";
-  const char *ly = m.trans_y
-      ? "      { const uint ky = k0 + tid.x, nn = n0 + h + tid.y;  // y stored [N, K]: tid.x walks k\n"
-        "        ys[tid.x][h + tid.y] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n"
-      : "      { const uint ky = k0 + tid.y, nn = n0 + h + tid.x;  // tid.x walks n\n"
-        "        ys[tid.y][h + tid.x] = ky < K && nn < N ? y[yo + ky * YS_K + nn * YS_N] : 0.0f; }\n";
-  emit_var(&k->v, "LOAD_X", lx);
-  emit_var(&k->v, "LOAD_Y", ly);
+  emit_var(&k->v, "LOAD_X", template_get(m.trans_x ? "metal/matmul_load_xt.metal.tmpl" : "metal/matmul_load_x.metal.tmpl"));
+  emit_var(&k->v, "LOAD_Y", template_get(m.trans_y ? "metal/matmul_load_yt.metal.tmpl" : "metal/matmul_load_y.metal.tmpl"));
   grid(k, ceil_div(m.n, 32), ceil_div(m.m, 32), m.batch, 16, 16);
   return "metal/matmul.metal.tmpl";
 }

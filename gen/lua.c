@@ -62,8 +62,10 @@ typedef struct {
   SrcLoc raise_loc;             /* was raised (inside a coroutine, the handler sees another stack) */
 } Frontend;
 
+/* The tracer's state, stashed in the lua_State's extra space when the state was opened. */
 static Frontend *fe_of(lua_State *L) { return *(Frontend **)lua_getextraspace(L); }
 
+/* The graph being traced, for bindings that read it directly. */
 Graph *fe_graph(lua_State *L) { return fe_of(L)->g; }
 
 /* Grows an arena array of elem-sized items to hold at least need (old copy left in the arena). */
@@ -152,12 +154,14 @@ int fe_error(lua_State *L, const char *fmt, ...) {
 
 /* ---- tensors ---- */
 
+/* Pushes a new tensor userdata for node id (with the tensor metatable) onto L's stack. */
 void fe_push(lua_State *L, int id) {
   FeTensor *t = lua_newuserdatauv(L, sizeof(FeTensor), 0);
   t->id = id;
   luaL_setmetatable(L, FE_TENSOR_MT);
 }
 
+/* The node behind tensor id; dies on an id not in the graph (a binding bug). */
 Node *fe_node(lua_State *L, int id) { return graph_node(fe_of(L)->g, id); }
 
 /* The tensor at idx, or NULL. The debug library can give any userdata the tensor
@@ -171,8 +175,11 @@ static FeTensor *to_tensor(lua_State *L, int idx) {
   return t;
 }
 
+/* Whether the value at idx is a genuine tensor; raises a Lua error on a forged one. */
 bool fe_is_tensor(lua_State *L, int idx) { return to_tensor(L, idx) != NULL; }
 
+/* The node id of the tensor argument idx of op; raises a Lua error naming op, the argument
+ * and the type it got otherwise (does not return then). */
 int fe_tensor(lua_State *L, int idx, const char *op) {
   FeTensor *t = to_tensor(L, idx);
   if (!t) return fe_error(L, "%s: argument %d must be a tensor, got %s", op, idx, luaL_typename(L, idx));
@@ -189,6 +196,8 @@ int fe_const_f32(lua_State *L, const float *v, const Shape *s) {
   return n->id;
 }
 
+/* Like fe_tensor but also accepts a Lua number, which becomes a scalar f32 CONST at the user's
+ * line; raises a Lua error on anything else. */
 int fe_operand(lua_State *L, int idx, const char *op) {
   if (lua_type(L, idx) == LUA_TNUMBER) {
     float v = (float)lua_tonumber(L, idx);
@@ -278,6 +287,8 @@ static const char *name_arg(lua_State *L, int idx, const char *op, const char *w
 
 /* ---- nn scopes ---- */
 
+/* The innermost open nn scope's path ("layers.0.attn"), or NULL outside any scope or in the
+ * root one; names weights and consts so generated code reads like the model. */
 const char *fe_scope_name(lua_State *L) {
   Frontend *fe = fe_of(L);
   if (fe->nscopes == 0) return NULL;
@@ -308,6 +319,7 @@ static int l_scope_close(lua_State *L) {
 
 /* ---- names of inputs and outputs ---- */
 
+/* [A-Za-z_][A-Za-z0-9_]*: input and output names become C identifiers in generated code. */
 static bool is_c_identifier(const char *s) {
   if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return false;
   for (s++; *s; s++)

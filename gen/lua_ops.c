@@ -21,6 +21,7 @@
 
 /* ---- small helpers ---- */
 
+/* Shorthands: the node, and its shape, behind tensor id (dies on a bad id). */
 static Node *tnode(lua_State *L, int id) { return fe_node(L, id); }
 
 static const Shape *tshape(lua_State *L, int id) { return &fe_node(L, id)->shape; }
@@ -739,6 +740,7 @@ void fe_register_ops(lua_State *L) {
 
 /* ---- the tensor metatable ---- */
 
+/* x:numel() -> the element count of tensor x, as a Lua integer. */
 static int l_numel(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)shape_numel(tshape(L, fe_tensor(L, 1, "numel"))));
   return 1;

@@ -67,11 +67,13 @@ typedef struct {
   long limit;
 } Args;
 
+/* The value following option argv[*i], advancing *i past it; a missing value is a user error. */
 static const char *need_value(int argc, char **argv, int *i) {
   if (*i + 1 >= argc) kiln_error("option %s needs a value (see kiln --help)", argv[*i]);
   return argv[++*i];
 }
 
+/* --target's value as TGT_* bits ("all" = every target); an unknown name is a user error. */
 static unsigned parse_target(const char *s) {
   if (strcmp(s, "c") == 0) return TGT_C;
   if (strcmp(s, "metal") == 0) return TGT_METAL;
@@ -106,6 +108,9 @@ static void check_option(const char *cmd, const char *opt) {
       kiln_error("%s: option %s does not apply to this command (see kiln --help)", cmd, opt);
 }
 
+/* Parses `kiln CMD [options] [script]` into Args (defaults: target c, --min-os iOS15,
+ * --limit 64). Exits 0 after printing usage for --help; any malformed, unknown, misplaced or
+ * extra argument is a user error. Does not check that the command itself exists (main does). */
 static Args parse_args(int argc, char **argv) {
   Args a = {.limit = 64, .min_os = "iOS15"};
   if (argc < 2) kiln_error("no command (see kiln --help)");
@@ -145,6 +150,8 @@ static Args parse_args(int argc, char **argv) {
   return a;
 }
 
+/* Runs the model script through the Lua frontend into a fresh graph, carrying --name and
+ * --no-fuse; no script given is a user error. */
 static Graph *trace(const Args *a) {
   if (!a->script) kiln_error("%s: no model script given (see kiln --help)", a->cmd);
   FrontendOptions fo = {.script = a->script, .model = a->name};
@@ -155,6 +162,7 @@ static Graph *trace(const Args *a) {
 
 /* ---- build ---- */
 
+/* True when p exists and is a directory (following symlinks). */
 static bool is_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
@@ -194,6 +202,9 @@ static bool is_non_dir(const char *p) {
   return stat(p, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
+/* `kiln build`: trace, run the pipeline, emit every requested target into <out>.kiln-tmp,
+ * then publish it as <out> in one step, so a failed build leaves no half-written directory.
+ * User errors exit via kiln_error (which removes the temp dir); returns 0 on success. */
 static int cmd_build(const Args *a) {
   if (!a->outdir) kiln_error("build: no output directory (use -o DIR)");
   if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
@@ -227,6 +238,8 @@ static int cmd_build(const Args *a) {
 
 /* ---- graph ---- */
 
+/* `kiln graph`: prints the traced graph (text, or DOT with --dot), after the passes up to and
+ * including --after's (all of them for "all"); an unknown pass name is a user error. */
 static int cmd_graph(const Args *a) {
   Graph *g = trace(a);
   if (a->dump_after) {
@@ -349,6 +362,8 @@ static void *read_input(const char *path, const Node *n, const char *iname) {
   return data;
 }
 
+/* Writes t as dir/<name>.npy (format 1.0: little-endian <f4/<i4 or |b1, C order, header
+ * padded to 64 bytes), readable by numpy.load. name must already be a safe file name. */
 static void write_npy(const char *dir, const char *name, const Tensor *t) {
   Buf b = {0};
   char hdr[256];
@@ -372,6 +387,8 @@ static void write_npy(const char *dir, const char *name, const Tensor *t) {
   buf_free(&b);
 }
 
+/* Prints "name: dtype [shape] = v0 v1 ..." on one line: the first limit values (all when
+ * limit <= 0), floats with %.6g, then how many were left out. */
 static void print_tensor(const char *name, const Tensor *t, long limit) {
   int64_t n = shape_numel(&t->shape);
   printf("%s: %s %s =", name, dtype_name(t->dtype), shape_str(&t->shape));
@@ -384,6 +401,9 @@ static void print_tensor(const char *name, const Tensor *t, long limit) {
   printf("\n");
 }
 
+/* `kiln run`: evaluates the model with the reference interpreter on --input NAME=FILE raw
+ * files (each input exactly once, no unknown names), prints every output, and with --save
+ * writes them as .npy. All mistakes are user errors; returns 0. */
 static int cmd_run(const Args *a) {
   if (a->save && is_non_dir(a->save)) kiln_error("run: --save %s exists and is not a directory", a->save);
   for (int k = 0; k < a->ninputs; k++)
@@ -422,6 +442,7 @@ static int cmd_run(const Args *a) {
   return 0;
 }
 
+/* `kiln ops`: one line per op in table order: name, arity ("2", "1-3", "2+") and its doc. */
 static int cmd_ops(void) {
   for (int i = 0; i < OP__COUNT; i++) {
     const OpInfo *o = &kiln_ops[i];
@@ -434,6 +455,8 @@ static int cmd_ops(void) {
   return 0;
 }
 
+/* Dispatches `kiln CMD`; --help/-h/help and --version need no command. Exit status 0 on
+ * success; kiln_error exits non-zero with a message, die() aborts on a Kiln bug. */
 int main(int argc, char **argv) {
   atexit(kiln_free_all);
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)) {

@@ -25,8 +25,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* n rounded up to a multiple of KILN_ALIGN (n >= 0). */
 static int64_t align_up(int64_t n) { return (n + KILN_ALIGN - 1) / KILN_ALIGN * KILN_ALIGN; }
 
+/* The node that owns n's storage: reshapes are views, so follow them down to a non-reshape. */
 static Node *root_of(Graph *g, Node *n) {
   while (n->op == OP_RESHAPE) n = graph_node(g, n->in[0]);
   return n;
@@ -115,6 +117,7 @@ static Interval *arena_intervals(Graph *g, int *count) {
   return iv;
 }
 
+/* qsort order for placed intervals: by offset, ties by node id, so placement is deterministic. */
 static int by_offset(const void *a, const void *b) {
   const Interval *x = *(Interval *const *)a, *y = *(Interval *const *)b;
   return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : x->node - y->node;

@@ -118,6 +118,7 @@ static void name_add(Mil *m, const char *s) {
   m->nnames++;
 }
 
+/* Whether s is already a name in the program (any op, input or claimed output). */
 static bool name_taken(const Mil *m, const char *s) { return m->names[name_slot(m, s)] != NULL; }
 
 /* Reserves name exactly as given (user input/output names must survive); false, reserving
@@ -387,6 +388,7 @@ void mil_args(Mil *m, MilOp *op, const char *param, const char *const *values, i
   op->n_inputs++;
 }
 
+/* Binds param to the single named value (mil_args with n = 1). */
 void mil_arg(Mil *m, MilOp *op, const char *param, const char *value) { mil_args(m, op, param, &value, 1); }
 
 /* The op's name, from its `name` attribute (always the first). */

@@ -258,11 +258,39 @@ static char *kernel_base_name(const Node *n) {
   return s;
 }
 
-static bool name_taken(const Graph *g, int nk, const char *s) {
-  for (int k = 0; k < nk; k++)
-    if (strcmp(g->kernels[k].cname, s) == 0) return true;
-  return false;
+/* Kernel names seen so far, an open-addressing hash set in the arena (a linear scan
+ * per kernel made naming quadratic). A slot also remembers, for a name used as a
+ * base, the next "_<s>" suffix worth trying: every smaller one is already taken and
+ * the set only grows, so resuming there picks what a scan from _2 would. */
+typedef struct {
+  const char *key;
+  bool taken;       /* key is a kernel's name */
+  int next;         /* as a base: the next suffix to try, 0 = from 2 */
+} NameSlot;
+
+typedef struct {
+  NameSlot *slot;
+  size_t mask;      /* capacity - 1, a power of two over twice the entries */
+} NameSet;
+
+static NameSet nameset_new(int nkernels) {
+  size_t cap = 16;
+  while (cap < (size_t)nkernels * 8 + 16) cap *= 2;   /* three entries a kernel at most */
+  return (NameSet){kiln_alloc(sizeof(NameSlot) * cap), cap - 1};
 }
+
+/* The slot of s, inserted (untaken, no suffix yet) if absent. FNV-1a. */
+static NameSlot *nameset_slot(NameSet *set, const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = s; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  for (size_t i = (size_t)h & set->mask;; i = (i + 1) & set->mask) {
+    NameSlot *e = &set->slot[i];
+    if (!e->key) e->key = s;
+    if (strcmp(e->key, s) == 0) return e;
+  }
+}
+
+static bool name_taken(NameSet *set, const char *s) { return nameset_slot(set, s)->taken; }
 
 /* Which families may anchor a kernel: every family with code. Each of their
  * templates stores every output element exactly once, with its final value, at
@@ -342,11 +370,18 @@ static int by_result(const void *pa, const void *pb) {
 
 /* Kernel.cname for every kernel in index order, from its anchor. */
 static void name_kernels(Graph *g) {
+  NameSet set = nameset_new(g->nkernels);
   for (int k = 0; k < g->nkernels; k++) {
     const Node *n = g->nodes[g->kernels[k].nodes[0]];
     char *base = kernel_base_name(n), *name = base;
-    if (name_taken(g, k, name) && n->name && *n->name) name = base = kiln_fmt("%s_%s", base, kiln_ops[n->op].name);
-    for (int s = 2; name_taken(g, k, name); s++) name = kiln_fmt("%s_%d", base, s);
+    if (name_taken(&set, name) && n->name && *n->name) name = base = kiln_fmt("%s_%s", base, kiln_ops[n->op].name);
+    if (name_taken(&set, name)) {
+      NameSlot *b = nameset_slot(&set, base);
+      int s = b->next ? b->next : 2;
+      while (name_taken(&set, name = kiln_fmt("%s_%d", base, s))) s++;
+      b->next = s + 1;   /* slots never move: the table is sized once */
+    }
+    nameset_slot(&set, name)->taken = true;
     g->kernels[k].cname = name;
   }
 }

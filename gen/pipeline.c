@@ -20,6 +20,9 @@ const Pass kiln_passes[] = {
 };
 const int kiln_npasses = (int)(sizeof kiln_passes / sizeof kiln_passes[0]);
 
+/* Runs every pass of kiln_passes in order on g. With dump_after set, prints "## after <pass>"
+ * and the graph to f after that pass (after each one for "all"); a name matching no pass is a
+ * user error, reported once all passes have run. */
 void pipeline_run(Graph *g, const char *dump_after, FILE *f) {
   bool found = !dump_after;
   for (int i = 0; i < kiln_npasses; i++) {

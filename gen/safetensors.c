@@ -321,6 +321,7 @@ static bool json_uint(const JVal *v, int64_t *out) {
 
 /* ---- element conversion ---- */
 
+/* The float whose IEEE bits are u (memcpy, not a pointer cast, to stay within aliasing rules). */
 static float f32_from_bits(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
@@ -343,6 +344,7 @@ static float f16_to_f32(uint16_t h) {
   return f32_from_bits(sign | (exp + 127 - 15) << 23 | man << 13);
 }
 
+/* bfloat16 is the top half of an f32, so widening is exact: shift into the high bits. */
 static float bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
 
 /* ---- the file ---- */

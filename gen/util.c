@@ -35,11 +35,13 @@ void *kiln_alloc(size_t n) {
   return b->data;
 }
 
+/* A copy of s in the arena (freed with everything else at exit); s must not be NULL. */
 char *kiln_strdup(const char *s) {
   size_t n = strlen(s) + 1;
   return memcpy(kiln_alloc(n), s, n);
 }
 
+/* printf into a fresh arena string of exactly the needed size. */
 char *kiln_fmt(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -52,6 +54,7 @@ char *kiln_fmt(const char *fmt, ...) {
   return s;
 }
 
+/* Frees every arena block at once (registered with atexit); no arena pointer is valid after. */
 void kiln_free_all(void) {
   while (blocks) {
     Block *next = blocks->next;
@@ -62,6 +65,8 @@ void kiln_free_all(void) {
 
 /* ---- Buf ---- */
 
+/* Appends n bytes of p, growing with realloc (heap, not arena: free with buf_free); the data
+ * stays NUL-terminated so it can be used as a string. Dies when out of memory. */
 void buf_put(Buf *b, const void *p, size_t n) {
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
@@ -76,8 +81,10 @@ void buf_put(Buf *b, const void *p, size_t n) {
   b->data[b->len] = 0;
 }
 
+/* Appends the string s without its NUL. */
 void buf_puts(Buf *b, const char *s) { buf_put(b, s, strlen(s)); }
 
+/* Appends printf output of any length (formatted twice: once to size it). */
 void buf_printf(Buf *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -92,6 +99,7 @@ void buf_printf(Buf *b, const char *fmt, ...) {
   free(tmp);
 }
 
+/* Releases b's heap memory and resets it to empty, ready for reuse. */
 void buf_free(Buf *b) {
   free(b->data);
   *b = (Buf){0};
@@ -101,6 +109,8 @@ void buf_free(Buf *b) {
 
 static const char *cleanup_dir;
 
+/* Names the temporary build directory to delete if the run fails (NULL once published).
+ * The string must outlive the run. */
 void kiln_set_cleanup_dir(const char *tmpdir) { cleanup_dir = tmpdir; }
 
 /* Removes a directory tree we created; only ever called on our own temporary dir. */
@@ -109,11 +119,14 @@ static void remove_tree(const char *path) {
   if (system(cmd) != 0) fprintf(stderr, "kiln: could not remove %s\n", path);
 }
 
+/* Exit status 1 for a user error, after removing the temporary build directory if any. */
 static _Noreturn void fail_exit(void) {
   if (cleanup_dir) remove_tree(cleanup_dir);
   exit(1);
 }
 
+/* A user error at the model's source: "file:line: error: msg" (or "file:" / "kiln:" when the
+ * line or file is unknown) on stderr, then fail_exit. Does not return. */
 void kiln_error_at(SrcLoc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -129,6 +142,7 @@ void kiln_error_at(SrcLoc loc, const char *fmt, ...) {
   fail_exit();
 }
 
+/* A user error with no source location (command line, files): "kiln: error: msg", exit 1. */
 void kiln_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -139,6 +153,8 @@ void kiln_error(const char *fmt, ...) {
   fail_exit();
 }
 
+/* An internal Kiln bug (via die()): names the C file and line, removes the temp dir and
+ * aborts, so a broken invariant is loud and never mistaken for a user error. */
 void die_(const char *cfile, int cline, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -162,6 +178,8 @@ static void make_parents(char *path) {
   }
 }
 
+/* Writes n bytes to dir/name, creating parent directories; any I/O failure is a user error
+ * naming the path. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n) {
   char *path = kiln_fmt("%s/%s", dir, name);
   make_parents(path);
@@ -171,6 +189,7 @@ void kiln_write_file(const char *dir, const char *name, const void *data, size_t
   if (fclose(f) != 0) kiln_error("cannot write %s: %s", path, strerror(errno));
 }
 
+/* FNV-1a 64 of n bytes: the weights checksum. Must match runtime/kiln_runtime.c's copy. */
 uint64_t kiln_fnv1a64(const void *p, size_t n) {
   const unsigned char *s = p;
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -189,6 +208,7 @@ extern const struct KilnEmbedded {
   size_t len;
 } kiln_embedded[];
 
+/* The embedded templates/<path> text (NUL-terminated); dies when the build did not embed it. */
 const char *template_get(const char *path) {
   char *full = kiln_fmt("templates/%s", path);
   for (int i = 0; kiln_embedded[i].name; i++)
@@ -206,10 +226,14 @@ const char *embedded_get(const char *path, size_t *len) {
   return NULL;
 }
 
+/* Whether c may appear in a template $name: letters, '_', and digits except in first place. */
 static bool is_ident(char c, bool first) {
   return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9');
 }
 
+/* Appends tmpl to out with each $name or ${name} replaced by its value from vars (NULL-
+ * terminated name, value pairs) and "$$" by "$". Dies on a malformed or unbound name: the
+ * templates are ours, so a mismatch is a Kiln bug. */
 void template_expand(Buf *out, const char *tmpl, const char *const *vars) {
   const char *p = tmpl;
   while (*p) {

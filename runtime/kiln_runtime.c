@@ -22,6 +22,8 @@
 
 enum { HEADER_SIZE = 64, VERSION = 1, ALIGN = 64 };
 
+/* A short static English description of st, for messages; "unknown status" for a value
+ * outside the enum. */
 const char *kiln_status_str(kiln_status st) {
   switch (st) {
   case KILN_OK: return "ok";
@@ -57,6 +59,7 @@ static kiln_status fail(kiln_weights *w, kiln_status st, const char *where, cons
   return st;
 }
 
+/* FNV-1a 64 of n bytes; must match gen/util.c's, which computed the checksum at build time. */
 uint64_t kiln_fnv1a64(const void *p, size_t n) {
   const unsigned char *s = p;
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -67,6 +70,7 @@ uint64_t kiln_fnv1a64(const void *p, size_t n) {
   return h;
 }
 
+/* The n-byte little-endian unsigned integer at p (n <= 8), independent of host byte order. */
 static uint64_t get_le(const unsigned char *p, int n) {
   uint64_t v = 0;
   for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
@@ -108,6 +112,8 @@ static kiln_status check_payload(kiln_weights *w, const char *where, const unsig
   return KILN_OK;
 }
 
+/* Zeroed memory of size rounded up to 64 bytes, 64-byte aligned (never a zero-size request);
+ * NULL when out of memory. Free with kiln_arena_free. */
 void *kiln_arena_alloc(size_t size) {
   size_t n = (size + ALIGN - 1) / ALIGN * ALIGN;
   void *p = aligned_alloc(ALIGN, n ? n : ALIGN);
@@ -115,8 +121,10 @@ void *kiln_arena_alloc(size_t size) {
   return p;
 }
 
+/* Frees memory from kiln_arena_alloc; NULL is fine. */
 void kiln_arena_free(void *arena) { free(arena); }
 
+/* f's size in bytes, leaving it positioned at the start; -1 when f cannot seek (pipes). */
 static long file_size(FILE *f) {
   if (fseek(f, 0, SEEK_END) != 0) return -1;
   long n = ftell(f);
@@ -124,6 +132,9 @@ static long file_size(FILE *f) {
   return n;
 }
 
+/* Reads a weights file into fresh aligned memory owned by w, checking header, length,
+ * checksum, and that size and checksum match the model's expect_*; on failure w holds the
+ * status and a message and no memory is kept. NULL w gives KILN_ERR_ARG. */
 kiln_status kiln_weights_load(kiln_weights *w, const char *path, uint64_t expect_size, uint64_t expect_checksum) {
   if (!w) return KILN_ERR_ARG;
   memset(w, 0, sizeof *w);
@@ -158,6 +169,8 @@ kiln_status kiln_weights_load(kiln_weights *w, const char *path, uint64_t expect
   return KILN_OK;
 }
 
+/* Like kiln_weights_load for a blob already in memory (--embed-weights): blob must be
+ * 64-byte aligned and exactly header + payload; w borrows it, copying nothing. */
 kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t blob_size, uint64_t expect_size,
                                      uint64_t expect_checksum) {
   if (!w) return KILN_ERR_ARG;
@@ -180,6 +193,8 @@ kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t b
   return check_payload(w, where, h, h + HEADER_SIZE, size, expect_size, expect_checksum);
 }
 
+/* Frees what kiln_weights_load allocated (nothing for a borrowed blob); NULL w is fine.
+ * After it, w holds no payload. */
 void kiln_weights_free(kiln_weights *w) {
   if (!w) return;
   free(w->owned);
@@ -187,6 +202,8 @@ void kiln_weights_free(kiln_weights *w) {
   w->payload = NULL;
 }
 
+/* Microseconds from a monotonic clock when there is one (wall clock otherwise), for
+ * timing runs; 0 if no clock answers. Only differences are meaningful. */
 uint64_t kiln_time_us(void) {
   struct timespec ts;
 #if defined(CLOCK_MONOTONIC)
