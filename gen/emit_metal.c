@@ -42,11 +42,22 @@ static bool reserved(const char *s) {
 
 /* Does kernel name a clash with kernel b, counting the helpers a kernel may define
  * (`<name>_op` for elementwise kernels, `<name>_epilogue` for fused ones)? */
+/* Is a1 a2 (concatenated) the same string as b1 b2? Compares without building either:
+ * the clash check runs for every pair of kernels, so it must not allocate. */
+static bool concat_eq(const char *a1, const char *a2, const char *b1, const char *b2) {
+  for (;;) {
+    if (!*a1) a1 = a2, a2 = "";
+    if (!*b1) b1 = b2, b2 = "";
+    if (!*a1 || !*b1) return !*a1 && !*b1;
+    if (*a1++ != *b1++) return false;
+  }
+}
+
 static bool names_clash(const char *a, const char *b) {
   static const char *const helper[] = {"", "_op", "_epilogue"};
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++)
-      if (strcmp(kiln_fmt("%s%s", a, helper[i]), kiln_fmt("%s%s", b, helper[j])) == 0) return true;
+      if (concat_eq(a, helper[i], b, helper[j])) return true;
   return false;
 }
 
