@@ -36,6 +36,7 @@ enum {
 void *kiln_alloc(size_t n);                 /* zeroed, never NULL, freed by kiln_free_all */
 char *kiln_strdup(const char *s);
 char *kiln_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *kiln_vfmt(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 void kiln_free_all(void);
 
 /* Growable byte buffer, used by every emitter to build a file before writing it. */

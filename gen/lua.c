@@ -140,11 +140,7 @@ SrcLoc fe_loc(lua_State *L) {
 int fe_error(lua_State *L, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  char *s = kiln_alloc((size_t)n + 1);
-  va_start(ap, fmt);
-  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  char *s = kiln_vfmt(fmt, ap);
   va_end(ap);
   fe_of(L)->raise_msg = s;
   fe_of(L)->raise_loc = fe_loc(L);

@@ -41,15 +41,25 @@ char *kiln_strdup(const char *s) {
   return memcpy(kiln_alloc(n), s, n);
 }
 
+/* vprintf into a fresh arena string of exactly the needed size; ap is left unused
+ * (consumed on a copy), so the caller still owns and ends it. */
+char *kiln_vfmt(const char *fmt, va_list ap) {
+  va_list aq;
+  va_copy(aq, ap);
+  int n = vsnprintf(NULL, 0, fmt, aq);
+  va_end(aq);
+  char *s = kiln_alloc((size_t)n + 1);
+  va_copy(aq, ap);
+  vsnprintf(s, (size_t)n + 1, fmt, aq);
+  va_end(aq);
+  return s;
+}
+
 /* printf into a fresh arena string of exactly the needed size. */
 char *kiln_fmt(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  char *s = kiln_alloc((size_t)n + 1);
-  va_start(ap, fmt);
-  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  char *s = kiln_vfmt(fmt, ap);
   va_end(ap);
   return s;
 }
