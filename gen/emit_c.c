@@ -26,8 +26,11 @@
 
 /* ---- template variables (EmitVars, emit_common.c) ---- */
 
+/* Appends templates/<tmpl> expanded with v's variables to out; dies if the template
+ * is absent or names a variable v lacks. */
 static void expand(Buf *out, const char *tmpl, const EmitVars *v) { template_expand(out, template_get(tmpl), v->kv); }
 
+/* As expand, but returns the text as a fresh arena string ("" for an empty expansion). */
 static char *expand_str(const char *tmpl, const EmitVars *v) {
   Buf b = {0};
   expand(&b, tmpl, v);
@@ -66,6 +69,7 @@ typedef struct {
   int n, cap;
 } Names;
 
+/* True iff name (compared by strcmp) was already handed out in s; linear scan. */
 static bool names_has(const Names *s, const char *name) {
   for (int i = 0; i < s->n; i++)
     if (strcmp(s->v[i], name) == 0) return true;
@@ -99,7 +103,9 @@ typedef struct {
   bool *in_read;                  /* per graph input: some kernel reads it (else the run voids it) */
 } Ctx;
 
+/* Node id of g; dies (in graph_node) if id is out of range. */
 static Node *node(Graph *g, int id) { return graph_node(g, id); }
+/* The node feeding operand i of n; i must be < n->nin (not checked here). */
 static Node *input(Graph *g, const Node *n, int i) { return graph_node(g, n->in[i]); }
 
 /* The node that owns the bytes a value lives in: RESHAPE views are followed down. */
@@ -205,6 +211,7 @@ typedef struct {
 
 #define IN(i) input(k->g, k->n, (i))
 
+/* n's shape as display text ("[2,3]"), in the arena, for doc comments. */
 static char *shape_of(const Node *n) { return shape_str(&n->shape); }
 
 /* An elementwise walk as C loops: the innermost dim becomes the inner loop of INNER
@@ -217,6 +224,8 @@ typedef struct {
   int64_t rows, inner, inner_stride[EMIT_MAX_WALK];
 } Loops;
 
+/* Splits a coalesced walk (rank >= 1) into the inner loop (last dim) and the outer
+ * rows; a rank-1 walk gets one size-1 outer dim with zero strides so rank stays >= 1. */
 static Loops loops_split(const EmitWalk *w) {
   Loops l = {0};
   int r = w->rank;
@@ -237,6 +246,8 @@ static Loops loops_split(const EmitWalk *w) {
   return l;
 }
 
+/* Sets ROWS, INNER, RANK, DIMS in k->v, and per operand i < nops with a non-NULL
+ * stride_names[i] that name to operand i's outer strides. */
 static void loops_vars(KernelCtx *k, const Loops *l, const char *const *stride_names, int nops) {
   emit_vari(&k->v, "ROWS", l->rows);
   emit_vari(&k->v, "INNER", l->inner);
@@ -254,6 +265,8 @@ static const char *inner_operand(const char *arr, const char *start, int64_t str
   die("C: inner stride %lld of %s is neither 0 nor 1 after coalescing", (long long)stride, arr);
 }
 
+/* Unary family: sets TX, T, N, EXPR (the op's expr on x[i]); returns its template.
+ * Operand and result are contiguous with the same element count. */
 static const char *k_unary(KernelCtx *k) {
   const char *ops[] = {"x[i]"};
   emit_var(&k->v, "TX", emit_c_type(IN(0)->dtype));
@@ -263,6 +276,8 @@ static const char *k_unary(KernelCtx *k) {
   return "c/unary.c.tmpl";
 }
 
+/* Binary family with broadcasting: picks the flat, one-outer-dim (rows) or general
+ * strided template by the coalesced walk; sets the strides and EXPR it needs. */
 static const char *k_binary(KernelCtx *k) {
   EmitWalk w = emit_elementwise_walk(k->g, k->n);
   Loops l = loops_split(&w);
@@ -284,6 +299,8 @@ static const char *k_binary(KernelCtx *k) {
   return "c/binary_rows.c.tmpl";
 }
 
+/* Select (where) family: three broadcast operands walked as strided loops; sets the
+ * X/Y/ZSTRIDES, T and EXPR variables and returns the select template. */
 static const char *k_select(KernelCtx *k) {
   EmitWalk w = emit_elementwise_walk(k->g, k->n);
   Loops l = loops_split(&w);
@@ -304,6 +321,8 @@ static const EmitCasts c_casts = {
     .f32_to_i32 = "($X != $X ? 0 : $X >= 2147483648.0f ? INT32_MAX : $X <= -2147483648.0f ? INT32_MIN : (int32_t)$X)",
 };
 
+/* Cast family: sets TX, T, N and CONVERT (the C conversion from c_casts, which
+ * saturates f32 -> i32 and maps NaN to 0); returns the cast template. */
 static const char *k_cast(KernelCtx *k) {
   emit_var(&k->v, "TX", emit_c_type(IN(0)->dtype));
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
@@ -339,6 +358,8 @@ static void matmul_nt_loops(KernelCtx *k, const MatmulGeom *m, bool batched) {
   emit_var(&k->v, "BLOCK_DOC", !block ? "" : template_get(tail ? "c/matmul_nt_doc_tail.c.tmpl" : "c/matmul_nt_doc.c.tmpl"));
 }
 
+/* Matmul family: sets geometry and batch-broadcast strides; x @ y^T (Linear) gets
+ * the blocked matmul_nt templates, anything else the plain ones, batched iff batch > 1. */
 static const char *k_matmul(KernelCtx *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
   emit_matmul_vars(&k->v, &m);
@@ -355,6 +376,8 @@ static const char *k_matmul(KernelCtx *k) {
   return batched ? "c/matmul_batched.c.tmpl" : "c/matmul.c.tmpl";
 }
 
+/* Conv2d family: sets the conv geometry, and the bias parameter and loop iff the
+ * node has a bias operand (else both empty); returns the conv template. */
 static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
   emit_conv_vars(&k->v, &c);
@@ -363,6 +386,8 @@ static const char *k_conv(KernelCtx *k) {
   return "c/conv.c.tmpl";
 }
 
+/* Pool family: max pool or average pool (the latter also gets COUNT_PAD); sets
+ * the pool geometry and returns the matching template. */
 static const char *k_pool(KernelCtx *k) {
   PoolGeom p = emit_pool_geom(k->g, k->n);
   emit_pool_vars(&k->v, &p);
@@ -398,6 +423,8 @@ static const char *k_reduce(KernelCtx *k) {
   return rows_form ? "c/reduce_rows.c.tmpl" : "c/reduce.c.tmpl";
 }
 
+/* Softmax family over n->a.axis: sets OUTER, N, INNER; a last-axis softmax
+ * (INNER == 1) gets the contiguous-rows template. */
 static const char *k_softmax(KernelCtx *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
   emit_vari(&k->v, "OUTER", a.outer);
@@ -406,6 +433,8 @@ static const char *k_softmax(KernelCtx *k) {
   return a.inner == 1 ? "c/softmax_rows.c.tmpl" : "c/softmax.c.tmpl";   /* the last dim: contiguous rows */
 }
 
+/* LayerNorm / RMSNorm over the trailing dims: sets ROWS, D, EPS, the optional
+ * gamma/beta parameters and the affine step; returns the op's template. */
 static const char *k_norm(KernelCtx *k) {
   NormGeom g = emit_norm_geom(k->g, k->n);
   emit_vari(&k->v, "ROWS", g.rows);
@@ -418,6 +447,8 @@ static const char *k_norm(KernelCtx *k) {
   return k->n->op == OP_LAYERNORM ? "c/layernorm.c.tmpl" : "c/rmsnorm.c.tmpl";
 }
 
+/* BatchNorm (inference) on N x C x ...: sets NB, C, PLANE (dims after 1 multiplied)
+ * and EPS; returns the batchnorm template. */
 static const char *k_batchnorm(KernelCtx *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, 1);   /* N x C x PLANE */
   emit_vari(&k->v, "NB", a.outer);
@@ -440,6 +471,8 @@ static const char *k_copy(KernelCtx *k) {
   return "c/slice.c.tmpl";
 }
 
+/* Concat family: one read-only parameter x<i> and one copy part per input, each
+ * LEN elements landing AT its offset in every output row; returns the concat template. */
 static const char *k_concat(KernelCtx *k) {
   ConcatGeom c = emit_concat_geom(k->g, k->n);
   const char *t = emit_c_type(k->n->dtype);
@@ -463,6 +496,8 @@ static const char *k_concat(KernelCtx *k) {
   return "c/concat.c.tmpl";
 }
 
+/* Gather family: sets T and OUTER, N, INNER, NIDX from the gather geometry (index
+ * range checking is the template's job); returns the gather template. */
 static const char *k_gather(KernelCtx *k) {
   GatherGeom g = emit_gather_geom(k->g, k->n);
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
@@ -549,6 +584,8 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
 
 /* ---- the files ---- */
 
+/* One enum line "name = value" with what as its comment (made comment-safe), as a
+ * fresh arena string. */
 static const char *offset_line(const char *name, int64_t value, const char *what) {
   EmitVars v = {0};
   emit_var(&v, "NAME", name);
@@ -615,6 +652,8 @@ static char *run_params(const Ctx *c) {
   return s;
 }
 
+/* Appends <model>.c to out: every kernel in schedule order, the offset enums and the
+ * run function calling them, (void)-ing the pointers no kernel uses. c is initialised. */
 static void emit_source(const Ctx *c, Buf *out) {
   Graph *g = c->g;
   Buf kernels = {0}, calls = {0}, vargs = {0};
@@ -683,6 +722,8 @@ static void io_lines(const Ctx *c, bool outputs, Buf *doc, Buf *defs, Buf *sizes
   }
 }
 
+/* Appends <model>.h to out: I/O docs, size/name macros, the weights checksum and the
+ * run prototype; embed adds the embedded-weights declaration. */
 static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   Graph *g = c->g;
   Buf idoc = {0}, odoc = {0}, defs = {0}, isz = {0}, osz = {0}, inm = {0}, onm = {0};
@@ -736,6 +777,8 @@ static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
   buf_free(&bytes);
 }
 
+/* Writes <model>.h, <model>.c, <model>.weights (and <model>_weights.c if embedding)
+ * into o->tmpdir; g must be planned (kernels, regions, offsets). Dies on broken IR. */
 void emit_c(Graph *g, const EmitOptions *o) {
   Ctx c = {0};
   ctx_init(&c, g);

@@ -42,6 +42,7 @@ const EmitFn emit_c_fns[] = {
     {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"},   {NULL, NULL},
 };
 
+/* True if c may appear in a C identifier: '_' or a letter, or a digit when not first. */
 static bool ident_char(char c, bool first) {
   return c == '_' || isalpha((unsigned char)c) || (!first && isdigit((unsigned char)c));
 }
@@ -72,12 +73,16 @@ static bool is_simple_operand(const char *s) {
   return depth == 0;
 }
 
+/* The target spelling of the n-byte neutral function name in the {NULL}-ended
+ * table fns, or NULL if the target has none. */
 static const char *lookup_fn(const EmitFn *fns, const char *name, size_t n) {
   for (int i = 0; fns[i].neutral; i++)
     if (strlen(fns[i].neutral) == n && memcmp(fns[i].neutral, name, n) == 0) return fns[i].target;
   return NULL;
 }
 
+/* Renders an ops.h expression: x/y/z become operands[0..2] (parenthesised unless
+ * simple), functions map through fns. Dies on a missing operand or spelling; arena string. */
 char *emit_expr(const char *expr, const EmitFn *fns, const char *const *operands, int noperands) {
   Buf b = {0};
   for (const char *p = expr; *p;) {
@@ -111,6 +116,7 @@ char *emit_expr(const char *expr, const EmitFn *fns, const char *const *operands
   return s;
 }
 
+/* Row-major element strides of s (last dim 1) into strides[0..rank-1]. */
 void emit_strides(const Shape *s, int64_t strides[KILN_MAX_RANK]) {
   int64_t st = 1;
   for (int i = s->rank - 1; i >= 0; i--) {
@@ -119,6 +125,8 @@ void emit_strides(const Shape *s, int64_t strides[KILN_MAX_RANK]) {
   }
 }
 
+/* in's strides over out's dims, 0 where broadcast (see kiln.h); dies if in does not
+ * broadcast to out. */
 void emit_bcast_strides(const Shape *in, const Shape *out, int64_t strides[KILN_MAX_RANK]) {
   int64_t own[KILN_MAX_RANK];
   emit_strides(in, own);
@@ -146,6 +154,8 @@ static bool can_merge(int nops, int64_t strides[][KILN_MAX_RANK], const int64_t 
   return true;
 }
 
+/* Merges adjacent dims all nops operands walk alike, in place (see kiln.h); a
+ * rank-0 out becomes rank 1 of size 1 with zero strides. */
 void emit_coalesce(const Shape *out, int nops, int64_t strides[][KILN_MAX_RANK], int *rank,
                    int64_t dims[KILN_MAX_RANK]) {
   int r = out->rank;
@@ -178,6 +188,8 @@ void emit_coalesce(const Shape *out, int nops, int64_t strides[][KILN_MAX_RANK],
 
 /* ---- per-family geometry ---- */
 
+/* The coalesced walk of n's output (operand 0) and its broadcast inputs; dies if n
+ * has more inputs than EMIT_MAX_WALK - 1. */
 EmitWalk emit_elementwise_walk(Graph *g, const Node *n) {
   EmitWalk w = {.nops = n->nin + 1};
   if (w.nops > EMIT_MAX_WALK) die("elementwise %s with %d inputs", kiln_ops[n->op].name, n->nin);
@@ -202,6 +214,8 @@ static int64_t copy_strides(Graph *g, const Node *n, int64_t st[KILN_MAX_RANK]) 
   return base;
 }
 
+/* The coalesced walk of a TRANSPOSE or SLICE: output and x strides, base = x's first
+ * element read; dies on any other op. */
 EmitWalk emit_copy_walk(Graph *g, const Node *n) {
   EmitWalk w = {.nops = 2};
   emit_strides(&n->shape, w.strides[0]);
@@ -217,6 +231,8 @@ static Shape batch_of(const Shape *s) {
   return b;
 }
 
+/* M, N, K and element strides of x and y per trans flags, plus the batch walk with
+ * broadcast batch strides in elements; n is a shape-checked MATMUL of rank >= 2. */
 MatmulGeom emit_matmul_geom(Graph *g, const Node *n) {
   const Node *x = graph_node(g, n->in[0]), *y = graph_node(g, n->in[1]);
   const Attrs *a = &n->a;
@@ -243,12 +259,15 @@ MatmulGeom emit_matmul_geom(Graph *g, const Node *n) {
   return m;
 }
 
+/* Sets M N K XS_M XS_K YS_K YS_N in v; emit_vari dies on values over 32 bits. */
 void emit_matmul_vars(EmitVars *v, const MatmulGeom *m) {
   static const char *const names[] = {"M", "N", "K", "XS_M", "XS_K", "YS_K", "YS_N"};
   const int64_t values[] = {m->m, m->n, m->k, m->xs_m, m->xs_k, m->ys_k, m->ys_n};
   for (int i = 0; i < 7; i++) emit_vari(v, names[i], values[i]);
 }
 
+/* NCHW conv2d geometry from x, w (OIHW) and the attrs; bias iff n has a third input.
+ * n is shape-checked, so groups divides the channel counts. */
 ConvGeom emit_conv_geom(Graph *g, const Node *n) {
   const Shape *x = &graph_node(g, n->in[0])->shape, *w = &graph_node(g, n->in[1])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
@@ -260,6 +279,7 @@ ConvGeom emit_conv_geom(Graph *g, const Node *n) {
   };
 }
 
+/* Sets the 18 conv variables NB..DW in v (not bias); dies on values over 32 bits. */
 void emit_conv_vars(EmitVars *v, const ConvGeom *c) {
   static const char *const names[] = {"NB", "C", "H", "W", "OC", "OH", "OW", "KH", "KW", "GROUPS", "CG", "OCG",
                                       "SH", "SW", "PT", "PL", "DH", "DW"};
@@ -268,6 +288,7 @@ void emit_conv_vars(EmitVars *v, const ConvGeom *c) {
   for (int i = 0; i < 18; i++) emit_vari(v, names[i], values[i]);
 }
 
+/* NCHW pool geometry (N*C planes); count_pad only for an AVGPOOL2D that asks for it. */
 PoolGeom emit_pool_geom(Graph *g, const Node *n) {
   const Shape *x = &graph_node(g, n->in[0])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
@@ -278,12 +299,15 @@ PoolGeom emit_pool_geom(Graph *g, const Node *n) {
   };
 }
 
+/* Sets PLANES H W OH OW KH KW SH SW PT PL in v (not COUNT_PAD). */
 void emit_pool_vars(EmitVars *v, const PoolGeom *p) {
   static const char *const names[] = {"PLANES", "H", "W", "OH", "OW", "KH", "KW", "SH", "SW", "PT", "PL"};
   const int64_t values[] = {p->planes, p->h, p->w, p->oh, p->ow, p->kh, p->kw, p->sh, p->sw, p->pt, p->pl};
   for (int i = 0; i < 11; i++) emit_vari(v, names[i], values[i]);
 }
 
+/* Splits x's dims by the n->a.axes bitmask into a kept and a reduced walk, each
+ * coalesced and keeping x's strides; outn outputs of red elements each. */
 ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
   const Shape *x = &graph_node(g, n->in[0])->shape;
   int64_t xs[KILN_MAX_RANK];
@@ -302,6 +326,8 @@ ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
   return r;
 }
 
+/* Init, update and finish text for sum, mean (divides by RED) and max (NaN wins,
+ * tested with the target's v_is_nan); dies on any other op. */
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan) {
   switch (op) {
   case OP_REDUCE_SUM: return (EmitReduceOp){"0.0f", "acc += v", "acc"};
@@ -311,18 +337,23 @@ EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan) {
   }
 }
 
+/* Product of s->dim[from..to-1]; 1 for an empty range. */
 static int64_t dims_prod(const Shape *s, int from, int to) {
   int64_t p = 1;
   for (int i = from; i < to; i++) p *= s->dim[i];
   return p;
 }
 
+/* s as OUTER x N x INNER around axis (negative counts from the end); axis must be
+ * in range after normalising (shape checking saw to it). */
 AxisGeom emit_axis_geom(const Shape *s, int axis) {
   int ax = axis < 0 ? axis + s->rank : axis;
   return (AxisGeom){.axis = ax, .outer = dims_prod(s, 0, ax), .n = ax < s->rank ? s->dim[ax] : 1,
                     .inner = dims_prod(s, ax + 1, s->rank)};
 }
 
+/* LayerNorm/RMSNorm as rows of d = dims from n->a.axis on; gamma iff >= 2 inputs,
+ * beta iff 3, and the matching affine text for code and doc. */
 NormGeom emit_norm_geom(Graph *g, const Node *n) {
   (void)g;
   AxisGeom ax = emit_axis_geom(&n->shape, n->a.axis);
@@ -334,6 +365,8 @@ NormGeom emit_norm_geom(Graph *g, const Node *n) {
   };
 }
 
+/* Concat as outer rows of row elements; per input its len and offset at in a row
+ * (arena arrays of n->nin). */
 ConcatGeom emit_concat_geom(Graph *g, const Node *n) {
   AxisGeom ax = emit_axis_geom(&n->shape, n->a.axis);
   ConcatGeom c = {.outer = ax.outer, .nparts = n->nin};
@@ -347,6 +380,7 @@ ConcatGeom emit_concat_geom(Graph *g, const Node *n) {
   return c;
 }
 
+/* x as OUTER x N x INNER around the gather axis, and nidx = number of indices. */
 GatherGeom emit_gather_geom(Graph *g, const Node *n) {
   const Node *x = graph_node(g, n->in[0]);
   AxisGeom ax = emit_axis_geom(&x->shape, n->a.axis);
@@ -355,6 +389,8 @@ GatherGeom emit_gather_geom(Graph *g, const Node *n) {
 
 /* ---- shared rendering ---- */
 
+/* x converted from -> to with the target's spellings in c; x itself if equal dtypes.
+ * Arena string. */
 const char *emit_cast(const EmitCasts *c, DType from, DType to, const char *x) {
   if (from == to) return x;
   const char *fmt = to == DT_BOOL ? c->to_bool : to == DT_F32 ? c->to_f32 : from == DT_F32 ? c->f32_to_i32 : c->to_i32;
@@ -366,6 +402,8 @@ const char *emit_cast(const EmitCasts *c, DType from, DType to, const char *x) {
   return s;
 }
 
+/* Appends (name, value) to v, keeping kv NULL-terminated; strings are not copied.
+ * Dies past EMIT_MAX_VARS. */
 void emit_var(EmitVars *v, const char *name, const char *value) {
   if (v->n == EMIT_MAX_VARS) die("too many template variables");
   v->kv[2 * v->n] = name;
@@ -374,6 +412,8 @@ void emit_var(EmitVars *v, const char *name, const char *value) {
   v->kv[2 * v->n] = NULL;
 }
 
+/* emit_var with value in decimal; a value outside int32 is a user error (kiln_error:
+ * tensor too large), since generated code indexes with 32-bit constants. */
 void emit_vari(EmitVars *v, const char *name, int64_t value) {
   if (value > INT32_MAX || value < INT32_MIN)
     kiln_error("constant %s = %lld does not fit 32 bits (tensor too large)", name, (long long)value);
@@ -405,6 +445,8 @@ static void describe_attrs(Buf *b, const Node *n) {
   }
 }
 
+/* One-line description of kernel k: anchor op, dtype, shapes, attrs, fused chain
+ * (see kiln.h). Arena string, no newline. */
 char *emit_describe(Graph *g, const Kernel *k) {
   const Node *n = graph_node(g, k->nodes[0]);
   Buf b = {0};
@@ -418,6 +460,8 @@ char *emit_describe(Graph *g, const Kernel *k) {
   return s;
 }
 
+/* name as a C identifier: bytes not legal become '_', a leading '_' if empty or
+ * starting with a digit. Does not check keywords or uniqueness. Arena string. */
 char *emit_ident(const char *name) {
   size_t n = strlen(name);
   char *s = kiln_alloc(n + 2), *o = s;
@@ -427,12 +471,15 @@ char *emit_ident(const char *name) {
   return s;
 }
 
+/* An ASCII upper-case copy of s, in the arena. */
 char *emit_upper(const char *s) {
   char *u = kiln_strdup(s);
   for (char *p = u; *p; p++) *p = (char)toupper((unsigned char)*p);
   return u;
 }
 
+/* True if s is a C11 keyword or a name the generated C relies on (NULL, bool,
+ * int32_t, main, ...), so user names must avoid it. */
 bool emit_is_c_keyword(const char *s) {
   static const char *const kw[] = {
       "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
@@ -446,10 +493,12 @@ bool emit_is_c_keyword(const char *s) {
   return false;
 }
 
+/* "n one" or "n many" by n == 1, e.g. "1 input" / "3 inputs"; arena string. */
 char *emit_count(int64_t n, const char *one, const char *many) {
   return kiln_fmt("%lld %s", (long long)n, n == 1 ? one : many);
 }
 
+/* A C initialiser "{a, b, ...}" of v[0..n-1]; "{0}" when n is 0 so it stays legal. */
 char *emit_int_list(const int64_t *v, int n) {
   Buf b = {0};
   buf_puts(&b, "{");
@@ -472,6 +521,8 @@ static int shortest_digits(float v) {
   return 9;   /* 9 significant digits always round-trip a float */
 }
 
+/* v as a C float literal that reads back bit-exactly, in the fewest digits, always
+ * with an 'f' suffix; NaN and infinities as NAN / INFINITY. Arena string. */
 char *emit_float(float v) {
   if (isnan(v)) return kiln_strdup("NAN");
   if (isinf(v)) return kiln_strdup(v > 0 ? "INFINITY" : "-INFINITY");
@@ -504,6 +555,7 @@ char *emit_float(float v) {
   return s;
 }
 
+/* The C element type of t ("float", "int32_t", "uint8_t"); dies on an unknown dtype. */
 const char *emit_c_type(DType t) {
   switch (t) {
   case DT_F32: return "float";
@@ -628,6 +680,8 @@ static void describe_chain(Graph *g, const Kernel *k, EmitEpilogue *e) {
   buf_free(&lines);
 }
 
+/* Fills *e for kernel k (see kiln.h): comment lines always; for a fused kernel also
+ * the helper fn_name in t's spelling and the extra operands it reads. */
 void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_name, const EmitTarget *t,
                    EmitEpilogue *e) {
   *e = (EmitEpilogue){.helper = ""};
@@ -718,6 +772,8 @@ static const char *hook_args(const char *p, const char **value, const char **ind
   return q + 1;
 }
 
+/* text with every $EPILOGUE(value, index) hook rewritten (the value itself unless
+ * fused) and $IF_FUSED lines kept or dropped; dies on a malformed hook. Arena string. */
 char *emit_epilogue_apply(const char *text, const EmitEpilogue *e) {
   Buf lines = {0}, out = {0};
   apply_fused_lines(&lines, text, e->fused);

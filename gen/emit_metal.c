@@ -53,6 +53,8 @@ static bool concat_eq(const char *a1, const char *a2, const char *b1, const char
   }
 }
 
+/* True if a and b, each with any helper suffix ("", "_op", "_epilogue"), could
+ * spell the same generated name. */
 static bool names_clash(const char *a, const char *b) {
   static const char *const helper[] = {"", "_op", "_epilogue"};
   for (int i = 0; i < 3; i++)
@@ -99,6 +101,7 @@ static char *plain(const char *s) {
 }
 
 static const char *const region_c[] = {"?", "KILN_MTL_WEIGHTS", "KILN_MTL_ARENA", "KILN_MTL_INPUT", "KILN_MTL_OUTPUT"};
+/* The host-side dtype constant of t; anything not f32 or i32 is taken as bool (u8). */
 static const char *mtl_type_c(DType t) { return t == DT_F32 ? "KILN_MTL_F32" : t == DT_I32 ? "KILN_MTL_I32" : "KILN_MTL_U8"; }
 
 /* Appends the table row binding value n at [[buffer(index)]]. */
@@ -252,6 +255,8 @@ static void wrapper_args(Graph *g, char **decl, char **ins, char **outs) {
   buf_free(&o);
 }
 
+/* Writes the Metal target's files for planned graph g into o->tmpdir; dies on
+ * broken IR, user errors (kiln_error_at) on grids Metal cannot dispatch. */
 void emit_metal(Graph *g, const EmitOptions *o) {
   const char **names = kernel_names(g);
   Buf kernels = {0}, dispatches = {0}, bindings = {0}, knames = {0};

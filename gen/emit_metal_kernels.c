@@ -22,6 +22,7 @@
 #include <limits.h>
 #include <string.h>
 
+/* The MSL element type of t ("float", "int", "uchar"); dies on an unknown dtype. */
 const char *mtl_type(DType t) {
   switch (t) {
   case DT_F32: return "float";
@@ -53,10 +54,14 @@ const EmitTarget mtl_target = {
     .step_tmpl = "metal/epilogue_step.metal.tmpl", .operand_tmpl = "metal/epilogue_operand.metal.tmpl",
 };
 
+/* The node feeding operand i of the kernel's anchor; dies if the id is out of range. */
 static Node *in(const MtlKernel *k, int i) { return graph_node(k->g, k->n->in[i]); }
 
+/* ceil(a / b) for a >= 0, b > 0. */
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Records the dispatch: gx x gy x gz threadgroups of tx x ty threads; a grid past
+ * Metal's limits is a user error at the node's Lua line. */
 static void grid(MtlKernel *k, int64_t gx, int64_t gy, int64_t gz, int64_t tx, int64_t ty) {
   if (gx > UINT32_MAX || gy > 65535 || gz > 65535) kiln_error_at(k->n->loc, "Metal target: grid too large for %s", k->name);
   k->groups[0] = (uint32_t)gx, k->groups[1] = (uint32_t)gy, k->groups[2] = (uint32_t)gz;
@@ -215,6 +220,8 @@ static const char *k_elementwise(MtlKernel *k) {
 
 /* ---- matmul ---- */
 
+/* Matmul: M == 1 with y transposed (Linear on one row) gets the matvec template, anything
+ * else 32x32 output tiles per batch; sets geometry and batch offsets. */
 static const char *k_matmul(MtlKernel *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
   /* xo, yo: each operand's matrix start for batch b (the output's is b * M * N) */
@@ -239,6 +246,8 @@ static const char *k_matmul(MtlKernel *k) {
 
 /* ---- conv, pools ---- */
 
+/* Conv2d: 16x16 threadgroups over (output pixels, channels of a group), one z per
+ * image and group; sets the conv geometry. */
 static const char *k_conv(MtlKernel *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
   emit_conv_vars(&k->v, &c);
@@ -249,6 +258,7 @@ static const char *k_conv(MtlKernel *k) {
   return "metal/conv.metal.tmpl";
 }
 
+/* Max or average pool: one thread per output element; returns the matching template. */
 static const char *k_pool(MtlKernel *k) {
   PoolGeom p = emit_pool_geom(k->g, k->n);
   emit_pool_vars(&k->v, &p);
@@ -278,6 +288,8 @@ static char *indent(const char *text) {
   return s;
 }
 
+/* Reduce: one thread per output when reduced runs are short, else one threadgroup
+ * per output reducing in shared memory; sets kept/reduced walk offsets and the op. */
 static const char *k_reduce(MtlKernel *k) {
   ReduceGeom r = emit_reduce_geom(k->g, k->n);
   static const char *const bname[] = {"base"}, *const rname[] = {"roff"};
@@ -300,6 +312,7 @@ static const char *k_reduce(MtlKernel *k) {
   return "metal/reduce.metal.tmpl";
 }
 
+/* Softmax: one threadgroup per line along the axis (OUTER*INNER lines of N). */
 static const char *k_softmax(MtlKernel *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
   emit_vari(&k->v, "N", a.n);
@@ -309,6 +322,7 @@ static const char *k_softmax(MtlKernel *k) {
   return "metal/softmax.metal.tmpl";
 }
 
+/* LayerNorm / RMSNorm: one threadgroup per row of d elements, optional gamma/beta. */
 static const char *k_norm(MtlKernel *k) {
   NormGeom g = emit_norm_geom(k->g, k->n);
   emit_vari(&k->v, "D", g.d);
@@ -322,6 +336,7 @@ static const char *k_norm(MtlKernel *k) {
   return k->n->op == OP_LAYERNORM ? "metal/layernorm.metal.tmpl" : "metal/rmsnorm.metal.tmpl";
 }
 
+/* BatchNorm (inference): one thread per output element reading the per-channel stats. */
 static const char *k_batchnorm(MtlKernel *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, 1);   /* N x C x PLANE */
   static const char *const names[] = {"x", "mean", "var", "gamma", "beta"};
@@ -347,6 +362,7 @@ static const char *k_copy(MtlKernel *k) {
   return "metal/copy.metal.tmpl";
 }
 
+/* Concat: one thread per output element, choosing its input by offset in the row. */
 static const char *k_concat(MtlKernel *k) {
   ConcatGeom c = emit_concat_geom(k->g, k->n);
   Buf parts = {0};
@@ -369,6 +385,7 @@ static const char *k_concat(MtlKernel *k) {
   return "metal/concat.metal.tmpl";
 }
 
+/* Gather: one thread per output element; index range checking is the template's job. */
 static const char *k_gather(MtlKernel *k) {
   GatherGeom g = emit_gather_geom(k->g, k->n);
   k->opname[1] = "idx";
@@ -389,6 +406,8 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
 };
 
+/* Fills k's variables and grid for its anchor's family and returns the template;
+ * dies on a family without one, user error past 2^31 elements. */
 const char *mtl_render(MtlKernel *k) {
   RenderFn *fn = render[kiln_ops[k->n->op].family];
   if (!fn) die("Metal: no kernel template for op %s", kiln_ops[k->n->op].name);

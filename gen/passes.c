@@ -21,6 +21,7 @@ static Node *storage_root(Graph *g, Node *n) {
 
 /* ---- verify ---- */
 
+/* True iff s is non-NULL, non-empty and [A-Za-z_][A-Za-z0-9_]* (ASCII only). */
 static bool is_c_ident(const char *s) {
   if (!s || !*s) return false;
   if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z'))) return false;
@@ -108,6 +109,7 @@ void pass_dce(Graph *g) {
 
 /* ---- cse ---- */
 
+/* True iff every attribute field of a and b is equal (for CSE of identical nodes). */
 static bool attrs_eq(const Attrs *a, const Attrs *b) {
   if (a->axis != b->axis || a->axes != b->axes || a->keepdims != b->keepdims) return false;
   if (a->trans_x != b->trans_x || a->trans_y != b->trans_y || a->groups != b->groups || a->count_pad != b->count_pad)
@@ -234,6 +236,8 @@ void pass_legalize(Graph *g) {
 
 /* ---- group ---- */
 
+/* True iff s is a C keyword, main, or an MSL word (kernel, device, ...): a kernel
+ * name either target would reject. */
 static bool is_c_keyword(const char *s) {
   static const char *const kw[] = {
       "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
@@ -273,6 +277,7 @@ typedef struct {
   size_t mask;      /* capacity - 1, a power of two over twice the entries */
 } NameSet;
 
+/* An empty set sized once for nkernels' names (never grows, so slots stay put). */
 static NameSet nameset_new(int nkernels) {
   size_t cap = 16;
   while (cap < (size_t)nkernels * 8 + 16) cap *= 2;   /* three entries a kernel at most */
@@ -290,6 +295,7 @@ static NameSlot *nameset_slot(NameSet *set, const char *s) {
   }
 }
 
+/* True iff s was marked taken; inserts s untaken if absent. */
 static bool name_taken(NameSet *set, const char *s) { return nameset_slot(set, s)->taken; }
 
 /* Which families may anchor a kernel: every family with code. Each of their
@@ -317,6 +323,8 @@ typedef struct {
   bool *is_output;     /* per node: named by a graph output */
 } Uses;
 
+/* Per node: the highest-id live node reading it (-1 if none) and whether a graph
+ * output names it. Arena arrays; dead nodes count as no reader. */
 static Uses uses_of(Graph *g) {
   Uses u = {kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1)), kiln_alloc(sizeof(bool) * (size_t)(g->nnodes + 1))};
   for (int i = 0; i < g->nnodes; i++) u.user[i] = -1;
@@ -363,6 +371,7 @@ static int collect_chain(Graph *g, const Uses *u, Node *a, int *nodes) {
   return keep;
 }
 
+/* qsort order on Kernels: by the id of each kernel's result (last) node. */
 static int by_result(const void *pa, const void *pb) {
   const Kernel *a = pa, *b = pb;
   return a->nodes[a->nnodes - 1] - b->nodes[b->nnodes - 1];
@@ -386,6 +395,7 @@ static void name_kernels(Graph *g) {
   }
 }
 
+/* True iff KILN_NOFUSE is set, non-empty and not "0". */
 static bool fusion_disabled(void) {
   const char *e = getenv("KILN_NOFUSE");
   return e && *e && strcmp(e, "0") != 0;
