@@ -63,17 +63,19 @@ static bool reserved_ident(const char *s) {
   return emit_is_c_keyword(s);
 }
 
-/* A set of names handed out so far, to keep generated identifiers unique. */
-typedef struct {
+/* A set of names handed out so far, to keep generated identifiers unique; also, when
+ * set, names another set holds are taken (an entry's parameters vs file scope). */
+typedef struct Names {
   const char **v;
   int n, cap;
+  const struct Names *also;
 } Names;
 
-/* True iff name (compared by strcmp) was already handed out in s; linear scan. */
+/* True iff name (compared by strcmp) was already handed out in s (or s->also); linear scan. */
 static bool names_has(const Names *s, const char *name) {
   for (int i = 0; i < s->n; i++)
     if (strcmp(s->v[i], name) == 0) return true;
-  return false;
+  return s->also && names_has(s->also, name);
 }
 
 /* Returns base, or base with '_' appended until it is neither taken nor reserved. */
@@ -101,6 +103,8 @@ typedef struct {
   const char **in_param, **out_param;   /* per graph input/output: parameter name */
   const char **in_stem, **out_stem;     /* per graph input/output: macro stem */
   bool *in_read;                  /* per graph input: some kernel reads it (else the run voids it) */
+  const char **sname;             /* per state of the program: its S_ offset constant (NULL: plain) */
+  bool *in_byval;                 /* per graph input: passed by value (an i32 scalar of an entry) */
 } Ctx;
 
 /* Node id of g; dies (in graph_node) if id is out of range. */
@@ -189,11 +193,15 @@ static const char *operand_ptr(const Ctx *c, Node *n, bool write) {
   case REG_INPUT:
     if (write) die("C: kernel writes into input %d", n->io_slot);
     c->in_read[n->io_slot] = true;
+    if (c->in_byval && c->in_byval[n->io_slot]) return kiln_fmt("&%s", c->in_param[n->io_slot]);
     if (n->offset) return kiln_fmt("(const %s *)((const unsigned char *)%s + %lld)", t, c->in_param[n->io_slot], (long long)n->offset);
     return c->in_param[n->io_slot];
   case REG_OUTPUT:
     if (n->offset) return kiln_fmt("(%s%s *)((unsigned char *)%s + %lld)", cq, t, c->out_param[n->io_slot], (long long)n->offset);
     return c->out_param[n->io_slot];
+  case REG_STATE:
+    if (!c->sname || r->a.state < 0 || r->a.state >= c->g->prog->nstates) die("C: state value %%%d has no offset name", r->id);
+    return kiln_fmt("(%s%s *)(s + %s%s)", cq, t, c->sname[r->a.state], plus);
   case REG_NONE: break;
   }
   die("C: value %%%d has no memory region (was pass_memplan run?)", n->id);
@@ -508,6 +516,19 @@ static const char *k_gather(KernelCtx *k) {
   return "c/gather.c.tmpl";
 }
 
+/* Write family: the state viewed as OUTER x N x INNER around the axis, the value as
+ * OUTER x ROWS x INNER; the state is the result (operand 0 is not passed: in place). */
+static const char *k_write(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_var(&k->v, "STATE", comment_safe(k->g->prog ? k->g->prog->states[k->n->a.state].name : "?"));
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "ROWS", IN(1)->shape.dim[a.axis]);
+  emit_vari(&k->v, "INNER", a.inner);
+  return "c/write.c.tmpl";
+}
+
 #undef IN
 
 /* Fills k->v for one family and returns the template to expand. */
@@ -518,6 +539,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,   [FAM_SOFTMAX] = k_softmax,
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
+    [FAM_WRITE] = k_write,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything
@@ -528,9 +550,10 @@ static void check_no_overlap(Graph *g, const Kernel *kr) {
   for (int j = 0; j < kr->nnodes; j++) {
     const Node *n = node(g, kr->nodes[j]);
     for (int i = 0; i < n->nin; i++) {
+      if (n->op == OP_WRITE && i == 0) continue;   /* the version it updates in place: not passed */
       const Node *x = input(g, n, i);
-      bool same_buffer = x->region == r->region &&
-                         (r->region == REG_ARENA || ((r->region == REG_OUTPUT) && x->io_slot == r->io_slot));
+      bool same_buffer = x->region == r->region && (r->region == REG_ARENA || r->region == REG_STATE ||
+                                                    ((r->region == REG_OUTPUT) && x->io_slot == r->io_slot));
       if (same_buffer && x->offset < r->offset + node_bytes(r) && r->offset < x->offset + node_bytes(x))
         die("C: %%%d (%s) overlaps %%%d, read by its kernel, in the %s", r->id, kiln_ops[r->op].name, x->id,
             r->region == REG_ARENA ? "arena" : "output buffer");
@@ -572,7 +595,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   buf_puts(out, emit_epilogue_apply(expand_str(tmpl, &k.v), &e));
 
   Buf args = {0};
-  for (int i = 0; i < n->nin; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, n, i), false));
+  for (int i = n->op == OP_WRITE; i < n->nin; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, n, i), false));
   for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
   buf_puts(&args, operand_ptr(c, res, true));
   EmitVars cv = {0};
@@ -594,30 +617,40 @@ static const char *offset_line(const char *name, int64_t value, const char *what
   return expand_str("c/offset.c.tmpl", &v);
 }
 
-/* The W_ enum (weights in offset order) and the A_ enum (arena values in schedule order). */
-static void offset_enums(const Ctx *c, EmitVars *fv) {
+/* What a W_ constant's comment says about weights-region leaf n: "f32 [512, 784] fc1.weight". */
+static const char *weight_what(const Node *n) {
+  return kiln_fmt("%s %s %s", dtype_name(n->dtype), shape_of(n), n->name ? n->name : kiln_ops[n->op].name);
+}
+
+/* The A_ enum of c's graph (arena values in schedule order), "" when it has none. */
+static const char *arena_enum(const Ctx *c) {
   Graph *g = c->g;
-  Buf wl = {0}, al = {0};
-  for (int i = 0; i < g->nnodes; i++)
-    if (c->wname[i]) {
-      Node *n = g->nodes[i];
-      const char *what = kiln_fmt("%s %s %s", dtype_name(n->dtype), shape_of(n), n->name ? n->name : kiln_ops[n->op].name);
-      buf_puts(&wl, offset_line(c->wname[i], n->offset, what));
-    }
+  Buf al = {0};
   for (int k = 0; k < g->nkernels; k++) {
     Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
     if (!c->aname[n->id]) continue;
     const char *what = kiln_fmt("%s %s, %lld bytes", dtype_name(n->dtype), shape_of(n), (long long)node_bytes(n));
     buf_puts(&al, offset_line(c->aname[n->id], n->offset, what));
   }
-  EmitVars wv = {0}, av = {0};
-  emit_var(&wv, "ENTRIES", wl.data ? wl.data : "");
+  EmitVars av = {0};
   emit_var(&av, "ENTRIES", al.data ? al.data : "");
   emit_vari(&av, "ARENA_SIZE", g->arena_size);
-  emit_var(fv, "WEIGHT_ENUM", wl.len ? expand_str("c/weight_enum.c.tmpl", &wv) : "");
-  emit_var(fv, "ARENA_ENUM", al.len ? expand_str("c/arena_enum.c.tmpl", &av) : "");
-  buf_free(&wl);
+  const char *s = al.len ? expand_str("c/arena_enum.c.tmpl", &av) : "";
   buf_free(&al);
+  return s;
+}
+
+/* The W_ enum (weights in offset order) and the A_ enum (arena values in schedule order). */
+static void offset_enums(const Ctx *c, EmitVars *fv) {
+  Graph *g = c->g;
+  Buf wl = {0};
+  for (int i = 0; i < g->nnodes; i++)
+    if (c->wname[i]) buf_puts(&wl, offset_line(c->wname[i], g->nodes[i]->offset, weight_what(g->nodes[i])));
+  EmitVars wv = {0};
+  emit_var(&wv, "ENTRIES", wl.data ? wl.data : "");
+  emit_var(fv, "WEIGHT_ENUM", wl.len ? expand_str("c/weight_enum.c.tmpl", &wv) : "");
+  emit_var(fv, "ARENA_ENUM", arena_enum(c));
+  buf_free(&wl);
 }
 
 /* One of the run function's parameters (NAME) or of its _v wrapper's casts (ARRAY[I]):
@@ -779,7 +812,7 @@ static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
 
 /* Writes <model>.h, <model>.c, <model>.weights (and <model>_weights.c if embedding)
  * into o->tmpdir; g must be planned (kernels, regions, offsets). Dies on broken IR. */
-void emit_c(Graph *g, const EmitOptions *o) {
+static void emit_plain(Graph *g, const EmitOptions *o) {
   Ctx c = {0};
   ctx_init(&c, g);
   Buf blob = {0}, hdr = {0}, src = {0};
@@ -794,6 +827,426 @@ void emit_c(Graph *g, const EmitOptions *o) {
     Buf emb = {0};
     emit_embedded(&c, &blob, &emb);
     kiln_write_file(o->tmpdir, kiln_fmt("%s_weights.c", g->model), emb.data, emb.len);
+    buf_free(&emb);
+  }
+  buf_free(&blob);
+  buf_free(&hdr);
+  buf_free(&src);
+}
+
+/* ==== programs: state and several entry points ==== */
+
+/* What the emitter decides once for a program that is not plain: file-scope names and
+ * one Ctx per entry (its kernels, arena values and parameters). */
+typedef struct {
+  Program *p;
+  const char *model, *upper;
+  bool has_state;                 /* entries take `state` and return int */
+  Ctx *e;                         /* per entry */
+  const char **fn;                /* per entry: <model>_<entry> (<model>_run for the script itself) */
+  const char **estem;             /* per entry: its macro prefix, "PREFILL_" ("" for the script itself) */
+  const char **sname, **sstem;    /* per state: S_ constant, macro stem */
+  const char **slot_name;         /* per weights slot (Program.wslots): W_ constant */
+} PCtx;
+
+/* Adds name to s unless it is there (a set of names to avoid, not handed out). */
+static void names_add(Names *s, const char *name) {
+  if (names_has(s, name)) return;
+  const Names *also = s->also;
+  s->also = NULL;
+  names_claim(s, name);
+  s->also = also;
+}
+
+/* The W_ constant of the slot at offset (slots are in offset order). */
+static const char *slot_name_at(const PCtx *pc, int64_t offset) {
+  int lo = 0, hi = pc->p->nwslots - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (pc->p->wslots[mid].offset == offset) return pc->slot_name[mid];
+    if (pc->p->wslots[mid].offset < offset) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  die("C: no weights slot at offset %lld", (long long)offset);
+}
+
+/* Entry e's kernels, epilogue helpers and arena constants, named in ids (file scope); its
+ * weights take their slot's W_ name. (pass_group starts a named entry's kernel names
+ * with the entry's, so the entries' kernels do not clash.) */
+static void pctx_entry_names(PCtx *pc, int e, Names *ids) {
+  Ctx *c = &pc->e[e];
+  Graph *g = pc->p->entries[e];
+  c->g = g;
+  c->model = pc->model;
+  c->upper = pc->upper;
+  c->sname = pc->sname;
+  c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++) c->kname[k] = names_claim(ids, emit_ident(g->kernels[k].cname));
+  for (int k = 0; k < g->nkernels; k++)
+    if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(ids, kiln_fmt("%s_epilogue", c->kname[k]));
+  c->wname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
+  c->aname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!n->dead && n->op != OP_RESHAPE && n->region == REG_WEIGHTS) c->wname[i] = slot_name_at(pc, n->offset);
+  }
+  for (int k = 0; k < g->nkernels; k++) {
+    Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
+    if (n->region == REG_ARENA) c->aname[n->id] = names_claim(ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
+  }
+}
+
+/* Entry e's parameters, kept as the script named them unless a file-scope name of ids
+ * or the entry function's own locals take them, and their macro stems. An i32 scalar
+ * input is passed by value. */
+static void pctx_entry_params(PCtx *pc, int e, Names *ids) {
+  Ctx *c = &pc->e[e];
+  Graph *g = c->g;
+  Names local = {.also = ids}, stems = {0};
+  static const char *const locals[] = {"s", "state", NULL};
+  static const char *const fixed[] = {"NUM_INPUTS", "NUM_OUTPUTS", "ARENA", "WEIGHTS", "WEIGHTS_FILE", "STATE",
+                                      "NUM_ENTRIES", "NUM_STATES", "OK", "E_RANGE", NULL};
+  for (int i = 0; locals[i]; i++) names_add(&local, locals[i]);
+  for (int i = 0; fixed[i]; i++) names_add(&stems, fixed[i]);
+  c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
+  c->in_stem = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
+  c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
+  c->in_byval = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
+  c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
+  c->out_stem = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
+  for (int i = 0; i < g->ninputs; i++) {
+    const Node *n = node(g, g->inputs[i].node);
+    c->in_param[i] = names_claim(&local, emit_ident(g->inputs[i].name));
+    c->in_stem[i] = kiln_fmt("%s%s", pc->estem[e], names_claim(&stems, emit_upper(emit_ident(g->inputs[i].name))));
+    c->in_byval[i] = n->dtype == DT_I32 && n->shape.rank == 0;
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    c->out_param[i] = names_claim(&local, emit_ident(g->outputs[i].name));
+    c->out_stem[i] = kiln_fmt("%s%s", pc->estem[e], names_claim(&stems, emit_upper(emit_ident(g->outputs[i].name))));
+  }
+}
+
+/* Names everything: the public functions first (they are the API), then the file-scope
+ * names of the weights, states, kernels and arena values, which avoid every entry's
+ * parameter names (a parameter would hide them inside its function), then each entry's
+ * parameters and macro stems. */
+static void pctx_init(PCtx *pc, Program *p) {
+  pc->p = p;
+  pc->model = p->model;
+  pc->upper = emit_upper(p->model);
+  pc->has_state = p->nstates > 0;
+  Names ids = {0}, params = {0};
+  pc->fn = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
+  pc->estem = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
+  if (pc->has_state) names_claim(&ids, kiln_fmt("%s_reset", p->model));
+  for (int e = 0; e < p->nentries; e++) {
+    const Graph *g = p->entries[e];
+    pc->fn[e] = names_claim(&ids, kiln_fmt("%s_%s", p->model, g->entry));
+    names_claim(&ids, kiln_fmt("%s_v", pc->fn[e]));
+    pc->estem[e] = p->explicit_entries ? kiln_fmt("%s_", emit_upper(g->entry)) : "";
+    for (int i = 0; i < g->ninputs; i++) names_add(&params, emit_ident(g->inputs[i].name));
+    for (int i = 0; i < g->noutputs; i++) names_add(&params, emit_ident(g->outputs[i].name));
+  }
+  ids.also = &params;
+  pc->slot_name = kiln_alloc(sizeof(char *) * (size_t)(p->nwslots + 1));
+  for (int i = 0; i < p->nwslots; i++) {
+    const Node *n = p->wslots[i].node;
+    const char *base = n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id);
+    pc->slot_name[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("W_%s", base))));
+  }
+  Names sstems = {0};
+  pc->sname = kiln_alloc(sizeof(char *) * (size_t)(p->nstates + 1));
+  pc->sstem = kiln_alloc(sizeof(char *) * (size_t)(p->nstates + 1));
+  for (int i = 0; i < p->nstates; i++) {
+    pc->sname[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("S_%s", p->states[i].name))));
+    pc->sstem[i] = names_claim(&sstems, emit_upper(emit_ident(p->states[i].name)));
+  }
+  pc->e = kiln_alloc(sizeof(Ctx) * (size_t)p->nentries);
+  for (int e = 0; e < p->nentries; e++) pctx_entry_names(pc, e, &ids);
+  ids.also = NULL;
+  for (int e = 0; e < p->nentries; e++) pctx_entry_params(pc, e, &ids);
+}
+
+/* ", const float *x, int32_t pos, float *y": an entry's parameters (vargs: its _v casts). */
+static char *entry_params(const Ctx *c, bool vargs) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++) {
+    const char *t = emit_c_type(node(g, g->inputs[i].node)->dtype);
+    const char *tmpl = c->in_byval[i] ? (vargs ? "c/run_varg_value.c.tmpl" : "c/run_param_value.c.tmpl")
+                                      : (vargs ? "c/run_varg.c.tmpl" : "c/run_param.c.tmpl");
+    run_arg(&b, tmpl, true, t, c->in_param[i], i);
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    run_arg(&b, vargs ? "c/run_varg.c.tmpl" : "c/run_param.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype),
+            c->out_param[i], i);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* The range checks an entry makes before any kernel runs: one per distinct (offset
+ * input, largest valid offset) among its writes, in node order, so a call that would
+ * write outside a state returns E_RANGE with nothing touched. Constant offsets were
+ * checked by the frontend. */
+static char *entry_checks(const PCtx *pc, const Ctx *c) {
+  Graph *g = c->g;
+  Buf b = {0};
+  int *seen_at = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1)), nseen = 0;
+  int64_t *seen_max = kiln_alloc(sizeof(int64_t) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead || n->op != OP_WRITE) continue;
+    const Node *at = input(g, n, 2), *x = input(g, n, 1);
+    if (at->op != OP_INPUT) continue;
+    int64_t rows = x->shape.dim[n->a.axis], max = n->shape.dim[n->a.axis] - rows;
+    bool dup = false;
+    for (int k = 0; k < nseen && !dup; k++) dup = seen_at[k] == at->io_index && seen_max[k] == max;
+    if (dup) continue;
+    seen_at[nseen] = at->io_index, seen_max[nseen++] = max;
+    const char *p = c->in_param[at->io_index];
+    c->in_read[at->io_index] = true;
+    EmitVars v = {0};
+    emit_var(&v, "AT", p);
+    emit_vari(&v, "MAX", max);
+    emit_var(&v, "UPPER", pc->upper);
+    const char *rowtext = rows == 1 ? kiln_fmt("row %s", p) : kiln_fmt("rows %s .. %s + %lld", p, p, (long long)(rows - 1));
+    emit_var(&v, "WHAT", comment_safe(kiln_fmt("%s: %s of %lld along axis %d, %s:%d", pc->p->states[n->a.state].name,
+                                                rowtext, (long long)n->shape.dim[n->a.axis], n->a.axis,
+                                                graph_src_name(g, n->loc.file), n->loc.line)));
+    expand(&b, "c/entry_check.c.tmpl", &v);
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* Where entry g was declared, for comments: the kiln.entry line, or the script itself. */
+static const char *entry_loc(const Graph *g) {
+  if (g->entry_loc.line > 0) return kiln_fmt("%s:%d", graph_src_name(g, g->entry_loc.file), g->entry_loc.line);
+  return graph_src_name(g, g->script);
+}
+
+/* Entry e's section of <model>.c: its arena enum, kernels and entry function (+ _v). */
+static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
+  const Ctx *c = &pc->e[e];
+  Graph *g = c->g;
+  Buf kernels = {0}, calls = {0}, unused = {0}, unused_v = {0};
+  for (int k = 0; k < g->nkernels; k++) emit_kernel(c, k, &kernels, &calls);
+  const char *checks = entry_checks(pc, c);
+  const char *calltext = calls.data ? calls.data : "";
+  if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
+  if (pc->has_state && !strstr(calltext, "(s + ")) unused_line(&unused, "s");
+  if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
+  for (int i = 0; i < g->ninputs; i++)
+    if (!c->in_read[i]) unused_line(&unused, c->in_param[i]);
+  if (!g->ninputs) unused_line(&unused_v, "inputs");
+  if (!g->noutputs) unused_line(&unused_v, "outputs");
+  EmitVars rv = {0};
+  emit_var(&rv, "ENTRY", g->entry);
+  emit_var(&rv, "FN", pc->fn[e]);
+  emit_var(&rv, "RET", pc->has_state ? "int" : "void");
+  emit_var(&rv, "STATE_PARAM", pc->has_state ? "void *state, " : "");
+  emit_var(&rv, "STATE_ARG", pc->has_state ? "state, " : "");
+  emit_var(&rv, "STATE_PTR", pc->has_state ? "  unsigned char *s = (unsigned char *)state;\n" : "");
+  emit_var(&rv, "CHECK_DOC", *checks ? "the range checks, then " : "");
+  emit_var(&rv, "PARAMS", entry_params(c, false));
+  emit_var(&rv, "VARGS", entry_params(c, true));
+  emit_var(&rv, "UNUSED", kiln_strdup(unused.data ? unused.data : ""));
+  emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
+  emit_var(&rv, "CHECKS", checks);
+  emit_var(&rv, "CALLS", calltext);
+  emit_var(&rv, "RETURN", pc->has_state ? kiln_fmt("  return %s_OK;\n", pc->upper) : "");
+  emit_var(&rv, "RETURN_KW", pc->has_state ? "return " : "");
+  EmitVars sv = {0};
+  emit_var(&sv, "ENTRY", g->entry);
+  emit_var(&sv, "LOC", comment_safe(entry_loc(g)));
+  emit_var(&sv, "KERNEL_COUNT", emit_count(g->nkernels, "kernel", "kernels"));
+  emit_var(&sv, "ARENA_ENUM", arena_enum(c));
+  emit_var(&sv, "KERNELS", kernels.data ? kernels.data : "");
+  emit_var(&sv, "RUN", expand_str("c/entry.c.tmpl", &rv));
+  expand(out, "c/entry_section.c.tmpl", &sv);
+  Buf *all[] = {&kernels, &calls, &unused, &unused_v};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* <model>.c of a program: the shared W_ and S_ enums, the reset function, then one
+ * section per entry in declaration order. */
+static void emit_program_source(const PCtx *pc, Buf *out) {
+  Program *p = pc->p;
+  Buf wl = {0}, sl = {0}, entries = {0}, list = {0};
+  for (int i = 0; i < p->nwslots; i++)
+    buf_puts(&wl, offset_line(pc->slot_name[i], p->wslots[i].offset, weight_what(p->wslots[i].node)));
+  for (int i = 0; i < p->nstates; i++) {
+    const StateDecl *d = &p->states[i];
+    buf_puts(&sl, offset_line(pc->sname[i], d->offset, kiln_fmt("%s %s %s", dtype_name(d->dtype), shape_str(&d->shape), d->name)));
+  }
+  for (int e = 0; e < p->nentries; e++) {
+    emit_entry_section(pc, e, &entries);
+    buf_printf(&list, "%s%s (%s)", e ? ", " : "", p->entries[e]->entry, emit_count(p->entries[e]->nkernels, "kernel", "kernels"));
+  }
+  EmitVars wv = {0}, sv = {0}, rv = {0}, fv = {0};
+  emit_var(&wv, "ENTRIES", wl.data ? wl.data : "");
+  emit_var(&sv, "ENTRIES", sl.data ? sl.data : "");
+  emit_var(&sv, "UPPER", pc->upper);
+  emit_var(&rv, "MODEL", pc->model);
+  emit_var(&rv, "UPPER", pc->upper);
+  emit_var(&fv, "MODEL", pc->model);
+  emit_var(&fv, "SCRIPT", comment_safe(graph_src_name(p->entries[0], p->script)));
+  emit_var(&fv, "ENTRY_COUNT", emit_count(p->nentries, "entry point", "entry points"));
+  emit_var(&fv, "ENTRY_LIST", list.data);
+  emit_var(&fv, "STATE_BLOCK", pc->has_state ? "the caller's state block (S_* byte offsets),\n * " : "");
+  emit_var(&fv, "INCLUDES", pc->has_state ? "#include <string.h>\n" : "");
+  emit_var(&fv, "WEIGHT_ENUM", wl.len ? expand_str("c/weight_enum.c.tmpl", &wv) : "");
+  emit_var(&fv, "STATE_ENUM", sl.len ? expand_str("c/state_enum.c.tmpl", &sv) : "");
+  emit_var(&fv, "RESET", pc->has_state ? expand_str("c/reset.c.tmpl", &rv) : "");
+  emit_var(&fv, "ENTRIES", entries.data);
+  expand(out, "c/file_entries.c.tmpl", &fv);
+  Buf *all[] = {&wl, &sl, &entries, &list};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* One I/O line of an entry's doc comment and its #defines. */
+static void entry_io(const PCtx *pc, const Ctx *c, bool output, int i, Buf *doc, Buf *defs, Buf *sizes, Buf *names) {
+  const GraphIO *io = output ? &c->g->outputs[i] : &c->g->inputs[i];
+  const Node *n = node(c->g, io->node);
+  EmitVars v = {0};
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "STEM", output ? c->out_stem[i] : c->in_stem[i]);
+  emit_var(&v, "KIND", output ? "output" : "input");
+  emit_var(&v, "NAME", io->name);
+  emit_var(&v, "DTYPE", dtype_name(n->dtype));
+  emit_var(&v, "SHAPE", shape_of(n));
+  emit_var(&v, "BYTES", kiln_fmt("%lld", (long long)node_bytes(n)));
+  emit_var(&v, "NUMEL", kiln_fmt("%lld", (long long)node_numel(n)));
+  emit_var(&v, "BYVAL", !output && c->in_byval[i] ? ", by value" : "");
+  expand(doc, "c/entry_io_doc.h.tmpl", &v);
+  expand(defs, "c/io_define.h.tmpl", &v);
+  buf_printf(sizes, "%s%s_%s_SIZE", sizes->len ? ", " : "", pc->upper, output ? c->out_stem[i] : c->in_stem[i]);
+  buf_printf(names, "%s\"%s\"", names->len ? ", " : "", io->name);
+}
+
+/* Entry e's part of the header: its doc lines (into doc) and its #defines and prototypes. */
+static void entry_header(const PCtx *pc, int e, Buf *doc, Buf *defs) {
+  const Ctx *c = &pc->e[e];
+  Graph *g = c->g;
+  Buf io = {0}, iod = {0}, isz = {0}, osz = {0}, inm = {0}, onm = {0};
+  for (int i = 0; i < g->ninputs; i++) entry_io(pc, c, false, i, &iod, &io, &isz, &inm);
+  for (int i = 0; i < g->noutputs; i++) entry_io(pc, c, true, i, &iod, &io, &osz, &onm);
+  EmitVars dv = {0};
+  emit_var(&dv, "FN", pc->fn[e]);
+  emit_var(&dv, "SIGNATURE_DOC", kiln_fmt("entry `%s` (%s)", g->entry, comment_safe(entry_loc(g))));
+  expand(doc, "c/entry_doc.h.tmpl", &dv);
+  buf_puts(doc, iod.data ? iod.data : " *     (no inputs or outputs)\n");
+  EmitVars v = {0};
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "ESTEM", pc->estem[e]);
+  emit_var(&v, "ENTRY", g->entry);
+  emit_var(&v, "LOC", comment_safe(entry_loc(g)));
+  emit_var(&v, "FN", pc->fn[e]);
+  emit_var(&v, "RET", pc->has_state ? "int" : "void");
+  emit_var(&v, "STATE_PARAM", pc->has_state ? "void *state, " : "");
+  emit_var(&v, "NUM_INPUTS", kiln_fmt("%d", g->ninputs));
+  emit_var(&v, "NUM_OUTPUTS", kiln_fmt("%d", g->noutputs));
+  emit_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)g->arena_size));
+  emit_var(&v, "IO_DEFINES", io.data ? io.data : "");
+  emit_var(&v, "INPUT_SIZES", isz.len ? isz.data : "0");
+  emit_var(&v, "OUTPUT_SIZES", osz.len ? osz.data : "0");
+  emit_var(&v, "INPUT_NAMES", inm.len ? inm.data : "\"\"");
+  emit_var(&v, "OUTPUT_NAMES", onm.len ? onm.data : "\"\"");
+  emit_var(&v, "PARAMS", entry_params(c, false));
+  expand(defs, "c/entry_defines.h.tmpl", &v);
+  Buf *all[] = {&io, &iod, &isz, &osz, &inm, &onm};
+  for (int i = 0; i < 6; i++) buf_free(all[i]);
+}
+
+/* The state list of the header's comment and the state #defines (with <model>_reset). */
+static void state_header(const PCtx *pc, Buf *doc, Buf *defs) {
+  Program *p = pc->p;
+  Buf offs = {0};
+  for (int i = 0; i < p->nstates; i++) {
+    const StateDecl *d = &p->states[i];
+    Buf writers = {0};
+    for (int e = 0; e < p->nentries; e++) {
+      int last = graph_state_last(p->entries[e], i);
+      if (last >= 0 && p->entries[e]->nodes[last]->op == OP_WRITE)
+        buf_printf(&writers, "%s%s", writers.len ? ", " : "; written by ", p->entries[e]->entry);
+    }
+    EmitVars v = {0};
+    emit_var(&v, "UPPER", pc->upper);
+    emit_var(&v, "STEM", pc->sstem[i]);
+    emit_var(&v, "NAME", comment_safe(d->name));
+    emit_var(&v, "DTYPE", dtype_name(d->dtype));
+    emit_var(&v, "SHAPE", shape_str(&d->shape));
+    emit_var(&v, "OFFSET", kiln_fmt("%lld", (long long)d->offset));
+    emit_var(&v, "BYTES", kiln_fmt("%lld", (long long)(shape_numel(&d->shape) * dtype_size(d->dtype))));
+    emit_var(&v, "WRITERS", writers.len ? kiln_strdup(writers.data) : "");
+    buf_free(&writers);
+    expand(doc, "c/state_doc.h.tmpl", &v);
+    expand(&offs, "c/state_offset.h.tmpl", &v);
+  }
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", pc->model);
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "STATE_SIZE", kiln_fmt("%lld", (long long)p->state_size));
+  emit_var(&v, "NUM_STATES", kiln_fmt("%d", p->nstates));
+  emit_var(&v, "STATE_OFFSETS", offs.data ? offs.data : "");
+  expand(defs, "c/state_defines.h.tmpl", &v);
+  buf_free(&offs);
+}
+
+/* <model>.h of a program: every entry's signature and sizes, the states, the shared sizes. */
+static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, Buf *out) {
+  Program *p = pc->p;
+  Buf edoc = {0}, edefs = {0}, sdoc = {0}, sdefs = {0};
+  for (int e = 0; e < p->nentries; e++) entry_header(pc, e, &edoc, &edefs);
+  if (pc->has_state) {
+    buf_puts(&sdoc, " *\n * State (caller-owned, persistent; byte offsets in the state block):\n");
+    state_header(pc, &sdoc, &sdefs);
+  }
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", pc->model);
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "SCRIPT", comment_safe(graph_src_name(p->entries[0], p->script)));
+  emit_var(&v, "ENTRY_COUNT", emit_count(p->nentries, "entry", "entries"));
+  emit_var(&v, "STATE_WORDS", pc->has_state ? " and one state block" : "");
+  emit_var(&v, "ENTRY_DOC", edoc.data);
+  emit_var(&v, "STATE_DOC", sdoc.data ? sdoc.data : "");
+  emit_var(&v, "MEMORY_DOC", expand_str(pc->has_state ? "c/header_memory_state.h.tmpl" : "c/header_memory.h.tmpl", &v));
+  emit_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)p->weights_size));
+  emit_var(&v, "CHECKSUM", kiln_fmt("%016llx", (unsigned long long)checksum));
+  emit_var(&v, "FILE_SIZE", kiln_fmt("%lld", (long long)p->weights_size + KILN_ALIGN));
+  emit_var(&v, "STATE_DEFINES", sdefs.data ? sdefs.data : "");
+  emit_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)p->arena_size));
+  emit_var(&v, "NUM_ENTRIES", kiln_fmt("%d", p->nentries));
+  emit_var(&v, "ENTRY_DEFINES", edefs.data);
+  emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  expand(out, "c/header_entries.h.tmpl", &v);
+  Buf *all[] = {&edoc, &edefs, &sdoc, &sdefs};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* Contract: see emit_plain; a program with state or entries gets one function per entry. */
+void emit_c(Program *p, const EmitOptions *o) {
+  if (program_is_plain(p)) {
+    emit_plain(p->entries[0], o);
+    return;
+  }
+  PCtx pc = {0};
+  pctx_init(&pc, p);
+  Buf blob = {0}, hdr = {0}, src = {0};
+  uint64_t checksum = 0;
+  program_weights_blob(p, &blob, &checksum);
+  emit_program_header(&pc, checksum, o->embed_weights, &hdr);
+  emit_program_source(&pc, &src);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.h", p->model), hdr.data, hdr.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.c", p->model), src.data, src.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.weights", p->model), blob.data, blob.len);
+  if (o->embed_weights) {
+    Buf emb = {0};
+    emit_embedded(&pc.e[0], &blob, &emb);
+    kiln_write_file(o->tmpdir, kiln_fmt("%s_weights.c", p->model), emb.data, emb.len);
     buf_free(&emb);
   }
   buf_free(&blob);

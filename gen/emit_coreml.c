@@ -636,6 +636,7 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_CONCAT: lower_concat(L, n); return;
   case FAM_SLICE: lower_slice(L, n); return;
   case FAM_GATHER: lower_gather(L, n); return;
+  case FAM_WRITE:                        /* main.c refuses programs with state first */
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);

@@ -34,6 +34,47 @@ const char *graph_src_name(const Graph *g, const char *file) {
   return strncmp(file, g->script, dir) == 0 ? file + dir : file;
 }
 
+/* ---- programs ---- */
+
+/* An empty program: no entries, no states. */
+Program *program_new(const char *model, const char *script) {
+  Program *p = kiln_alloc(sizeof *p);
+  p->model = model ? kiln_strdup(model) : "model";
+  p->script = script ? kiln_strdup(script) : NULL;
+  return p;
+}
+
+/* Contract in kiln.h. Entries keep their declaration order (it is the order of the
+ * generated functions and of every listing). */
+Graph *program_add_entry(Program *p, const char *entry) {
+  Graph *g = graph_new(p->model, p->script);
+  g->entry = kiln_strdup(entry);
+  g->prog = p;
+  Graph **e = kiln_alloc(sizeof(Graph *) * (size_t)(p->nentries + 1));
+  if (p->nentries) memcpy(e, p->entries, sizeof(Graph *) * (size_t)p->nentries);
+  e[p->nentries++] = g;
+  p->entries = e;
+  return g;
+}
+
+/* A program Kiln emits exactly as a model without state always was: one implicit entry. */
+bool program_is_plain(const Program *p) { return !p->explicit_entries && p->nstates == 0 && p->nentries == 1; }
+
+/* Contract in kiln.h; states declared after the graph last recorded one are untouched. */
+int graph_state_last(const Graph *g, int s) { return s >= 0 && s < g->nstate_last ? g->state_last[s] : -1; }
+
+/* Records node as the value of state s at the end of the entry (growing the table). */
+void graph_set_state_last(Graph *g, int s, int node) {
+  if (s < 0) die("graph_set_state_last: state %d", s);
+  if (s >= g->nstate_last) {
+    int *v = kiln_alloc(sizeof(int) * (size_t)(s + 1));
+    for (int i = 0; i <= s; i++) v[i] = i < g->nstate_last ? g->state_last[i] : -1;
+    g->state_last = v;
+    g->nstate_last = s + 1;
+  }
+  g->state_last[s] = node;
+}
+
 /* Appends n to g->nodes, growing the array (arena memory: the old copy is simply left). */
 static void graph_push(Graph *g, Node *n) {
   if (g->nnodes == g->capnodes) {
@@ -167,6 +208,7 @@ static void put_attrs(Buf *b, const Node *n) {
   case FAM_SOFTMAX:
   case FAM_CONCAT:
   case FAM_GATHER:
+  case FAM_WRITE:
     buf_printf(b, " axis %d", a->axis);
     break;
   case FAM_NORM:
@@ -214,6 +256,7 @@ static const char *region_name(Region r) {
   case REG_ARENA: return "arena";
   case REG_INPUT: return "input";
   case REG_OUTPUT: return "output";
+  case REG_STATE: return "state";
   }
   return "?";
 }
@@ -237,7 +280,7 @@ static void put_placement(Buf *b, const Graph *g, const Node *n) {
 /* One node as one line, without the newline. */
 static void dump_node(Buf *b, const Graph *g, const Node *n) {
   buf_printf(b, "%%%d = %s", n->id, kiln_ops[n->op].name);
-  if (n->op == OP_INPUT || n->op == OP_WEIGHT) {
+  if (n->op == OP_INPUT || n->op == OP_WEIGHT || n->op == OP_STATE) {
     const char *nm = n->op == OP_INPUT && n->io_index >= 0 && n->io_index < g->ninputs ? g->inputs[n->io_index].name : n->name;
     buf_printf(b, " %s", nm ? nm : "?");
   }
@@ -245,7 +288,7 @@ static void dump_node(Buf *b, const Graph *g, const Node *n) {
   put_attrs(b, n);
   buf_printf(b, " : %s%s", dtype_name(n->dtype), shape_str(&n->shape));
   if (n->op == OP_CONST) put_const_values(b, n);
-  if (n->name && n->op != OP_INPUT && n->op != OP_WEIGHT) buf_printf(b, "  %s", n->name);
+  if (n->name && n->op != OP_INPUT && n->op != OP_WEIGHT && n->op != OP_STATE) buf_printf(b, "  %s", n->name);
   if (n->loc.file && n->loc.line > 0) buf_printf(b, "  @%s:%d", n->loc.file, n->loc.line);
   put_placement(b, g, n);
 }
@@ -261,11 +304,41 @@ void graph_dump(Graph *g, FILE *f) {
     buf_puts(&b, "\n");
   }
   for (int i = 0; i < g->noutputs; i++) buf_printf(&b, "output %s = %%%d\n", g->outputs[i].name, g->outputs[i].node);
-  if (g->nkernels || g->arena_size || g->weights_size)
+  for (int s = 0; g->prog && s < g->nstate_last; s++)
+    if (g->state_last[s] >= 0 && g->nodes[g->state_last[s]]->op == OP_WRITE)
+      buf_printf(&b, "writes %s = %%%d\n", g->prog->states[s].name, g->state_last[s]);
+  int64_t wsize = g->prog ? g->prog->weights_size : g->weights_size;   /* entries share one payload */
+  if (g->nkernels || g->arena_size || wsize)
     buf_printf(&b, "kernels %d, arena %lld bytes, weights %lld bytes\n", g->nkernels, (long long)g->arena_size,
-               (long long)g->weights_size);
+               (long long)wsize);
   if (b.len) fwrite(b.data, 1, b.len, f);
   buf_free(&b);
+}
+
+/* One line per state: name, type, where it was declared and its place in the block. */
+static void dump_states(Buf *b, const Program *p) {
+  for (int i = 0; i < p->nstates; i++) {
+    const StateDecl *d = &p->states[i];
+    buf_printf(b, "state %s : %s%s  @%s:%d  [state+%lld]\n", d->name, dtype_name(d->dtype), shape_str(&d->shape),
+               d->loc.file ? d->loc.file : "?", d->loc.line, (long long)d->offset);
+  }
+}
+
+/* Contract in kiln.h. Each entry lists the states it writes after its outputs. */
+void program_dump(Program *p, FILE *f) {
+  if (program_is_plain(p)) {
+    graph_dump(p->entries[0], f);
+    return;
+  }
+  Buf b = {0};
+  dump_states(&b, p);
+  if (b.len) fwrite(b.data, 1, b.len, f);
+  buf_free(&b);
+  for (int e = 0; e < p->nentries; e++) {
+    Graph *g = p->entries[e];
+    fprintf(f, "entry %s\n", g->entry);
+    graph_dump(g, f);
+  }
 }
 
 /* ---- DOT ---- */
@@ -278,32 +351,66 @@ static void dot_escape(Buf *b, const char *s) {
   }
 }
 
-/* The live graph as Graphviz DOT: a box per node (inputs blue, weights and consts grey),
- * an edge per operand, an oval per output. Deterministic, names escaped. */
-void graph_dump_dot(Graph *g, FILE *f) {
-  Buf b = {0};
-  buf_puts(&b, "digraph \"");
-  dot_escape(&b, g->model ? g->model : "model");
-  buf_puts(&b, "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+/* The live nodes, edges and outputs of g as DOT statements; node ids get prefix pfx
+ * (so the entries of a program can share one file). */
+static void dot_body(Buf *b, Graph *g, const char *pfx) {
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = g->nodes[i];
     if (n->dead) continue;
     const char *style = n->op == OP_INPUT ? ", style=filled, fillcolor=\"#d8ecff\""
                         : n->op == OP_WEIGHT || n->op == OP_CONST ? ", style=filled, fillcolor=\"#eeeeee\""
+                        : n->op == OP_STATE || n->op == OP_WRITE ? ", style=filled, fillcolor=\"#ffe8c8\""
                                                                   : "";
-    buf_printf(&b, "  n%d [label=\"%%%d %s", n->id, n->id, kiln_ops[n->op].name);
+    buf_printf(b, "  %sn%d [label=\"%%%d %s", pfx, n->id, n->id, kiln_ops[n->op].name);
     const char *nm = n->op == OP_INPUT && n->io_index >= 0 && n->io_index < g->ninputs ? g->inputs[n->io_index].name : n->name;
     if (nm) {
-      buf_puts(&b, "\\n");
-      dot_escape(&b, nm);
+      buf_puts(b, "\\n");
+      dot_escape(b, nm);
     }
-    buf_printf(&b, "\\n%s%s\"%s];\n", dtype_name(n->dtype), shape_str(&n->shape), style);
-    for (int k = 0; k < n->nin; k++) buf_printf(&b, "  n%d -> n%d;\n", n->in[k], n->id);
+    buf_printf(b, "\\n%s%s\"%s];\n", dtype_name(n->dtype), shape_str(&n->shape), style);
+    for (int k = 0; k < n->nin; k++) buf_printf(b, "  %sn%d -> %sn%d;\n", pfx, n->in[k], pfx, n->id);
   }
   for (int i = 0; i < g->noutputs; i++) {
-    buf_printf(&b, "  out%d [label=\"", i);
-    dot_escape(&b, g->outputs[i].name);
-    buf_printf(&b, "\", shape=oval, style=filled, fillcolor=\"#d8ffd8\"];\n  n%d -> out%d;\n", g->outputs[i].node, i);
+    buf_printf(b, "  %sout%d [label=\"", pfx, i);
+    dot_escape(b, g->outputs[i].name);
+    buf_printf(b, "\", shape=oval, style=filled, fillcolor=\"#d8ffd8\"];\n  %sn%d -> %sout%d;\n", pfx, g->outputs[i].node,
+               pfx, i);
+  }
+}
+
+/* "digraph "<model>" {" and the shared attributes. */
+static void dot_open(Buf *b, const char *model) {
+  buf_puts(b, "digraph \"");
+  dot_escape(b, model ? model : "model");
+  buf_puts(b, "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+}
+
+/* The live graph as Graphviz DOT: a box per node (inputs blue, weights and consts grey,
+ * state reads and writes orange), an edge per operand, an oval per output. Deterministic,
+ * names escaped. */
+void graph_dump_dot(Graph *g, FILE *f) {
+  Buf b = {0};
+  dot_open(&b, g->model);
+  dot_body(&b, g, "");
+  buf_puts(&b, "}\n");
+  fwrite(b.data, 1, b.len, f);
+  buf_free(&b);
+}
+
+/* Contract in kiln.h: a plain program as graph_dump_dot; otherwise one cluster per entry. */
+void program_dump_dot(Program *p, FILE *f) {
+  if (program_is_plain(p)) {
+    graph_dump_dot(p->entries[0], f);
+    return;
+  }
+  Buf b = {0};
+  dot_open(&b, p->model);
+  for (int e = 0; e < p->nentries; e++) {
+    buf_printf(&b, "  subgraph cluster_%d {\n  label=\"entry ", e);
+    dot_escape(&b, p->entries[e]->entry);
+    buf_puts(&b, "\";\n");
+    dot_body(&b, p->entries[e], kiln_fmt("e%d_", e));
+    buf_puts(&b, "  }\n");
   }
   buf_puts(&b, "}\n");
   fwrite(b.data, 1, b.len, f);

@@ -447,6 +447,29 @@ static bool interp_GATHER(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
+/* out = x with y stored at rows at.. of a.axis; an offset that would put a row of y
+ * outside x is an error naming the node's line. */
+static bool interp_WRITE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  size_t es = (size_t)dtype_size(out->dtype);
+  int ax = n->a.axis;
+  int32_t at = *(const int32_t *)in[2].data;
+  int64_t rows = in[1].shape.dim[ax], limit = in[0].shape.dim[ax];
+  if (at < 0 || at > limit - rows) {
+    snprintf(err, errlen, "%s:%d: write: offset %d puts %lld row%s outside [0, %lld) along axis %d of state %s %s",
+             n->loc.file ? n->loc.file : "?", n->loc.line, (int)at, (long long)rows, rows == 1 ? "" : "s", (long long)limit,
+             ax, n->name ? n->name : "?", shape_str(&in[0].shape));
+    return false;
+  }
+  memcpy(out->data, in[0].data, (size_t)shape_numel(&out->shape) * es);
+  int64_t count = shape_numel(&in[1].shape), idx[KILN_MAX_RANK];
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &in[1].shape, idx);
+    idx[ax] += at;
+    memcpy((char *)out->data + (size_t)ravel(idx, &out->shape) * es, (const char *)in[1].data + (size_t)i * es, es);
+  }
+  return true;
+}
+
 /* Leaves are never evaluated: interp_graph takes their data as it is. */
 static bool interp_leaf(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)in, (void)out, (void)err, (void)errlen;
@@ -455,6 +478,7 @@ static bool interp_leaf(const Node *n, const Tensor *in, Tensor *out, char *err,
 #define interp_INPUT interp_leaf
 #define interp_WEIGHT interp_leaf
 #define interp_CONST interp_leaf
+#define interp_STATE interp_leaf
 
 static InterpFn *const interp_fns[OP__COUNT] = {
 #define X(id, nm, mi, ma, fam, fl, ex, dc) [OP_##id] = interp_##id,
@@ -478,8 +502,18 @@ bool interp_node(Graph *g, Node *n, const Tensor *in, Tensor *out, char *err, si
  * must match Graph.inputs[i]'s dtype and shape (checked, a mismatch dies); outputs[i]
  * gets a fresh copy of output i. Returns false with a message on a data error. */
 bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, size_t errlen) {
+  return interp_entry(g, inputs, NULL, outputs, err, errlen);
+}
+
+/* Contract in kiln.h. Every version of a state is its own buffer here (the graph is
+ * functional): a STATE leaf reads a copy of state[i], a WRITE makes a new copy, and
+ * the last version of each state is copied back only once everything succeeded. So
+ * the interpreter needs no schedule, and is the oracle for the in-place targets. */
+bool interp_entry(Graph *g, const Tensor *inputs, Tensor *state, Tensor *outputs, char *err, size_t errlen) {
   bool *need = kiln_alloc(sizeof(bool) * (size_t)(g->nnodes + 1));
   for (int i = 0; i < g->noutputs; i++) need[g->outputs[i].node] = true;
+  for (int s = 0; s < g->nstate_last; s++)
+    if (g->state_last[s] >= 0) need[g->state_last[s]] = true;
   for (int i = g->nnodes - 1; i >= 0; i--)
     if (need[i])
       for (int k = 0; k < g->nodes[i]->nin; k++) need[g->nodes[i]->in[k]] = true;
@@ -495,6 +529,13 @@ bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, si
       val[i].data = t->data;
       continue;
     }
+    if (n->op == OP_STATE) {
+      if (!state || !g->prog || n->a.state < 0 || n->a.state >= g->prog->nstates) die("interp: %%%d reads a state it was not given", i);
+      const Tensor *t = &state[n->a.state];
+      if (t->dtype != n->dtype || !shape_eq(&t->shape, &n->shape)) die("interp: state %d has the wrong type", n->a.state);
+      val[i].data = memcpy(kiln_alloc((size_t)node_bytes(n)), t->data, (size_t)node_bytes(n));
+      continue;
+    }
     if (n->op == OP_WEIGHT || n->op == OP_CONST) continue;
     Tensor *args = kiln_alloc(sizeof(Tensor) * (size_t)(n->nin + 1));
     for (int k = 0; k < n->nin; k++) args[k] = val[n->in[k]];
@@ -505,6 +546,12 @@ bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, si
     const Tensor *v = &val[g->outputs[i].node];
     size_t bytes = (size_t)(shape_numel(&v->shape) * dtype_size(v->dtype));
     outputs[i] = (Tensor){v->dtype, v->shape, memcpy(kiln_alloc(bytes), v->data, bytes)};
+  }
+  for (int s = 0; s < g->nstate_last; s++) {
+    int last = g->state_last[s];
+    if (last < 0 || g->nodes[last]->op == OP_STATE) continue;
+    if (!state) die("interp: the graph writes state %d and was given none", s);
+    memcpy(state[s].data, val[last].data, (size_t)node_bytes(g->nodes[last]));
   }
   return true;
 }

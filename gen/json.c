@@ -33,7 +33,7 @@ static void put_hex64(Buf *b, uint64_t v) { buf_printf(b, "\"%016llx\"", (unsign
 
 /* The schema's name for a region; r must be a valid Region (indexes a table, no check). */
 static const char *region_name(Region r) {
-  static const char *const names[] = {"none", "weights", "arena", "input", "output"};
+  static const char *const names[] = {"none", "weights", "arena", "input", "output", "state"};
   return names[r];
 }
 
@@ -135,7 +135,7 @@ static void put_kernels(Buf *b, Graph *g) {
 
 /* Writes <model>.json to o->tmpdir: signature, arena and weights sizes, the blob's checksum
  * (recomputed with weights_blob), weights, kernels and dispatch counts. Needs memplan done. */
-void emit_json(Graph *g, const EmitOptions *o) {
+static void emit_plain_json(Graph *g, const EmitOptions *o) {
   Buf b = {0};
   uint64_t checksum = 0;
   Buf blob = {0};
@@ -158,5 +158,112 @@ void emit_json(Graph *g, const EmitOptions *o) {
   if (o->targets & TGT_METAL) buf_printf(&b, ", \"metal\": %d", g->nkernels);
   buf_puts(&b, "}\n}\n");
   kiln_write_file(o->tmpdir, kiln_fmt("%s.json", g->model), b.data, b.len);
+  buf_free(&b);
+}
+
+/* The shared weights of a program: one record per slot, in offset order. */
+static void put_slots(Buf *b, const Program *p) {
+  for (int i = 0; i < p->nwslots; i++) {
+    const Node *n = p->wslots[i].node;
+    buf_puts(b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+    put_str(b, n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id));
+    buf_printf(b, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": ", kiln_ops[n->op].name, dtype_name(n->dtype));
+    put_shape(b, &n->shape);
+    buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld, \"fnv1a64\": ", (long long)p->wslots[i].offset,
+               (long long)node_bytes(n));
+    put_hex64(b, kiln_fnv1a64(n->data, (size_t)node_bytes(n)));
+    buf_puts(b, "}");
+  }
+  buf_puts(b, p->nwslots ? "\n  ]" : "]");
+}
+
+/* A JSON array of the names of the entries that write state s (writes) or read it. */
+static void put_users(Buf *b, const Program *p, int s, bool writes) {
+  buf_puts(b, "[");
+  int k = 0;
+  for (int e = 0; e < p->nentries; e++) {
+    const Graph *g = p->entries[e];
+    bool used = false;
+    for (int i = 0; i < g->nnodes && !used; i++) {
+      const Node *n = g->nodes[i];
+      used = !n->dead && n->a.state == s && (writes ? n->op == OP_WRITE : n->op == OP_STATE && n->nuses > 0);
+    }
+    if (!used) continue;
+    if (k++) buf_puts(b, ", ");
+    put_str(b, g->entry);
+  }
+  buf_puts(b, "]");
+}
+
+/* One record per state: where it lives in the state block and which entries use it. */
+static void put_states(Buf *b, const Program *p) {
+  for (int s = 0; s < p->nstates; s++) {
+    const StateDecl *d = &p->states[s];
+    buf_puts(b, s ? ",\n    {\"name\": " : "\n    {\"name\": ");
+    put_str(b, d->name);
+    buf_printf(b, ", \"dtype\": \"%s\", \"shape\": ", dtype_name(d->dtype));
+    put_shape(b, &d->shape);
+    buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld,\n     \"written_by\": ", (long long)d->offset,
+               (long long)(shape_numel(&d->shape) * dtype_size(d->dtype)));
+    put_users(b, p, s, true);
+    buf_puts(b, ", \"read_by\": ");
+    put_users(b, p, s, false);
+    buf_puts(b, "}");
+  }
+  buf_puts(b, p->nstates ? "\n  ]" : "]");
+}
+
+/* One record per entry: its C function, signature, arena, the states it writes, kernels. */
+static void put_entries(Buf *b, const Program *p, const EmitOptions *o) {
+  for (int e = 0; e < p->nentries; e++) {
+    Graph *g = p->entries[e];
+    buf_puts(b, e ? ",\n  {\"name\": " : "\n  {\"name\": ");
+    put_str(b, g->entry);
+    buf_puts(b, ", \"function\": ");
+    put_str(b, kiln_fmt("%s_%s", p->model, g->entry));
+    buf_printf(b, ", \"arena_bytes\": %lld,\n  \"inputs\": [", (long long)g->arena_size);
+    put_io(b, g, g->inputs, g->ninputs);
+    buf_puts(b, ",\n  \"outputs\": [");
+    put_io(b, g, g->outputs, g->noutputs);
+    buf_puts(b, ",\n  \"writes\": [");
+    int k = 0;
+    for (int s = 0; s < p->nstates; s++) {
+      int last = graph_state_last(g, s);
+      if (last < 0 || g->nodes[last]->op != OP_WRITE) continue;
+      if (k++) buf_puts(b, ", ");
+      put_str(b, p->states[s].name);
+    }
+    buf_puts(b, "],\n  \"kernels\": [");
+    put_kernels(b, g);
+    buf_printf(b, ",\n  \"dispatches\": {\"c\": %d}}", g->nkernels);
+  }
+  (void)o;
+  buf_puts(b, p->nentries ? "\n  ]" : "]");
+}
+
+/* Contract: a plain program as emit_plain_json; otherwise (docs/output.md) the entries
+ * with their signatures and kernels, the states, the sizes, the shared weights. */
+void emit_json(Program *p, const EmitOptions *o) {
+  if (program_is_plain(p)) {
+    emit_plain_json(p->entries[0], o);
+    return;
+  }
+  Buf b = {0}, blob = {0};
+  uint64_t checksum = 0;
+  program_weights_blob(p, &blob, &checksum);
+  buf_free(&blob);
+  buf_puts(&b, "{\n  \"model\": ");
+  put_str(&b, p->model);
+  buf_puts(&b, ",\n  \"entries\": [");
+  put_entries(&b, p, o);
+  buf_puts(&b, ",\n  \"states\": [");
+  put_states(&b, p);
+  buf_printf(&b, ",\n  \"state_bytes\": %lld,\n  \"arena_bytes\": %lld,\n  \"weights_bytes\": %lld,\n  \"weights_checksum\": ",
+             (long long)p->state_size, (long long)p->arena_size, (long long)p->weights_size);
+  put_hex64(&b, checksum);
+  buf_puts(&b, ",\n  \"weights\": [");
+  put_slots(&b, p);
+  buf_puts(&b, "\n}\n");
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.json", p->model), b.data, b.len);
   buf_free(&b);
 }

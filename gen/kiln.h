@@ -1,8 +1,9 @@
 /*
  * kiln.h — the core types of the Kiln compiler, shared by every phase.
  *
- * Pipeline: a Lua model script is traced (lua.c) into one Graph of Nodes in
- * topological order; passes (passes.c, memplan.c) verify, simplify, group nodes
+ * Pipeline: a Lua model script is traced (lua.c) into a Program: one Graph of
+ * Nodes in topological order per entry point (a script without kiln.entry has
+ * one, "run"), the persistent states they share, one weights layout; passes (passes.c, memplan.c) verify, simplify, group nodes
  * into Kernels, schedule them and place every value in the weights blob, the
  * scratch arena or a caller's input/output buffer; emitters (emit_*.c) turn the
  * planned graph into files. interp.c evaluates any graph naively: the oracle.
@@ -89,7 +90,7 @@ typedef enum {
 typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
-  FAM_SLICE, FAM_GATHER, FAM__COUNT
+  FAM_SLICE, FAM_GATHER, FAM_WRITE, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -126,10 +127,11 @@ typedef struct {
   float eps;                    /* norms */
   DType to;                     /* cast */
   Shape reshape;                /* reshape: the target shape, fully resolved (no -1) */
+  int state;                    /* state, write: index in Program.states (write: axis = a.axis) */
 } Attrs;
 
 /* Where a value lives at run time (memplan.c fills it). */
-typedef enum { REG_NONE, REG_WEIGHTS, REG_ARENA, REG_INPUT, REG_OUTPUT } Region;
+typedef enum { REG_NONE, REG_WEIGHTS, REG_ARENA, REG_INPUT, REG_OUTPUT, REG_STATE } Region;
 
 typedef struct Node {
   int id;                       /* index in Graph.nodes; topological order */
@@ -152,6 +154,7 @@ typedef struct Node {
   int nuses;                    /* live consumers (+1 per graph output naming it) */
   Region region;
   int io_slot;                  /* REG_INPUT/REG_OUTPUT: which input/output buffer */
+                                /* REG_STATE: every version of one state shares its bytes */
   int64_t offset;               /* byte offset within its region */
 } Node;
 
@@ -171,9 +174,17 @@ typedef struct {
   int node;
 } GraphIO;
 
-typedef struct {
+struct Program;
+
+typedef struct Graph {
   const char *model;            /* model name: identifier, from the script's file name */
   const char *script;           /* the script path as recorded in SrcLoc */
+  const char *entry;            /* entry point name ("run" for a script without kiln.entry) */
+  SrcLoc entry_loc;             /* the kiln.entry call (line 0 for a script without one) */
+  struct Program *prog;         /* the program it is an entry of; NULL for a standalone graph */
+  int *state_last;              /* per state of prog (nstate_last of them): the node holding its */
+  int nstate_last;              /* value when the entry returns (STATE leaf or WRITE), -1 untouched */
+  int wslot_base;               /* memplan: 1 + index of the entry's first slot in prog->wslots; 0: none yet */
   Node **nodes;
   int nnodes, capnodes;
   GraphIO *inputs, *outputs;
@@ -185,6 +196,48 @@ typedef struct {
   int64_t weights_size;         /* bytes of the blob payload, memplan */
   bool no_fuse;                 /* pass_group: one node per kernel (--no-fuse, KILN_NOFUSE=1) */
 } Graph;
+
+/* A persistent state (kiln.state): caller-owned bytes that outlive a call, shared by
+ * every entry, at a fixed offset of the state block; all zero is a fresh state. */
+typedef struct {
+  const char *name;             /* dotted, as declared ("layers.0.k") */
+  DType dtype;
+  Shape shape;
+  SrcLoc loc;                   /* the kiln.state call */
+  int64_t offset;               /* bytes into the state block, a multiple of KILN_ALIGN */
+} StateDecl;
+
+/* One slot of the shared weights payload: the first node placed there (memplan). */
+typedef struct {
+  const Node *node;
+  int64_t offset;
+} WeightSlot;
+
+/* What one model script defines: its entry points, which share the weights blob (a
+ * parameter used by two entries is stored once) and the states. A script without
+ * kiln.entry and kiln.state is a plain program: one entry, "run", emitted exactly as
+ * Kiln always emitted a model (program_is_plain). */
+typedef struct Program {
+  const char *model, *script;
+  Graph **entries;              /* in declaration order */
+  int nentries;
+  bool explicit_entries;        /* kiln.entry was used (else entries[0] is the script itself) */
+  StateDecl *states;            /* in declaration order */
+  int nstates;
+  int64_t state_size;           /* bytes of the state block, a multiple of KILN_ALIGN */
+  WeightSlot *wslots;           /* the weights layout every entry shares (memplan) */
+  int nwslots, capwslots;
+  int64_t weights_size;         /* payload bytes, once every entry is planned */
+  int64_t arena_size;           /* the largest entry's arena */
+} Program;
+
+Program *program_new(const char *model, const char *script);
+/* Adds an entry graph named entry (a fresh Graph, prog and entry set). */
+Graph *program_add_entry(Program *p, const char *entry);
+bool program_is_plain(const Program *p);
+/* The node holding state s at the end of g's entry, or -1 (the state is untouched). */
+int graph_state_last(const Graph *g, int s);
+void graph_set_state_last(Graph *g, int s, int node);
 
 /* ---- graph building and shape rules (graph.c, shape.c) ---- */
 Graph *graph_new(const char *model, const char *script);
@@ -214,6 +267,10 @@ bool shape_broadcast(const Shape *a, const Shape *b, Shape *out);
 int64_t shape_numel_checked(const Shape *s);
 void graph_dump(Graph *g, FILE *f);         /* text form, one node a line */
 void graph_dump_dot(Graph *g, FILE *f);     /* Graphviz */
+/* The whole program: a plain one exactly as graph_dump; otherwise the states, then
+ * each entry headed "entry NAME" (program_dump_dot: one DOT cluster per entry). */
+void program_dump(Program *p, FILE *f);
+void program_dump_dot(Program *p, FILE *f);
 
 /* ---- passes (passes.c, memplan.c), run in this order by pipeline.c ---- */
 void pass_verify(Graph *g);     /* invariants hold: topological, shapes re-infer, io valid */
@@ -231,8 +288,9 @@ typedef struct {
 } Pass;
 extern const Pass kiln_passes[];
 extern const int kiln_npasses;
-/* Runs every pass; after the one named dump_after (or all, "all") prints the graph to f. */
-void pipeline_run(Graph *g, const char *dump_after, FILE *f);
+/* Runs every pass on every entry (pass by pass); after the one named dump_after (or
+ * all, "all") prints the program to f. Sets p->weights_size and p->arena_size. */
+void pipeline_run(Program *p, const char *dump_after, FILE *f);
 
 /* ---- reference interpreter (interp.c) ---- */
 typedef struct {
@@ -245,13 +303,17 @@ typedef struct {
 bool interp_node(Graph *g, Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen);
 /* Evaluates the whole graph; inputs in Graph.inputs order, outputs allocated by it. */
 bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, size_t errlen);
+/* Evaluates one entry with persistent state: state[i] is Program.states[i]'s value on
+ * the way in and, when the call succeeds, on the way out; on a data error (a write
+ * offset out of range) it returns false and leaves state untouched. */
+bool interp_entry(Graph *g, const Tensor *inputs, Tensor *state, Tensor *outputs, char *err, size_t errlen);
 
 /* ---- frontend (lua.c, safetensors.c, init.c) ---- */
 typedef struct {
   const char *script;           /* path as given */
   const char *model;            /* NULL: from the script's base name */
 } FrontendOptions;
-Graph *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at */
+Program *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at */
 
 typedef struct {
   const char *name;
@@ -291,9 +353,10 @@ typedef struct {
 /* Serialises the weights blob (header + 64-aligned payload) exactly as the runtime
  * validates it; *checksum gets the payload checksum written in the header. */
 void weights_blob(Graph *g, Buf *out, uint64_t *checksum);
+void program_weights_blob(Program *p, Buf *out, uint64_t *checksum);   /* every entry's weights */
 uint64_t kiln_fnv1a64(const void *p, size_t n);
-void emit_c(Graph *g, const EmitOptions *o);
-void emit_json(Graph *g, const EmitOptions *o);
+void emit_c(Program *p, const EmitOptions *o);
+void emit_json(Program *p, const EmitOptions *o);
 void emit_metal(Graph *g, const EmitOptions *o);
 void emit_coreml(Graph *g, const EmitOptions *o);
 

@@ -40,10 +40,11 @@ typedef struct {
   const char *name;
   SrcLoc loc;
   bool loaded;                  /* came from a file, not the initialiser */
+  int graph, node;              /* its WEIGHT node (FeProgram.graphs index, id) */
 } Param;
 
 typedef struct {
-  Graph *g;
+  FeProgram fp;                 /* the program and the graphs being traced */
   const char *script_file;      /* SrcLoc file of the script */
   const char *script_dir;       /* directory part of the path as given, "" for none */
   uint64_t seed;
@@ -65,8 +66,14 @@ typedef struct {
 /* The tracer's state, stashed in the lua_State's extra space when the state was opened. */
 static Frontend *fe_of(lua_State *L) { return *(Frontend **)lua_getextraspace(L); }
 
-/* The graph being traced, for bindings that read it directly. */
-Graph *fe_graph(lua_State *L) { return fe_of(L)->g; }
+/* The graph ops are added to now (the top level, or the entry being traced). */
+Graph *fe_graph(lua_State *L) {
+  FeProgram *fp = &fe_of(L)->fp;
+  return fp->graphs[fp->cur];
+}
+
+/* The program and every graph being traced (lua_entry.c). */
+FeProgram *fe_prog(lua_State *L) { return &fe_of(L)->fp; }
 
 /* Grows an arena array of elem-sized items to hold at least need (old copy left in the arena). */
 static void *grow(void *old, int n, int *cap, int need, size_t elem) {
@@ -150,15 +157,16 @@ int fe_error(lua_State *L, const char *fmt, ...) {
 
 /* ---- tensors ---- */
 
-/* Pushes a new tensor userdata for node id (with the tensor metatable) onto L's stack. */
+/* Pushes a new tensor userdata for node id of the current graph (with the tensor
+ * metatable) onto L's stack. */
 void fe_push(lua_State *L, int id) {
   FeTensor *t = lua_newuserdatauv(L, sizeof(FeTensor), 0);
-  t->id = id;
+  *t = (FeTensor){fe_of(L)->fp.cur, id, -1};
   luaL_setmetatable(L, FE_TENSOR_MT);
 }
 
-/* The node behind tensor id; dies on an id not in the graph (a binding bug). */
-Node *fe_node(lua_State *L, int id) { return graph_node(fe_of(L)->g, id); }
+/* The node behind tensor id of the current graph; dies on an id not in it (a binding bug). */
+Node *fe_node(lua_State *L, int id) { return graph_node(fe_graph(L), id); }
 
 /* The tensor at idx, or NULL. The debug library can give any userdata the tensor
  * metatable (debug.setmetatable(io.stdout, getmetatable(x))), so the block's size and
@@ -166,9 +174,18 @@ Node *fe_node(lua_State *L, int id) { return graph_node(fe_of(L)->g, id); }
 static FeTensor *to_tensor(lua_State *L, int idx) {
   FeTensor *t = luaL_testudata(L, idx, FE_TENSOR_MT);
   if (!t) return NULL;
-  if (lua_rawlen(L, idx) != sizeof(FeTensor) || t->id < 0 || t->id >= fe_of(L)->g->nnodes)
-    fe_error(L, "a userdata posing as a tensor (its metatable was set by hand)");
+  FeProgram *fp = &fe_of(L)->fp;
+  bool ok = lua_rawlen(L, idx) == sizeof(FeTensor) && t->graph >= 0 && t->graph < fp->ngraphs;
+  if (ok && t->state >= 0) ok = t->state < fp->prog->nstates;
+  else if (ok) ok = t->id >= 0 && t->id < fp->graphs[t->graph]->nnodes;
+  if (!ok) fe_error(L, "a userdata posing as a tensor (its metatable was set by hand)");
   return t;
+}
+
+/* Contract in frontend.h. */
+const StateDecl *fe_state_of(lua_State *L, int idx) {
+  FeTensor *t = to_tensor(L, idx);
+  return t && t->state >= 0 ? &fe_of(L)->fp.prog->states[t->state] : NULL;
 }
 
 /* Whether the value at idx is a genuine tensor; raises a Lua error on a forged one. */
@@ -179,14 +196,13 @@ bool fe_is_tensor(lua_State *L, int idx) { return to_tensor(L, idx) != NULL; }
 int fe_tensor(lua_State *L, int idx, const char *op) {
   FeTensor *t = to_tensor(L, idx);
   if (!t) return fe_error(L, "%s: argument %d must be a tensor, got %s", op, idx, luaL_typename(L, idx));
-  return t->id;
+  return fe_resolve(L, t);
 }
 
 /* A CONST leaf named after the current scope, data copied into the arena. */
 int fe_const_f32(lua_State *L, const float *v, const Shape *s) {
-  Frontend *fe = fe_of(L);
   size_t bytes = sizeof(float) * (size_t)shape_numel(s);
-  Node *n = graph_leaf(fe->g, OP_CONST, DT_F32, s, fe_scope_name(L), fe_loc(L));
+  Node *n = graph_leaf(fe_graph(L), OP_CONST, DT_F32, s, fe_scope_name(L), fe_loc(L));
   n->data = kiln_alloc(bytes);
   memcpy(n->data, v, bytes);
   return n->id;
@@ -202,14 +218,13 @@ int fe_operand(lua_State *L, int idx, const char *op) {
   }
   FeTensor *t = to_tensor(L, idx);
   if (!t) return fe_error(L, "%s: argument %d must be a tensor or a number, got %s", op, idx, luaL_typename(L, idx));
-  return t->id;
+  return fe_resolve(L, t);
 }
 
 /* graph_add at the user's line; the node takes the scope's name once the rule accepted it. */
 int fe_add(lua_State *L, OpKind op, const int *in, int nin, const Attrs *a) {
-  Frontend *fe = fe_of(L);
   char err[512];
-  Node *n = graph_add(fe->g, op, in, nin, a, fe_loc(L), err, sizeof err);
+  Node *n = graph_add(fe_graph(L), op, in, nin, a, fe_loc(L), err, sizeof err);
   if (!n) return fe_error(L, "%s", err);
   n->name = fe_scope_name(L);
   return n->id;
@@ -336,7 +351,7 @@ static bool same_ignoring_case(const char *a, const char *b) {
  * (MLP_IMAGE_SIZE), so they must be identifiers, not keywords, distinct even in
  * case, and not collide with the model's own macros (MLP_WEIGHTS_SIZE, MLP_ARENA_SIZE). */
 static void check_io_name(lua_State *L, const char *name, const char *what) {
-  Graph *g = fe_of(L)->g;
+  Graph *g = fe_graph(L);
   if (strlen(name) > 255)   /* C99 promises string literals of 4095 bytes, 63 significant identifier characters */
     fe_error(L, "%s: a name of %zu characters; Kiln allows at most 255 (it becomes C identifiers and string literals)", what,
              strlen(name));
@@ -364,15 +379,24 @@ static DType dtype_arg(lua_State *L, int idx, const char *op) {
   return t;
 }
 
+/* The helpers above, for the state and entry bindings (lua_entry.c). */
+const char *fe_name_arg(lua_State *L, int idx, const char *op, const char *what) { return name_arg(L, idx, op, what); }
+DType fe_dtype_arg(lua_State *L, int idx, const char *op) { return dtype_arg(L, idx, op); }
+bool fe_is_c_identifier(const char *s) { return is_c_identifier(s); }
+bool fe_same_ignoring_case(const char *a, const char *b) { return same_ignoring_case(a, b); }
+
 /* ---- leaves: kiln.input / output / seed ---- */
 
 /* kiln.input(name, shape [, dtype]) -> tensor */
 static int l_input(lua_State *L) {
+  Frontend *fe = fe_of(L);
   const char *name = string_arg(L, 1, "kiln.input", "argument 1 (the input's name)");
   check_io_name(L, name, "kiln.input");
   Shape s = fe_shape_arg(L, 2, "kiln.input", "shape");
   DType t = dtype_arg(L, 3, "kiln.input");
-  Node *n = graph_leaf(fe_of(L)->g, OP_INPUT, t, &s, name, fe_loc(L));
+  if (fe->fp.cur == 0 && fe->fp.prog->explicit_entries)
+    fe_error(L, "kiln.input: outside kiln.entry in a script with entries (inputs belong to an entry)");
+  Node *n = graph_leaf(fe_graph(L), OP_INPUT, t, &s, name, fe_loc(L));
   fe_push(L, n->id);
   return 1;
 }
@@ -381,9 +405,11 @@ static int l_input(lua_State *L) {
 static int l_output(lua_State *L) {
   const char *name = string_arg(L, 1, "kiln.output", "argument 1 (the output's name)");
   if (!fe_is_tensor(L, 2)) return fe_error(L, "kiln.output: argument 2 must be a tensor, got %s", luaL_typename(L, 2));
+  if (fe_of(L)->fp.cur == 0 && fe_of(L)->fp.prog->explicit_entries)
+    fe_error(L, "kiln.output: outside kiln.entry in a script with entries (outputs belong to an entry)");
   int id = fe_tensor(L, 2, "kiln.output");
   check_io_name(L, name, "kiln.output");
-  graph_output(fe_of(L)->g, name, id);
+  graph_output(fe_graph(L), name, id);
   return 0;
 }
 
@@ -481,10 +507,21 @@ static int l_param(lua_State *L) {
   if (!name[0]) return fe_error(L, "kiln.param: argument 1 (the name) is empty");
   Shape s = fe_shape_arg(L, 2, "kiln.param", "shape");
   Init init = init_arg(L, 3);
-  for (int i = 0; i < fe->nparams; i++)
-    if (strcmp(fe->params[i].name, name) == 0)
+  for (int i = 0; i < fe->nparams; i++) {
+    Param *p = &fe->params[i];
+    if (strcmp(p->name, name) != 0) continue;
+    if (p->graph == fe->fp.cur)
       return fe_error(L, "param %s is already defined at %s:%d (two modules with the same path? give one a prefix with nn.name)",
-                      name, fe->params[i].loc.file, fe->params[i].loc.line);
+                      name, p->loc.file, p->loc.line);
+    const Node *w = graph_node(fe->fp.graphs[p->graph], p->node);   /* another entry's: shared by name */
+    if (!shape_eq(&w->shape, &s))
+      return fe_error(L, "param %s is %s here but %s at %s:%d (entries share parameters by name)", name, shape_str(&s),
+                      shape_str(&w->shape), p->loc.file, p->loc.line);
+    FeTensor *t = lua_newuserdatauv(L, sizeof(FeTensor), 0);
+    *t = (FeTensor){p->graph, p->node, -1};
+    luaL_setmetatable(L, FE_TENSOR_MT);
+    return 1;
+  }
   SrcLoc loc = fe_loc(L);
   int which = -1;
   SafeTensor *t = find_loaded(fe, name, &which);
@@ -501,10 +538,10 @@ static int l_param(lua_State *L) {
     data = kiln_alloc(sizeof(float) * (size_t)shape_numel(&s));
     init_fill(data, shape_numel(&s), fe->seed, name, init.kind, init.a, init.b);
   }
-  Node *n = graph_leaf(fe->g, OP_WEIGHT, DT_F32, &s, name, loc);
+  Node *n = graph_leaf(fe_graph(L), OP_WEIGHT, DT_F32, &s, name, loc);
   n->data = data;
   fe->params = grow(fe->params, fe->nparams, &fe->capparams, fe->nparams + 1, sizeof(Param));
-  fe->params[fe->nparams++] = (Param){name, loc, t != NULL};
+  fe->params[fe->nparams++] = (Param){name, loc, t != NULL, fe->fp.cur, n->id};
   fe_push(L, n->id);
   return 1;
 }
@@ -598,7 +635,7 @@ static int l_constant(lua_State *L) {
   int64_t numel = shape_numel(&s);
   void *data = kiln_alloc((size_t)(numel * dtype_size(t)));
   for (int64_t i = 0; i < numel; i++) store_value(L, data, i, t, f.v[f.n == 1 ? 0 : i]);
-  Node *n = graph_leaf(fe_of(L)->g, OP_CONST, t, &s, fe_scope_name(L), fe_loc(L));
+  Node *n = graph_leaf(fe_graph(L), OP_CONST, t, &s, fe_scope_name(L), fe_loc(L));
   n->data = data;
   fe_push(L, n->id);
   return 1;
@@ -656,6 +693,7 @@ static void open_kiln(lua_State *L) {
 
   lua_newtable(L);                               /* kiln */
   luaL_setfuncs(L, leaf_fns, 0);
+  fe_register_entries(L);
   fe_register_ops(L);
   luaL_newmetatable(L, FE_TENSOR_MT);
   fe_register_tensor_mt(L);
@@ -823,9 +861,12 @@ static void check_model_name(const Frontend *fe, const char *name, bool from_opt
     }
 }
 
-/* After the script: it declared outputs, and strict files matched the parameters both ways. */
+/* After the script: it declared outputs (or entries that have some or write state),
+ * nothing of an entry's leaked to the top level, and strict files matched the
+ * parameters both ways. */
 static void check_finished(Frontend *fe) {
-  if (fe->g->noutputs == 0)
+  fe_check_entries(&fe->fp, fe->script_file);
+  if (!fe->fp.prog->explicit_entries && fe->fp.graphs[0]->noutputs == 0 && fe->fp.prog->nstates == 0)
     kiln_error_at((SrcLoc){fe->script_file, 0}, "no outputs: the script must call kiln.output(name, tensor)");
   for (int i = 0; i < fe->nfiles; i++) {
     Loaded *lf = &fe->files[i];
@@ -857,8 +898,8 @@ static const char prelude[] =
     "os.exit = function() error('os.exit is not available in a model script (raise an error with error(), "
     "or just return)', 2) end\n";
 
-/* Traces o->script into a new Graph; every user error exits through kiln_error_at. */
-Graph *frontend_trace(const FrontendOptions *o) {
+/* Traces o->script into a new Program; every user error exits through kiln_error_at. */
+Program *frontend_trace(const FrontendOptions *o) {
   Frontend *fe = kiln_alloc(sizeof *fe);
   fe->script_file = kiln_strdup(display_name(o->script));
   const char *slash = strrchr(o->script, '/');
@@ -866,7 +907,14 @@ Graph *frontend_trace(const FrontendOptions *o) {
   if (slash == o->script) fe->script_dir = "/";
   if (o->model && !is_c_identifier(o->model)) kiln_error("--name: '%s' is not a C identifier", o->model);
   check_model_name(fe, o->model ? o->model : model_name(o->script), o->model != NULL);
-  fe->g = graph_new(o->model ? o->model : model_name(o->script), fe->script_file);
+  const char *model = o->model ? o->model : model_name(o->script);
+  fe->fp.prog = program_new(model, fe->script_file);
+  fe->fp.graphs = kiln_alloc(sizeof(Graph *) * 4);
+  fe->fp.entry_loc = kiln_alloc(sizeof(SrcLoc) * 4);
+  fe->fp.capgraphs = 4;
+  fe->fp.graphs[fe->fp.ngraphs++] = graph_new(model, fe->script_file);   /* the top level */
+  fe->fp.graphs[0]->prog = fe->fp.prog;
+  fe->fp.graphs[0]->entry = "run";
   size_t len;
   char *text = read_script(o->script, fe->script_file, &len);
 
@@ -907,5 +955,10 @@ Graph *frontend_trace(const FrontendOptions *o) {
   }
   lua_close(L);
   check_finished(fe);
-  return fe->g;
+  Program *p = fe->fp.prog;
+  if (!p->explicit_entries) {   /* the script is its own entry, "run" */
+    p->entries = kiln_alloc(sizeof(Graph *));
+    p->entries[p->nentries++] = fe->fp.graphs[0];
+  }
+  return p;
 }

@@ -766,8 +766,22 @@ static int l_size(lua_State *L) {
   return 1;
 }
 
+/* A state handle's fields shape dtype rank name, from its declaration (reading them is
+ * no read of the state); 0 for other keys. */
+static int state_field(lua_State *L, const StateDecl *d, const char *k) {
+  if (strcmp(k, "shape") == 0) push_shape(L, &d->shape);
+  else if (strcmp(k, "dtype") == 0) lua_pushstring(L, dtype_name(d->dtype));
+  else if (strcmp(k, "rank") == 0) lua_pushinteger(L, d->shape.rank);
+  else if (strcmp(k, "name") == 0) lua_pushstring(L, d->name);
+  else return 0;
+  return 1;
+}
+
 /* __index: fields shape dtype rank id name, then methods (upvalue 1), else an error. */
 static int l_tensor_index(lua_State *L) {
+  const StateDecl *d = fe_state_of(L, 1);
+  if (d && lua_type(L, 2) == LUA_TSTRING && state_field(L, d, lua_tostring(L, 2))) return 1;
+  if (d && lua_type(L, 2) == LUA_TSTRING && lua_getfield(L, lua_upvalueindex(1), lua_tostring(L, 2)) != LUA_TNIL) return 1;
   Node *n = tnode(L, fe_tensor(L, 1, "index"));
   const char *k = lua_tostring(L, 2);
   if (lua_type(L, 2) != LUA_TSTRING) return fe_error(L, "tensors cannot be indexed by a %s (use slice)", luaL_typename(L, 2));
@@ -783,8 +797,13 @@ static int l_tensor_index(lua_State *L) {
   return 1;
 }
 
-/* __tostring: "tensor(%5 add f32[2, 3] 'layers.0.fc')" */
+/* __tostring: "tensor(%5 add f32[2, 3] 'layers.0.fc')", "state(layers.0.k f32[4, 512, 8])" */
 static int l_tensor_tostring(lua_State *L) {
+  const StateDecl *d = fe_state_of(L, 1);
+  if (d) {
+    lua_pushfstring(L, "state(%s %s%s)", d->name, dtype_name(d->dtype), shape_str(&d->shape));
+    return 1;
+  }
   Node *n = tnode(L, fe_tensor(L, 1, "tostring"));
   lua_pushfstring(L, "tensor(%%%d %s %s%s", n->id, kiln_ops[n->op].name, dtype_name(n->dtype), shape_str(&n->shape));
   if (n->name) lua_pushfstring(L, " '%s')", n->name);

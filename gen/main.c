@@ -29,6 +29,7 @@ static const char usage[] =
     "                                evaluate with the reference interpreter and print\n"
     "                                every output; FILE is .npy (f32/i32/bool, C order)\n"
     "                                or raw little-endian bytes of the input's exact size\n"
+    "                                (a model with kiln.entry: one entry per run, --entry)\n"
     "  kiln ops                      list the op table\n"
     "  kiln --help                   this text;  kiln --version  the version\n"
     "\n"
@@ -51,6 +52,12 @@ static const char usage[] =
     "\n"
     "run options:\n"
     "  --input NAME=FILE             one per model input (all are required)\n"
+    "  --entry NAME                  the entry point to run (needed when there are several)\n"
+    "  --state-in FILE               the state block before the call: raw bytes, exactly\n"
+    "                                NAME_STATE_SIZE of them in the generated layout (NAME.json\n"
+    "                                \"states\"); default all zero, a fresh state\n"
+    "  --state-out FILE              write the state block after the call (same layout), to\n"
+    "                                carry state into the next run with --state-in\n"
     "  --save DIR                    also write each output as DIR/NAME.npy\n"
     "  --limit N                     print at most N values per output (default 64, 0 = all)\n"
     "\n"
@@ -58,7 +65,7 @@ static const char usage[] =
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
 
 typedef struct {
-  const char *cmd, *script, *outdir, *name, *dump_after, *save;
+  const char *cmd, *script, *outdir, *name, *dump_after, *save, *entry, *state_in, *state_out;
   const char *inputs[64];
   int ninputs;
   unsigned targets;
@@ -97,7 +104,7 @@ static const struct {
 } option_cmds[] = {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
-    {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}};
+    {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -134,6 +141,9 @@ static Args parse_args(int argc, char **argv) {
       if (a.ninputs == 64) kiln_error("too many --input options");
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
     } else if (strcmp(s, "--save") == 0) a.save = need_value(argc, argv, &i);
+    else if (strcmp(s, "--entry") == 0) a.entry = need_value(argc, argv, &i);
+    else if (strcmp(s, "--state-in") == 0) a.state_in = need_value(argc, argv, &i);
+    else if (strcmp(s, "--state-out") == 0) a.state_out = need_value(argc, argv, &i);
     else if (strcmp(s, "--limit") == 0) a.limit = parse_limit(need_value(argc, argv, &i));
     else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
       fputs(usage, stdout);
@@ -150,14 +160,14 @@ static Args parse_args(int argc, char **argv) {
   return a;
 }
 
-/* Runs the model script through the Lua frontend into a fresh graph, carrying --name and
+/* Runs the model script through the Lua frontend into a fresh program, carrying --name and
  * --no-fuse; no script given is a user error. */
-static Graph *trace(const Args *a) {
+static Program *trace(const Args *a) {
   if (!a->script) kiln_error("%s: no model script given (see kiln --help)", a->cmd);
   FrontendOptions fo = {.script = a->script, .model = a->name};
-  Graph *g = frontend_trace(&fo);
-  g->no_fuse = a->no_fuse;
-  return g;
+  Program *p = frontend_trace(&fo);
+  for (int e = 0; e < p->nentries; e++) p->entries[e]->no_fuse = a->no_fuse;
+  return p;
 }
 
 /* ---- build ---- */
@@ -210,13 +220,19 @@ static int cmd_build(const Args *a) {
   if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
   if (strchr(a->outdir, '\'')) kiln_error("build: output directory may not contain a quote");
   if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
-  Graph *g = trace(a);
-  pipeline_run(g, a->dump_after, stderr);
+  Program *p = trace(a);
+  /* Metal and CoreML lower one stateless graph; state and entry points come later. */
+  static const struct { unsigned bit; const char *name; } apple[] = {{TGT_METAL, "Metal"}, {TGT_COREML, "CoreML"}};
+  for (int i = 0; i < 2; i++)
+    if ((a->targets & apple[i].bit) && !program_is_plain(p))
+      kiln_error_at((SrcLoc){p->script, 0}, "the %s target does not support state/entry points yet (use --target c)", apple[i].name);
+  pipeline_run(p, a->dump_after, stderr);
+  Graph *g = p->entries[0];
   /* Each tensor is within KILN_MAX_NUMEL already; their sum may not be. The W_ and A_ byte
    * offsets are int enum constants in the generated C. */
-  if (g->weights_size > KILN_MAX_NUMEL || g->arena_size > KILN_MAX_NUMEL)
-    kiln_error_at((SrcLoc){g->script, 0}, "the model needs %lld bytes of weights and %lld of scratch arena; generated code "
-                  "addresses at most %d bytes of each", (long long)g->weights_size, (long long)g->arena_size, KILN_MAX_NUMEL);
+  if (p->weights_size > KILN_MAX_NUMEL || p->arena_size > KILN_MAX_NUMEL)
+    kiln_error_at((SrcLoc){p->script, 0}, "the model needs %lld bytes of weights and %lld of scratch arena; generated code "
+                  "addresses at most %d bytes of each", (long long)p->weights_size, (long long)p->arena_size, KILN_MAX_NUMEL);
 
   char *tmp = kiln_fmt("%s.kiln-tmp", a->outdir);
   if (is_dir(tmp) && system(kiln_fmt("rm -rf -- '%s'", tmp)) != 0) kiln_error("cannot clear %s", tmp);
@@ -227,8 +243,8 @@ static int cmd_build(const Args *a) {
 
   EmitOptions eo = {.outdir = a->outdir, .tmpdir = tmp, .targets = a->targets,
                     .embed_weights = a->embed, .min_os = a->min_os, .fp16 = a->fp16};
-  emit_c(g, &eo);   /* the C header, weights and JSON are the contract every target shares */
-  emit_json(g, &eo);
+  emit_c(p, &eo);   /* the C header, weights and JSON are the contract every target shares */
+  emit_json(p, &eo);
   if (a->targets & TGT_METAL) emit_metal(g, &eo);
   if (a->targets & TGT_COREML) emit_coreml(g, &eo);
   publish(tmp, a->outdir);
@@ -241,36 +257,37 @@ static int cmd_build(const Args *a) {
 /* `kiln graph`: prints the traced graph (text, or DOT with --dot), after the passes up to and
  * including --after's (all of them for "all"); an unknown pass name is a user error. */
 static int cmd_graph(const Args *a) {
-  Graph *g = trace(a);
+  Program *p = trace(a);
   if (a->dump_after) {
     bool all = strcmp(a->dump_after, "all") == 0, found = all;
     for (int i = 0; i < kiln_npasses && !(found && !all); i++) {
-      kiln_passes[i].run(g);
+      for (int e = 0; e < p->nentries; e++) kiln_passes[i].run(p->entries[e]);
       found |= strcmp(kiln_passes[i].name, a->dump_after) == 0;
     }
     if (!found) kiln_error("--after: no pass named '%s' (see kiln --help)", a->dump_after);
   }
-  if (a->dot) graph_dump_dot(g, stdout);
-  else graph_dump(g, stdout);
+  if (a->dot) program_dump_dot(p, stdout);
+  else program_dump(p, stdout);
   return 0;
 }
 
 /* ---- run ---- */
 
 /* Reads a whole file (regular, device or pipe: no ftell) into the arena; a
- * directory or an unreadable file is the user's error. */
-static unsigned char *read_whole(const char *path, const char *iname, size_t *size) {
+ * directory or an unreadable file is the user's error, named after option opt
+ * ("--input image", "--state-in"). */
+static unsigned char *read_whole(const char *path, const char *opt, size_t *size) {
   struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) kiln_error("--input %s: %s is a directory", iname, path);
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) kiln_error("%s: %s is a directory", opt, path);
   FILE *f = fopen(path, "rb");
-  if (!f) kiln_error("--input %s: cannot open %s: %s", iname, path, strerror(errno));
+  if (!f) kiln_error("%s: cannot open %s: %s", opt, path, strerror(errno));
   Buf b = {0};
   char chunk[65536];
   size_t n;
   while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
   bool bad = ferror(f);
   fclose(f);
-  if (bad) kiln_error("--input %s: cannot read %s", iname, path);
+  if (bad) kiln_error("%s: cannot read %s", opt, path);
   unsigned char *all = kiln_alloc(b.len + 1);
   if (b.len) memcpy(all, b.data, b.len);
   *size = b.len;
@@ -352,7 +369,7 @@ static void *npy_data(const char *path, const char *iname, const Node *n, unsign
  * place and as its value in another). */
 static void *read_input(const char *path, const Node *n, const char *iname) {
   size_t size;
-  unsigned char *all = read_whole(path, iname, &size), *data = all;
+  unsigned char *all = read_whole(path, kiln_fmt("--input %s", iname), &size), *data = all;
   if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) data = npy_data(path, iname, n, all, size);
   else if ((int64_t)size != node_bytes(n))
     kiln_error("%s: --input %s is %s %s = %lld bytes, the file has %zu", path, iname, dtype_name(n->dtype),
@@ -401,6 +418,63 @@ static void print_tensor(const char *name, const Tensor *t, long limit) {
   printf("\n");
 }
 
+/* The entry `kiln run` evaluates: --entry's, or the only one; an unknown name, or none
+ * given for a model with several entries, is a user error listing them. */
+static Graph *run_entry(Program *p, const char *name) {
+  Buf list = {0};
+  for (int e = 0; e < p->nentries; e++) {
+    if (name && strcmp(p->entries[e]->entry, name) == 0) {
+      buf_free(&list);
+      return p->entries[e];
+    }
+    buf_printf(&list, "%s%s", e ? ", " : "", p->entries[e]->entry);
+  }
+  const char *names = kiln_strdup(list.data);
+  buf_free(&list);
+  if (!name && p->nentries == 1) return p->entries[0];
+  if (!name) kiln_error("run: the model has %d entries (%s): choose one with --entry NAME", p->nentries, names);
+  kiln_error("run: --entry %s: the model has no such entry (it has: %s)", name, names);
+}
+
+/* --state-in and --state-out make sense only for a model with state. */
+static void check_state_file_args(const Program *p, const Args *a) {
+  if (p->nstates == 0 && (a->state_in || a->state_out))
+    kiln_error("run: --state-%s: the model declares no state (kiln.state)", a->state_in ? "in" : "out");
+}
+
+/* The state block for a run: --state-in's raw bytes (exactly the block's size, the
+ * generated layout), or zeros; one tensor per state pointing into it. *block gets it. */
+static Tensor *state_tensors(const Program *p, const char *path, unsigned char **block) {
+  *block = kiln_alloc((size_t)p->state_size + 1);
+  if (path) {
+    size_t size;
+    unsigned char *data = read_whole(path, "--state-in", &size);
+    if ((int64_t)size != p->state_size)
+      kiln_error("--state-in: %s has %zu bytes; the state block of %s is %lld bytes", path, size, p->model,
+                 (long long)p->state_size);
+    if (size) memcpy(*block, data, size);
+  }
+  Tensor *t = kiln_alloc(sizeof(Tensor) * (size_t)(p->nstates + 1));
+  for (int i = 0; i < p->nstates; i++) {
+    const StateDecl *d = &p->states[i];
+    t[i] = (Tensor){d->dtype, d->shape, *block + d->offset};
+    for (int64_t k = 0; d->dtype == DT_BOOL && k < shape_numel(&d->shape); k++)
+      if (t[i].data && ((uint8_t *)t[i].data)[k] > 1)
+        kiln_error("--state-in: %s: bool state %s holds the byte %d at element %lld (not 0 or 1)", path, d->name,
+                   ((uint8_t *)t[i].data)[k], (long long)k);
+  }
+  return t;
+}
+
+/* Writes n bytes to path (replacing it); a failure is the user's error. */
+static void write_raw(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) kiln_error("--state-out: cannot create %s: %s", path, strerror(errno));
+  bool ok = fwrite(data, 1, n, f) == n;
+  ok &= fclose(f) == 0;
+  if (!ok) kiln_error("--state-out: cannot write %s", path);
+}
+
 /* `kiln run`: evaluates the model with the reference interpreter on --input NAME=FILE raw
  * files (each input exactly once, no unknown names), prints every output, and with --save
  * writes them as .npy. All mistakes are user errors; returns 0. */
@@ -409,7 +483,9 @@ static int cmd_run(const Args *a) {
   for (int k = 0; k < a->ninputs; k++)
     if (!strchr(a->inputs[k], '=') || a->inputs[k][0] == '=')
       kiln_error("run: --input %s is not NAME=FILE", a->inputs[k]);
-  Graph *g = trace(a);
+  Program *p = trace(a);
+  Graph *g = run_entry(p, a->entry);
+  if (!program_is_plain(p) || a->state_in || a->state_out) check_state_file_args(p, a);
   pass_verify(g);
   Tensor *ins = kiln_alloc(sizeof(Tensor) * (size_t)(g->ninputs + 1));
   for (int i = 0; i < g->ninputs; i++) {
@@ -434,7 +510,10 @@ static int cmd_run(const Args *a) {
   }
   Tensor *outs = kiln_alloc(sizeof(Tensor) * (size_t)(g->noutputs + 1));
   char err[512];
-  if (!interp_graph(g, ins, outs, err, sizeof err)) kiln_error("%s", err);
+  unsigned char *block = NULL;
+  Tensor *state = state_tensors(p, a->state_in, &block);
+  if (!interp_entry(g, ins, state, outs, err, sizeof err)) kiln_error("%s", err);
+  if (a->state_out) write_raw(a->state_out, block, (size_t)p->state_size);
   for (int i = 0; i < g->noutputs; i++) {
     print_tensor(g->outputs[i].name, &outs[i], a->limit);
     if (a->save) write_npy(a->save, g->outputs[i].name, &outs[i]);

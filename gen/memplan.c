@@ -4,7 +4,11 @@
  * The contract (notes/contracts.md, docs/pipeline.md):
  *   INPUT        REG_INPUT,  io_slot = its position in Graph.inputs, offset 0
  *   WEIGHT/CONST REG_WEIGHTS, 64-byte-aligned offsets in node order; weights_size
- *                is the payload size, rounded up to 64
+ *                is the payload size, rounded up to 64. The entries of a program share
+ *                one payload: a WEIGHT of a name, or a CONST of a value, that an earlier
+ *                entry placed takes that entry's offset (Program.wslots)
+ *   STATE, WRITE REG_STATE at the state's offset in the state block: every version of
+ *                a state is the same bytes (pass_schedule made that safe), never reused
  *   kernel result REG_OUTPUT (io_slot i, offset 0) when it is the storage of graph
  *                output i, else REG_ARENA at an offset chosen by first fit over
  *                liveness; arena_size is the high-water mark, a multiple of 64
@@ -41,8 +45,49 @@ typedef struct {
   int64_t size, offset;
 } Interval;
 
-/* Places the leaves: inputs into their slots, weights and constants in node order. */
+/* Whether weights-region leaves a and b hold the same bytes by definition: a WEIGHT by
+ * its name (a parameter is one tensor however many entries use it), a CONST by value. */
+static bool same_slot(const Node *a, const Node *b) {
+  if (a->op != b->op) return false;
+  if (a->op == OP_WEIGHT) return a->name && b->name && strcmp(a->name, b->name) == 0;
+  return a->dtype == b->dtype && shape_eq(&a->shape, &b->shape) && memcmp(a->data, b->data, (size_t)node_bytes(a)) == 0;
+}
+
+/* The payload offset of weights-region leaf n: the slot of an earlier entry holding the
+ * same bytes (among p->wslots[0 .. shared)), else a new slot at the end. */
+static int64_t weight_slot(Program *p, int shared, const Node *n) {
+  for (int i = 0; i < shared; i++)
+    if (same_slot(p->wslots[i].node, n)) return p->wslots[i].offset;
+  if (p->nwslots == p->capwslots) {
+    p->capwslots = p->capwslots ? 2 * p->capwslots : 64;
+    WeightSlot *v = kiln_alloc(sizeof(WeightSlot) * (size_t)p->capwslots);
+    if (p->nwslots) memcpy(v, p->wslots, sizeof(WeightSlot) * (size_t)p->nwslots);
+    p->wslots = v;
+  }
+  int64_t at = p->weights_size;
+  p->wslots[p->nwslots++] = (WeightSlot){n, at};
+  p->weights_size = align_up(at + node_bytes(n));
+  return at;
+}
+
+/* The first slot of g's own in p->wslots. Entries are planned in order; planning one
+ * again first drops the slots it (and any later entry) made. */
+static int entry_slots(Graph *g) {
+  Program *p = g->prog;
+  if (!g->wslot_base) g->wslot_base = p->nwslots + 1;
+  int first = g->wslot_base - 1;
+  if (first > p->nwslots) die("memplan: entry %s planned after a later one was re-planned", g->entry ? g->entry : "?");
+  p->nwslots = first;
+  const WeightSlot *last = first ? &p->wslots[first - 1] : NULL;
+  p->weights_size = last ? align_up(last->offset + node_bytes(last->node)) : 0;
+  return first;
+}
+
+/* Places the leaves: inputs into their slots, weights and constants in node order (in
+ * a program, sharing the slots of earlier entries), states at their block offsets. */
 static void place_leaves(Graph *g) {
+  Program *p = g->prog;
+  int shared = p ? entry_slots(g) : 0;
   int64_t w = 0;
   for (int i = 0; i < g->nnodes; i++) {
     Node *n = g->nodes[i];
@@ -53,11 +98,19 @@ static void place_leaves(Graph *g) {
       n->offset = 0;
     } else if (n->op == OP_WEIGHT || n->op == OP_CONST) {
       n->region = REG_WEIGHTS;
-      n->offset = w;
-      w = align_up(w + node_bytes(n));
+      if (p) {
+        n->offset = weight_slot(p, shared, n);
+      } else {
+        n->offset = w;
+        w = align_up(w + node_bytes(n));
+      }
+    } else if (n->op == OP_STATE || n->op == OP_WRITE) {
+      if (!p || n->a.state < 0 || n->a.state >= p->nstates) die("memplan: %%%d names state %d it has none of", n->id, n->a.state);
+      n->region = REG_STATE;
+      n->offset = p->states[n->a.state].offset;
     }
   }
-  g->weights_size = w;
+  g->weights_size = p ? p->weights_size : w;
 }
 
 static bool is_kernel_result(Graph *g, const Node *n);
@@ -100,7 +153,7 @@ static Interval *arena_intervals(Graph *g, int *count) {
   for (int k = 0; k < g->nkernels; k++) {
     const Kernel *kr = &g->kernels[k];
     Node *r = g->nodes[kr->nodes[kr->nnodes - 1]];
-    if (r->region == REG_OUTPUT) continue;
+    if (r->region == REG_OUTPUT || r->region == REG_STATE) continue;
     r->region = REG_ARENA;
     slot[r->id] = n + 1;
     iv[n++] = (Interval){r->id, kr->order, kr->order, align_up(node_bytes(r)), 0};

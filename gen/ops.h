@@ -15,6 +15,12 @@
  * (interp.c: interp_<ID>) and each emitter's template choice all derive from
  * this table; adding an op is one row here plus its kernel if its family is new.
  * Comparison results are DT_BOOL (one byte per element).
+ *
+ * STATE and WRITE are the only ops about persistent state (kiln.state): the graph
+ * stays functional — a WRITE yields a new version of the state and later reads use
+ * it — while targets store every version of one state in the same bytes of the
+ * caller's state block, which is why pass_schedule orders each read of a version
+ * before the write that overwrites it (docs/pipeline.md, "State").
  */
 #ifndef KILN_OPS_H
 #define KILN_OPS_H
@@ -24,6 +30,7 @@
   X(INPUT,      "input",      0, 0, FAM_LEAF,    0, NULL, "a model input, given by the caller at run time") \
   X(WEIGHT,     "weight",     0, 0, FAM_LEAF,    0, NULL, "a named parameter, loaded or seeded, stored in the weights blob") \
   X(CONST,      "const",      0, 0, FAM_LEAF,    0, NULL, "a literal or folded constant, stored in the weights blob") \
+  X(STATE,      "state",      0, 0, FAM_LEAF,    0, NULL, "persistent state a.state as the entry found it (caller-owned state block, kiln.state)") \
   /* elementwise, numpy broadcasting */ \
   X(ADD,        "add",        2, 2, FAM_BINARY,  OPF_F32, "x + y", "x + y") \
   X(SUB,        "sub",        2, 2, FAM_BINARY,  OPF_F32, "x - y", "x - y") \
@@ -71,6 +78,8 @@
   X(TRANSPOSE,  "transpose",  1, 1, FAM_TRANSPOSE, 0, NULL, "out dim i = x dim a.perm[i]") \
   X(CONCAT,     "concat",     1, -1, FAM_CONCAT, 0, NULL, "join inputs along a.axis") \
   X(SLICE,      "slice",      1, 1, FAM_SLICE,   0, NULL, "x[start:end:step] per dim (step > 0)") \
-  X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp")
+  X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp") \
+  /* side effects */ \
+  X(WRITE,      "write",      3, 3, FAM_WRITE,   0, NULL, "state version x with y stored at i32 scalar offset z along a.axis (in place in state a.state); out of range: error, nothing written")
 
 #endif

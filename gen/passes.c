@@ -30,6 +30,45 @@ static bool is_c_ident(const char *s) {
   return true;
 }
 
+/* Is n a version of a state (its value lives in the state block)? */
+static bool is_state_version(const Node *n) { return n->op == OP_STATE || n->op == OP_WRITE; }
+
+/* STATE and WRITE invariants: the state exists and has the node's type; a write
+ * updates a version of its own state, at an offset the C target can check before any
+ * kernel runs (an input or a constant: the run function's prologue reads it). */
+static void verify_state_node(Graph *g, Node *n) {
+  if (!g->prog || n->a.state < 0 || n->a.state >= g->prog->nstates)
+    die("verify: %s %%%d names state %d of a program with %d", kiln_ops[n->op].name, n->id, n->a.state,
+        g->prog ? g->prog->nstates : 0);
+  const StateDecl *d = &g->prog->states[n->a.state];
+  if (n->dtype != d->dtype || !shape_eq(&n->shape, &d->shape))
+    die("verify: %%%d is %s%s, state %s is %s%s", n->id, dtype_name(n->dtype), shape_str(&n->shape), d->name,
+        dtype_name(d->dtype), shape_str(&d->shape));
+  if (n->op != OP_WRITE) return;
+  Node *v = g->nodes[n->in[0]], *at = g->nodes[n->in[2]];
+  if (!is_state_version(v) || v->a.state != n->a.state)
+    die("verify: write %%%d updates %%%d, not a version of state %s", n->id, n->in[0], d->name);
+  if (at->op != OP_INPUT && at->op != OP_CONST) die("verify: write %%%d has a computed offset %%%d", n->id, at->id);
+}
+
+/* Each state's versions form one chain: a version is updated by at most one WRITE, and
+ * Graph.state_last names the end of the chain of each state the entry touches. */
+static void verify_state_chains(Graph *g) {
+  int *next = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead || n->op != OP_WRITE) continue;
+    if (next[n->in[0]]) die("verify: state version %%%d is written twice (%%%d, %%%d)", n->in[0], next[n->in[0]] - 1, i);
+    next[n->in[0]] = i + 1;
+  }
+  for (int s = 0; s < g->nstate_last; s++) {
+    int last = g->state_last[s];
+    if (last < 0) continue;
+    if (last >= g->nnodes || !is_state_version(g->nodes[last]) || g->nodes[last]->a.state != s || next[last])
+      die("verify: state_last[%d] = %%%d is not the last version of that state", s, last);
+  }
+}
+
 /* Node-level invariants: ids, topological inputs, live inputs, shapes as the rule gives them. */
 static void verify_node(Graph *g, Node *n, int id) {
   if (n->id != id) die("verify: node at %d has id %d", id, n->id);
@@ -38,6 +77,7 @@ static void verify_node(Graph *g, Node *n, int id) {
   if (o->family == FAM_LEAF) {
     if (n->nin != 0) die("verify: leaf %%%d has %d inputs", id, n->nin);
     if ((n->op == OP_WEIGHT || n->op == OP_CONST) && !n->data) die("verify: %s %%%d has no data", o->name, id);
+    if (n->op == OP_STATE) verify_state_node(g, n);
     if (n->op == OP_INPUT && (n->io_index < 0 || n->io_index >= g->ninputs || g->inputs[n->io_index].node != id))
       die("verify: input %%%d has io_index %d not matching Graph.inputs", id, n->io_index);
   }
@@ -52,6 +92,7 @@ static void verify_node(Graph *g, Node *n, int id) {
   if (copy.dtype != n->dtype || !shape_eq(&copy.shape, &n->shape))
     die("verify: %%%d (%s) is %s%s but its rule gives %s%s", id, o->name, dtype_name(n->dtype), shape_str(&n->shape),
         dtype_name(copy.dtype), shape_str(&copy.shape));
+  if (n->op == OP_WRITE) verify_state_node(g, n);
 }
 
 /* The API names: C identifiers, unique across inputs and outputs (they become parameters). */
@@ -71,24 +112,41 @@ static void verify_io(Graph *g) {
   }
 }
 
+/* Whether the entry writes some state (a side effect, so it is worth running without outputs). */
+static bool writes_state(const Graph *g) {
+  for (int s = 0; s < g->nstate_last; s++)
+    if (g->state_last[s] >= 0 && g->nodes[g->state_last[s]]->op == OP_WRITE) return true;
+  return false;
+}
+
 /* Contract: the graph is well formed, or Kiln dies naming the broken invariant.
  * Checked: ids equal positions, inputs precede their consumers, no live node reads
  * a dead one, every live node re-infers to its recorded dtype and shape, leaves
  * carry data, io names are unique C identifiers naming live nodes. A model with no
- * outputs is the user's error (reported at the script). */
+ * outputs is the user's error (reported at the script), unless it writes state. State
+ * reads and writes are checked too: their state exists, every version chain is linear. */
 void pass_verify(Graph *g) {
-  if (g->noutputs == 0) kiln_error_at((SrcLoc){g->script, 0}, "the model declares no outputs (call kiln.output)");
+  if (g->noutputs == 0 && !writes_state(g)) {
+    if (g->prog && g->prog->explicit_entries)
+      kiln_error_at((SrcLoc){g->script, 0}, "entry %s declares no outputs and writes no state (call kiln.output)", g->entry);
+    kiln_error_at((SrcLoc){g->script, 0}, "the model declares no outputs (call kiln.output)");
+  }
   for (int i = 0; i < g->nnodes; i++) verify_node(g, g->nodes[i], i);
   verify_io(g);
+  verify_state_chains(g);
 }
 
 /* ---- dce ---- */
 
-/* Contract: nodes that no output depends on become dead, except INPUTs (an unused
- * input stays in the API). Afterwards nuses = live consumers + outputs naming it. */
+/* Contract: nodes that no output and no state update depends on become dead, except
+ * INPUTs (an unused input stays in the API). The last version of every state an entry
+ * writes is a root like an output: writes are the entry's side effects. Afterwards
+ * nuses = live consumers + outputs naming it + 1 for a last state version. */
 void pass_dce(Graph *g) {
   bool *live = kiln_alloc(sizeof(bool) * (size_t)(g->nnodes + 1));
   for (int i = 0; i < g->noutputs; i++) live[g->outputs[i].node] = true;
+  for (int s = 0; s < g->nstate_last; s++)
+    if (g->state_last[s] >= 0 && g->nodes[g->state_last[s]]->op == OP_WRITE) live[g->state_last[s]] = true;
   for (int i = g->nnodes - 1; i >= 0; i--) {
     Node *n = g->nodes[i];
     if (n->op == OP_INPUT) live[i] = true;
@@ -105,6 +163,8 @@ void pass_dce(Graph *g) {
     for (int k = 0; k < n->nin; k++) g->nodes[n->in[k]]->nuses++;
   }
   for (int i = 0; i < g->noutputs; i++) g->nodes[g->outputs[i].node]->nuses++;
+  for (int s = 0; s < g->nstate_last; s++)
+    if (g->state_last[s] >= 0 && !g->nodes[g->state_last[s]]->dead) g->nodes[g->state_last[s]]->nuses++;
 }
 
 /* ---- cse ---- */
@@ -119,15 +179,21 @@ static bool attrs_eq(const Attrs *a, const Attrs *b) {
   if (memcmp(a->dilation, b->dilation, sizeof a->dilation)) return false;
   if (memcmp(a->start, b->start, sizeof a->start) || memcmp(a->end, b->end, sizeof a->end)) return false;
   if (memcmp(a->step, b->step, sizeof a->step)) return false;
-  if (memcmp(&a->eps, &b->eps, sizeof a->eps) || a->to != b->to) return false;   /* bits: -0.0 != 0.0 */
+  if (memcmp(&a->eps, &b->eps, sizeof a->eps) || a->to != b->to || a->state != b->state) return false;   /* bits: -0.0 != 0.0 */
   return a->reshape.rank == b->reshape.rank && memcmp(a->reshape.dim, b->reshape.dim, sizeof a->reshape.dim) == 0;
 }
 
+/* Nodes CSE never merges: inputs and weights (replaceable after the build) and state
+ * versions (each is a distinct moment of a mutable buffer). */
+static bool never_merged(const Node *n) {
+  return n->op == OP_INPUT || n->op == OP_WEIGHT || is_state_version(n);
+}
+
 /* Two live nodes compute the same value: same op, dtype, shape and either the same
- * inputs and attributes, or (CONST) the same bytes. INPUT and WEIGHT never merge. */
+ * inputs and attributes, or (CONST) the same bytes. never_merged nodes never merge. */
 static bool same_value(const Node *a, const Node *b) {
   if (a->op != b->op || a->dtype != b->dtype || !shape_eq(&a->shape, &b->shape)) return false;
-  if (a->op == OP_INPUT || a->op == OP_WEIGHT) return false;
+  if (never_merged(a)) return false;
   if (a->op == OP_CONST) return memcmp(a->data, b->data, (size_t)node_bytes(a)) == 0;
   if (a->nin != b->nin || memcmp(a->in, b->in, sizeof(int) * (size_t)a->nin) != 0) return false;
   return attrs_eq(&a->a, &b->a);
@@ -155,7 +221,7 @@ void pass_cse(Graph *g) {
     rep[i] = i;
     if (n->dead) continue;
     for (int k = 0; k < n->nin; k++) n->in[k] = rep[n->in[k]];
-    if (n->op == OP_INPUT || n->op == OP_WEIGHT) continue;
+    if (never_merged(n)) continue;
     size_t slot = (size_t)value_hash(n) & (cap - 1);
     for (; table[slot]; slot = (slot + 1) & (cap - 1)) {
       Node *m = g->nodes[table[slot] - 1];
@@ -216,14 +282,14 @@ static void add_output_copy(Graph *g, int i) {
 
 /* Contract (memory plan): every graph output's storage root is a kernel result that
  * no other output shares, so the producing kernel can write straight into the
- * caller's output buffer. An output whose root is an INPUT, WEIGHT or CONST, or whose
+ * caller's output buffer. An output whose root is a leaf or a state version, or whose
  * root an earlier output already claimed (the same node, or views of one value),
  * gets a COPY node appended at the end of the graph. */
 void pass_legalize(Graph *g) {
   int *claimed = kiln_alloc(sizeof(int) * (size_t)(g->noutputs + 1));
   for (int i = 0; i < g->noutputs; i++) {
     Node *root = storage_root(g, g->nodes[g->outputs[i].node]);
-    bool clash = kiln_ops[root->op].family == FAM_LEAF;
+    bool clash = kiln_ops[root->op].family == FAM_LEAF || root->op == OP_WRITE;   /* state bytes: the caller's */
     for (int k = 0; k < i && !clash; k++) clash = claimed[k] == root->id;
     if (clash) {
       add_output_copy(g, i);
@@ -251,11 +317,12 @@ static bool is_c_keyword(const char *s) {
 }
 
 /* "layers.0.attn.q" -> "layers_0_attn_q"; a leading digit or a keyword gets the op
- * name in front ("0" -> "matmul_0"); no name gives the op name. */
+ * name in front ("0" -> "matmul_0"); no name gives the op name. A write, named after
+ * its state, is "<state>_write" ("layers.0.k" -> "layers_0_k_write"). */
 static char *kernel_base_name(const Node *n) {
   const char *op = kiln_ops[n->op].name;
   if (!n->name || !*n->name) return kiln_strdup(op);
-  char *s = kiln_strdup(n->name);
+  char *s = n->op == OP_WRITE ? kiln_fmt("%s_write", n->name) : kiln_strdup(n->name);
   for (char *p = s; *p; p++)
     if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9'))) *p = '_';
   if ((*s >= '0' && *s <= '9') || is_c_keyword(s)) s = kiln_fmt("%s_%s", op, s);
@@ -321,20 +388,50 @@ enum {
 typedef struct {
   int *user;           /* per node: its last live consumer, -1 if none */
   bool *is_output;     /* per node: named by a graph output */
+  bool *after_write;   /* per node: a WRITE, or computed from one (transitively) */
 } Uses;
 
-/* Per node: the highest-id live node reading it (-1 if none) and whether a graph
- * output names it. Arena arrays; dead nodes count as no reader. */
+/* Per node: the highest-id live node reading it (-1 if none), whether a graph output
+ * names it, and whether it depends on a state write. Arena arrays; dead nodes count
+ * as no reader. */
 static Uses uses_of(Graph *g) {
-  Uses u = {kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1)), kiln_alloc(sizeof(bool) * (size_t)(g->nnodes + 1))};
+  size_t n1 = (size_t)(g->nnodes + 1);
+  Uses u = {kiln_alloc(sizeof(int) * n1), kiln_alloc(sizeof(bool) * n1), kiln_alloc(sizeof(bool) * n1)};
   for (int i = 0; i < g->nnodes; i++) u.user[i] = -1;
   for (int i = 0; i < g->nnodes; i++) {
     const Node *n = g->nodes[i];
     if (n->dead) continue;
-    for (int k = 0; k < n->nin; k++) u.user[n->in[k]] = i;
+    u.after_write[i] = n->op == OP_WRITE;
+    for (int k = 0; k < n->nin; k++) {
+      u.user[n->in[k]] = i;
+      u.after_write[i] |= u.after_write[n->in[k]];
+    }
   }
   for (int i = 0; i < g->noutputs; i++) u.is_output[g->outputs[i].node] = true;
   return u;
+}
+
+/* Does n read an operand straight from the state block (a state version or a view of one)? */
+static bool reads_state(Graph *g, const Node *n) {
+  for (int k = 0; k < n->nin; k++)
+    if (is_state_version(storage_root(g, g->nodes[n->in[k]]))) return true;
+  return false;
+}
+
+/* Fusion must not move a state read across the write that overwrites it. A kernel runs
+ * at one point of the schedule, so a chain node c may join kernel K (reading
+ * kernel_reads_state) only if neither of them would drag the other over a write: c's
+ * own operands (besides the chain value t) may not come from the state block, and if
+ * K reads the state block they may not depend on any write (K reads a version a write
+ * may supersede). Conservative: it looks at writes of any state, not only of the ones
+ * K reads, which costs a fusion at worst. */
+static bool chain_keeps_state_order(Graph *g, const Uses *u, const Node *c, const Node *t, bool kernel_reads_state) {
+  for (int k = 0; k < c->nin; k++) {
+    if (c->in[k] == t->id) continue;
+    if (is_state_version(storage_root(g, g->nodes[c->in[k]]))) return false;
+    if (kernel_reads_state && u->after_write[c->in[k]]) return false;
+  }
+  return true;
 }
 
 /* The node a kernel ending in t can absorb next, or NULL. t's value must have no
@@ -343,11 +440,14 @@ static Uses uses_of(Graph *g) {
  * kernel's loop covers exactly the anchor's output), and keep the operands the
  * kernel reads within GROUP_MAX_READS. Its other operands come from outside the
  * kernel (t's value is its only use inside, so they cannot be kernel nodes) and
- * broadcast to the shape by the consumer's own shape rule. */
-static Node *chain_next(Graph *g, const Uses *u, const Node *t, int *nreads) {
-  if (t->nuses != 1 || u->is_output[t->id] || u->user[t->id] < 0) return NULL;
+ * broadcast to the shape by the consumer's own shape rule. A WRITE ends its kernel (it
+ * stores only some rows: a chain has no element to apply to elsewhere), and state
+ * order must survive (chain_keeps_state_order). */
+static Node *chain_next(Graph *g, const Uses *u, const Node *t, int *nreads, bool kernel_reads_state) {
+  if (t->nuses != 1 || u->is_output[t->id] || u->user[t->id] < 0 || t->op == OP_WRITE) return NULL;
   Node *c = g->nodes[u->user[t->id]];
   if (!can_chain(c) || c->kernel >= 0 || !shape_eq(&c->shape, &t->shape)) return NULL;
+  if (!chain_keeps_state_order(g, u, c, t, kernel_reads_state)) return NULL;
   int reads = *nreads + c->nin - 1;
   if (reads > GROUP_MAX_READS) return NULL;
   *nreads = reads;
@@ -362,7 +462,8 @@ static int collect_chain(Graph *g, const Uses *u, Node *a, int *nodes) {
   int n = 0, keep = 1, nreads = a->nin;
   nodes[n++] = a->id;
   if (g->no_fuse) return 1;
-  for (Node *t = a, *c; (c = chain_next(g, u, t, &nreads)); t = c) {
+  bool state_read = reads_state(g, a);
+  for (Node *t = a, *c; (c = chain_next(g, u, t, &nreads, state_read)); t = c) {
     nodes[n++] = c->id;
     c->kernel = 0;   /* claimed while collecting; the caller sets the real index */
     if (c->dtype == a->dtype) keep = n;
@@ -377,12 +478,16 @@ static int by_result(const void *pa, const void *pb) {
   return a->nodes[a->nnodes - 1] - b->nodes[b->nnodes - 1];
 }
 
-/* Kernel.cname for every kernel in index order, from its anchor. */
+/* Kernel.cname for every kernel in index order, from its anchor; in a program with
+ * named entries, after the entry ("decode_layers_0_attention_wq"): the entries' kernels
+ * share one C file. */
 static void name_kernels(Graph *g) {
   NameSet set = nameset_new(g->nkernels);
+  bool prefixed = g->prog && g->prog->explicit_entries && g->entry;
   for (int k = 0; k < g->nkernels; k++) {
     const Node *n = g->nodes[g->kernels[k].nodes[0]];
     char *base = kernel_base_name(n), *name = base;
+    if (prefixed) name = base = kiln_fmt("%s_%s", g->entry, base);
     if (name_taken(&set, name) && n->name && *n->name) name = base = kiln_fmt("%s_%s", base, kiln_ops[n->op].name);
     if (name_taken(&set, name)) {
       NameSlot *b = nameset_slot(&set, base);
@@ -438,22 +543,158 @@ void pass_group(Graph *g) {
 
 /* ---- schedule ---- */
 
-/* Contract: Graph.kernels in a deterministic topological order, Kernel.order = index,
- * Node.kernel updated. The order is pass_group's (kernels by their result's id),
- * topological because the graph is and a kernel reads only earlier kernels' results;
- * a memory-aware order can replace it here without touching anything else.
- * Dies if a kernel would run before a kernel it reads from. */
-void pass_schedule(Graph *g) {
-  for (int k = 0; k < g->nkernels; k++) g->kernels[k].order = k;
-  for (int k = 0; k < g->nkernels; k++) {
-    const Kernel *kr = &g->kernels[k];
-    for (int j = 0; j < kr->nnodes; j++) {
-      const Node *n = g->nodes[kr->nodes[j]];
-      if (n->kernel != k) die("schedule: %%%d says kernel %d, sits in %d", n->id, n->kernel, k);
+/* "Must run before" edges between kernels, as compressed rows: the successors of
+ * kernel k are succ[first[k] .. first[k + 1]). */
+typedef struct {
+  int nk;
+  int *first, *succ, *indeg;
+} KernelDeps;
+
+/* A growable array of (from, to) kernel pairs in the arena. */
+typedef struct {
+  int *v;
+  int n, cap;
+} Pairs;
+
+static void pairs_add(Pairs *p, int from, int to) {
+  if (p->n + 2 > p->cap) {
+    int cap = p->cap ? 2 * p->cap : 256;
+    int *v = kiln_alloc(sizeof(int) * (size_t)cap);
+    if (p->n) memcpy(v, p->v, sizeof(int) * (size_t)p->n);
+    p->v = v;
+    p->cap = cap;
+  }
+  p->v[p->n++] = from;
+  p->v[p->n++] = to;
+}
+
+/* The kernels that read each state version straight from the state block: per version
+ * node id a list of kernel indices (duplicates possible), as head/next chains. */
+typedef struct {
+  int *head, *next, *kernel;   /* head[node] -> entry; entries chain through next */
+  int n;
+} Readers;
+
+/* Every kernel's reads of a state version (its own nodes' operands whose storage root
+ * is a STATE or WRITE node), recorded per version. */
+static Readers state_readers(Graph *g) {
+  int cap = 1;
+  for (int k = 0; k < g->nkernels; k++)
+    for (int j = 0; j < g->kernels[k].nnodes; j++) cap += g->nodes[g->kernels[k].nodes[j]]->nin;
+  Readers r = {kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1)), kiln_alloc(sizeof(int) * (size_t)cap),
+               kiln_alloc(sizeof(int) * (size_t)cap), 0};
+  for (int i = 0; i < g->nnodes; i++) r.head[i] = -1;
+  for (int k = 0; k < g->nkernels; k++)
+    for (int j = 0; j < g->kernels[k].nnodes; j++) {
+      const Node *n = g->nodes[g->kernels[k].nodes[j]];
       for (int i = 0; i < n->nin; i++) {
-        const Node *src = storage_root(g, g->nodes[n->in[i]]);
-        if (src->kernel > k) die("schedule: kernel %s reads %%%d of later kernel %d", kr->cname, src->id, src->kernel);
+        const Node *v = storage_root(g, g->nodes[n->in[i]]);
+        if (!is_state_version(v)) continue;
+        r.kernel[r.n] = k;
+        r.next[r.n] = r.head[v->id];
+        r.head[v->id] = r.n++;
       }
     }
+  return r;
+}
+
+/* Data edges (a kernel after the kernels whose results it reads, through views) and
+ * state edges (a WRITE of version v after every other kernel reading v from the state
+ * block: those reads must see v before the write replaces it in place). */
+static KernelDeps kernel_deps(Graph *g, const Readers *rd) {
+  Pairs p = {0};
+  for (int k = 0; k < g->nkernels; k++)
+    for (int j = 0; j < g->kernels[k].nnodes; j++) {
+      const Node *n = g->nodes[g->kernels[k].nodes[j]];
+      for (int i = 0; i < n->nin; i++) {
+        const Node *src = storage_root(g, g->nodes[n->in[i]]);
+        if (src->kernel >= 0 && src->kernel != k) pairs_add(&p, src->kernel, k);
+      }
+      if (n->op != OP_WRITE) continue;
+      for (int e = rd->head[n->in[0]]; e >= 0; e = rd->next[e])
+        if (rd->kernel[e] != k) pairs_add(&p, rd->kernel[e], k);
+    }
+  KernelDeps d = {g->nkernels, kiln_alloc(sizeof(int) * (size_t)(g->nkernels + 2)),
+                  kiln_alloc(sizeof(int) * (size_t)(p.n / 2 + 1)), kiln_alloc(sizeof(int) * (size_t)(g->nkernels + 1))};
+  for (int e = 0; e < p.n; e += 2) d.first[p.v[e] + 1]++, d.indeg[p.v[e + 1]]++;
+  for (int k = 0; k < g->nkernels; k++) d.first[k + 1] += d.first[k];
+  int *fill = kiln_alloc(sizeof(int) * (size_t)(g->nkernels + 1));
+  for (int e = 0; e < p.n; e += 2) d.succ[d.first[p.v[e]] + fill[p.v[e]]++] = p.v[e + 1];
+  return d;
+}
+
+/* A binary min-heap of kernel indices. */
+typedef struct {
+  int *v;
+  int n;
+} Heap;
+
+static void heap_push(Heap *h, int x) {
+  int i = h->n++;
+  for (; i > 0 && h->v[(i - 1) / 2] > x; i = (i - 1) / 2) h->v[i] = h->v[(i - 1) / 2];
+  h->v[i] = x;
+}
+
+static int heap_pop(Heap *h) {
+  int top = h->v[0], x = h->v[--h->n], i = 0;
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && h->v[c + 1] < h->v[c]) c++;
+    if (h->v[c] >= x) break;
+    h->v[i] = h->v[c];
+    i = c;
   }
+  if (h->n) h->v[i] = x;
+  return top;
+}
+
+/* No order exists: some kernel reads a state version and also (through other values)
+ * needs the write that replaces it. The user's error, at the first such read. */
+static _Noreturn void report_state_cycle(Graph *g, const Readers *rd, const bool *placed) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *w = g->nodes[i];
+    if (w->dead || w->op != OP_WRITE || placed[w->kernel]) continue;
+    for (int e = rd->head[w->in[0]]; e >= 0; e = rd->next[e]) {
+      const Kernel *kr = &g->kernels[rd->kernel[e]];
+      if (rd->kernel[e] == w->kernel || placed[rd->kernel[e]]) continue;
+      const Node *r = g->nodes[kr->nodes[0]];
+      const char *name = g->prog ? g->prog->states[w->a.state].name : "?";
+      kiln_error_at(r->loc, "%s reads state %s as it was before the kiln.write at %s:%d, but also needs that write's "
+                    "result; keep a copy of the old value made before the write (e.g. local old = state * 1)",
+                    kiln_ops[r->op].name, name, w->loc.file ? w->loc.file : "?", w->loc.line);
+    }
+  }
+  die("schedule: the kernel graph of entry %s has a cycle not caused by a state read", g->entry ? g->entry : "?");
+}
+
+/* Contract: Graph.kernels in a deterministic topological order of the data and state
+ * edges (kernel_deps), Kernel.order = index, Node.kernel updated. Among the kernels
+ * ready to run, the one pass_group put first (by result id) runs first, so a graph
+ * without state keeps pass_group's order exactly; a read of a state version moves
+ * ahead of the write that overwrites it even when it was traced after the write. A
+ * read that also depends on that write is the user's error (report_state_cycle). */
+void pass_schedule(Graph *g) {
+  Readers rd = state_readers(g);
+  KernelDeps d = kernel_deps(g, &rd);
+  Heap h = {kiln_alloc(sizeof(int) * (size_t)(g->nkernels + 1)), 0};
+  int *order = kiln_alloc(sizeof(int) * (size_t)(g->nkernels + 1)), n = 0;
+  bool *placed = kiln_alloc(sizeof(bool) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++)
+    if (!d.indeg[k]) heap_push(&h, k);
+  while (h.n) {
+    int k = heap_pop(&h);
+    order[n++] = k;
+    placed[k] = true;
+    for (int e = d.first[k]; e < d.first[k + 1]; e++)
+      if (--d.indeg[d.succ[e]] == 0) heap_push(&h, d.succ[e]);
+  }
+  if (n < g->nkernels) report_state_cycle(g, &rd, placed);
+  Kernel *ks = kiln_alloc(sizeof(Kernel) * (size_t)(g->nkernels + 1));
+  for (int i = 0; i < n; i++) {
+    ks[i] = g->kernels[order[i]];
+    ks[i].order = i;
+    for (int j = 0; j < ks[i].nnodes; j++) g->nodes[ks[i].nodes[j]]->kernel = i;
+  }
+  if (n) memcpy(g->kernels, ks, sizeof(Kernel) * (size_t)n);
 }

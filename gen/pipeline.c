@@ -20,18 +20,25 @@ const Pass kiln_passes[] = {
 };
 const int kiln_npasses = (int)(sizeof kiln_passes / sizeof kiln_passes[0]);
 
-/* Runs every pass of kiln_passes in order on g. With dump_after set, prints "## after <pass>"
- * and the graph to f after that pass (after each one for "all"); a name matching no pass is a
- * user error, reported once all passes have run. */
-void pipeline_run(Graph *g, const char *dump_after, FILE *f) {
+/* Runs every pass of kiln_passes in order, each on every entry of p in entry order
+ * (memplan lays the shared weights out entry by entry). With dump_after set, prints
+ * "## after <pass>" and the program to f after that pass (after each one for "all"); a
+ * name matching no pass is a user error, reported once all passes have run. Then the
+ * program's sizes: the weights payload every entry shares, the largest arena. */
+void pipeline_run(Program *p, const char *dump_after, FILE *f) {
   bool found = !dump_after;
   for (int i = 0; i < kiln_npasses; i++) {
-    kiln_passes[i].run(g);
+    for (int e = 0; e < p->nentries; e++) kiln_passes[i].run(p->entries[e]);
     if (dump_after && (strcmp(dump_after, "all") == 0 || strcmp(dump_after, kiln_passes[i].name) == 0)) {
       fprintf(f, "## after %s\n", kiln_passes[i].name);
-      graph_dump(g, f);
+      program_dump(p, f);
       found = true;
     }
   }
   if (!found) kiln_error("--dump-after: no pass named '%s' (see kiln --help)", dump_after);
+  p->arena_size = 0;
+  for (int e = 0; e < p->nentries; e++) {
+    p->entries[e]->weights_size = p->weights_size;
+    if (p->entries[e]->arena_size > p->arena_size) p->arena_size = p->entries[e]->arena_size;
+  }
 }

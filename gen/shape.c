@@ -85,6 +85,7 @@ static bool shape_leaf(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_INPUT shape_leaf
 #define shape_WEIGHT shape_leaf
 #define shape_CONST shape_leaf
+#define shape_STATE shape_leaf
 
 /* ---- elementwise ---- */
 
@@ -402,6 +403,26 @@ static bool shape_GATHER(Graph *g, Node *n, char *err, size_t errlen) {
   for (int i = 0; i < idx->rank; i++) s.dim[s.rank++] = idx->dim[i];
   for (int i = ax + 1; i < x->rank; i++) s.dim[s.rank++] = x->dim[i];
   n->shape = s;
+  n->dtype = IN(0)->dtype;
+  return true;
+}
+
+/* write(x, y, at): y fits in x at some offset along a.axis: same rank and dtype, every
+ * other dim equal, no longer than x along the axis; at is an i32 scalar. The result is
+ * the new version of x (its dtype and shape). The offset's range is a run-time matter. */
+static bool shape_WRITE(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape, *y = &IN(1)->shape;
+  int ax = n->a.axis;
+  if (x->rank == 0) return FAIL("write: cannot write into a scalar");
+  if (ax < 0 || ax >= x->rank) return FAIL("write: axis %d out of range for %s", ax, SH(0));
+  if (IN(1)->dtype != IN(0)->dtype)
+    return FAIL("write: value is %s%s, the state is %s%s", dtype_name(IN(1)->dtype), SH(1), dtype_name(IN(0)->dtype), SH(0));
+  if (IN(2)->dtype != DT_I32 || IN(2)->shape.rank != 0)
+    return FAIL("write: the offset must be an i32 scalar, got %s%s", dtype_name(IN(2)->dtype), SH(2));
+  bool fits = y->rank == x->rank;
+  for (int i = 0; fits && i < x->rank; i++) fits = i == ax ? y->dim[i] <= x->dim[i] : y->dim[i] == x->dim[i];
+  if (!fits) return FAIL("write: value %s does not fit state %s along axis %d (other dims must be equal)", SH(1), SH(0), ax);
+  n->shape = *x;
   n->dtype = IN(0)->dtype;
   return true;
 }

@@ -160,8 +160,8 @@ static void check_plan(void) {
         bool inside = false;
         for (int q = 0; q < j; q++) inside |= g->kernels[k].nodes[q] == r->id;
         if (inside) continue;
-        check(r->op == OP_INPUT || r->op == OP_WEIGHT || r->op == OP_CONST || (made[r->id] >= 0 && made[r->id] < k),
-              "reads a value not yet computed", m->id);
+        check(r->op == OP_INPUT || r->op == OP_WEIGHT || r->op == OP_CONST || r->op == OP_STATE ||
+              (made[r->id] >= 0 && made[r->id] < k), "reads a value not yet computed", m->id);
         if (lastuse[r->id] < k) lastuse[r->id] = k;
       }
     }
@@ -177,13 +177,36 @@ static void check_plan(void) {
     if (n->region == REG_ARENA) check(n->offset >= 0 && n->offset + node_bytes(n) <= g->arena_size, "outside the arena", i);
     if (n->region == REG_WEIGHTS && n->op != OP_RESHAPE) {
       check(n->op == OP_WEIGHT || n->op == OP_CONST, "a computed value in the weights", i);
-      check(n->offset + node_bytes(n) <= g->weights_size, "outside the weights", i);
+      check(n->offset + node_bytes(n) <= (g->prog ? g->prog->weights_size : g->weights_size), "outside the weights", i);
       for (int j = 0; j < i; j++) {
         const Node *m = g->nodes[j];
-        if (!m->dead && m->region == REG_WEIGHTS && m->op != OP_RESHAPE)
-          check(m->offset + node_bytes(m) <= n->offset, "weights not disjoint in node order", i);
+        if (m->dead || m->region != REG_WEIGHTS || m->op == OP_RESHAPE) continue;
+        if (!g->prog || g->prog->nentries == 1) check(m->offset + node_bytes(m) <= n->offset, "weights not disjoint in node order", i);
+        else if (m->offset == n->offset)   /* entries share slots: same offset, same bytes */
+          check(node_bytes(m) == node_bytes(n) && memcmp(m->data, n->data, (size_t)node_bytes(n)) == 0,
+                "two different tensors share a weights slot", i);
+        else
+          check(m->offset + node_bytes(m) <= n->offset || n->offset + node_bytes(n) <= m->offset, "weights overlap", i);
       }
     }
+    if (n->region == REG_STATE) {
+      check((n->op == OP_STATE || n->op == OP_WRITE || n->op == OP_RESHAPE) && g->prog, "a computed value in the state", i);
+      const Node *r = root(n);
+      if (g->prog) check(n->offset == g->prog->states[r->a.state].offset, "a state version away from its state", i);
+    }
+  }
+  /* State order: every kernel reading a version straight from the state block runs
+   * before the kernel of the write that replaces that version. */
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *w = g->nodes[i];
+    if (w->dead || w->op != OP_WRITE) continue;
+    for (int k = 0; k < nk; k++)
+      for (int j = 0; j < g->kernels[k].nnodes; j++) {
+        const Node *m = g->nodes[g->kernels[k].nodes[j]];
+        for (int q = 0; q < m->nin; q++)
+          if (root(g->nodes[m->in[q]])->id == w->in[0] && k != w->kernel)
+            check(k < w->kernel, "a state version is read after the write that replaces it", m->id);
+      }
   }
   for (int t = 0; t < nk; t++)
     for (int a = 0; a < g->nnodes; a++) {
@@ -682,17 +705,21 @@ static void scenario_interp(void) {
 static int plan_models(int n, char **scripts) {
   for (int i = 0; i < n; i++) {
     FrontendOptions fo = {.script = scripts[i]};
-    g = frontend_trace(&fo);
-    run_all();
-    int before = fails;
-    check_plan();
-    int64_t inter = 0;
-    for (int k = 0; k < g->nkernels; k++) {
-      const Node *r = g->nodes[g->kernels[k].nodes[g->kernels[k].nnodes - 1]];
-      if (r->region == REG_ARENA) inter += node_bytes(r);
+    Program *p = frontend_trace(&fo);
+    pipeline_run(p, NULL, stdout);
+    for (int e = 0; e < p->nentries; e++) {
+      g = p->entries[e];
+      int before = fails;
+      check_plan();
+      int64_t inter = 0;
+      for (int k = 0; k < g->nkernels; k++) {
+        const Node *r = g->nodes[g->kernels[k].nodes[g->kernels[k].nnodes - 1]];
+        if (r->region == REG_ARENA) inter += node_bytes(r);
+      }
+      const char *entry = program_is_plain(p) ? "" : kiln_fmt(" entry %s", g->entry);
+      printf("%s%s: %d kernels, arena %lld bytes for %lld bytes of intermediates: %s\n", scripts[i], entry, g->nkernels,
+             (long long)g->arena_size, (long long)inter, fails == before ? "plan ok" : "PLAN VIOLATED");
     }
-    printf("%s: %d kernels, arena %lld bytes for %lld bytes of intermediates: %s\n", scripts[i], g->nkernels,
-           (long long)g->arena_size, (long long)inter, fails == before ? "plan ok" : "PLAN VIOLATED");
   }
   return fails ? 1 : 0;
 }
