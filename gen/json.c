@@ -221,6 +221,8 @@ static void put_entries(Buf *b, const Program *p, const EmitOptions *o) {
     put_str(b, g->entry);
     buf_puts(b, ", \"function\": ");
     put_str(b, kiln_fmt("%s_%s", p->model, g->entry));
+    buf_puts(b, ", \"macros\": ");   /* the prefix of its #defines: <M>_<ENTRY>_ (<M>_ for the script itself) */
+    put_str(b, kiln_fmt("%s_%s", emit_upper(p->model), p->explicit_entries ? kiln_fmt("%s_", emit_upper(g->entry)) : ""));
     buf_printf(b, ", \"arena_bytes\": %lld,\n  \"inputs\": [", (long long)g->arena_size);
     put_io(b, g, g->inputs, g->ninputs);
     buf_puts(b, ",\n  \"outputs\": [");

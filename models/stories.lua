@@ -1,4 +1,5 @@
--- stories.lua — TinyStories 260K: a real trained Llama (llama2.c's stories260K, MIT licence).
+-- stories.lua — TinyStories 260K: a real trained Llama (llama2.c's stories260K, MIT licence),
+-- with a key/value cache: entry `prefill` runs a chunk of 32 tokens, entry `decode` one.
 --
 -- Andrej Karpathy's smallest tinyllamas checkpoint, converted by scripts/convert_llama2c.py
 -- into weights/stories260K.safetensors under Meta's Llama state_dict names (provenance in
@@ -13,39 +14,67 @@
 -- checkpoint itself carries (rope.cos, rope.sin [512, 4]), so the build computes no
 -- trigonometry and its bytes do not depend on a libm.
 --
--- The forward pass has a FIXED length: input `tokens` i32 [T] (T = 32), output `logits`
--- f32 [T, 512]; row p predicts the token after position p. Causality makes row p depend on
--- tokens 0..p only, so a caller generating text fills the first n positions, pads the rest
--- with anything and reads row n - 1 (scripts/stories_main.c does this).
+-- State: per layer the keys and values of every position so far, layers.<i>.k and
+-- layers.<i>.v, f32 [4 kv heads, 512 positions, 8] (the checkpoint's full 512 positions).
+-- Both entries take the position of their first token, `pos` (an i32 scalar):
+--   prefill  tokens i32 [32], pos -> logits f32 [32, 512]: row i predicts the token after
+--            position pos + i. A prompt shorter than 32 is padded with any token: the
+--            padding writes cache rows past the prompt, which the decode at that position
+--            overwrites before anything reads them.
+--   decode   token i32 [1], pos -> logits f32 [1, 512]
+-- Each writes its keys and values at rows pos.. of the caches, then attends over rows
+-- 0 .. pos + i (the causal mask); a pos that would write past row 511 makes the generated
+-- C return STORIES_E_RANGE before touching anything.
 local kiln = require "kiln"
 local nn = require "kiln.nn"
 
-local T = 32                        -- sequence length of one run
+local PREFILL = 32                  -- tokens of one prefill call
 local DIM, HIDDEN, LAYERS, VOCAB = 64, 172, 5, 512
 local HEADS, KV_HEADS = 8, 4
 local HD = DIM // HEADS             -- 8
-local ROPE_ROWS = 512               -- the checkpoint's seq_len
+local CTX = 512                     -- positions: the checkpoint's seq_len, the caches' length
 
 kiln.load("weights/stories260K.safetensors", {strict = true})
 
+local cache = {}
+for i = 0, LAYERS - 1 do
+  cache[i] = {k = kiln.state("layers." .. i .. ".k", {KV_HEADS, CTX, HD}),
+              v = kiln.state("layers." .. i .. ".v", {KV_HEADS, CTX, HD})}
+end
+
+-- Position-dependent tables of one call, made once per entry from its `pos`: RoPE's
+-- cos/sin rows pos .. pos + T - 1 gathered from the checkpoint's tables, interleaved to
+-- [T, 1, HD] as C = (cos, cos), S = (sin, sin); and the additive causal mask [T, CTX]:
+-- 0 where cache row j <= pos + i, else -inf: exp gives exactly 0 (without the slow
+-- underflow path of a large negative number), so the rows not yet written, zero or stale,
+-- never count; row 0 is always visible, so no row of the softmax is all -inf.
+local function positions(pos, T)
+  local ramp = {}
+  for i = 0, T - 1 do ramp[#ramp + 1] = i end
+  local qpos = kiln.cast(pos, "f32") + kiln.constant(ramp, {T})          -- pos + i, exact in f32
+  local idx = kiln.cast(qpos, "i32")
+  local function interleave(t)                                           -- [CTX, HD/2] -> [T, 1, HD]
+    local r = kiln.gather(t, idx, 0):unsqueeze(2)
+    return kiln.concat({r, r}, 2):reshape(T, 1, HD)
+  end
+  local cos = interleave(kiln.param("rope.cos", {CTX, HD // 2}))   -- one parameter, shared by name
+  local sin = interleave(kiln.param("rope.sin", {CTX, HD // 2}))
+  local cols = {}
+  for j = 0, CTX - 1 do cols[#cols + 1] = j end
+  local visible = kiln.constant(cols, {1, CTX}):le(qpos:reshape(T, 1))   -- [T, CTX]
+  return {cos = cos, sin = sin, mask = kiln.where(visible, 0, -math.huge)}
+end
+
 -- RoPE rotates each pair (a, b) = (x[2i], x[2i+1]) of a head by the angle of (pos, i):
--- (a cos - b sin, a sin + b cos). Written as x * C + swap(x) * S with swap(x)[2i] = -x[2i+1],
--- swap(x)[2i+1] = x[2i] (one small matmul with a constant signed permutation, exact: one
--- nonzero product per output) and the tables C = (cos, cos), S = (sin, sin) interleaved to
--- [T, 1, HD], built once from the file's tables sliced to the first T positions. This keeps
--- the rotation to a matmul and a multiply-add per use instead of slices and concats.
+-- (a cos - b sin, a sin + b cos), written as x * C + swap(x) * S with swap(x)[2i] =
+-- -x[2i+1], swap(x)[2i+1] = x[2i]: one small matmul with a constant signed permutation
+-- (exact: one nonzero product per output), then a multiply-add.
 local Rope = nn.Module("Rope")
-function Rope:tables()
-  if not self._c then
-    local function interleave(t)                       -- [ROPE_ROWS, HD/2] -> [T, 1, HD]
-      local r = t:slice(0, 0, T):unsqueeze(2)
-      return kiln.concat({r, r}, 2):reshape(T, 1, HD)
-    end
-    self._c = interleave(self:param("cos", {ROPE_ROWS, HD // 2}))
-    self._s = interleave(self:param("sin", {ROPE_ROWS, HD // 2}))
+function Rope:swap()
+  if not self._swap then
     local swap = {}
     for i = 0, HD - 1 do
-      for j = 0, HD - 1 do      -- swap = x @ P: column 2i takes -x[2i+1], column 2i+1 takes x[2i]
+      for j = 0, HD - 1 do      -- column 2i takes -x[2i+1], column 2i+1 takes x[2i]
         local v = 0
         if j % 2 == 0 and i == j + 1 then v = -1 elseif j % 2 == 1 and i == j - 1 then v = 1 end
         swap[#swap + 1] = v
@@ -53,11 +82,10 @@ function Rope:tables()
     end
     self._swap = kiln.constant(swap, {HD, HD})
   end
-  return self._c, self._s, self._swap
+  return self._swap
 end
-function Rope:forward(x)                               -- x: [T, heads, HD]
-  local c, s, swap = self:tables()
-  local y = x * c + kiln.matmul(x, swap) * s
+function Rope:forward(x, at)                           -- x: [T, heads, HD]
+  local y = x * at.cos + kiln.matmul(x, self:swap()) * at.sin
   return y
 end
 
@@ -69,17 +97,21 @@ function Attention:init()
   self.wo = nn.Linear(HEADS * HD, DIM, {bias = false})
 end
 
--- Grouped-query attention without copying k and v: query head h = 2g + r (r < HEADS/KV_HEADS)
--- reads kv head g, so q is viewed as [KV_HEADS, HEADS/KV_HEADS, T, HD] against k, v as
--- [KV_HEADS, 1, T, HD] and the matmuls broadcast over the group (torch's repeat_interleave
--- of k and v on the head dim, without materialising it).
-function Attention:forward(x, rope, mask)
+-- Grouped-query attention over the cache: this call's keys and values go to rows pos..
+-- of the layer's caches, then query head h = 2g + r (r < HEADS/KV_HEADS) reads kv head g
+-- of the whole cache: q viewed as [KV_HEADS, HEADS/KV_HEADS, T, HD] against k, v as
+-- [KV_HEADS, 1, CTX, HD], so the matmuls broadcast over the group without copying.
+function Attention:forward(x, rope, at, kv, pos)
+  local T = x:size(0)
   local rep = HEADS // KV_HEADS
-  local q = rope(self.wq(x):reshape(T, HEADS, HD)):reshape(T, KV_HEADS, rep, HD):permute(1, 2, 0, 3)
-  local k = rope(self.wk(x):reshape(T, KV_HEADS, HD)):transpose(0, 1):unsqueeze(1)   -- [KV, 1, T, HD]
-  local v = self.wv(x):reshape(T, KV_HEADS, HD):transpose(0, 1):unsqueeze(1)
-  local scores = kiln.matmul(q, k, {trans_b = true}) * (1 / math.sqrt(HD)) + mask    -- [KV, rep, T, T]
-  local out = kiln.matmul(kiln.softmax(scores, -1), v)                                 -- [KV, rep, T, HD]
+  local q = rope(self.wq(x):reshape(T, HEADS, HD), at):reshape(T, KV_HEADS, rep, HD):permute(1, 2, 0, 3)
+  local k = rope(self.wk(x):reshape(T, KV_HEADS, HD), at):transpose(0, 1)    -- [KV, T, HD]
+  local v = self.wv(x):reshape(T, KV_HEADS, HD):transpose(0, 1)
+  kiln.write(kv.k, k, {axis = 1, at = pos})
+  kiln.write(kv.v, v, {axis = 1, at = pos})
+  local keys, values = kv.k:unsqueeze(1), kv.v:unsqueeze(1)                    -- [KV, 1, CTX, HD]
+  local scores = kiln.matmul(q, keys, {trans_b = true}) * (1 / math.sqrt(HD)) + at.mask   -- [KV, rep, T, CTX]
+  local out = kiln.matmul(kiln.softmax(scores, -1), values)                    -- [KV, rep, T, HD]
   local y = self.wo(out:permute(2, 0, 1, 3):reshape(T, DIM))
   return y
 end
@@ -102,8 +134,8 @@ function Block:init()
   self.ffn_norm = nn.RMSNorm(DIM, {eps = 1e-5})
   self.feed_forward = FeedForward()
 end
-function Block:forward(x, rope, mask)
-  x = x + self.attention(self.attention_norm(x), rope, mask)
+function Block:forward(x, rope, at, kv, pos)
+  x = x + self.attention(self.attention_norm(x), rope, at, kv, pos)
   return x + self.feed_forward(self.ffn_norm(x))
 end
 
@@ -115,21 +147,26 @@ function Llama:init()
   for i = 1, LAYERS do self.layers[i] = Block() end
   self.norm = nn.RMSNorm(DIM, {eps = 1e-5})
 end
-function Llama:forward(tokens, mask)
+function Llama:forward(tokens, pos)
+  local T = tokens:size(0)
+  local at = positions(pos, T)
   local x = self.tok_embeddings(tokens)                                  -- [T, DIM]
-  for _, layer in ipairs(self.layers) do x = layer(x, self.rope, mask) end
+  for i, layer in ipairs(self.layers) do x = layer(x, self.rope, at, cache[i - 1], pos) end
   local emb = self.tok_embeddings:param("weight", {VOCAB, DIM})          -- shared classifier
   local logits = kiln.matmul(self.norm(x), emb, {trans_b = true})        -- [T, VOCAB]
   return logits
 end
 
--- Causal mask: 0 where key j <= query i, else a large negative number (exp underflows to
--- exactly 0, in float16 too, where -1e4 stays finite).
-local causal = {}
-for i = 0, T - 1 do
-  for j = 0, T - 1 do causal[#causal + 1] = j <= i and 0 or -1e4 end
-end
-local mask = kiln.constant(causal, {T, T})
+local model = Llama()     -- one module tree: both entries use the same parameters
 
-local tokens = kiln.input("tokens", {T}, "i32")
-kiln.output("logits", Llama()(tokens, mask))
+kiln.entry("prefill", function()
+  local tokens = kiln.input("tokens", {PREFILL}, "i32")
+  local pos = kiln.input("pos", {}, "i32")
+  kiln.output("logits", model(tokens, pos))
+end)
+
+kiln.entry("decode", function()
+  local token = kiln.input("token", {1}, "i32")
+  local pos = kiln.input("pos", {}, "i32")
+  kiln.output("logits", model(token, pos))
+end)

@@ -15,11 +15,19 @@
  *   KT_NUM_INPUTS       <M>_NUM_INPUTS        KT_NUM_OUTPUTS   <M>_NUM_OUTPUTS
  *   KT_IN_SIZES         0, <M>_<IN>_SIZE...   KT_OUT_SIZES     0, <M>_<OUT>_SIZE...
  * (the leading 0 keeps the arrays non-empty for a model without inputs).
+ * For one entry of a model with state (kiln.state), KT_RUN_V is that entry's <m>_<e>_v
+ * and KT_STATE_SIZE is <M>_STATE_SIZE; the sizes are the entry's macros.
  *
  * Usage: kt_driver WEIGHTS IN_1 .. IN_n OUT_1 .. OUT_m
- * The model runs twice (the arena refilled with NaN bytes in between); both runs must
- * produce the same bytes. Exit status: 0 ok, 2 usage or I/O, 3 a write outside an
- * output buffer, 4 an input modified, 5 the two runs differ.
+ *        kt_driver WEIGHTS STATE_IN STATE_OUT IN_1 .. IN_n OUT_1 .. OUT_m   (with state)
+ * STATE_IN is the state block before the call (exactly KT_STATE_SIZE bytes, or "-" for a
+ * fresh, all-zero state); STATE_OUT gets it after the call.
+ * The model runs twice (the arena refilled with NaN bytes in between, the state reset to
+ * STATE_IN); both runs must produce the same bytes. An entry that returns nonzero (a
+ * run-time offset out of range) must have touched nothing: state, arena and outputs.
+ * Exit status: 0 ok, 2 usage or I/O, 3 a write outside an output buffer or the state
+ * block, 4 an input modified, 5 the two runs differ, 6 the entry returned nonzero and
+ * touched nothing (it prints the status), 7 it returned nonzero after touching something.
  */
 #include "kt_cfg.h"
 
@@ -89,13 +97,40 @@ static void write_file(const char *path, const void *p, size_t n) {
   if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) fail(2, "cannot write", path);
 }
 
+#ifdef KT_STATE_SIZE
+enum { NS = 2 };   /* STATE_IN, STATE_OUT */
+static const size_t state_size = KT_STATE_SIZE;
+
+/* Whether every byte of p[0 .. n) is b. */
+static bool all_bytes(const unsigned char *p, size_t n, unsigned char b) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != b) return false;
+  return true;
+}
+#else
+enum { NS = 0 };
+#endif
+
 int main(int argc, char **argv) {
   enum { NI = KT_NUM_INPUTS, NO = KT_NUM_OUTPUTS };
-  if (argc != 2 + NI + NO) {
-    fprintf(stderr, "usage: %s WEIGHTS IN x%d OUT x%d\n", argv[0], NI, NO);
+  if (argc != 2 + NS + NI + NO) {
+    fprintf(stderr, "usage: %s WEIGHTS%s IN x%d OUT x%d\n", argv[0], NS ? " STATE_IN STATE_OUT" : "", NI, NO);
     return 2;
   }
   unsigned char *weights = load_weights(argv[1]);
+  argv += NS;   /* the inputs and outputs follow the state files */
+#ifdef KT_STATE_SIZE
+  unsigned char *state_in = calloc(state_size ? state_size : 1, 1);
+  unsigned char *state_base = aligned(state_size + 2 * GUARD), *state = state_base + GUARD, *state_first = malloc(state_size + 1);
+  if (!state_in || !state_first) fail(2, "out of memory", NULL);
+  if (strcmp(argv[2 - NS], "-") != 0) {
+    size_t len;
+    unsigned char *p = read_file(argv[2 - NS], &len);
+    if (len != state_size) fail(2, "state file size differs from the header's STATE_SIZE", argv[2 - NS]);
+    memcpy(state_in, p, len);
+    free(p);
+  }
+#endif
   const size_t arena_size = KT_ARENA_SIZE;   /* a variable: gcc warns on memset(p, c, 0u) */
   unsigned char *arena = aligned(arena_size);
 
@@ -124,9 +159,26 @@ int main(int argc, char **argv) {
   }
   outs[NO] = NULL;
 
+  int result = 0;
   for (int run = 0; run < 2; run++) {
     memset(arena, ARENA_BYTE, arena_size);
+#ifdef KT_STATE_SIZE
+    memset(state_base, GUARD_BYTE, state_size + 2 * GUARD);
+    memcpy(state, state_in, state_size);
+    int status = KT_RUN_V(weights, state, arena, ins, outs);
+    if (!guards_intact(state_base, state_size)) fail(3, "wrote outside the state block", NULL);
+    if (status != 0) {
+      bool untouched = memcmp(state, state_in, state_size) == 0 && all_bytes(arena, arena_size, ARENA_BYTE);
+      for (int i = 0; i < NO; i++) untouched &= all_bytes(outs[i], out_sizes[1 + i], FRESH_BYTE) && guards_intact(out_base[i], out_sizes[1 + i]);
+      printf("entry returned %d, %s\n", status, untouched ? "nothing touched" : "after touching its buffers");
+      result = untouched ? 6 : 7;
+      break;
+    }
+    if (run == 0) memcpy(state_first, state, state_size);
+    else if (memcmp(state_first, state, state_size) != 0) fail(5, "second run's state differs from the first's", NULL);
+#else
     KT_RUN_V(weights, arena, ins, outs);
+#endif
     for (int i = 0; i < NO; i++) {
       if (!guards_intact(out_base[i], out_sizes[1 + i])) fail(3, "wrote outside output buffer", argv[2 + NI + i]);
       if (run == 0) memcpy(first[i], outs[i], out_sizes[1 + i]);
@@ -135,7 +187,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NI; i++)
       if (memcmp(in_copy[i], ins[i], in_sizes[1 + i]) != 0) fail(4, "the model modified input", argv[2 + i]);
   }
-  for (int i = 0; i < NO; i++) write_file(argv[2 + NI + i], outs[i], out_sizes[1 + i]);
+  for (int i = 0; i < NO && result == 0; i++) write_file(argv[2 + NI + i], outs[i], out_sizes[1 + i]);
+#ifdef KT_STATE_SIZE
+  if (result == 0) write_file(argv[3 - NS], state, state_size);
+  free(state_in);
+  free(state_base);
+  free(state_first);
+#endif
 
   for (int i = 0; i < NI; i++) {
     free((void *)ins[i]);
@@ -147,5 +205,5 @@ int main(int argc, char **argv) {
   }
   free(arena);
   free(weights);
-  return 0;
+  return result;
 }

@@ -153,9 +153,38 @@ def check_plan(meta):
     return probs
 
 
-def write_cfg(outdir, model, meta):
-    """kt_cfg.h for tests/ops/kt_driver.c: the model's API through its own header macros."""
+def entry_of(meta, name=None):
+    """The record of entry `name` of a build with entries (<m>.json "entries"), or of its
+    only entry when name is None; None for a plain build."""
+    ents = meta.get("entries")
+    if ents is None:
+        return None
+    if name is None and len(ents) == 1:
+        return ents[0]
+    for e in ents:
+        if e["name"] == name:
+            return e
+    raise KeyError("no entry %r in %s" % (name, [e["name"] for e in ents]))
+
+
+def write_cfg(outdir, model, meta, entry=None):
+    """kt_cfg.h for tests/ops/kt_driver.c: the model's API through its own header macros.
+    With entry (a record of meta["entries"]): that entry's _v function, its sizes, and the
+    state block's size when the model has state."""
     up = model.upper()
+    if entry is not None:
+        m = entry["macros"]
+        ins = ["0"] + ["%s%s_SIZE" % (m, io["name"].upper()) for io in entry["inputs"]]
+        outs = ["0"] + ["%s%s_SIZE" % (m, io["name"].upper()) for io in entry["outputs"]]
+        state = "#define KT_STATE_SIZE %s_STATE_SIZE\n" % up if meta.get("states") else ""
+        text = ("/* Written by tests/py/kt.py from %s.json (entry %s) for tests/ops/kt_driver.c. */\n"
+                "#include \"%s.h\"\n#define KT_RUN_V %s_v\n#define KT_ARENA_SIZE %s_ARENA_SIZE\n"
+                "#define KT_WEIGHTS_SIZE %s_WEIGHTS_SIZE\n%s#define KT_NUM_INPUTS %sNUM_INPUTS\n"
+                "#define KT_NUM_OUTPUTS %sNUM_OUTPUTS\n#define KT_IN_SIZES %s\n#define KT_OUT_SIZES %s\n") % (
+                    model, entry["name"], model, entry["function"], up, up, state, m, m, ", ".join(ins), ", ".join(outs))
+        with open(os.path.join(outdir, "kt_cfg.h"), "w") as f:
+            f.write(text)
+        return
     ins = ["0"] + ["%s_%s_SIZE" % (up, io["name"].upper()) for io in meta["inputs"]]
     outs = ["0"] + ["%s_%s_SIZE" % (up, io["name"].upper()) for io in meta["outputs"]]
     text = ("/* Written by tests/py/kt.py from %s.json for tests/ops/kt_driver.c. */\n"
@@ -172,9 +201,10 @@ def write_cfg(outdir, model, meta):
         f.write(text)
 
 
-def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run"):
-    """Compiles kt_driver.c + <model>.c into outdir/exe; returns (ok, reason)."""
-    write_cfg(outdir, model, meta)
+def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run", entry=None):
+    """Compiles kt_driver.c + <model>.c into outdir/exe (for one entry's record of a model
+    with entries); returns (ok, reason)."""
+    write_cfg(outdir, model, meta, entry)
     path = os.path.join(outdir, exe)
     rc, out, err = run([cc, "-std=c11", *flags, "-I", outdir, DRIVER,
                         os.path.join(outdir, model + ".c"), "-o", path, "-lm"])
@@ -203,6 +233,60 @@ def run_driver(outdir, model, meta, inputs, exe="kt_run", env=None, tag="c"):
                 return False, "generated C: output %s has bool bytes other than 0/1" % io["name"], None
         res.append(a.reshape(io["shape"]))
     return True, "", res
+
+
+def run_entry(outdir, model, entry, inputs, state_in=None, exe="kt_run", env=None, tag="c"):
+    """Runs a driver compiled for `entry` (a meta["entries"] record) once: inputs in its
+    order, state_in the state block's bytes (None: fresh). Returns (status, reason,
+    outputs, state bytes after): status "ok"; "range" when the entry returned nonzero and
+    touched nothing (the driver checked); "error" otherwise, with the reason."""
+    ins = []
+    for i, (io, a) in enumerate(zip(entry["inputs"], inputs)):
+        p = os.path.join(outdir, "%s_in%d.bin" % (tag, i))
+        np.ascontiguousarray(a, dtype=NP_DTYPE[io["dtype"]]).tofile(p)
+        ins.append(p)
+    sin, sout = "-", os.path.join(outdir, "%s_state_out.bin" % tag)
+    if state_in is not None:
+        sin = os.path.join(outdir, "%s_state_in.bin" % tag)
+        with open(sin, "wb") as f:
+            f.write(state_in)
+    outs = [os.path.join(outdir, "%s_out%d.bin" % (tag, i)) for i in range(len(entry["outputs"]))]
+    rc, out, err = run([os.path.join(outdir, exe), os.path.join(outdir, model + ".weights"), sin, sout, *ins, *outs],
+                       env=env)
+    if rc == 6:
+        return "range", out.strip(), None, None
+    if rc != 0:
+        return "error", "generated C (%s): %s" % (entry["name"], why(rc, err, out)), None, None
+    res = [np.fromfile(p, dtype=NP_DTYPE[io["dtype"]]).reshape(io["shape"]) for io, p in zip(entry["outputs"], outs)]
+    with open(sout, "rb") as f:
+        return "ok", "", res, f.read()
+
+
+def kiln_run_entry(script, entry, inputs, savedir, state_in=None, has_state=True):
+    """The interpreter on one entry: inputs a list of (name, array), state_in the state
+    block's bytes (None: fresh). Returns (ok, reason, {name: array}, state bytes after;
+    b"" for a model without state)."""
+    os.makedirs(savedir, exist_ok=True)
+    sout = os.path.join(savedir, "state_out.bin")
+    args = ["--entry", entry] + (["--state-out", sout] if has_state else [])
+    if state_in is not None:
+        sin = os.path.join(savedir, "state_in.bin")
+        with open(sin, "wb") as f:
+            f.write(state_in)
+        args += ["--state-in", sin]
+    for name, a in inputs:
+        p = os.path.join(savedir, "in_%s.npy" % name)
+        np.save(p, a)
+        args += ["--input", "%s=%s" % (name, p)]
+    rc, out, err = run([KILN, "run", script, *args, "--save", savedir, "--limit", "1"])
+    if rc != 0:
+        return False, "kiln run: " + why(rc, err, out), None, None
+    res = {f[:-4]: np.load(os.path.join(savedir, f)) for f in os.listdir(savedir)
+           if f.endswith(".npy") and not f.startswith("in_")}
+    if not has_state:
+        return True, "", res, b""
+    with open(sout, "rb") as f:
+        return True, "", res, f.read()
 
 
 def kiln_run(script, inputs, savedir, cwd=None):
