@@ -4,8 +4,9 @@
 # docs/models.md) into out/mlp, builds the generated C with the runtime and the demo
 # program scripts/demo_main.c, and runs it on the 1000 bundled test images in
 # models/data/: a few predictions, the accuracy, and microseconds per inference.
-# Then the same for models/stories.lua (TinyStories 260K, a trained Llama): a greedy story
-# and tokens/s (scripts/stories_main.c).
+# Then models/stories.lua (TinyStories 260K, a trained Llama, with a KV cache: a prefill
+# entry and a decode entry over per-layer key/value states): 256 tokens generated greedily
+# from BOS, their ids, and prefill and decode tokens/s (scripts/stories_main.c).
 # Needs only a C compiler and libm besides Kiln; no Python.
 # Environment: KILN (default build/kiln), CC (default cc).
 set -eu
@@ -25,7 +26,8 @@ out/mlp_demo "$OUT/mlp.weights" models/data/fashion_test_1000.images.npy \
   models/data/fashion_test_1000.labels.npy
 
 # TinyStories 260K: a real trained Llama (models/stories.lua, weights from llama2.c, MIT; see
-# models/weights/README.md), greedy story from BOS by scripts/stories_main.c.
+# models/weights/README.md), 256 tokens greedily from BOS by scripts/stories_main.c: one
+# prefill, then one decode call per token over the KV cache.
 SOUT=out/stories
 echo
 echo "demo: $KILN build models/stories.lua -o $SOUT"

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs every test suite tests/t_*.sh in name order. A suite prints one line per check:
 #   PASS <name>            or            FAIL <name>: <why>
-# and anything else it likes (ignored). The last line is "N passed, N failed".
+# and anything else it likes (ignored), except "NOTE ..." lines, which say what a suite
+# deliberately does not check (shown here, counted nowhere). The last line is
+# "N passed, N failed".
 # TESTS="t_ops t_golden" limits the run to those suites.
 cd "$(dirname "$0")/.." || exit 2
 export KILN="${KILN:-$PWD/build/kiln}"
@@ -20,6 +22,7 @@ for s in $suites; do
     tail -n 20 "$log/$s.out" | sed 's/^/    /'
   fi
   grep '^FAIL ' "$log/$s.out"
+  grep '^NOTE ' "$log/$s.out"
   echo "  $s: $p passed, $f failed ($(( $(date +%s) - start ))s)"
   pass=$((pass + p)); fail=$((fail + f))
 done

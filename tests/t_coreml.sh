@@ -49,8 +49,21 @@ else
 fi
 
 # ---- every model ----
-for m in models/*.lua tests/coreml/models/*.lua; do
+# A model with state or entry points (models/stories.lua) is not supported by the Core ML
+# target yet: its build must fail with the one-line error naming the script, writing
+# nothing, and a NOTE says it is not checked; tests/models/stories_fixed.lua, the
+# stateless fixed-length TinyStories, covers its network.
+for m in models/*.lua tests/coreml/models/*.lua tests/models/stories_fixed.lua; do
   n=$(basename "$m" .lua)
+  if "$KILN" graph "$m" 2>/dev/null | grep -q '^entry '; then
+    out=$("$KILN" build "$m" -o "$WORK/m-$n" --target coreml 2>&1)
+    rc=$?
+    want="$m: error: the CoreML target does not support state/entry points yet (use --target c)"
+    if [ $rc -eq 1 ] && [ "$out" = "$want" ] && [ ! -e "$WORK/m-$n" ]; then echo "PASS $S/refuses_state/$n"
+    else echo "FAIL $S/refuses_state/$n: exit $rc, '$out' (want '$want', nothing written)"; fi
+    echo "NOTE $S: $n has state or entry points, which the Core ML target does not support yet: not checked"
+    continue
+  fi
   $PY tests/coreml/compare.py "$KILN" "$MILRUN" "$m" "$WORK/m-$n" iOS15:fp32 iOS15:fp16 iOS17:fp32 iOS17:fp16
 done
 
@@ -114,10 +127,12 @@ for e in rank6:4:rank keyword:3:reserved; do
 done
 
 # ---- op coverage ----
-used=$(for m in models/*.lua tests/coreml/models/*.lua; do "$KILN" graph "$m" --after memplan 2>/dev/null; done |
+used=$(for m in models/*.lua tests/coreml/models/*.lua tests/models/stories_fixed.lua; do
+         "$KILN" graph "$m" 2>/dev/null | grep -q '^entry ' || "$KILN" graph "$m" --after memplan 2>/dev/null; done |
        awk '/^%/ {print $3}' | sort -u)
 missing=""
 for op in $("$KILN" ops | awk '{print $1}'); do
+  case $op in state|write) echo "NOTE $S: op $op (state) is not supported by the Core ML target yet"; continue ;; esac
   echo "$used" | grep -qx "$op" || missing="$missing $op"
 done
 if [ -z "$missing" ]; then echo "PASS $S/ops: every op of the op table is in a model checked above"

@@ -12,7 +12,9 @@
 # Then it searches every output for absolute paths, the output and build directory names,
 # the host name, and timestamps.
 # Targets: --target all when that works (it is tried first and its failure reported),
-# else c; always with --embed-weights, so <m>_weights.c is compared too.
+# else c; always with --embed-weights, so <m>_weights.c is compared too. A model with
+# state or entry points is built for C only (Metal and CoreML refuse it for now, which
+# t_metal and t_coreml check), with a NOTE line saying so.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln determinism
 kt_work det
@@ -46,7 +48,7 @@ same() {
 build() {
   mkdir -p "$(dirname "$4")"
   # shellcheck disable=SC2086
-  if ! err=$(cd "$2" && "$KILN" build "$3" $targets -o "$4" 2>&1); then
+  if ! err=$(cd "$2" && "$KILN" build "$3" $model_targets -o "$4" 2>&1); then
     echo "FAIL determinism/$1: kiln build $3 (in $2) failed: $(echo "$err" | head -n 2 | tr '\n' ' ')"
     return 1
   fi
@@ -55,6 +57,11 @@ build() {
 for script in $(kt_models); do
   m=$(basename "$script" .lua)
   dir=$(dirname "$script")
+  model_targets=$targets
+  if [ "$targets" != "--target c --embed-weights" ] && "$KILN" graph "$script" 2>/dev/null | grep -q '^entry '; then
+    model_targets="--target c --embed-weights"
+    echo "NOTE determinism/$m: state or entry points: built for C only (Metal and CoreML do not support them yet)"
+  fi
   mkdir -p "$WORK/tree"
   rm -rf "$WORK/tree/$dir" && mkdir -p "$WORK/tree/$dir" && cp -R "$dir/." "$WORK/tree/$dir/"
   build "$m/a" "$ROOT" "$script" "$WORK/a/$m" &&

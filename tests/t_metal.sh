@@ -118,12 +118,28 @@ if objc "$T/bad.m" > /dev/null 2>&1; then fail metal_objc_stub_catches_misuse "a
 else pass metal_objc_stub_catches_misuse; fi
 
 # ---- 3. every model ----
+# A model with state or entry points (models/stories.lua) is not supported by the Metal
+# target yet: its build must fail with the one-line error naming the script, writing
+# nothing (metal_refuses_state_<m>), and a NOTE says the model is not emulated; the
+# stateless fixed-length TinyStories, tests/models/stories_fixed.lua, covers its network.
 tested=""
 mkdir -p "$T/m" "$T/g"
-for script in models/*.lua tests/metal/models/*.lua; do
+for script in models/*.lua tests/metal/models/*.lua tests/models/stories_fixed.lua; do
   [ -f "$script" ] || continue
   m=$(basename "$script" .lua)
   d=$T/m/$m
+  if "$KILN" graph "$script" 2>/dev/null | grep -q '^entry '; then
+    "$KILN" build "$script" -o "$d" --target metal > "$T/out" 2>&1
+    rc=$?
+    want="$script: error: the Metal target does not support state/entry points yet (use --target c)"
+    if [ $rc -eq 1 ] && [ "$(cat "$T/out")" = "$want" ] && [ ! -e "$d" ] && [ ! -e "$d.kiln-tmp" ]; then
+      pass "metal_refuses_state_$m"
+    else
+      fail "metal_refuses_state_$m" "exit $rc, output '$(head -n 2 "$T/out" | tr '\n' ' ')' (want '$want', nothing written)"
+    fi
+    echo "NOTE metal: $m has state or entry points, which the Metal target does not support yet: not emulated"
+    continue
+  fi
   if ! "$KILN" build "$script" -o "$d" --target metal > "$T/out" 2>&1; then
     fail "metal_build_$m" "$(tail -n 2 "$T/out" | tr '\n' ' ')"; continue
   fi
@@ -157,6 +173,7 @@ ran=$(for m in $tested; do sed -n -e 's|^// [A-Za-z0-9_]*: \([a-z0-9_]*\) [a-z0-
 missing=""
 for op in $("$KILN" ops | awk '{print $1}'); do
   case $op in input|weight|const|reshape) continue ;; esac
+  case $op in state|write) echo "NOTE metal: op $op (state) is not supported by the Metal target yet"; continue ;; esac
   echo "$ran" | grep -qx "$op" || missing="$missing $op"
 done
 if [ -z "$missing" ]; then pass metal_every_op_emulated; else fail metal_every_op_emulated "never run:$missing"; fi

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.." || exit 2
 unset KILN_NOFUSE   # the expected outputs are of fused builds
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-scenarios="shapes mlp cse fold legalize names chain random interp fusion"
+scenarios="shapes mlp cse fold legalize names chain random interp fusion state"
 
 if ! sh tests/passes/build.sh "$tmp/gtest" 2> "$tmp/build.err"; then
   echo "FAIL passes_build: $(head -n 5 "$tmp/build.err" | tr '\n' ' ')"
@@ -100,5 +100,5 @@ if "$KILN" build $lua -o "$tmp/lr" > "$tmp/lr.err" 2>&1 &&
    grep -q '"name": "matmul_0", "ops": \["matmul", "add", "relu"\]' "$tmp/lr/small_mlp.json"; then
   echo "PASS passes_fuse_linear_relu_json"
 else echo "FAIL passes_fuse_linear_relu_json: $(head -n 3 "$tmp/lr.err" "$tmp/lr/small_mlp.json" 2>&1 | tr '\n' ' ')"; fi
-/usr/bin/python3 tests/passes/fusecheck.py "$KILN" "$tmp/fuse" models/*.lua tests/metal/models/*.lua tests/golden/*.lua
+/usr/bin/python3 tests/passes/fusecheck.py "$KILN" "$tmp/fuse" models/*.lua tests/metal/models/*.lua tests/golden/*.lua tests/state/*.lua
 exit 0

@@ -460,7 +460,7 @@ static void scenario_chain(void) {
 /* One line per kernel: order, name, its ops (anchor first) and where the result lives. */
 static void print_kernels(const char *title) {
   printf("## %s\n", title);
-  static const char *const region[] = {"none", "weights", "arena", "input", "output"};
+  static const char *const region[] = {"none", "weights", "arena", "input", "output", "state"};
   for (int k = 0; k < g->nkernels; k++) {
     const Kernel *kr = &g->kernels[k];
     printf("k%d %s:", kr->order, kr->cname);
@@ -476,6 +476,49 @@ static void fuse_case(const char *title) {
   print_kernels(title);
   check_plan();
   g = graph_new("t", "t.lua");
+}
+
+/* State: one entry of a program writes x into rows pos.. of a [4] state and reads the
+ * state twice: new_sum after the write, and old_sum (and the output `old`, a view)
+ * through a view of the version before the write, traced after the write. In-place
+ * storage makes the traced order wrong: the schedule must run old_sum and the copy of
+ * `old` (legalize) before the write. The interpreter, functional, shows the values the
+ * in-place order has to reproduce, and the state it leaves. */
+static void scenario_state(void) {
+  Program *p = program_new("t", "t.lua");
+  g = program_add_entry(p, "step");
+  p->states = calloc(1, sizeof(StateDecl));
+  p->states[0] = (StateDecl){"s", DT_F32, shp(1, 4), here(), 0};
+  p->nstates = 1;
+  p->state_size = KILN_ALIGN;
+  int x = input("x", shp(1, 2)), pos = input_i32("pos", shp(0));
+  Node *leaf = graph_leaf(g, OP_STATE, DT_F32, &p->states[0].shape, "s", here());
+  leaf->a.state = 0;
+  int v0 = leaf->id;
+  int view = op(OP_RESHAPE, NULL, &(Attrs){.reshape = shp(2, 2, 2)}, 1, v0);
+  int w = op(OP_WRITE, "s", &(Attrs){.axis = 0, .state = 0}, 3, v0, x, pos);
+  graph_set_state_last(g, 0, w);
+  int newsum = op(OP_REDUCE_SUM, NULL, &(Attrs){.axes = 0x1}, 1, w);
+  int oldsum = op(OP_REDUCE_SUM, NULL, &(Attrs){.axes = 0x3}, 1, view);
+  graph_output(g, "new_sum", newsum);
+  graph_output(g, "old_sum", oldsum);
+  graph_output(g, "old", view);
+  run_all();
+  print_kernels("state: old_sum and the copy of old before the write");
+  check_plan();
+  float s[4] = {1, 2, 3, 4}, xv[2] = {10, 20};
+  int32_t at = 1;
+  Tensor in[2] = {{DT_F32, shp(1, 2), xv}, {DT_I32, shp(0), &at}}, st = {DT_F32, shp(1, 4), s}, outs[3];
+  char err[256];
+  if (!interp_entry(g, in, &st, outs, err, sizeof err)) printf("error: %s\n", err);
+  printf("interp: new_sum %g, old_sum %g, old %g %g %g %g, state %g %g %g %g\n", (double)*(float *)outs[0].data,
+         (double)*(float *)outs[1].data, (double)((float *)outs[2].data)[0], (double)((float *)outs[2].data)[1],
+         (double)((float *)outs[2].data)[2], (double)((float *)outs[2].data)[3], (double)s[0], (double)s[1], (double)s[2],
+         (double)s[3]);
+  at = 3;
+  if (!interp_entry(g, in, &st, outs, err, sizeof err)) printf("error: %s\n", err);
+  printf("state after the refused call %g %g %g %g\n", (double)s[0], (double)s[1], (double)s[2], (double)s[3]);
+  free(p->states);
 }
 
 /* Fusion (pass_group): an anchor absorbs the chain of elementwise nodes after it
@@ -729,7 +772,7 @@ int main(int argc, char **argv) {
   static const struct { const char *name; void (*run)(void); } scenarios[] = {
       {"shapes", scenario_shapes}, {"mlp", scenario_mlp}, {"cse", scenario_cse}, {"fold", scenario_fold},
       {"legalize", scenario_legalize}, {"names", scenario_names}, {"chain", scenario_chain},
-      {"random", scenario_random}, {"interp", scenario_interp}, {"fusion", scenario_fusion},
+      {"random", scenario_random}, {"interp", scenario_interp}, {"fusion", scenario_fusion}, {"state", scenario_state},
   };
   atexit(kiln_free_all);
 #ifdef GTEST_FRONTEND

@@ -201,13 +201,14 @@ def write_cfg(outdir, model, meta, entry=None):
         f.write(text)
 
 
-def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run", entry=None):
-    """Compiles kt_driver.c + <model>.c into outdir/exe (for one entry's record of a model
-    with entries); returns (ok, reason)."""
+def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run", entry=None, model_obj=None):
+    """Compiles kt_driver.c + <model>.c (or model_obj, the model already compiled with the
+    same flags) into outdir/exe (for one entry's record of a model with entries); returns
+    (ok, reason)."""
     write_cfg(outdir, model, meta, entry)
     path = os.path.join(outdir, exe)
     rc, out, err = run([cc, "-std=c11", *flags, "-I", outdir, DRIVER,
-                        os.path.join(outdir, model + ".c"), "-o", path, "-lm"])
+                        model_obj or os.path.join(outdir, model + ".c"), "-o", path, "-lm"])
     return (rc == 0, "" if rc == 0 else "%s: %s" % (cc, why(rc, err, out)))
 
 

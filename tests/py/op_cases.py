@@ -23,7 +23,7 @@ np.seterr(all="ignore")
 
 class Case:
     def __init__(self, op, name, expr=None, inputs=(), ref=None, tol=None, dtypes=("f32",),
-                 body=None, outputs=("out",), params=None, also=(), files=None, interp_error=False):
+                 body=None, outputs=("out",), params=None, also=(), files=None, interp_error=False, state=None):
         self.op, self.name, self.expr, self.ref = op, name, expr, ref
         self.inputs = list(inputs)          # (name, shape, dtype, gen)
         self.tol = tol or Tol.exact()
@@ -33,7 +33,8 @@ class Case:
         self.files = files                  # raw safetensors entries, when they differ from params
         self.also = tuple(also)
         self.interp_error = interp_error    # the interpreter must refuse (data-dependent error)
-        self.model = ("%s_%s" % (op, name)).lower()
+        self.state = state                  # (shape, dtype, gen): persistent state `s` and what it holds
+        self.model = ("%s_%s" % (op, name)).lower()          # before the call; the ref gets it last
 
     def draw(self):
         """Deterministic inputs (seeded from the case's name), then params, in ref order."""
@@ -41,10 +42,19 @@ class Case:
         arrs = [gen(g, rng, shape, dt) for (_, shape, dt, g) in self.inputs]
         return arrs
 
+    def draw_state(self):
+        """The value of state `s` the case's one call starts from (None: no state)."""
+        if self.state is None:
+            return None
+        shape, dt, g = self.state
+        return gen(g, np.random.default_rng(zlib.crc32(("state/" + self.model).encode())), shape, dt)
+
     def lua(self):
         lines = ["-- t_ops case %s/%s, written by tests/py/run_ops.py" % (self.op, self.name)]
         if self.params:
             lines.append('kiln.load("%s.safetensors")' % self.model)
+        if self.state:
+            lines.append('local s = kiln.state("s", %s, "%s")' % (lua_shape(self.state[0]), self.state[1]))
         for (n, shape, dt, _) in self.inputs:
             lines.append('local %s = kiln.input("%s", %s%s)' % (n, n, lua_shape(shape),
                                                              "" if dt == "f32" else ', "%s"' % dt))
@@ -716,6 +726,43 @@ add("copy", "input_and_result", None, [("x", [2, 2], "f32", "n")], outputs=("sam
 add("copy", "out_is_view_of_result", None, [("x", [2, 3], "f32", "n")], outputs=("y", "flat"),
     dtypes=("f32", "f32"), body='local y = kiln.exp(x)\nkiln.output("y", y)\nkiln.output("flat", kiln.reshape(y, {6}))',
     ref=lambda x: (np.exp(x), np.exp(x).reshape(6)), tol=Tol.ew(), also=("exp", "reshape"))
+
+# ---------------------------------------------------------------- state: kiln.state and kiln.write
+
+def written(s, x, axis, at):
+    """s with x stored from index at along axis (the write op's semantics)."""
+    out = np.array(s, copy=True)
+    idx = [slice(None)] * out.ndim
+    idx[axis] = slice(at, at + x.shape[axis])
+    out[tuple(idx)] = x
+    return out
+
+
+# One call of a script without kiln.entry whose state s starts from the drawn value: the
+# outputs show the state after the write (and, where named, as the call found it).
+add("write", "rows_at_input", body='kiln.write(s, x, {axis = 0, at = pos})\nkiln.output("out", s * 1)',
+    inputs=[("x", [2, 3], "f32", "n"), ("pos", [], "i32", [2])], state=([5, 3], "f32", "n"),
+    ref=lambda x, pos, s: written(s, x, 0, int(pos)), also=("state", "mul"))
+add("write", "last_rows", body='kiln.write(s, x, {axis = 1, at = pos})\nkiln.output("out", s)',
+    inputs=[("x", [2, 3, 2], "i32", "int:-50:50"), ("pos", [], "i32", [3])], state=([2, 6, 2], "i32", "int:-9:9"),
+    ref=lambda x, pos, s: written(s, x, 1, int(pos)), dtypes=("i32",), also=("state", "copy"))
+add("write", "const_offset_neg_axis", body='kiln.write(s, x, {axis = -1, at = 1})\nkiln.output("out", s + 0)',
+    inputs=[("x", [3, 2], "f32", "n")], state=([3, 4], "f32", "n"),
+    ref=lambda x, s: written(s, x, 1, 1), also=("state", "add"))
+add("write", "whole_state", body='kiln.write(s, x, {at = 0})\nkiln.output("out", s * 1)',
+    inputs=[("x", [4], "f32", "n")], state=([4], "f32", "n"),
+    ref=lambda x, s: written(s, x, 0, 0), also=("state", "mul"))
+add("write", "read_before_and_after",
+    body='local old = kiln.sum(s, {1})\nkiln.write(s, x, {axis = 1, at = pos})\n'
+         'kiln.output("before", old)\nkiln.output("after", kiln.sum(s, {1}))',
+    inputs=[("x", [3, 1], "f32", "n"), ("pos", [], "i32", [0])], state=([3, 5], "f32", "n"),
+    ref=lambda x, pos, s: (s.sum(1), written(s, x, 1, int(pos)).sum(1)), outputs=("before", "after"),
+    dtypes=("f32", "f32"), also=("state", "reduce_sum"),
+    tol=Tol.red(5, lambda x, pos, s: np.maximum(np.abs(s).sum(1), np.abs(written(s, x, 1, int(pos))).sum(1))))
+add("write", "bool_state", body='kiln.write(s, x, {axis = 0, at = pos})\nkiln.output("out", s)',
+    inputs=[("x", [1, 3], "bool", "bool"), ("pos", [], "i32", [1])], state=([2, 3], "bool", "bool"),
+    ref=lambda x, pos, s: written(s, x, 0, int(pos)), dtypes=("bool",), also=("state", "copy"))
+
 
 # ---------------------------------------------------------------- larger shapes, rank 6, memory reuse
 # Sizes past the small cases' loops (a kernel may take other code paths), the rank limit,

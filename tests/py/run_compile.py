@@ -11,6 +11,10 @@ For each model script given (models/*.lua, tests/golden/*.lua):
                         same sanitizers, once loading <m>.weights through the runtime and once
                         with the embedded array (<m>_weights.c): both agree with the interpreter
   compile/contract/<m>  <m>.c neither allocates nor does I/O, and has no mutable statics
+A model with state or entry points (<m>.json has "entries"): the sanitizer run is one call
+of every entry, in declaration order from a fresh state and chaining it, each against
+`kiln run --entry` (outputs and the state block); so is the runtime run, with
+tests/runtime/driver.c built once per entry (-DKILN_ENTRY, -DKILN_STATE).
 And once: compile/runtime/<cc>: runtime/*.c alone under the warning flags.
 
 usage: /usr/bin/python3 tests/py/run_compile.py WORKDIR SCRIPT...
@@ -35,10 +39,12 @@ SAN_ENV = dict(os.environ, ASAN_OPTIONS="abort_on_error=0:detect_leaks=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
 
 
-def inputs_for(meta, name):
+def inputs_for(meta, name, ios=None):
+    """Seeded inputs for meta's inputs (or the records ios): normal f32, i32 in [0, 2) (in
+    range as indices and positions for every model here), random bools."""
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     res = []
-    for io in meta["inputs"]:
+    for io in meta["inputs"] if ios is None else ios:
         if io["dtype"] == "f32":
             res.append(rng.standard_normal(io["shape"]).astype(np.float32))
         elif io["dtype"] == "i32":
@@ -152,6 +158,111 @@ def contract_line(out, m):
     return ok, "compile/contract/%s" % m, why
 
 
+def san_objects(cc, out, m):
+    """<m>.c and <m>_weights.c compiled once with the sanitizer flags, for the per-entry
+    drivers (stories.c takes a while); returns ((model.o, weights.o), "") or (None, why)."""
+    objs = []
+    for src in (m + ".c", m + "_weights.c"):
+        obj = os.path.join(out, "%s_san_%s.o" % (src[:-2], cc))
+        rc, o, err = kt.run([cc, *WARN, *SAN, "-I", out, "-c", os.path.join(out, src), "-o", obj])
+        if rc != 0:
+            return None, "%s %s: %s" % (cc, src, kt.why(rc, err, o))
+        objs.append(obj)
+    return objs, ""
+
+
+def runtime_run_entries(cc, out, m, script, meta, objs):
+    """runtime_run for a model with entries: tests/runtime/driver.c + runtime/kiln_runtime.c
+    built per entry, file and embedded weights, every entry once with the state chained."""
+    drv = os.path.join(kt.ROOT, "tests", "runtime", "driver.c")
+    rt = os.path.join(kt.ROOT, "runtime", "kiln_runtime.c")
+    up, has_state = m.upper(), bool(meta["states"])
+    for variant in ("file", "embed"):
+        c_state = i_state = None
+        for e in meta["entries"]:
+            exe = os.path.join(out, "rt_%s_%s_%s" % (variant, cc, e["name"]))
+            defs = ["-DKILN_MODEL=" + m, "-DKILN_MODEL_UPPER=" + up, "-DKILN_ENTRY=" + e["name"]]
+            if e["macros"] != up + "_":
+                defs.append("-DKILN_ENTRY_UPPER=" + e["macros"][len(up) + 1:-1])
+            defs += ["-DKILN_STATE"] if has_state else []
+            extra = ["-DKILN_EMBED", objs[1]] if variant == "embed" else []
+            rc, o, err = kt.run([cc, *WARN, *SAN, "-I", out, "-I", os.path.join(kt.ROOT, "runtime"), *defs, drv,
+                                 objs[0], rt, *extra, "-o", exe, "-lm"])
+            if rc != 0:
+                return False, "%s (%s weights, %s): %s" % (cc, variant, e["name"], kt.why(rc, err, o))
+            ins = inputs_for(meta, m + "/" + e["name"], e["inputs"])
+            files = []
+            for i, a in enumerate(ins):
+                files.append(os.path.join(out, "rt_%s_in%d.bin" % (e["name"], i)))
+                a.tofile(files[-1])
+            odir = os.path.join(out, "rt_out_%s_%s_%s" % (variant, cc, e["name"]))
+            os.makedirs(odir, exist_ok=True)
+            args = [] if variant == "embed" else ["-w", os.path.join(out, m + ".weights")]
+            sin, sout = os.path.join(odir, "state_in.bin"), os.path.join(odir, "state_out.bin")
+            if has_state:
+                args += ["-S", sout]
+                if c_state is not None:
+                    with open(sin, "wb") as f:
+                        f.write(c_state)
+                    args += ["-s", sin]
+            rc, o, err = kt.run([exe, *args, "-o", odir, *files], env=SAN_ENV)
+            if rc != 0:
+                return False, "runtime driver (%s weights, %s): %s" % (variant, e["name"], kt.why(rc, err, o))
+            res = [np.fromfile(os.path.join(odir, io["name"] + ".bin"), dtype=kt.NP_DTYPE[io["dtype"]]).reshape(io["shape"])
+                   for io in e["outputs"]]
+            if has_state:
+                with open(sout, "rb") as f:
+                    c_state = f.read()
+            ok, why, got, i_state = kt.kiln_run_entry(script, e["name"], [(io["name"], a) for io, a in zip(e["inputs"], ins)],
+                                                      os.path.join(odir, "interp"), i_state, has_state)
+            if not ok:
+                return False, why
+            ok, why = agree(e, res, [got[io["name"]] for io in e["outputs"]])
+            if not ok:
+                return False, "%s weights, %s: %s" % (variant, e["name"], why)
+            ok, why = states_agree(meta, c_state, i_state, e["name"])
+            if not ok:
+                return False, "%s weights: %s" % (variant, why)
+    return True, ""
+
+
+def states_agree(meta, c_state, i_state, entry):
+    """The C state block against the interpreter's after entry (model tolerance)."""
+    for s in meta.get("states", []):
+        dt, n = kt.NP_DTYPE[s["dtype"]], int(np.prod(s["shape"], dtype=np.int64))
+        c, i = (np.frombuffer(b, dt, n, s["offset"]).astype(np.float64) for b in (c_state, i_state))
+        if not np.allclose(c, i, rtol=1e-4, atol=1e-4 * max(1.0, float(np.max(np.abs(i), initial=0)))):
+            return False, "state %s after %s differs from the interpreter's" % (s["name"], entry)
+    return True, ""
+
+
+def san_run_entries(cc, out, m, script, meta, objs):
+    """san_run for a model with entries: every entry once, state chained, vs kiln run --entry."""
+    c_state = i_state = None
+    has_state = bool(meta["states"])
+    for e in meta["entries"]:
+        exe = "kt_san_%s_%s" % (cc, e["name"])
+        ok, why = kt.compile_driver(out, m, meta, cc=cc, flags=WARN + SAN, exe=exe, entry=e, model_obj=objs[0])
+        if not ok:
+            return False, why
+        ins = inputs_for(meta, m + "/" + e["name"], e["inputs"])
+        st, why, res, c_state = kt.run_entry(out, m, e, ins, c_state, exe=exe, env=SAN_ENV, tag="san_" + cc)
+        if st != "ok":
+            return False, why or "%s returned nonzero" % e["name"]
+        ok, why, got, i_state = kt.kiln_run_entry(script, e["name"], [(io["name"], a) for io, a in zip(e["inputs"], ins)],
+                                                  os.path.join(out, "interp_%s_%s" % (cc, e["name"])), i_state, has_state)
+        if not ok:
+            return False, why
+        ok, why = agree(e, res, [got[io["name"]] for io in e["outputs"]])
+        if not ok:
+            return False, "%s: %s" % (e["name"], why)
+        if has_state:
+            ok, why = states_agree(meta, c_state, i_state, e["name"])
+            if not ok:
+                return False, why
+    return True, ""
+
+
 def one_model(work, script):
     m = os.path.splitext(os.path.basename(script))[0]
     out = os.path.join(work, m)
@@ -162,6 +273,17 @@ def one_model(work, script):
                 kt.report(False, "compile/%s%s/%s" % (what, cc, m), why)
         return
     meta = kt.load_meta(out, m)
+    if "entries" in meta:
+        kt.report(*contract_line(out, m))
+        for cc in COMPILERS:
+            ok, why = warn_compile(cc, out, m)
+            kt.report(ok, "compile/%s/%s" % (cc, m), why)
+            objs, why = san_objects(cc, out, m)
+            r = san_run_entries(cc, out, m, script, meta, objs) if objs else (False, why)
+            kt.report(r[0], "compile/san-%s/%s" % (cc, m), r[1])
+            r = runtime_run_entries(cc, out, m, script, meta, objs) if objs else (False, why)
+            kt.report(r[0], "compile/runtime-%s/%s" % (cc, m), r[1])
+        return
     inputs = inputs_for(meta, m)
     ok, why, got = kt.kiln_run(script, [(io["name"], a) for io, a in zip(meta["inputs"], inputs)],
                                os.path.join(out, "interp"))

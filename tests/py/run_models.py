@@ -15,7 +15,13 @@ REPO_SEEDED seeded inputs, plus real data where DATA has some (the bundled Fashi
 samples for mlp, whose predicted classes must equal the twin's); the twin runs in float64
 (the bound) and in float32 (the yardstick of the .../rounding line). Weights the script
 loads from a safetensors file must equal that file's values, read here with numpy. A
-models/*.lua without a twin in peers.TORCH is a FAIL, never a skip.
+models/*.lua without a twin in peers.TORCH is a FAIL, never a skip. tests/models/stories_fixed.lua,
+the stateless fixed-length TinyStories, runs here too, against the stories twin.
+
+A models/*.lua with state or entry points (models/stories.lua) has no single forward to
+run on random inputs: here its weights are checked (names against the twin, values
+against the file); its outputs against PyTorch are t_state's (state/stories/*), which a
+NOTE line says.
 
 usage: /usr/bin/python3 tests/py/run_models.py WORKDIR [SUBSTRING...]
 """
@@ -299,10 +305,13 @@ FASHION = 16                # bundled samples run through models/mlp.lua
 DATA = {"mlp": fashion_samples}   # real inputs for a model, beside the seeded ones
 
 
+TWIN_OF = {"stories_fixed": "stories"}   # scripts that share another model's twin
+
+
 def check_names(name, meta):
     """The build's weights against the twin's state_dict, both ways; a list of problems."""
     used = {w["name"] for w in meta["weights"] if w.get("kind", "weight") == "weight"}
-    sd = {k for k in peers.TORCH[name]().state_dict() if not k.endswith("num_batches_tracked")}
+    sd = {k for k in peers.TORCH[TWIN_OF.get(name, name)]().state_dict() if not k.endswith("num_batches_tracked")}
     probs = []
     if sd - used:
         probs.append("the twin's %s not in the build" % " ".join(sorted(sd - used)))
@@ -379,7 +388,7 @@ class Tally:
 def twins_of(name, params):
     """(float64 twin, float32 twin) of bench/peers.py filled with the build's weights, or
     (None, missing names)."""
-    net, missing = peers.torch_twin(name, params)
+    net, missing = peers.torch_twin(TWIN_OF.get(name, name), params)
     if net is None:
         return None, missing
     return copy.deepcopy(net).double(), net
@@ -390,7 +399,7 @@ def versus_torch(name, path, d, meta, sets, c_first, i_first):
     bench/peers.py filled with the build's weights; prints the .../names, .../file-weights,
     .../torch, .../rounding and .../classes lines (docs/testing.md, "models/*.lua")."""
     tag = "models/repo/%s" % name
-    if name not in peers.TORCH:
+    if TWIN_OF.get(name, name) not in peers.TORCH:
         return kt.report(False, tag + "/torch", "models/%s.lua has no PyTorch twin: add one to TORCH in "
                          "bench/peers.py (torch.nn modules, state_dict names = the script's weight names)" % name)
     out = os.path.join(d, "out")
@@ -455,6 +464,8 @@ def run_repo_model(work, path):
                       "models/%s.lua has no PyTorch twin in bench/peers.py" % name)
         return
     meta = kt.load_meta(out, name)
+    if "entries" in meta:
+        return stateful_repo_model(name, path, out, meta)
     specs = [(io["name"], io["shape"], io["dtype"], "n") for io in meta["inputs"]]
     sets = [("seed%d" % k, draw("%s/%d" % (name, k), specs), None) for k in range(REPO_SEEDED)]
     sets += DATA[name](meta) if name in DATA else []
@@ -474,6 +485,21 @@ def run_repo_model(work, path):
         versus_torch(name, path, d, meta, sets, c_res, i_res)
 
 
+def stateful_repo_model(name, path, out, meta):
+    """A models/*.lua with entries: its weights here, its outputs in t_state (see the top)."""
+    tag = "models/repo/%s" % name
+    if name not in peers.TORCH:
+        return kt.report(False, tag + "/torch", "models/%s.lua has no PyTorch twin in bench/peers.py" % name)
+    probs = check_names(name, meta)
+    kt.report(not probs, tag + "/names", "; ".join(probs))
+    _, params = peers.load_kiln_weights(out, name)
+    n, fprobs = check_file_weights(path, params)
+    fprobs += [] if n or not loaded_files(path) else ["no weight of the build came from the file"]
+    kt.report(not fprobs, tag + "/file-weights", "; ".join(fprobs[:3]) if fprobs else "%d tensors bit-equal" % n)
+    print("NOTE %s: entries %s over state: outputs checked against a float64 full forward by t_state "
+          "(state/%s/*), not here" % (tag, ", ".join(e["name"] for e in meta["entries"]), name), flush=True)
+
+
 def main():
     work, pats = sys.argv[1], sys.argv[2:]
     sel = lambda n: not pats or any(p in n for p in pats)  # noqa: E731
@@ -486,6 +512,7 @@ def main():
         if n not in tw and sel(n):
             kt.report(False, "models/twin/%s" % n, "tests/models/%s.lua has no PyTorch twin in run_models.py" % n)
     repo = sorted(glob.glob(os.path.join(kt.ROOT, "models", "*.lua")))
+    repo.append(os.path.join(kt.ROOT, "tests", "models", "stories_fixed.lua"))
     if not repo:
         kt.report(False, "models/repo", "no models/*.lua found")
     kt.pmap(lambda p: run_repo_model(work, p), [p for p in repo if sel(os.path.basename(p))], jobs=2)

@@ -31,9 +31,41 @@ def prepare(case, work):
     return d, case.draw()
 
 
+def execute_state(case, d, inputs):
+    """execute() for a case with state: one call of the script's entry (run) from the
+    case's state, in the C (kt_driver with the state block) and the interpreter."""
+    script = os.path.join(d, case.model + ".lua")
+    out = os.path.join(d, "out")
+    names = [n for (n, _, _, _) in case.inputs]
+    ok, why = kt.kiln_build(script, out)
+    if not ok:
+        return [why], None, None
+    meta = kt.load_meta(out, case.model)
+    e = kt.entry_of(meta)
+    s = meta["states"][0]
+    block = bytearray(meta["state_bytes"])
+    raw = np.ascontiguousarray(case.draw_state()).tobytes()
+    block[s["offset"]:s["offset"] + len(raw)] = raw
+    errs, c_res, i_res = [], None, None
+    ok, why = kt.compile_driver(out, case.model, meta, entry=e)
+    if ok:
+        st, why, c_res, _ = kt.run_entry(out, case.model, e, inputs, bytes(block))
+        ok = st == "ok"
+    if not ok:
+        errs.append(why or "the entry returned nonzero")
+    ok, why, got, _ = kt.kiln_run_entry(script, e["name"], list(zip(names, inputs)), os.path.join(d, "interp"), bytes(block))
+    if ok:
+        i_res = [got.get(o) for o in case.outputs]
+    else:
+        errs.append(why)
+    return errs, c_res, i_res
+
+
 def execute(job):
     """Build, compile, run C, run the interpreter. Returns (reason or "", c outs, interp outs)."""
     case, d, inputs = job
+    if case.state is not None:
+        return execute_state(case, d, inputs)
     script = os.path.join(d, case.model + ".lua")
     out = os.path.join(d, "out")
     ok, why = kt.kiln_build(script, out)
@@ -70,6 +102,7 @@ def execute(job):
 def judge(case, inputs, errs, c_res, i_res):
     """Compares the results three ways; returns (ok, detail)."""
     ins = list(inputs) + [np.asarray(v) for v in case.params.values()]
+    ins += [case.draw_state()] if case.state is not None else []
     ref = case.ref(*ins)
     refs = list(ref) if isinstance(ref, tuple) else [ref]
     worst = 0.0

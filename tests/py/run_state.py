@@ -100,6 +100,13 @@ def ref_chain(w, st, entry, ins):
     return {"mid": mid, "out": g.astype(np.float64)}
 
 
+def ref_fusion(w, st, entry, ins):
+    old = st["s"].astype(np.float64).reshape(2, 2).copy()
+    p = int(ins["pos"])
+    st["s"][p:p + 2] = ins["x"]
+    return {"y": np.exp(old) + st["s"].astype(np.float64).reshape(2, 2) * 2}
+
+
 def ref_implicit(w, st, entry, ins):
     st["hist"][int(ins["pos"])] = ins["tok"][0]
     return {"seen": st["hist"].astype(np.float64)}
@@ -132,6 +139,10 @@ def cases():
                   [("two", {"x": f32(r, 2, 2), "y": f32(r, 2, 1), "pos": i32(3)}), ("peek", {}),
                    ("two", {"x": f32(r, 2, 2), "y": f32(r, 2, 1), "pos": i32(1)}), ("peek", {})],
                   [("two", {"x": f32(r, 2, 2), "y": f32(r, 2, 1), "pos": i32(4)})]),
+        "fusion": ("tests/state/fusion.lua", ref_fusion,
+                   [("f", {"x": f32(r, 2), "pos": i32(0)}), ("f", {"x": f32(r, 2), "pos": i32(2)}),
+                    ("f", {"x": f32(r, 2), "pos": i32(1)})],
+                   [("f", {"x": f32(r, 2), "pos": i32(3)})]),
         "implicit": ("tests/state/implicit.lua", ref_implicit,
                      [("run", {"tok": i32([5]), "pos": i32(0)}), ("run", {"tok": i32([-9]), "pos": i32(7)}),
                       ("run", {"tok": i32([3]), "pos": i32(0)})],
@@ -307,8 +318,39 @@ def stories_range(d, meta):
               "decode at 512 and -3, prefill at 481: STORIES_E_RANGE, state, arena and logits untouched")
 
 
+def cli(work):
+    """state/cli: kiln run's entry and state options refuse misuse with one-line errors."""
+    d = os.path.join(work, "cli")
+    os.makedirs(d, exist_ok=True)
+    script = os.path.join(kt.ROOT, "tests", "golden", "tinystate.lua")
+    x, pos, short = os.path.join(d, "x.npy"), os.path.join(d, "pos.npy"), os.path.join(d, "short.bin")
+    np.save(x, np.zeros((1, 3), np.float32))
+    np.save(pos, i32(0))
+    with open(short, "wb") as f:
+        f.write(bytes(10))
+    tiny = os.path.join(kt.ROOT, "tests", "golden", "tiny.lua")
+    cases = [  # (args, the one line of stderr)
+        ([script, "--input", "x=" + x, "--input", "pos=" + pos],
+         "kiln: error: run: the model has 2 entries (prefill, decode): choose one with --entry NAME"),
+        ([script, "--entry", "step"], "kiln: error: run: --entry step: the model has no such entry (it has: prefill, decode)"),
+        ([script, "--entry", "decode", "--input", "x=" + x, "--input", "pos=" + pos, "--state-in", short],
+         "kiln: error: --state-in: %s has 10 bytes; the state block of tinystate is 128 bytes" % short),
+        ([tiny, "--state-out", short], "kiln: error: run: --state-out: the model declares no state (kiln.state)"),
+    ]
+    probs = []
+    for args, want in cases:
+        rc, out, err = kt.run([kt.KILN, "run", *args])
+        if rc != 1 or err.strip() != want:
+            probs.append("kiln run %s: exit %d, %r" % (" ".join(os.path.basename(a) for a in args), rc, err.strip()))
+    rc, out, err = kt.run([kt.KILN, "--help"])
+    if not all(w in out for w in ("--entry NAME", "--state-in FILE", "--state-out FILE")):
+        probs.append("kiln --help does not document --entry, --state-in and --state-out")
+    kt.report(not probs, "state/cli", "; ".join(probs) if probs else "%d misuses refused in one line; --help documents them" % len(cases))
+
+
 def main():
     work = sys.argv[1]
+    cli(work)
     jobs = list(cases().items())
 
     def one(job):

@@ -18,6 +18,16 @@
  *     -n   run N times and print "us_per_run: <mean microseconds>"
  *     INPUT one file per model input, in declaration order: .npy (its data must be
  *          exactly the input's bytes; dtype is not checked) or raw bytes.
+ *
+ * A model with entry points (kiln.entry) or state (kiln.state): the driver runs one
+ * entry, named at build time with -DKILN_ENTRY=decode (the function <m>_decode) and
+ * -DKILN_ENTRY_UPPER=DECODE (its macro prefix; leave it out for a model without
+ * kiln.entry, whose one entry is <m>_run with the model's plain macros), plus
+ * -DKILN_STATE when the model has state. Then
+ *     -s   the state block before the call: a file of exactly <M>_STATE_SIZE bytes
+ *          (default: a fresh state, <m>_reset)
+ *     -S   write the state block after the call to this file
+ * and an entry that returns nonzero (<M>_E_RANGE) prints "status: N" and exits 3.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -33,9 +43,19 @@
 #include STR(KILN_MODEL.h)
 
 #define M_(suffix) CAT(KILN_MODEL_UPPER, suffix)
+#ifdef KILN_ENTRY_UPPER   /* an entry's own macros: <M>_<ENTRY>_INPUT_SIZES ... */
+#define IO_(suffix) CAT(M_(_), CAT(KILN_ENTRY_UPPER, suffix))
+#else
+#define IO_(suffix) M_(suffix)
+#endif
+#ifdef KILN_ENTRY
+#define RUN_V CAT(KILN_MODEL, CAT(_, CAT(KILN_ENTRY, _v)))
+#else
+#define RUN_V CAT(KILN_MODEL, _run_v)
+#endif
 
-static const size_t in_sizes[] = M_(_INPUT_SIZES), out_sizes[] = M_(_OUTPUT_SIZES);
-static const char *const out_names[] = M_(_OUTPUT_NAMES);
+static const size_t in_sizes[] = IO_(_INPUT_SIZES), out_sizes[] = IO_(_OUTPUT_SIZES);
+static const char *const out_names[] = IO_(_OUTPUT_NAMES);
 
 static void *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -78,7 +98,7 @@ static void *load_input(int i, const char *path) {
 }
 
 int main(int argc, char **argv) {
-  const char *wpath = NULL, *outdir = NULL;
+  const char *wpath = NULL, *outdir = NULL, *state_in = NULL, *state_out = NULL;
   long repeat = 0;
   int check_only = 0, first_input = argc;
   for (int i = 1; i < argc; i++) {
@@ -86,6 +106,8 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) outdir = argv[++i];
     else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) repeat = strtol(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "-c") == 0) check_only = 1;
+    else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) state_in = argv[++i];
+    else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) state_out = argv[++i];
     else {
       first_input = i;
       break;
@@ -113,21 +135,54 @@ int main(int argc, char **argv) {
     return 0;
   }
   int nin = argc - first_input;
-  if (nin != M_(_NUM_INPUTS)) {
-    fprintf(stderr, "driver: the model takes %d inputs, %d given\n", M_(_NUM_INPUTS), nin);
+  if (nin != IO_(_NUM_INPUTS)) {
+    fprintf(stderr, "driver: the model takes %d inputs, %d given\n", IO_(_NUM_INPUTS), nin);
     return 2;
   }
-  void *ins[M_(_NUM_INPUTS) + 1], *outs[M_(_NUM_OUTPUTS) + 1];
-  for (int i = 0; i < M_(_NUM_INPUTS); i++) ins[i] = load_input(i, argv[first_input + i]);
-  for (int i = 0; i < M_(_NUM_OUTPUTS); i++) outs[i] = kiln_arena_alloc(out_sizes[i]);
+  void *ins[IO_(_NUM_INPUTS) + 1], *outs[IO_(_NUM_OUTPUTS) + 1];
+  for (int i = 0; i < IO_(_NUM_INPUTS); i++) ins[i] = load_input(i, argv[first_input + i]);
+  for (int i = 0; i < IO_(_NUM_OUTPUTS); i++) outs[i] = kiln_arena_alloc(out_sizes[i]);
   void *arena = kiln_arena_alloc(M_(_ARENA_SIZE));
-  CAT(KILN_MODEL, _run_v)(w.payload, arena, (const void *const *)ins, outs);
+#ifdef KILN_STATE
+  void *state = kiln_arena_alloc(M_(_STATE_SIZE));
+  CAT(KILN_MODEL, _reset)(state);
+  if (state_in) {
+    size_t len;
+    void *p = read_file(state_in, &len);
+    if (!p || len != M_(_STATE_SIZE)) {
+      fprintf(stderr, "driver: %s: the state block is %u bytes\n", state_in, (unsigned)M_(_STATE_SIZE));
+      return 1;
+    }
+    memcpy(state, p, len);
+    free(p);
+  }
+  int status = RUN_V(w.payload, state, arena, (const void *const *)ins, outs);
+  if (status != 0) {
+    printf("status: %d\n", status);
+    return 3;
+  }
+  if (state_out) {
+    FILE *f = fopen(state_out, "wb");
+    if (!f || fwrite(state, 1, M_(_STATE_SIZE), f) != M_(_STATE_SIZE) || fclose(f)) {
+      fprintf(stderr, "driver: cannot write %s\n", state_out);
+      return 1;
+    }
+  }
+  (void)repeat;   /* every call would change the state: no timing loop */
+  kiln_arena_free(state);
+#else
+  if (state_in || state_out) {
+    fprintf(stderr, "driver: -s/-S: built without -DKILN_STATE\n");
+    return 2;
+  }
+  RUN_V(w.payload, arena, (const void *const *)ins, outs);
   if (repeat > 0) {
     uint64_t t0 = kiln_time_us();
-    for (long r = 0; r < repeat; r++) CAT(KILN_MODEL, _run_v)(w.payload, arena, (const void *const *)ins, outs);
+    for (long r = 0; r < repeat; r++) RUN_V(w.payload, arena, (const void *const *)ins, outs);
     printf("us_per_run: %.1f\n", (double)(kiln_time_us() - t0) / (double)repeat);
   }
-  for (int i = 0; outdir && i < M_(_NUM_OUTPUTS); i++) {
+#endif
+  for (int i = 0; outdir && i < IO_(_NUM_OUTPUTS); i++) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.bin", outdir, out_names[i]);
     FILE *f = fopen(path, "wb");
@@ -137,8 +192,8 @@ int main(int argc, char **argv) {
     }
     fclose(f);
   }
-  for (int i = 0; i < M_(_NUM_INPUTS); i++) kiln_arena_free(ins[i]);
-  for (int i = 0; i < M_(_NUM_OUTPUTS); i++) kiln_arena_free(outs[i]);
+  for (int i = 0; i < IO_(_NUM_INPUTS); i++) kiln_arena_free(ins[i]);
+  for (int i = 0; i < IO_(_NUM_OUTPUTS); i++) kiln_arena_free(outs[i]);
   kiln_arena_free(arena);
   kiln_weights_free(&w);
   return 0;

@@ -1,0 +1,10 @@
+-- expect: tests/frontend/bad_entry_param_shape.lua:8: error: param w is [3, 2] here but [2, 2] at tests/frontend/bad_entry_param_shape.lua:4 (entries share parameters by name)
+local kiln = require "kiln"
+kiln.entry("a", function()
+  local w = kiln.param("w", {2, 2})
+  kiln.output("y", kiln.matmul(kiln.input("x", {1, 2}), w))
+end)
+kiln.entry("b", function()
+  local w = kiln.param("w", {3, 2})
+  kiln.output("y", kiln.matmul(kiln.input("x", {1, 3}), w))
+end)
