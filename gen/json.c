@@ -177,17 +177,29 @@ static void put_slots(Buf *b, const Program *p) {
   buf_puts(b, p->nwslots ? "\n  ]" : "]");
 }
 
+/* Whether a live node of g reads a version of state s (through views), other than as
+ * the version a write updates in place. */
+static bool reads_state(const Graph *g, int s) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int k = n->op == OP_WRITE; k < n->nin; k++) {
+      const Node *r = g->nodes[n->in[k]];
+      while (r->op == OP_RESHAPE) r = g->nodes[r->in[0]];
+      if ((r->op == OP_STATE || r->op == OP_WRITE) && r->a.state == s) return true;
+    }
+  }
+  return false;
+}
+
 /* A JSON array of the names of the entries that write state s (writes) or read it. */
 static void put_users(Buf *b, const Program *p, int s, bool writes) {
   buf_puts(b, "[");
   int k = 0;
   for (int e = 0; e < p->nentries; e++) {
     const Graph *g = p->entries[e];
-    bool used = false;
-    for (int i = 0; i < g->nnodes && !used; i++) {
-      const Node *n = g->nodes[i];
-      used = !n->dead && n->a.state == s && (writes ? n->op == OP_WRITE : n->op == OP_STATE && n->nuses > 0);
-    }
+    bool used = !writes && reads_state(g, s);
+    for (int i = 0; i < g->nnodes && writes && !used; i++) used = !g->nodes[i]->dead && g->nodes[i]->op == OP_WRITE && g->nodes[i]->a.state == s;
     if (!used) continue;
     if (k++) buf_puts(b, ", ");
     put_str(b, g->entry);

@@ -300,14 +300,19 @@ static int l_entry_close(lua_State *L) {
 }
 
 /* An entry name becomes <model>_<name> and <MODEL>_<NAME>_... macros: a C identifier,
- * not a keyword, not "reset" (<model>_reset zeroes the state), distinct from the other
- * entries even in case and from their _v variants. */
+ * not a keyword, not "reset" (<model>_reset zeroes the state) nor a stem of the model's
+ * own macros (<MODEL>_WEIGHTS_FILE_SIZE would clash with an input "file" of an entry
+ * "weights"), distinct from the other entries even in case and from their _v variants. */
 static void check_entry_name(lua_State *L, const char *name) {
   FeProgram *fp = fe_prog(L);
+  static const char *const reserved[] = {"reset", "weights", "state", "arena", NULL};
   if (!fe_is_c_identifier(name) || strlen(name) > 64)
     fe_error(L, "kiln.entry: name '%s' is not a C identifier of at most 64 characters", name);
-  if (emit_is_c_keyword(name) || strcmp(name, "reset") == 0)
-    fe_error(L, "kiln.entry: name '%s' is reserved (a C keyword, or the generated <model>_reset)", name);
+  bool taken = emit_is_c_keyword(name);
+  for (int i = 0; reserved[i]; i++) taken |= fe_same_ignoring_case(name, reserved[i]);
+  if (taken)
+    fe_error(L, "kiln.entry: name '%s' is reserved (a C keyword, or one of reset, weights, state, arena: the "
+             "generated <model>_reset and <MODEL>_WEIGHTS_/STATE_/ARENA_ macros)", name);
   for (int i = 1; i < fp->ngraphs; i++) {
     const char *o = fp->graphs[i]->entry;
     if (fe_same_ignoring_case(o, name)) fe_error(L, "kiln.entry: entry '%s' is already defined (names must differ even in case)", o);

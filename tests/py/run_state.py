@@ -345,7 +345,14 @@ def cli(work):
     rc, out, err = kt.run([kt.KILN, "--help"])
     if not all(w in out for w in ("--entry NAME", "--state-in FILE", "--state-out FILE")):
         probs.append("kiln --help does not document --entry, --state-in and --state-out")
-    kt.report(not probs, "state/cli", "; ".join(probs) if probs else "%d misuses refused in one line; --help documents them" % len(cases))
+    rc, out, err = kt.run([kt.KILN, "graph", script, "--dot"])
+    if rc != 0 or "subgraph cluster_1" not in out or 'label="entry decode"' not in out or out.count("{") != out.count("}"):
+        probs.append("kiln graph --dot does not draw one cluster per entry: %s" % kt.why(rc, err, out[:80]))
+    rc, out, err = kt.run([kt.KILN, "graph", script, "--after", "memplan"])
+    if rc != 0 or not out.startswith("state cache : f32[6, 4]") or "entry prefill\n" not in out or "writes cache = " not in out:
+        probs.append("kiln graph does not show the states and every entry: %s" % out[:80])
+    kt.report(not probs, "state/cli", "; ".join(probs) if probs else
+              "%d misuses refused in one line; --help documents them; graph shows states and entries" % len(cases))
 
 
 def main():
