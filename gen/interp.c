@@ -512,8 +512,8 @@ bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, si
 bool interp_entry(Graph *g, const Tensor *inputs, Tensor *state, Tensor *outputs, char *err, size_t errlen) {
   bool *need = kiln_alloc(sizeof(bool) * (size_t)(g->nnodes + 1));
   for (int i = 0; i < g->noutputs; i++) need[g->outputs[i].node] = true;
-  for (int s = 0; s < g->nstate_last; s++)
-    if (g->state_last[s] >= 0) need[g->state_last[s]] = true;
+  for (int s = 0; s < g->nstate_last; s++)   /* the writes are the entry's side effects */
+    if (g->state_last[s] >= 0 && g->nodes[g->state_last[s]]->op == OP_WRITE) need[g->state_last[s]] = true;
   for (int i = g->nnodes - 1; i >= 0; i--)
     if (need[i])
       for (int k = 0; k < g->nodes[i]->nin; k++) need[g->nodes[i]->in[k]] = true;

@@ -3,9 +3,11 @@
  * operation it performs as a node of one Graph (tracing).
  *
  * Shape of the tracer:
- *  - One lua_State per trace. Its extra space holds the Frontend (graph being
- *    built, loaded safetensors files, parameter names, nn scope stack), so no
- *    global state exists.
+ *  - One lua_State per trace. Its extra space holds the Frontend (the program and
+ *    graphs being built, loaded safetensors files, parameter names, nn scope stack),
+ *    so no global state exists. Ops go to the current graph: the script's top level,
+ *    or the entry kiln.entry is tracing (states, entries and moving tensors between
+ *    graphs are lua_entry.c's).
  *  - Tensors are full userdata holding a node id, with the metatable built in
  *    lua_ops.c (operators, methods, fields). Lua numbers used as tensors become
  *    f32 scalar CONST nodes.
@@ -500,7 +502,9 @@ static SafeTensor *find_loaded(Frontend *fe, const char *name, int *which) {
   return NULL;
 }
 
-/* kiln.param(name, shape [, init]) -> tensor: a WEIGHT node, from a loaded file or the initialiser. */
+/* kiln.param(name, shape [, init]) -> tensor: a WEIGHT node, from a loaded file or the
+ * initialiser. A name another graph (entry) already defined is that parameter (shapes
+ * must agree): entries share parameters by name. */
 static int l_param(lua_State *L) {
   Frontend *fe = fe_of(L);
   const char *name = kiln_strdup(name_arg(L, 1, "kiln.param", "argument 1 (the name)"));

@@ -485,7 +485,7 @@ static int cmd_run(const Args *a) {
       kiln_error("run: --input %s is not NAME=FILE", a->inputs[k]);
   Program *p = trace(a);
   Graph *g = run_entry(p, a->entry);
-  if (!program_is_plain(p) || a->state_in || a->state_out) check_state_file_args(p, a);
+  check_state_file_args(p, a);
   pass_verify(g);
   Tensor *ins = kiln_alloc(sizeof(Tensor) * (size_t)(g->ninputs + 1));
   for (int i = 0; i < g->ninputs; i++) {
