@@ -1,7 +1,7 @@
 #!/bin/sh
 # t_compile.sh — the generated C, the runtime and the compiler itself, under strict flags
 # and sanitizers.
-#   1. every model (models/*.lua, tests/golden/*.lua): <m>.c and <m>_weights.c compile with
+#   1. every model (models/*.lua, tests/golden/*.lua, tests/state/*.lua): <m>.c and <m>_weights.c compile with
 #      gcc and clang under -std=c11 -Wall -Wextra -Wpedantic -Werror, and run clean under
 #      -fsanitize=address,undefined -fno-sanitize-recover=all, both with the test driver and
 #      with runtime/ loading the weights (tests/py/run_compile.py); runtime/*.c alone too.
@@ -17,7 +17,7 @@ for cc in gcc clang; do
   command -v "$cc" > /dev/null || echo "FAIL compile/$cc: $cc is not installed"
 done
 # shellcheck disable=SC2046
-"$PY" tests/py/run_compile.py "$WORK" $(kt_models)
+"$PY" tests/py/run_compile.py "$WORK" $(kt_models) tests/state/*.lua
 
 # ---- 2. the compiler under sanitizers
 KILN_BUILD=$(cd "$(dirname "$KILN")" && pwd)

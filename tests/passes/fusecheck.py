@@ -139,7 +139,7 @@ def check_program(kiln, work, script, m, d):
         res = {}
         for tag in ("fused", "plain"):
             st, why, o, states[tag] = kt.run_entry(os.path.join(d, tag), m, e, ins, states[tag], exe="drv_" + e["name"],
-                                                   tag="c%d" % k)
+                                                   tag="c%d" % k, has_state=bool(out["fused"]["states"]))
             if st != "ok":
                 raise RuntimeError("%s %s: %s" % (tag, e["name"], why or "returned nonzero"))
             res[tag] = o

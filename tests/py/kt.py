@@ -236,11 +236,12 @@ def run_driver(outdir, model, meta, inputs, exe="kt_run", env=None, tag="c"):
     return True, "", res
 
 
-def run_entry(outdir, model, entry, inputs, state_in=None, exe="kt_run", env=None, tag="c"):
+def run_entry(outdir, model, entry, inputs, state_in=None, exe="kt_run", env=None, tag="c", has_state=True):
     """Runs a driver compiled for `entry` (a meta["entries"] record) once: inputs in its
     order, state_in the state block's bytes (None: fresh). Returns (status, reason,
-    outputs, state bytes after): status "ok"; "range" when the entry returned nonzero and
-    touched nothing (the driver checked); "error" otherwise, with the reason."""
+    outputs, state bytes after; b"" for a model without state): status "ok"; "range" when
+    the entry returned nonzero and touched nothing (the driver checked); "error" otherwise,
+    with the reason."""
     ins = []
     for i, (io, a) in enumerate(zip(entry["inputs"], inputs)):
         p = os.path.join(outdir, "%s_in%d.bin" % (tag, i))
@@ -252,13 +253,16 @@ def run_entry(outdir, model, entry, inputs, state_in=None, exe="kt_run", env=Non
         with open(sin, "wb") as f:
             f.write(state_in)
     outs = [os.path.join(outdir, "%s_out%d.bin" % (tag, i)) for i in range(len(entry["outputs"]))]
-    rc, out, err = run([os.path.join(outdir, exe), os.path.join(outdir, model + ".weights"), sin, sout, *ins, *outs],
+    states = [sin, sout] if has_state else []
+    rc, out, err = run([os.path.join(outdir, exe), os.path.join(outdir, model + ".weights"), *states, *ins, *outs],
                        env=env)
     if rc == 6:
         return "range", out.strip(), None, None
     if rc != 0:
         return "error", "generated C (%s): %s" % (entry["name"], why(rc, err, out)), None, None
     res = [np.fromfile(p, dtype=NP_DTYPE[io["dtype"]]).reshape(io["shape"]) for io, p in zip(entry["outputs"], outs)]
+    if not has_state:
+        return "ok", "", res, b""
     with open(sout, "rb") as f:
         return "ok", "", res, f.read()
 
@@ -270,7 +274,7 @@ def kiln_run_entry(script, entry, inputs, savedir, state_in=None, has_state=True
     os.makedirs(savedir, exist_ok=True)
     sout = os.path.join(savedir, "state_out.bin")
     args = ["--entry", entry] + (["--state-out", sout] if has_state else [])
-    if state_in is not None:
+    if state_in is not None and has_state:
         sin = os.path.join(savedir, "state_in.bin")
         with open(sin, "wb") as f:
             f.write(state_in)

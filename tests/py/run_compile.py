@@ -246,7 +246,8 @@ def san_run_entries(cc, out, m, script, meta, objs):
         if not ok:
             return False, why
         ins = inputs_for(meta, m + "/" + e["name"], e["inputs"])
-        st, why, res, c_state = kt.run_entry(out, m, e, ins, c_state, exe=exe, env=SAN_ENV, tag="san_" + cc)
+        st, why, res, c_state = kt.run_entry(out, m, e, ins, c_state, exe=exe, env=SAN_ENV, tag="san_" + cc,
+                                             has_state=has_state)
         if st != "ok":
             return False, why or "%s returned nonzero" % e["name"]
         ok, why, got, i_state = kt.kiln_run_entry(script, e["name"], [(io["name"], a) for io, a in zip(e["inputs"], ins)],

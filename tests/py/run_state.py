@@ -107,6 +107,11 @@ def ref_fusion(w, st, entry, ins):
     return {"y": np.exp(old) + st["s"].astype(np.float64).reshape(2, 2) * 2}
 
 
+def ref_nostate(w, st, entry, ins):
+    y = ins["x"].astype(np.float64) @ w["w"].astype(np.float64)
+    return {"y": y if entry == "one" else np.maximum(y, 0)}
+
+
 def ref_implicit(w, st, entry, ins):
     st["hist"][int(ins["pos"])] = ins["tok"][0]
     return {"seen": st["hist"].astype(np.float64)}
@@ -143,6 +148,8 @@ def cases():
                    [("f", {"x": f32(r, 2), "pos": i32(0)}), ("f", {"x": f32(r, 2), "pos": i32(2)}),
                     ("f", {"x": f32(r, 2), "pos": i32(1)})],
                    [("f", {"x": f32(r, 2), "pos": i32(3)})]),
+        "nostate": ("tests/state/nostate.lua", ref_nostate,
+                    [("one", {"x": f32(r, 1, 3)}), ("many", {"x": f32(r, 4, 3)}), ("one", {"x": f32(r, 1, 3)})], []),
         "implicit": ("tests/state/implicit.lua", ref_implicit,
                      [("run", {"tok": i32([5]), "pos": i32(0)}), ("run", {"tok": i32([-9]), "pos": i32(7)}),
                       ("run", {"tok": i32([3]), "pos": i32(0)})],
@@ -177,10 +184,13 @@ def one_call(d, script, name, meta, k, entry, ins, c_state, i_state):
     interp outputs, interp state) or raises RuntimeError with the reason."""
     e = kt.entry_of(meta, entry)
     arrays = [ins[io["name"]] for io in e["inputs"]]
-    st, why, c_out, c_state = kt.run_entry(d, name, e, arrays, c_state, exe="drv_" + entry, env=SAN_ENV, tag="k%d" % k)
+    has_state = bool(meta["states"])
+    st, why, c_out, c_state = kt.run_entry(d, name, e, arrays, c_state, exe="drv_" + entry, env=SAN_ENV, tag="k%d" % k,
+                                           has_state=has_state)
     if st != "ok":
         raise RuntimeError("call %d (%s): %s" % (k, entry, why))
-    ok, why, i_out, i_state = kt.kiln_run_entry(script, entry, list(ins.items()), os.path.join(d, "i%d" % k), i_state)
+    ok, why, i_out, i_state = kt.kiln_run_entry(script, entry, list(ins.items()), os.path.join(d, "i%d" % k), i_state,
+                                                has_state)
     if not ok:
         raise RuntimeError("call %d (%s): %s" % (k, entry, why))
     return c_out, c_state, [i_out[io["name"]] for io in e["outputs"]], i_state
@@ -363,6 +373,8 @@ def main():
     def one(job):
         name, (script, ref, calls, bad) = job
         meta, d, state = run_sequence(work, name, os.path.join(kt.ROOT, script), ref, calls)
+        if not bad:   # nostate: no offsets, nothing out of range
+            return
         if meta is None:
             return kt.report(False, "state/%s/range" % name, "no build")
         run_range(name, os.path.join(kt.ROOT, script), d, meta, state, bad)
