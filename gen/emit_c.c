@@ -114,14 +114,6 @@ static Node *storage_root(Graph *g, Node *n) {
   return n;
 }
 
-/* A comment-safe copy of s: no "*" "/" pair can close the comment early. */
-static const char *comment_safe(const char *s) {
-  if (!strstr(s, "*/")) return s;
-  char *c = kiln_strdup(s);
-  for (char *p = c; (p = strstr(p, "*/"));) p[1] = '|';
-  return c;
-}
-
 /* Names every kernel, weight, arena value and I/O parameter, uniquely. The I/O
  * parameters claim their names first: they appear in the public header, while a
  * kernel's name is private to m.c (a clash renames the kernel). */
@@ -558,7 +550,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
   KernelCtx k = {.c = c, .g = g, .n = n};
   emit_var(&k.v, "NAME", c->kname[ki]);
-  emit_var(&k.v, "DESC", comment_safe(emit_describe(g, kr)));
+  emit_var(&k.v, "DESC", esc_comment(emit_describe(g, kr)));
   emit_var(&k.v, "LOC", e.lines);
   Buf eparams = {0};
   for (int i = 0; i < e.nextra; i++)
@@ -590,7 +582,7 @@ static const char *offset_line(const char *name, int64_t value, const char *what
   EmitVars v = {0};
   emit_var(&v, "NAME", name);
   emit_vari(&v, "VALUE", value);
-  emit_var(&v, "WHAT", comment_safe(what));
+  emit_var(&v, "WHAT", esc_comment(what));
   return expand_str("c/offset.c.tmpl", &v);
 }
 
@@ -683,7 +675,7 @@ static void emit_source(const Ctx *c, Buf *out) {
   buf_free(&unused_v);
   EmitVars fv = {0};
   emit_var(&fv, "MODEL", c->model);
-  emit_var(&fv, "SCRIPT", comment_safe(graph_src_name(g, g->script)));
+  emit_var(&fv, "SCRIPT", esc_comment(graph_src_name(g, g->script)));
   emit_var(&fv, "KERNEL_COUNT", emit_count(g->nkernels, "kernel", "kernels"));
   offset_enums(c, &fv);
   emit_var(&fv, "KERNELS", kernels.data ? kernels.data : "");
@@ -732,7 +724,7 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   EmitVars v = {0};
   emit_var(&v, "MODEL", c->model);
   emit_var(&v, "UPPER", c->upper);
-  emit_var(&v, "SCRIPT", comment_safe(graph_src_name(g, g->script)));
+  emit_var(&v, "SCRIPT", esc_comment(graph_src_name(g, g->script)));
   emit_var(&v, "INPUT_DOC", idoc.data);
   emit_var(&v, "OUTPUT_DOC", odoc.data);
   emit_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)g->weights_size));
@@ -771,7 +763,7 @@ static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
   EmitVars v = {0};
   emit_var(&v, "MODEL", c->model);
   emit_var(&v, "UPPER", c->upper);
-  emit_var(&v, "SCRIPT", comment_safe(graph_src_name(c->g, c->g->script)));
+  emit_var(&v, "SCRIPT", esc_comment(graph_src_name(c->g, c->g->script)));
   emit_var(&v, "BYTES", bytes.data ? bytes.data : "");
   expand(out, "c/weights.c.tmpl", &v);
   buf_free(&bytes);

@@ -571,15 +571,6 @@ const char *emit_c_type(DType t) {
 const char emit_hook_epilogue[] = "\001epilogue";
 const char emit_hook_fused[] = "\001fused";
 
-/* s made safe inside a C block comment and a // comment: no newline, no closing. */
-static char *comment_text(const char *s) {
-  char *c = kiln_strdup(s ? s : "");
-  for (char *p = c; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = ' ';
-  for (char *p = c; (p = strstr(p, "*/"));) p[1] = '|';
-  return c;
-}
-
 /* "file:line", or ":line" when the previous location was in the same file. */
 static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
   const char *file = graph_src_name(g, loc.file);
@@ -674,8 +665,8 @@ static void describe_chain(Graph *g, const Kernel *k, EmitEpilogue *e) {
     buf_printf(&lines, "%s%s", lines.len ? ", " : "", loc_text(g, n->loc, prev_file));
     prev_file = graph_src_name(g, n->loc.file);
   }
-  e->ops = comment_text(ops.data);
-  e->lines = comment_text(lines.data);
+  e->ops = esc_comment(ops.data);
+  e->lines = esc_comment(lines.data);
   buf_free(&ops);
   buf_free(&lines);
 }
@@ -701,7 +692,7 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
     if (pos == n->nin) die("epilogue: %%%d does not read %%%d before it in kernel %s", n->id, k->nodes[j - 1], kname);
     const char *vars[] = {"T", t->type(n->dtype), "V", kiln_fmt("v%d", j), "EXPR",
                           step_expr(g, n, pos, v, &anchor->shape, t, e), "OP", kiln_ops[n->op].name, "LOC",
-                          comment_text(loc_text(g, n->loc, NULL)), NULL};
+                          esc_comment(loc_text(g, n->loc, NULL)), NULL};
     template_expand(&steps, template_get(t->step_tmpl), vars);
     v = vars[3];
   }
@@ -712,13 +703,13 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
     buf_puts(&params, ", ");
     buf_printf(&params, t->read_ptr, t->type(x->dtype));
     buf_puts(&params, e->extra_name[i]);
-    const char *ovars[] = {"NAME", e->extra_name[i], "WHAT", comment_text(value_name(g, x)), "DTYPE", dtype_name(x->dtype),
+    const char *ovars[] = {"NAME", e->extra_name[i], "WHAT", esc_comment(value_name(g, x)), "DTYPE", dtype_name(x->dtype),
                            "SHAPE", shape_str(&x->shape), NULL};
     template_expand(&doc, template_get(t->operand_tmpl), ovars);
   }
   const Node *last = graph_node(g, k->nodes[k->nnodes - 1]);
   const char *vars[] = {"FN", fn_name, "KERNEL", kname, "ANCHOR", kiln_ops[anchor->op].name,
-                        "CHAIN", comment_text(strchr(e->ops, '+') + 2), "TV", t->type(anchor->dtype),
+                        "CHAIN", esc_comment(strchr(e->ops, '+') + 2), "TV", t->type(anchor->dtype),
                         "TR", t->type(last->dtype), "PARAMS", params.data ? params.data : "",
                         "INDEX_DOC", e->uses_index ? " at flat output index i" : "",
                         "EXTRAS", doc.data ? doc.data : "", "STEPS", steps.data, "RESULT", v, NULL};

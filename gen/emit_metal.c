@@ -78,28 +78,6 @@ static const char **kernel_names(Graph *g) {
   return names;
 }
 
-/* s with every character a C string literal (or a // comment) cannot hold escaped. */
-static char *c_escape(const char *s) {
-  Buf b = {0};
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') buf_printf(&b, "\\%c", *s);
-    else if (*s == '\n') buf_puts(&b, "\\n");
-    else if ((unsigned char)*s < 0x20) buf_printf(&b, "\\%03o", (unsigned char)*s);
-    else buf_put(&b, s, 1);
-  }
-  char *r = kiln_strdup(b.data ? b.data : "");
-  buf_free(&b);
-  return r;
-}
-
-/* s with control characters (none belong in a // comment or a C string) as '?'. */
-static char *plain(const char *s) {
-  char *c = kiln_strdup(s);
-  for (char *p = c; *p; p++)
-    if ((unsigned char)*p < 0x20) *p = '?';
-  return c;
-}
-
 static const char *const region_c[] = {"?", "KILN_MTL_WEIGHTS", "KILN_MTL_ARENA", "KILN_MTL_INPUT", "KILN_MTL_OUTPUT"};
 /* The host-side dtype constant of t; anything not f32 or i32 is taken as bool (u8). */
 static const char *mtl_type_c(DType t) { return t == DT_F32 ? "KILN_MTL_F32" : t == DT_I32 ? "KILN_MTL_I32" : "KILN_MTL_U8"; }
@@ -117,8 +95,8 @@ static void binding_row(Buf *out, Node *n, int index, bool write, const char *pa
   emit_vari(&v, "SLOT", io ? n->io_slot : 0);
   emit_var(&v, "OFFSET", kiln_fmt("%lld", (long long)n->offset));
   emit_var(&v, "SIZE", kiln_fmt("%lld", (long long)node_bytes(n)));
-  emit_var(&v, "WHAT", kiln_fmt("%s: %s %s%s%s", param, dtype_name(n->dtype), shape_str(&n->shape),
-                               n->name ? " " : "", n->name ? c_escape(n->name) : ""));
+  emit_var(&v, "WHAT", esc_comment(kiln_fmt("%s: %s %s%s%s", param, dtype_name(n->dtype), shape_str(&n->shape),
+                                           n->name ? " " : "", n->name ? n->name : "")));
   template_expand(out, template_get("metal/binding.c.tmpl"), v.kv);
 }
 
@@ -157,7 +135,7 @@ static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispa
   }
   k.nops = n->nin;
   emit_var(&k.v, "NAME", name);
-  const char *desc = emit_describe(g, kr), *loc = plain(e.lines);
+  const char *desc = emit_describe(g, kr), *loc = e.lines;
   emit_var(&k.v, "DESC", desc);
   emit_var(&k.v, "LOC", loc);
   emit_var(&k.v, "EPILOGUE", emit_hook_epilogue);
@@ -184,7 +162,7 @@ static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispa
   emit_vari(&v, "NBIND", k.nops + 1);
   emit_var(&v, "GROUPS", kiln_fmt("%u, %u, %u", k.groups[0], k.groups[1], k.groups[2]));
   emit_var(&v, "THREADS", kiln_fmt("%u, %u, %u", k.threads[0], k.threads[1], k.threads[2]));
-  emit_var(&v, "WHAT", c_escape(kiln_fmt("%s: %s (%s)", name, desc, loc)));
+  emit_var(&v, "WHAT", esc_c_string(kiln_fmt("%s: %s (%s)", name, desc, loc)));
   template_expand(dispatches, template_get("metal/dispatch.c.tmpl"), v.kv);
 }
 
@@ -195,7 +173,7 @@ static char *io_rows(Graph *g, bool outputs) {
   for (int i = 0; i < n; i++) {
     const GraphIO *io = outputs ? &g->outputs[i] : &g->inputs[i];
     Node *nd = graph_node(g, io->node);
-    const char *vars[] = {"NAME", c_escape(io->name), "TYPE", mtl_type_c(nd->dtype), "BYTES",
+    const char *vars[] = {"NAME", esc_c_string(io->name), "TYPE", mtl_type_c(nd->dtype), "BYTES",
                           kiln_fmt("%lld", (long long)node_bytes(nd)), "DTYPE", dtype_name(nd->dtype),
                           "SHAPE", shape_str(&nd->shape), NULL};
     template_expand(&b, template_get("metal/io_row.c.tmpl"), vars);
@@ -220,7 +198,7 @@ static char *msl_lines(const char *text) {
     size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
     char *line = kiln_alloc(len + 1);
     memcpy(line, p, len);
-    string_line(&b, c_escape(line));
+    string_line(&b, esc_c_string(line));
     p += len;
   }
   char *s = kiln_strdup(b.data ? b.data : "");
@@ -271,7 +249,7 @@ void emit_metal(Graph *g, const EmitOptions *o) {
   buf_free(&blob);
 
   EmitVars v = {0};
-  const char *script = c_escape(graph_src_name(g, g->script));
+  const char *script = esc_comment(graph_src_name(g, g->script));
   emit_var(&v, "MODEL", g->model);
   emit_var(&v, "UPPER", emit_upper(g->model));
   emit_var(&v, "SCRIPT", script);

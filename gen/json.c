@@ -10,16 +10,8 @@
 
 #include <string.h>
 
-/* A JSON string literal of s (quotes, backslashes and control bytes escaped). */
-static void put_str(Buf *b, const char *s) {
-  buf_puts(b, "\"");
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\') buf_printf(b, "\\%c", *p);
-    else if (*p < 0x20) buf_printf(b, "\\u%04x", *p);
-    else buf_put(b, p, 1);
-  }
-  buf_puts(b, "\"");
-}
+/* A JSON string literal of s (escape.c). */
+static void put_str(Buf *b, const char *s) { esc_json(b, s); }
 
 /* A shape as a JSON array of ints ("[]" for a scalar). */
 static void put_shape(Buf *b, const Shape *s) {

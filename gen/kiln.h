@@ -297,6 +297,11 @@ void emit_json(Graph *g, const EmitOptions *o);
 void emit_metal(Graph *g, const EmitOptions *o);
 void emit_coreml(Graph *g, const EmitOptions *o);
 
+/* ---- escaping user-derived text for each output language (escape.c) ---- */
+char *esc_comment(const char *s);           /* inside a C/ObjC/MSL block or line comment */
+char *esc_c_string(const char *s);          /* inside a C string literal, no quotes */
+void esc_json(Buf *b, const char *s);       /* a JSON string literal, quotes included */
+
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
 

@@ -804,22 +804,27 @@ static const char *model_name(const char *script) {
   return name;
 }
 
-/* The model name becomes file names (<m>.h, <m>.c): a header named like one of the C
- * library's (or Kiln's runtime's) would shadow it for every file compiled with -I on
- * the output directory, the model's own <m>.c included. Compared ignoring case, as
- * macOS file systems do. */
+/* The model name becomes file names (<m>.h, <m>.c, <m>_metal.h): a header named like
+ * one of the C library's or Kiln's runtime's would shadow it for every file compiled
+ * with -I on the output directory, the model's own <m>.c included (--name kiln gave a
+ * kiln_metal.h that included itself). Compared ignoring case, as macOS file systems do. */
 static void check_model_name(const Frontend *fe, const char *name, bool from_option) {
   static const char *const taken[] = {
       "assert", "complex", "ctype", "errno", "fenv", "float", "inttypes", "iso646", "limits", "locale", "math",
       "setjmp", "signal", "stdalign", "stdarg", "stdatomic", "stdbool", "stddef", "stdint", "stdio", "stdlib",
       "stdnoreturn", "string", "tgmath", "threads", "time", "uchar", "wchar", "wctype", "unistd", "strings",
-      "pthread", "fcntl", "dirent", "alloca", "malloc", "memory", "kiln_runtime", "kiln_coreml", NULL};
-  for (int i = 0; taken[i]; i++)
-    if (same_ignoring_case(name, taken[i])) {
-      const char *why = "the model's %s.h would shadow the C header <%s.h>; %s";
-      const char *fix = from_option ? "choose another --name" : "rename the script or pass --name";
-      if (from_option) kiln_error(why, name, taken[i], fix);
-      kiln_error_at((SrcLoc){fe->script_file, 0}, why, name, taken[i], fix);
+      "pthread", "fcntl", "dirent", "alloca", "malloc", "memory",
+      "kiln_runtime", "kiln_metal", "kiln_coreml", NULL};   /* the last three: Kiln's runtime */
+  static const char *const suffixes[] = {"", "_metal", NULL};   /* the headers a build writes */
+  const char *fix = from_option ? "choose another --name" : "rename the script or pass --name";
+  for (int k = 0; suffixes[k]; k++)
+    for (int i = 0; taken[i]; i++) {
+      const char *header = kiln_fmt("%s%s", name, suffixes[k]);
+      if (!same_ignoring_case(header, taken[i])) continue;
+      const char *whose = strncmp(taken[i], "kiln_", 5) == 0 ? "Kiln's runtime header" : "the C header";
+      const char *msg = kiln_fmt("the model's %s.h would shadow %s <%s.h>; %s", header, whose, taken[i], fix);
+      if (from_option) kiln_error("%s", msg);
+      kiln_error_at((SrcLoc){fe->script_file, 0}, "%s", msg);
     }
 }
 

@@ -1,0 +1,81 @@
+#!/bin/sh
+# t_hardening.sh — untrusted input must not turn into code, crash the compiler or
+# leave a mixed output behind (the hardening issue; docs/output.md, docs/lua-api.md).
+#
+#  names     tests/hardening/evil_names.lua: parameter, module and source-file names
+#            holding comment terminators, trigraphs, quotes, backslashes, long and
+#            invalid UTF-8, C keywords. Built for every target (+ --embed-weights);
+#            every generated C file compiles with gcc and clang under -std=c11
+#            -Werror -Wall -Wextra -Wpedantic -Wtrigraphs -Wcomment and defines no
+#            symbol that a name spelled (nm); the .metal compiles under the MSL shim
+#            and its dispatch table runs on the emulator and matches the C target;
+#            the JSON parses; the Core ML package decodes and evaluates like the C.
+#  runtime   a model name whose generated files would shadow a runtime header is refused.
+cd "$(dirname "$0")/.." || exit 2
+. tests/lib.sh
+kt_need_kiln t_hardening
+kt_work hardening
+S=hardening
+
+pass() { echo "PASS $S/$1"; }
+fail() { echo "FAIL $S/$1: $2"; }
+
+# ---- names ----
+E=$WORK/evil
+if "$KILN" build tests/hardening/evil_names.lua -o "$E" --target all --embed-weights > "$WORK/out" 2>&1 &&
+   "$KILN" build tests/hardening/evil_names.lua -o "$E.2" --target all --embed-weights > "$WORK/out" 2>&1; then
+  pass "names/build"
+  if diff -r "$E" "$E.2" > /dev/null; then pass "names/deterministic"; else fail "names/deterministic" "two builds differ"; fi
+else
+  fail "names/build" "$(tail -n 2 "$WORK/out" | tr '\n' ' ')"
+fi
+STRICT="-std=c11 -Wall -Wextra -Wpedantic -Werror -Wtrigraphs -Wcomment"
+for cc in gcc clang; do
+  for f in evil_names.c evil_names_weights.c evil_names_metal.c evil_names.h evil_names_metal.h; do
+    [ -f "$E/$f" ] || { fail "names/$cc/$f" "not generated"; continue; }
+    lang=c; case $f in *.h) lang=c-header ;; esac
+    if out=$($cc $STRICT -x $lang -I"$E" -Iruntime -Iruntime/metal -c "$E/$f" -o "$WORK/$f.$cc.o" 2>&1); then
+      pass "names/$cc/$f"
+    else
+      fail "names/$cc/$f" "$(echo "$out" | grep -m 2 error | tr '\n' ' ')"
+    fi
+  done
+done
+# Only the generated API may be defined: the names must stay inside comments and strings.
+syms=$(nm -g --defined-only "$WORK"/*.c.gcc.o 2>/dev/null | awk '{print $3}' | sort -u | tr '\n' ' ')
+case $syms in
+  *inject*|"") fail "names/symbols" "defined symbols: $syms" ;;
+  *) if echo "$syms" | tr ' ' '\n' | grep -v '^$' | grep -qv '^evil_names_'; then fail "names/symbols" "unexpected symbol in: $syms"
+     else pass "names/symbols"; fi ;;
+esac
+if /usr/bin/python3 -c "import json, sys; json.load(open(sys.argv[1], encoding='utf-8'))" "$E/evil_names.json" 2> "$WORK/err"; then
+  pass "names/json"
+else
+  fail "names/json" "$(tail -n 1 "$WORK/err")"
+fi
+if sh tests/metal/mkemu.sh "$E" evil_names "$WORK/emu" > "$WORK/out" 2>&1 &&
+   "$WORK/emu" "$E/evil_names.weights" --seed 7 > "$WORK/out" 2>&1 && grep -q "match order=rand" "$WORK/out"; then
+  pass "names/metal"
+else
+  fail "names/metal" "$(tail -n 3 "$WORK/out" | tr '\n' ' ')"
+fi
+mkdir -p "$WORK/pb"
+if protoc-c --proto_path=gen --c_out="$WORK/pb" gen/coreml.proto gen/coreml_mil.proto &&
+   cc -std=c11 -O1 -D_POSIX_C_SOURCE=200809L -I"$WORK/pb" -o "$WORK/milrun" tests/coreml/milrun.c \
+      "$WORK/pb/coreml.pb-c.c" "$WORK/pb/coreml_mil.pb-c.c" -lprotobuf-c -lm 2> "$WORK/err"; then
+  /usr/bin/python3 tests/coreml/compare.py "$KILN" "$WORK/milrun" tests/hardening/evil_names.lua "$WORK/coreml" iOS15:fp32
+else
+  fail "names/coreml" "milrun does not build: $(head -n 2 "$WORK/err" | tr '\n' ' ')"
+fi
+
+# ---- runtime header names ----
+for name in kiln kiln_runtime kiln_metal kiln_coreml; do
+  if "$KILN" build tests/golden/tiny.lua -o "$WORK/rt-$name" --name "$name" > "$WORK/out" 2>&1; then
+    fail "runtime_name/$name" "--name $name was accepted"
+  elif [ "$(wc -l < "$WORK/out")" -eq 1 ] && grep -q "runtime" "$WORK/out" && [ ! -e "$WORK/rt-$name" ]; then
+    pass "runtime_name/$name"
+  else
+    fail "runtime_name/$name" "$(head -n 2 "$WORK/out" | tr '\n' ' ')"
+  fi
+done
+exit 0
