@@ -61,4 +61,12 @@ int fe_dim(lua_State *L, int64_t d, int rank, const char *op);
 void fe_register_ops(lua_State *L);
 void fe_register_tensor_mt(lua_State *L);
 
+/* sandbox.c: the Lua state a script runs in (SandboxOptions is in kiln.h). */
+lua_State *sandbox_open(const SandboxOptions *o);
+bool sandbox_active(lua_State *L);
+/* Whether path resolves (symlinks, ..) inside root; else false and *why a message. */
+bool sandbox_inside(const char *root, const char *path, const char **why);
+/* The one-line message when the memory cap refused the script memory, else NULL. */
+const char *sandbox_memory_message(lua_State *L);
+
 #endif

@@ -247,9 +247,22 @@ bool interp_node(Graph *g, Node *n, const Tensor *in, Tensor *out, char *err, si
 bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, size_t errlen);
 
 /* ---- frontend (lua.c, safetensors.c, init.c) ---- */
+/* What a model script may do (sandbox.c, docs/lua-api.md "The sandbox"). */
+typedef struct {
+  bool unsafe;                  /* --unsafe-lua: the full standard library, no limits */
+  int64_t max_instructions;     /* Lua VM instructions; 0: no limit */
+  int64_t max_memory;           /* bytes the Lua state may hold; 0: no limit */
+  const char *root;             /* the script's directory: reads and require stay below it */
+} SandboxOptions;
+enum {
+  KILN_LUA_MAX_INSTRUCTIONS_DEFAULT = 1000000000,   /* ~10 s of Lua; bundled models use < 1% */
+  KILN_LUA_MAX_MEMORY_MIB_DEFAULT = 1024,
+};
+
 typedef struct {
   const char *script;           /* path as given */
   const char *model;            /* NULL: from the script's base name */
+  SandboxOptions sandbox;       /* root is filled in by frontend_trace */
 } FrontendOptions;
 Graph *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at */
 

@@ -414,6 +414,8 @@ static int l_load(lua_State *L) {
     return fe_error(L, "kiln.load: argument 2 must be an options table, got %s", luaL_typename(L, 2));
   }
   const char *full = path[0] == '/' || !fe->script_dir[0] ? path : kiln_fmt("%s/%s", fe->script_dir, path);
+  const char *why;
+  if (sandbox_active(L) && !sandbox_inside(fe->script_dir, full, &why)) return fe_error(L, "kiln.load: %s", why);
   char err[1024];
   SafeFile *f = safetensors_load(full, err, sizeof err);
   if (!f) return fe_error(L, "%s", err);
@@ -845,23 +847,6 @@ static void check_finished(Frontend *fe) {
   }
 }
 
-/* Run before the script. Scripts are trusted code with the full standard library
- * (docs/lua-api.md), but three things would break Kiln's own promises:
- *  - math.random: a fixed seed, so traces are repeatable;
- *  - stdout belongs to `kiln graph` and `kiln run` results: print, io.write and
- *    io.stdout go to stderr;
- *  - os.exit would end the process with no message, bypassing the one-line error
- *    and the removal of a half-built output: it raises an error instead. */
-static const char prelude[] =
-    "math.randomseed(0)\n"
-    "print = function(...) local t = table.pack(...) "
-    "for i = 1, t.n do t[i] = tostring(t[i]) end "
-    "io.stderr:write(table.concat(t, '\\t', 1, t.n), '\\n') end\n"
-    "io.stdout = io.stderr\n"
-    "io.output(io.stderr)\n"
-    "os.exit = function() error('os.exit is not available in a model script (raise an error with error(), "
-    "or just return)', 2) end\n";
-
 /* Traces o->script into a new Graph; every user error exits through kiln_error_at. */
 Graph *frontend_trace(const FrontendOptions *o) {
   Frontend *fe = kiln_alloc(sizeof *fe);
@@ -875,19 +860,11 @@ Graph *frontend_trace(const FrontendOptions *o) {
   size_t len;
   char *text = read_script(o->script, fe->script_file, &len);
 
-  lua_State *L = luaL_newstate();
-  if (!L) die("cannot create a Lua state");
+  SandboxOptions so = o->sandbox;
+  so.root = fe->script_dir;
+  lua_State *L = sandbox_open(&so);
   *(Frontend **)lua_getextraspace(L) = fe;
-  luaL_openlibs(L);
-  if (luaL_loadbufferx(L, prelude, strlen(prelude), "=[kiln] prelude", "t") != LUA_OK || lua_pcall(L, 0, 0, 0) != LUA_OK)
-    die("%s", lua_tostring(L, -1));
   open_kiln(L);
-  lua_getglobal(L, "package");                   /* scripts may require helpers beside them */
-  lua_pushfstring(L, "%s/?.lua;", fe->script_dir[0] ? fe->script_dir : ".");
-  lua_getfield(L, -2, "path");
-  lua_concat(L, 2);
-  lua_setfield(L, -2, "path");
-  lua_pop(L, 1);
 
   lua_pushcfunction(L, msgh);
   const char *body = text;
@@ -902,8 +879,9 @@ Graph *frontend_trace(const FrontendOptions *o) {
   }
   int status = lua_pcall(L, 0, 0, -2);
   if (status == LUA_ERRMEM && !fe->failed) {     /* Lua raises these without calling the handler */
+    const char *cap = sandbox_memory_message(L);
     lua_close(L);
-    kiln_error_at((SrcLoc){fe->script_file, 0}, "the script ran out of memory (Lua: not enough memory)");
+    kiln_error_at((SrcLoc){fe->script_file, 0}, "%s", cap ? cap : "the script ran out of memory (Lua: not enough memory)");
   }
   if (status != LUA_OK) {
     if (!fe->failed) die("Lua error without the message handler: %s", lua_tostring(L, -1));

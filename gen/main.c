@@ -54,6 +54,12 @@ static const char usage[] =
     "  --save DIR                    also write each output as DIR/NAME.npy\n"
     "  --limit N                     print at most N values per output (default 64, 0 = all)\n"
     "\n"
+    "model scripts (build, graph, run) run in a sandbox: no io, os, debug, C modules or binary\n"
+    "chunks; require and kiln.load only below the script's directory (docs/lua-api.md):\n"
+    "  --unsafe-lua                  the full Lua standard library and no limits (trusted scripts)\n"
+    "  --lua-max-instructions N      Lua VM instructions a script may run (default 1000000000, 0 = none)\n"
+    "  --lua-max-memory MIB          Lua memory a script may hold (default 1024, 0 = none)\n"
+    "\n"
     "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule memplan\n"
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
 
@@ -65,6 +71,7 @@ typedef struct {
   bool embed, dot, fp16, no_fuse;
   const char *min_os;
   long limit;
+  SandboxOptions sandbox;
 } Args;
 
 /* The value following option argv[*i], advancing *i past it; a missing value is a user error. */
@@ -91,13 +98,23 @@ static long parse_limit(const char *v) {
   return n;
 }
 
+/* A whole number >= 0 for option opt that fits max (0 means no limit). */
+static int64_t parse_count(const char *opt, const char *v, int64_t max) {
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (!*v || *end || errno || n < 0 || n > max) kiln_error("%s: a whole number from 0 (no limit) to %lld, not '%s'", opt, (long long)max, v);
+  return n;
+}
+
 /* Which commands take an option: one letter per command, b(uild) g(raph) r(un). */
 static const struct {
   const char *opt, *cmds;
 } option_cmds[] = {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
-    {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}};
+    {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"},
+    {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -112,7 +129,9 @@ static void check_option(const char *cmd, const char *opt) {
  * --limit 64). Exits 0 after printing usage for --help; any malformed, unknown, misplaced or
  * extra argument is a user error. Does not check that the command itself exists (main does). */
 static Args parse_args(int argc, char **argv) {
-  Args a = {.limit = 64, .min_os = "iOS15"};
+  Args a = {.limit = 64, .min_os = "iOS15",
+            .sandbox = {.max_instructions = KILN_LUA_MAX_INSTRUCTIONS_DEFAULT,
+                        .max_memory = (int64_t)KILN_LUA_MAX_MEMORY_MIB_DEFAULT << 20}};
   if (argc < 2) kiln_error("no command (see kiln --help)");
   a.cmd = argv[1];
   for (int i = 2; i < argc; i++) {
@@ -135,6 +154,11 @@ static Args parse_args(int argc, char **argv) {
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
     } else if (strcmp(s, "--save") == 0) a.save = need_value(argc, argv, &i);
     else if (strcmp(s, "--limit") == 0) a.limit = parse_limit(need_value(argc, argv, &i));
+    else if (strcmp(s, "--unsafe-lua") == 0) a.sandbox.unsafe = true;
+    else if (strcmp(s, "--lua-max-instructions") == 0)
+      a.sandbox.max_instructions = parse_count(s, need_value(argc, argv, &i), INT64_MAX / 2);
+    else if (strcmp(s, "--lua-max-memory") == 0)
+      a.sandbox.max_memory = parse_count(s, need_value(argc, argv, &i), (int64_t)1 << 40) << 20;
     else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
       fputs(usage, stdout);
       exit(0);
@@ -154,7 +178,7 @@ static Args parse_args(int argc, char **argv) {
  * --no-fuse; no script given is a user error. */
 static Graph *trace(const Args *a) {
   if (!a->script) kiln_error("%s: no model script given (see kiln --help)", a->cmd);
-  FrontendOptions fo = {.script = a->script, .model = a->name};
+  FrontendOptions fo = {.script = a->script, .model = a->name, .sandbox = a->sandbox};
   Graph *g = frontend_trace(&fo);
   g->no_fuse = a->no_fuse;
   return g;

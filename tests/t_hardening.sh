@@ -11,6 +11,9 @@
 #            and its dispatch table runs on the emulator and matches the C target;
 #            the JSON parses; the Core ML package decodes and evaluates like the C.
 #  runtime   a model name whose generated files would shadow a runtime header is refused.
+#  sandbox   (the refusals themselves are tests/robust/err/sandbox_*.lua) symbolic links do
+#            not lead require or kiln.load out of the script's directory; --unsafe-lua gives
+#            the standard library back, with print and io.stdout still on stderr.
 cd "$(dirname "$0")/.." || exit 2
 . tests/lib.sh
 kt_need_kiln t_hardening
@@ -78,4 +81,30 @@ for name in kiln kiln_runtime kiln_metal kiln_coreml; do
     fail "runtime_name/$name" "$(head -n 2 "$WORK/out" | tr '\n' ' ')"
   fi
 done
+# ---- sandbox ----
+B=$WORK/sb
+mkdir -p "$B/outside" "$B/model"
+printf 'return {}\n' > "$B/outside/helper.lua"
+ln -s "$B/outside/helper.lua" "$B/model/helper.lua"
+printf 'x' > "$B/outside/w.safetensors"    # never parsed: the sandbox refuses it first
+ln -s "$B/outside/w.safetensors" "$B/model/w.safetensors"
+printf 'local h = require "helper"\nlocal x = kiln.input("x", {2})\nkiln.output("y", x)\n' > "$B/model/req.lua"
+printf 'kiln.load("w.safetensors")\nlocal x = kiln.input("x", {2})\nkiln.output("y", x)\n' > "$B/model/ld.lua"
+if "$KILN" graph "$B/model/req.lua" > "$WORK/out" 2>&1; then fail "sandbox/require_symlink" "a module linked from outside loaded"
+elif grep -q "only below the script's directory" "$WORK/out"; then pass "sandbox/require_symlink"
+else fail "sandbox/require_symlink" "$(head -n 1 "$WORK/out")"; fi
+if "$KILN" graph "$B/model/ld.lua" > "$WORK/out" 2>&1; then fail "sandbox/load_symlink" "a weights file linked from outside loaded"
+elif grep -q "is outside the script's directory" "$WORK/out"; then pass "sandbox/load_symlink"
+else fail "sandbox/load_symlink" "$(head -n 1 "$WORK/out")"; fi
+if "$KILN" graph "$B/model/req.lua" --unsafe-lua > "$WORK/out" 2>&1; then pass "sandbox/unsafe_require_symlink"
+else fail "sandbox/unsafe_require_symlink" "$(head -n 1 "$WORK/out")"; fi
+printf 'io.write("w\\n"); io.stdout:write("s\\n"); print(os.getenv("HOME") ~= nil)\nlocal x = kiln.input("x", {2})\nkiln.output("y", x)\n' > "$B/model/unsafe.lua"
+if "$KILN" graph "$B/model/unsafe.lua" --unsafe-lua > "$WORK/stdout" 2> "$WORK/stderr" &&
+   [ "$(cat "$WORK/stderr")" = "$(printf 'w\ns\ntrue')" ] && grep -q '^%' "$WORK/stdout" && ! grep -q '^[ws]$' "$WORK/stdout"; then
+  pass "sandbox/unsafe_lua"
+else
+  fail "sandbox/unsafe_lua" "stderr: $(head -c 200 "$WORK/stderr" | tr '\n' ' ')"
+fi
+if "$KILN" graph "$B/model/unsafe.lua" > "$WORK/out" 2>&1; then fail "sandbox/default" "io/os were available"
+else pass "sandbox/default"; fi
 exit 0

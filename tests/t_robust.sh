@@ -2,7 +2,8 @@
 # t_robust.sh — bad input gets a clear error, never a crash or silent garbage; unusual but
 # valid input works end to end. (docs/testing.md, "Robustness".)
 #
-#   robust/err/<s>       every tests/robust/err/*.lua ends with "-- expect: <line>": `kiln build`
+#   robust/err/<s>       every tests/robust/err/*.lua ends with "-- expect: <line>" (and may have a
+#                        "-- flags: ..." line of extra options): `kiln build`
 #                        and `kiln graph` (not for scripts marked "-- build-only") exit 1
 #                        printing exactly that one line on stderr, nothing on stdout, and
 #                        leave no output directory (nor its temporary)
@@ -51,10 +52,11 @@ for f in tests/robust/err/*.lua; do
   n=$(basename "$f" .lua)
   want=$(sed -n 's/^-- expect: //p' "$f" | head -n 1)
   if [ -z "$want" ]; then echo "FAIL $S/err/$n: no '-- expect:' line"; continue; fi
+  flags=$(sed -n 's/^-- flags: //p' "$f" | head -n 1)    # e.g. --unsafe-lua, --lua-max-memory 16
   out=$WORK/out-$n
-  err_check "err/$n" "$want" "$KILN" build "$f" -o "$out"
+  err_check "err/$n" "$want" "$KILN" build "$f" -o "$out" $flags
   if [ -e "$out" ] || [ -e "$out.kiln-tmp" ]; then echo "FAIL $S/err/$n/nothing-written: $out was created"; fi
-  grep -q '^-- build-only' "$f" || err_check "err/$n/graph" "$want" "$KILN" graph "$f"
+  grep -q '^-- build-only' "$f" || err_check "err/$n/graph" "$want" "$KILN" graph "$f" $flags
 done
 
 # ---- ok: C, Metal, Core ML ----
