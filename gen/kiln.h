@@ -315,6 +315,16 @@ char *esc_comment(const char *s);           /* inside a C/ObjC/MSL block or line
 char *esc_c_string(const char *s);          /* inside a C string literal, no quotes */
 void esc_json(Buf *b, const char *s);       /* a JSON string literal, quotes included */
 
+/* ---- publishing a build (publish.c; docs/output.md "Publishing") ---- */
+typedef struct Publish Publish;
+/* Locks the output, checks it, creates the staging directory (Publish.tmp). */
+Publish *publish_begin(const char *outdir, const char *model);
+const char *publish_staging(const Publish *p);
+/* Swaps the finished staging directory in as outdir, keeping the user's other files. */
+void publish_commit(Publish *p);
+bool kiln_remove_tree(const char *path);    /* rm -rf without a shell; async-signal-safe */
+void kiln_mkdir_p(const char *dir);
+
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
 

@@ -1,8 +1,8 @@
 /*
  * main.c — the `kiln` command line: build, graph, run.
  *
- * A build writes every file into a fresh temporary directory beside the output
- * directory and moves the finished files in only when all targets succeeded, so a
+ * A build writes every file into a fresh staging directory beside the output
+ * directory and swaps it in only when all targets succeeded (publish.c), so a
  * failed build leaves nothing half-written behind.
  */
 #include "kiln.h"
@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <dirent.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -186,53 +185,19 @@ static Graph *trace(const Args *a) {
 
 /* ---- build ---- */
 
-/* True when p exists and is a directory (following symlinks). */
-static bool is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Creates dir and its missing parents, like mkdir -p. */
-static void mkdir_p(const char *dir) {
-  char *p = kiln_strdup(dir);
-  for (char *q = p + 1; *q; q++) {
-    if (*q != '/') continue;
-    *q = 0;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", p, strerror(errno));
-    *q = '/';
-  }
-  if (mkdir(p, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", p, strerror(errno));
-}
-
-/* Moves every entry of tmp into out, replacing entries of the same name. */
-static void publish(const char *tmp, const char *out) {
-  mkdir_p(out);
-  DIR *d = opendir(tmp);
-  if (!d) kiln_error("cannot read %s: %s", tmp, strerror(errno));
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char *from = kiln_fmt("%s/%s", tmp, e->d_name), *to = kiln_fmt("%s/%s", out, e->d_name);
-    if (is_dir(to) && system(kiln_fmt("rm -rf -- '%s'", to)) != 0) kiln_error("cannot replace %s", to);
-    if (rename(from, to) != 0) kiln_error("cannot move %s to %s: %s", from, to, strerror(errno));
-  }
-  closedir(d);
-  rmdir(tmp);
-}
-
 /* Whether p exists as something other than a directory (a file where -o names one). */
 static bool is_non_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
-/* `kiln build`: trace, run the pipeline, emit every requested target into <out>.kiln-tmp,
- * then publish it as <out> in one step, so a failed build leaves no half-written directory.
- * User errors exit via kiln_error (which removes the temp dir); returns 0 on success. */
+/* `kiln build`: trace, run the pipeline, emit every requested target into a staging
+ * directory and publish it as <out> in one step (publish.c): a failed or interrupted
+ * build leaves the previous output as it was. User errors exit via kiln_error (which
+ * removes the staging directory); returns 0 on success. */
 static int cmd_build(const Args *a) {
   if (!a->outdir) kiln_error("build: no output directory (use -o DIR)");
   if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
-  if (strchr(a->outdir, '\'')) kiln_error("build: output directory may not contain a quote");
   if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
   Graph *g = trace(a);
   pipeline_run(g, a->dump_after, stderr);
@@ -242,21 +207,14 @@ static int cmd_build(const Args *a) {
     kiln_error_at((SrcLoc){g->script, 0}, "the model needs %lld bytes of weights and %lld of scratch arena; generated code "
                   "addresses at most %d bytes of each", (long long)g->weights_size, (long long)g->arena_size, KILN_MAX_NUMEL);
 
-  char *tmp = kiln_fmt("%s.kiln-tmp", a->outdir);
-  if (is_dir(tmp) && system(kiln_fmt("rm -rf -- '%s'", tmp)) != 0) kiln_error("cannot clear %s", tmp);
-  char *slash = strrchr(tmp, '/');
-  if (slash && slash != tmp) mkdir_p(kiln_fmt("%.*s", (int)(slash - tmp), tmp));
-  if (mkdir(tmp, 0777) != 0) kiln_error("cannot create %s: %s", tmp, strerror(errno));
-  kiln_set_cleanup_dir(tmp);
-
-  EmitOptions eo = {.outdir = a->outdir, .tmpdir = tmp, .targets = a->targets,
+  Publish *p = publish_begin(a->outdir, g->model);
+  EmitOptions eo = {.outdir = a->outdir, .tmpdir = publish_staging(p), .targets = a->targets,
                     .embed_weights = a->embed, .min_os = a->min_os, .fp16 = a->fp16};
   emit_c(g, &eo);   /* the C header, weights and JSON are the contract every target shares */
   emit_json(g, &eo);
   if (a->targets & TGT_METAL) emit_metal(g, &eo);
   if (a->targets & TGT_COREML) emit_coreml(g, &eo);
-  publish(tmp, a->outdir);
-  kiln_set_cleanup_dir(NULL);
+  publish_commit(p);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct Block {
@@ -123,10 +124,26 @@ static const char *cleanup_dir;
  * The string must outlive the run. */
 void kiln_set_cleanup_dir(const char *tmpdir) { cleanup_dir = tmpdir; }
 
+/* Contract: removes the tree at path with rm -rf run directly (fork + execv, no
+ * shell, so no quoting); async-signal-safe, so the signal handler can use it too.
+ * Returns whether rm succeeded. */
+bool kiln_remove_tree(const char *path) {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    char *const argv[] = {"rm", "-rf", "--", (char *)path, NULL};
+    execv("/bin/rm", argv);
+    _exit(127);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return false;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 /* Removes a directory tree we created; only ever called on our own temporary dir. */
 static void remove_tree(const char *path) {
-  char *cmd = kiln_fmt("rm -rf -- '%s'", path);
-  if (system(cmd) != 0) fprintf(stderr, "kiln: could not remove %s\n", path);
+  if (!kiln_remove_tree(path)) fprintf(stderr, "kiln: could not remove %s\n", path);
 }
 
 /* Exit status 1 for a user error, after removing the temporary build directory if any. */

@@ -11,6 +11,8 @@
 #            and its dispatch table runs on the emulator and matches the C target;
 #            the JSON parses; the Core ML package decodes and evaluates like the C.
 #  runtime   a model name whose generated files would shadow a runtime header is refused.
+#  publish   tests/hardening/publish.py: interrupted, concurrent and repeated builds into one
+#            output directory; never a mixed directory, stale files or leftovers.
 #  sandbox   (the refusals themselves are tests/robust/err/sandbox_*.lua) symbolic links do
 #            not lead require or kiln.load out of the script's directory; --unsafe-lua gives
 #            the standard library back, with print and io.stdout still on stderr.
@@ -81,6 +83,9 @@ for name in kiln kiln_runtime kiln_metal kiln_coreml; do
     fail "runtime_name/$name" "$(head -n 2 "$WORK/out" | tr '\n' ' ')"
   fi
 done
+# ---- publish ----
+/usr/bin/python3 tests/hardening/publish.py "$KILN" "$WORK/publish"
+
 # ---- sandbox ----
 B=$WORK/sb
 mkdir -p "$B/outside" "$B/model"

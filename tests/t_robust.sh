@@ -125,7 +125,7 @@ err_check cli/no-command "kiln: error: no command (see kiln --help)" "$KILN"
 err_check cli/missing-script "nope.lua: error: cannot open the model script: No such file or directory" "$KILN" graph nope.lua
 err_check cli/directory-script ".: error: the model script is a directory" "$KILN" build . -o out
 err_check cli/out-is-file "kiln: error: build: afile exists and is not a directory" "$KILN" build m.lua -o afile
-err_check cli/out-under-file "kiln: error: cannot create afile/sub.kiln-tmp: Not a directory" "$KILN" build m.lua -o afile/sub
+err_check cli/out-under-file "kiln: error: cannot create afile/sub: afile is not a directory" "$KILN" build m.lua -o afile/sub
 err_check cli/two-scripts "kiln: error: unexpected argument 'm.lua' (one model script per command)" "$KILN" graph m.lua m.lua
 err_check cli/wrong-command-option "kiln: error: graph: option -o does not apply to this command (see kiln --help)" "$KILN" graph m.lua -o out
 err_check cli/name-shadows-header "kiln: error: the model's math.h would shadow the C header <math.h>; choose another --name" "$KILN" build m.lua -o out --name math
