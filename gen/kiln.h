@@ -325,6 +325,9 @@ void publish_commit(Publish *p);
 bool kiln_remove_tree(const char *path);    /* rm -rf without a shell; async-signal-safe */
 void kiln_mkdir_p(const char *dir);
 
+/* Reads at most max bytes of a file or stream (util.c); NULL and "path: why" in err. */
+unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
+
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
 

@@ -239,27 +239,6 @@ static int cmd_graph(const Args *a) {
 
 /* ---- run ---- */
 
-/* Reads a whole file (regular, device or pipe: no ftell) into the arena; a
- * directory or an unreadable file is the user's error. */
-static unsigned char *read_whole(const char *path, const char *iname, size_t *size) {
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) kiln_error("--input %s: %s is a directory", iname, path);
-  FILE *f = fopen(path, "rb");
-  if (!f) kiln_error("--input %s: cannot open %s: %s", iname, path, strerror(errno));
-  Buf b = {0};
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) kiln_error("--input %s: cannot read %s", iname, path);
-  unsigned char *all = kiln_alloc(b.len + 1);
-  if (b.len) memcpy(all, b.data, b.len);
-  *size = b.len;
-  buf_free(&b);
-  return all;
-}
-
 /* The text after "'key':" (and spaces) in a .npy header dict, or NULL. */
 static const char *npy_field(const char *hdr, const char *key) {
   const char *p = strstr(hdr, kiln_fmt("'%s':", key));
@@ -317,8 +296,8 @@ static void *npy_data(const char *path, const char *iname, const Node *n, unsign
   Shape s;
   if (!descr || !fortran || !shp || !npy_shape(shp, &s)) kiln_error("%s: malformed .npy header %s", path, one_line_hdr(hdr));
   if (strncmp(descr, want, strlen(want)) != 0)
-    kiln_error("%s: --input %s is %s, which .npy spells %s; the file holds %.*s", path, iname, dtype_name(n->dtype), want,
-               (int)strcspn(descr, ",}"), descr);
+    kiln_error("%s: --input %s is %s, which .npy spells %s; the file holds %s", path, iname, dtype_name(n->dtype), want,
+               one_line_hdr(kiln_fmt("%.*s", (int)strcspn(descr, ",}"), descr)));
   if (strncmp(fortran, "False", 5) != 0) kiln_error("%s: Fortran-order arrays are not supported (save a C-order copy)", path);
   if (!shape_eq(&s, &n->shape))
     kiln_error("%s: --input %s is %s %s, the file holds shape %s", path, iname, dtype_name(n->dtype), shape_str(&n->shape),
@@ -333,8 +312,13 @@ static void *npy_data(const char *path, const char *iname, const Node *n, unsign
  * A bool input's bytes must be 0 or 1 (kernels would read another byte as true in one
  * place and as its value in another). */
 static void *read_input(const char *path, const Node *n, const char *iname) {
+  /* Raw bytes are exactly node_bytes; a .npy file adds at most a 12-byte preamble and a
+   * 64 KiB header (numpy writes < 1 KiB): anything longer is refused unread. */
   size_t size;
-  unsigned char *all = read_whole(path, iname, &size), *data = all;
+  char err[1024];
+  unsigned char *all = kiln_read_bounded(path, (size_t)node_bytes(n) + 12 + 65536, &size, err, sizeof err);
+  if (!all) kiln_error("--input %s: %s", iname, err);
+  unsigned char *data = all;
   if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) data = npy_data(path, iname, n, all, size);
   else if ((int64_t)size != node_bytes(n))
     kiln_error("%s: --input %s is %s %s = %lld bytes, the file has %zu", path, iname, dtype_name(n->dtype),

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A string from the file as a message shows it: control characters escaped (\n,
  * \x1f), so a message stays one line, and at most 200 bytes of it. */
@@ -371,30 +372,6 @@ static int range_cmp(const void *a, const void *b) {
   return x->index - y->index;
 }
 
-/* Reads the whole file into the arena; NULL with err set on failure. */
-static unsigned char *read_all(const char *path, size_t *size, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
-  Buf b = {0};
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    buf_free(&b);
-    snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-    return NULL;
-  }
-  unsigned char *data = kiln_alloc(b.len + 1);
-  if (b.len) memcpy(data, b.data, b.len);
-  *size = b.len;
-  buf_free(&b);
-  return data;
-}
 
 /* Writes "prefix: message" to err and returns false. */
 static bool st_fail(char *err, size_t errlen, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -498,8 +475,13 @@ static bool check_metadata(const JVal *v) {
 
 /* Contract in kiln.h; everything (file bytes, tensors) lives in the arena. */
 SafeFile *safetensors_load(const char *path, char *err, size_t errlen) {
+  /* A weights file is a regular file of known size: a pipe or a device (/dev/zero)
+   * would have to be read whole before its size could be checked. */
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return snprintf(err, errlen, "%s: not a regular file (a safetensors file must be one)", path), NULL;
   size_t size;
-  unsigned char *all = read_all(path, &size, err, errlen);
+  unsigned char *all = kiln_read_bounded(path, SIZE_MAX - 1, &size, err, errlen);
   if (!all) return NULL;
   return safetensors_parse(path, all, size, err, errlen);
 }

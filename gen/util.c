@@ -77,13 +77,14 @@ void kiln_free_all(void) {
 /* ---- Buf ---- */
 
 /* Appends n bytes of p, growing with realloc (heap, not arena: free with buf_free); the data
- * stays NUL-terminated so it can be used as a string. Dies when out of memory. */
+ * stays NUL-terminated so it can be used as a string. Running out of memory is a
+ * one-line user error, like kiln_alloc's. */
 void buf_put(Buf *b, const void *p, size_t n) {
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (b->len + n + 1 > cap) cap *= 2;
     char *d = realloc(b->data, cap);
-    if (!d) die("out of memory growing a buffer to %zu bytes", cap);
+    if (!d) kiln_error("out of memory (growing a buffer to %zu bytes)", cap);
     b->data = d;
     b->cap = cap;
   }
@@ -102,7 +103,7 @@ void buf_printf(Buf *b, const char *fmt, ...) {
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
   char *tmp = malloc((size_t)n + 1);
-  if (!tmp) die("out of memory");
+  if (!tmp) kiln_error("out of memory (formatting %d bytes)", n);
   va_start(ap, fmt);
   vsnprintf(tmp, (size_t)n + 1, fmt, ap);
   va_end(ap);
@@ -194,6 +195,38 @@ void die_(const char *cfile, int cline, const char *fmt, ...) {
 }
 
 /* ---- files ---- */
+
+/* Contract: reads the file at path into the arena (NUL-terminated) and sets *size,
+ * reading at most max bytes: a regular file larger than max is refused before any
+ * read, a stream (pipe, device) as soon as it delivers byte max + 1, so /dev/zero
+ * cannot exhaust memory. On any problem returns NULL with "path: problem" in err. */
+unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return snprintf(err, errlen, "%s: is a directory", path), NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
+    fclose(f);
+    return snprintf(err, errlen, "%s: the file has %lld bytes, more than the %zu it can hold", path,
+                    (long long)st.st_size, max), NULL;
+  }
+  Buf b = {0};
+  char chunk[65536];
+  size_t n;
+  while (b.len <= max && (n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad || b.len > max) {
+    buf_free(&b);
+    if (bad) return snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno)), NULL;
+    return snprintf(err, errlen, "%s: more than the %zu bytes it can hold (an endless stream?)", path, max), NULL;
+  }
+  unsigned char *data = kiln_alloc(b.len + 1);
+  if (b.len) memcpy(data, b.data, b.len);
+  *size = b.len;
+  buf_free(&b);
+  return data;
+}
 
 /* Creates every missing directory on the way to dir/name. */
 static void make_parents(char *path) {

@@ -13,6 +13,9 @@
 #  runtime   a model name whose generated files would shadow a runtime header is refused.
 #  publish   tests/hardening/publish.py: interrupted, concurrent and repeated builds into one
 #            output directory; never a mixed directory, stale files or leftovers.
+#  reads     `kiln run --input` from /dev/zero or an endless FIFO, kiln.load of /dev/zero:
+#            one-line errors at once (reads are bounded by what the input needs); a .npy
+#            whose dtype holds escape sequences and newlines is reported on one clean line.
 #  sandbox   (the refusals themselves are tests/robust/err/sandbox_*.lua) symbolic links do
 #            not lead require or kiln.load out of the script's directory; --unsafe-lua gives
 #            the standard library back, with print and io.stdout still on stderr.
@@ -85,6 +88,33 @@ for name in kiln kiln_runtime kiln_metal kiln_coreml; do
 done
 # ---- publish ----
 /usr/bin/python3 tests/hardening/publish.py "$KILN" "$WORK/publish"
+
+# ---- reads ----
+R=$WORK/reads
+mkdir -p "$R"
+printf 'local x = kiln.input("x", {4})\nkiln.output("y", x + 1)\n' > "$R/m.lua"
+printf 'kiln.load("/dev/zero")\nlocal x = kiln.input("x", {4})\nkiln.output("y", x)\n' > "$R/z.lua"
+# one_line NAME WANT CMD...: CMD exits 1 within 20 s, printing exactly one line that contains WANT.
+one_line() {
+  name=$1 want=$2; shift 2
+  timeout 20 "$@" > "$WORK/stdout" 2> "$WORK/stderr"; rc=$?
+  if [ $rc -ne 1 ]; then fail "$name" "exit status $rc (124: still reading after 20 s)"
+  elif [ "$(wc -l < "$WORK/stderr")" -ne 1 ] || ! grep -qF -- "$want" "$WORK/stderr"; then fail "$name" "$(head -c 200 "$WORK/stderr")"
+  elif LC_ALL=C grep -q "$(printf '[\001-\010\016-\037]')" "$WORK/stderr"; then fail "$name" "control bytes in the message"
+  else pass "$name"; fi
+}
+one_line reads/dev_zero_input "/dev/zero: more than the 65564 bytes it can hold" "$KILN" run "$R/m.lua" --input x=/dev/zero
+mkfifo "$R/fifo"
+(yes 2>/dev/null | head -c 10000000 > "$R/fifo" 2>/dev/null &)
+one_line reads/fifo_input "more than the 65564 bytes it can hold" "$KILN" run "$R/m.lua" --input "x=$R/fifo"
+cat "$R/fifo" > /dev/null 2>&1 &    # let the writer finish
+one_line reads/dev_zero_load "/dev/zero: not a regular file" "$KILN" graph "$R/z.lua" --unsafe-lua
+/usr/bin/python3 -c "
+import sys
+h = b\"{'descr': '<f8\\x1b[31m\\nEVIL', 'fortran_order': False, 'shape': (4,), }\"
+h += b' ' * (118 - len(h)) + b'\\n'
+open(sys.argv[1], 'wb').write(b'\\x93NUMPY\\x01\\x00' + len(h).to_bytes(2, 'little') + h + bytes(32))" "$R/bad.npy"
+one_line reads/npy_dtype_message "the file holds '<f8?[31m?EVIL'" "$KILN" run "$R/m.lua" --input "x=$R/bad.npy"
 
 # ---- sandbox ----
 B=$WORK/sb
