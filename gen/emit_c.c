@@ -65,28 +65,14 @@ static bool reserved_ident(const char *s) {
 
 /* A set of names handed out so far, to keep generated identifiers unique. */
 typedef struct {
-  const char **v;
-  int n, cap;
+  StrMap set;
 } Names;
-
-/* True iff name (compared by strcmp) was already handed out in s; linear scan. */
-static bool names_has(const Names *s, const char *name) {
-  for (int i = 0; i < s->n; i++)
-    if (strcmp(s->v[i], name) == 0) return true;
-  return false;
-}
 
 /* Returns base, or base with '_' appended until it is neither taken nor reserved. */
 static const char *names_claim(Names *s, const char *base) {
   const char *name = base;
-  while (names_has(s, name) || reserved_ident(name)) name = kiln_fmt("%s_", name);
-  if (s->n == s->cap) {
-    s->cap = s->cap ? 2 * s->cap : 64;
-    const char **v = kiln_alloc(sizeof(char *) * (size_t)s->cap);
-    if (s->n) memcpy(v, s->v, sizeof(char *) * (size_t)s->n);
-    s->v = v;
-  }
-  s->v[s->n++] = name;
+  while (strmap_get(&s->set, name) || reserved_ident(name)) name = kiln_fmt("%s_", name);
+  strmap_put(&s->set, name);
   return name;
 }
 

@@ -40,39 +40,19 @@ static bool reserved(const char *s) {
   return strncmp(s, "kiln_", 5) == 0;
 }
 
-/* Does kernel name a clash with kernel b, counting the helpers a kernel may define
- * (`<name>_op` for elementwise kernels, `<name>_epilogue` for fused ones)? */
-/* Is a1 a2 (concatenated) the same string as b1 b2? Compares without building either:
- * the clash check runs for every pair of kernels, so it must not allocate. */
-static bool concat_eq(const char *a1, const char *a2, const char *b1, const char *b2) {
-  for (;;) {
-    if (!*a1) a1 = a2, a2 = "";
-    if (!*b1) b1 = b2, b2 = "";
-    if (!*a1 || !*b1) return !*a1 && !*b1;
-    if (*a1++ != *b1++) return false;
-  }
-}
-
-/* True if a and b, each with any helper suffix ("", "_op", "_epilogue"), could
- * spell the same generated name. */
-static bool names_clash(const char *a, const char *b) {
-  static const char *const helper[] = {"", "_op", "_epilogue"};
-  for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 3; j++)
-      if (concat_eq(a, helper[i], b, helper[j])) return true;
-  return false;
-}
-
 /* Unique MSL function names for the kernels (their helpers included). */
 static const char **kernel_names(Graph *g) {
+  static const char *const helper[] = {"", "_op", "_epilogue"};   /* what a kernel may define */
   const char **names = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  StrMap spelled = {0};                          /* every name a kernel so far may define */
   for (int k = 0; k < g->nkernels; k++) {
     const char *name = emit_ident(g->kernels[k].cname);
     for (bool clash = true; clash;) {
       clash = reserved(name);
-      for (int j = 0; j < k && !clash; j++) clash = names_clash(names[j], name);
+      for (int i = 0; i < 3 && !clash; i++) clash = strmap_get(&spelled, kiln_fmt("%s%s", name, helper[i])) != NULL;
       if (clash) name = kiln_fmt("%s_", name);
     }
+    for (int i = 0; i < 3; i++) strmap_put(&spelled, kiln_fmt("%s%s", name, helper[i]));
     names[k] = name;
   }
   return names;

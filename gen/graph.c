@@ -78,6 +78,16 @@ Node *graph_add(Graph *g, OpKind op, const int *in, int nin, const Attrs *a, Src
   return n;
 }
 
+/* v (n entries, *cap allocated) with room for one more: the same array, or a copy of
+ * twice the size in the arena (the old one stays there until exit). */
+static GraphIO *io_append(GraphIO *v, int n, int *cap) {
+  if (n < *cap) return v;
+  *cap = *cap ? 2 * *cap : 8;
+  GraphIO *w = kiln_alloc(sizeof(GraphIO) * (size_t)*cap);
+  if (n) memcpy(w, v, sizeof(GraphIO) * (size_t)n);
+  return w;
+}
+
 /* Appends an INPUT/WEIGHT/CONST leaf with the given dtype, shape and (copied) name; an INPUT
  * is also registered in g->inputs, in call order. No shape checks here; dies on a non-leaf or bad rank. */
 Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name, SrcLoc loc) {
@@ -90,8 +100,7 @@ Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name,
   n->in = kiln_alloc(sizeof(int));
   graph_push(g, n);
   if (op == OP_INPUT) {
-    GraphIO *io = kiln_alloc(sizeof(GraphIO) * (size_t)(g->ninputs + 1));
-    if (g->ninputs) memcpy(io, g->inputs, sizeof(GraphIO) * (size_t)g->ninputs);
+    GraphIO *io = io_append(g->inputs, g->ninputs, &g->capinputs);
     io[g->ninputs] = (GraphIO){n->name ? n->name : "input", n->id};
     n->io_index = g->ninputs;
     g->inputs = io;
@@ -103,8 +112,7 @@ Node *graph_leaf(Graph *g, OpKind op, DType t, const Shape *s, const char *name,
 /* Registers node as a model output under a copy of name, after the earlier ones; dies on a bad id. */
 void graph_output(Graph *g, const char *name, int node) {
   if (node < 0 || node >= g->nnodes) die("graph_output: node %d of %d", node, g->nnodes);
-  GraphIO *io = kiln_alloc(sizeof(GraphIO) * (size_t)(g->noutputs + 1));
-  if (g->noutputs) memcpy(io, g->outputs, sizeof(GraphIO) * (size_t)g->noutputs);
+  GraphIO *io = io_append(g->outputs, g->noutputs, &g->capoutputs);
   io[g->noutputs] = (GraphIO){kiln_strdup(name), node};
   g->outputs = io;
   g->noutputs++;

@@ -49,6 +49,18 @@ void buf_puts(Buf *b, const char *s);
 void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_free(Buf *b);                      /* Buf memory is malloc'd, not arena */
 
+/* A map from strings to ints in the arena (open addressing, FNV-1a), also used as a
+ * set of names. Keys are not copied. It is never iterated, so no hash order can
+ * reach an output; it exists to keep name checks linear (20,000 kernels, 8,000
+ * outputs). */
+typedef struct {
+  const char **key;
+  int *val;
+  size_t cap, n;
+} StrMap;
+int *strmap_get(const StrMap *m, const char *k);   /* the value, or NULL when k is absent */
+int *strmap_put(StrMap *m, const char *k);         /* the value, inserted as 0 when absent */
+
 /* ---- diagnostics (util.c) ---- */
 typedef struct {
   const char *file;    /* as the user named it (relative), or its basename if absolute */
@@ -178,6 +190,7 @@ typedef struct {
   int nnodes, capnodes;
   GraphIO *inputs, *outputs;
   int ninputs, noutputs;
+  int capinputs, capoutputs;    /* allocated lengths (arrays double, so tracing stays linear) */
 
   Kernel *kernels;              /* in schedule order once pass_schedule ran */
   int nkernels;

@@ -55,6 +55,7 @@ typedef struct {
   int nscopes, capscopes;
   struct { const char *key, *name; } *srcs; /* chunk source -> SrcLoc file, interned */
   int nsrcs, capsrcs;
+  StrMap io_names;              /* lower-cased input/output names: +(i+1) input i, -(i+1) output i */
   bool failed;                  /* the message handler ran */
   SrcLoc err_loc;
   const char *err_msg;
@@ -346,12 +347,24 @@ static void check_io_name(lua_State *L, const char *name, const char *what) {
     fe_error(L, "%s: name '%s' is reserved in C (leading __ or _ and a capital)", what, name);
   if (same_ignoring_case(name, "weights") || same_ignoring_case(name, "arena"))
     fe_error(L, "%s: name '%s' is reserved (it would clash with the generated WEIGHTS/ARENA macros)", what, name);
-  for (int i = 0; i < g->ninputs; i++)
-    if (same_ignoring_case(g->inputs[i].name, name))
-      fe_error(L, "%s: name '%s' is already used by input '%s' (names must differ even in case)", what, name, g->inputs[i].name);
-  for (int i = 0; i < g->noutputs; i++)
-    if (same_ignoring_case(g->outputs[i].name, name))
-      fe_error(L, "%s: name '%s' is already used by output '%s' (names must differ even in case)", what, name, g->outputs[i].name);
+  char *lower = kiln_strdup(name);
+  for (char *p = lower; *p; p++)
+    if (*p >= 'A' && *p <= 'Z') *p = (char)(*p + 32);
+  int *seen = strmap_get(&fe_of(L)->io_names, lower);
+  if (seen && *seen > 0)
+    fe_error(L, "%s: name '%s' is already used by input '%s' (names must differ even in case)", what, name,
+             g->inputs[*seen - 1].name);
+  if (seen)
+    fe_error(L, "%s: name '%s' is already used by output '%s' (names must differ even in case)", what, name,
+             g->outputs[-*seen - 1].name);
+}
+
+/* Records name as input or output number i (after check_io_name passed). */
+static void note_io_name(lua_State *L, const char *name, bool output, int i) {
+  char *lower = kiln_strdup(name);
+  for (char *p = lower; *p; p++)
+    if (*p >= 'A' && *p <= 'Z') *p = (char)(*p + 32);
+  *strmap_put(&fe_of(L)->io_names, lower) = output ? -(i + 1) : i + 1;
 }
 
 /* An optional dtype name argument; f32 when absent. */
@@ -373,6 +386,7 @@ static int l_input(lua_State *L) {
   Shape s = fe_shape_arg(L, 2, "kiln.input", "shape");
   DType t = dtype_arg(L, 3, "kiln.input");
   Node *n = graph_leaf(fe_of(L)->g, OP_INPUT, t, &s, name, fe_loc(L));
+  note_io_name(L, name, false, n->io_index);
   fe_push(L, n->id);
   return 1;
 }
@@ -383,6 +397,7 @@ static int l_output(lua_State *L) {
   if (!fe_is_tensor(L, 2)) return fe_error(L, "kiln.output: argument 2 must be a tensor, got %s", luaL_typename(L, 2));
   int id = fe_tensor(L, 2, "kiln.output");
   check_io_name(L, name, "kiln.output");
+  note_io_name(L, name, true, fe_of(L)->g->noutputs);
   graph_output(fe_of(L)->g, name, id);
   return 0;
 }

@@ -42,8 +42,8 @@ struct Mil {
   int noutputs, capoutputs;
   MilOp **ops;
   int nops, capops;
-  const char **names;            /* open-addressing set of every identifier in use */
-  size_t capnames, nnames;
+  StrMap names;                  /* every identifier in use */
+  StrMap next;                   /* per mil_fresh base: the clash suffix to try next */
   Buf wb;                        /* weight.bin; data lives in the arena (see wb_reserve) */
   int nblobs;
 };
@@ -63,8 +63,6 @@ static void *grow(void *p, int n, int *cap, size_t elem) {
 Mil *mil_new(const char *opset) {
   Mil *m = kiln_alloc(sizeof *m);
   m->opset = opset;
-  m->capnames = 1024;
-  m->names = kiln_alloc(m->capnames * sizeof *m->names);
   return m;
 }
 
@@ -96,30 +94,11 @@ bool mil_is_ident(const char *s) {
   return true;
 }
 
-/* Open-addressing probe: the slot holding s, or the empty slot where s would go.
- * Terminates because name_add keeps the table at most half full. */
-static size_t name_slot(const Mil *m, const char *s) {
-  size_t i = (size_t)kiln_fnv1a64(s, strlen(s)) & (m->capnames - 1);
-  while (m->names[i] && strcmp(m->names[i], s) != 0) i = (i + 1) & (m->capnames - 1);
-  return i;
-}
-
-/* Adds s to the name set (which stays at most half full). */
-static void name_add(Mil *m, const char *s) {
-  if (2 * (m->nnames + 1) > m->capnames) {
-    const char **old = m->names;
-    size_t oldcap = m->capnames;
-    m->capnames *= 2;
-    m->names = kiln_alloc(m->capnames * sizeof *m->names);
-    for (size_t i = 0; i < oldcap; i++)
-      if (old[i]) m->names[name_slot(m, old[i])] = old[i];
-  }
-  m->names[name_slot(m, s)] = s;
-  m->nnames++;
-}
-
 /* Whether s is already a name in the program (any op, input or claimed output). */
-static bool name_taken(const Mil *m, const char *s) { return m->names[name_slot(m, s)] != NULL; }
+static bool name_taken(const Mil *m, const char *s) { return strmap_get(&m->names, s) != NULL; }
+
+/* Adds s to the names in use. */
+static void name_add(Mil *m, const char *s) { strmap_put(&m->names, s); }
 
 /* Reserves name exactly as given (user input/output names must survive); false, reserving
  * nothing, when it is not a valid identifier, is a keyword, or is already taken. */
@@ -130,7 +109,10 @@ bool mil_claim(Mil *m, const char *name) {
 }
 
 /* A new unique identifier derived from base: invalid characters become '_', a leading digit
- * or empty base gets "v_", a keyword gets a trailing '_', a clash gets "_1", "_2", ...; reserved. */
+ * or empty base gets "v_", a keyword gets a trailing '_', a clash gets "_1", "_2", ...; reserved.
+ * The suffix search resumes where the last one for the same base stopped: names are never
+ * released, so every lower suffix is still taken and the result is the first free one,
+ * as a search from 1 would find, in time linear in the number of names. */
 const char *mil_fresh(Mil *m, const char *base) {
   size_t n = strlen(base);
   char *s = kiln_alloc(n + 4);
@@ -142,7 +124,11 @@ const char *mil_fresh(Mil *m, const char *base) {
   for (size_t i = 0; i < n; i++) s[k++] = ident_char(base[i], false) ? base[i] : '_';
   if (mil_is_keyword(s)) s[k++] = '_';
   const char *name = s;
-  for (int i = 1; name_taken(m, name); i++) name = kiln_fmt("%s_%d", s, i);
+  int *next = strmap_put(&m->next, s);
+  int i = *next ? *next : 1;
+  if (name_taken(m, name))
+    for (name = kiln_fmt("%s_%d", s, i); name_taken(m, name); name = kiln_fmt("%s_%d", s, ++i)) {}
+  *next = name == s ? 1 : i + 1;
   name_add(m, name);
   return name;
 }

@@ -117,6 +117,43 @@ void buf_free(Buf *b) {
   *b = (Buf){0};
 }
 
+/* ---- string maps ---- */
+
+/* The slot holding k, or the empty slot where it would go (the table is never more
+ * than half full, so the probe ends). */
+static size_t strmap_slot(const StrMap *m, const char *k) {
+  size_t i = (size_t)kiln_fnv1a64(k, strlen(k)) & (m->cap - 1);
+  while (m->key[i] && strcmp(m->key[i], k) != 0) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+int *strmap_get(const StrMap *m, const char *k) {
+  if (!m->cap) return NULL;
+  size_t i = strmap_slot(m, k);
+  return m->key[i] ? &m->val[i] : NULL;
+}
+
+int *strmap_put(StrMap *m, const char *k) {
+  if (2 * (m->n + 1) > m->cap) {          /* grow: rehash into a table twice the size */
+    StrMap old = *m;
+    m->cap = old.cap ? 2 * old.cap : 64;
+    m->key = kiln_alloc(m->cap * sizeof *m->key);
+    m->val = kiln_alloc(m->cap * sizeof *m->val);
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.key[i]) {
+        size_t j = strmap_slot(m, old.key[i]);
+        m->key[j] = old.key[i];
+        m->val[j] = old.val[i];
+      }
+  }
+  size_t i = strmap_slot(m, k);
+  if (!m->key[i]) {
+    m->key[i] = k;
+    m->n++;
+  }
+  return &m->val[i];
+}
+
 /* ---- diagnostics ---- */
 
 static const char *cleanup_dir;

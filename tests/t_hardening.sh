@@ -13,6 +13,7 @@
 #  runtime   a model name whose generated files would shadow a runtime header is refused.
 #  publish   tests/hardening/publish.py: interrupted, concurrent and repeated builds into one
 #            output directory; never a mixed directory, stale files or leftovers.
+#  scaling   tests/hardening/scaling.py: build cost ~linear in ops and outputs on every target.
 #  reads     `kiln run --input` from /dev/zero or an endless FIFO, kiln.load of /dev/zero:
 #            one-line errors at once (reads are bounded by what the input needs); a .npy
 #            whose dtype holds escape sequences and newlines is reported on one clean line.
@@ -88,6 +89,9 @@ for name in kiln kiln_runtime kiln_metal kiln_coreml; do
 done
 # ---- publish ----
 /usr/bin/python3 tests/hardening/publish.py "$KILN" "$WORK/publish"
+
+# ---- scaling ----
+/usr/bin/python3 tests/hardening/scaling.py "$KILN" "$WORK/scaling"
 
 # ---- reads ----
 R=$WORK/reads
