@@ -253,7 +253,7 @@ static void dump_node(Buf *b, const Graph *g, const Node *n) {
   put_attrs(b, n);
   buf_printf(b, " : %s%s", dtype_name(n->dtype), shape_str(&n->shape));
   if (n->op == OP_CONST) put_const_values(b, n);
-  if (n->name && n->op != OP_INPUT && n->op != OP_WEIGHT) buf_printf(b, "  %s", n->name);
+  if (n->name && n->op != OP_INPUT && n->op != OP_WEIGHT) buf_printf(b, "  module %s", n->name);
   if (n->loc.file && n->loc.line > 0) buf_printf(b, "  @%s:%d", n->loc.file, n->loc.line);
   put_placement(b, g, n);
 }

@@ -338,6 +338,12 @@ void publish_commit(Publish *p);
 bool kiln_remove_tree(const char *path);    /* rm -rf without a shell; async-signal-safe */
 void kiln_mkdir_p(const char *dir);
 
+/* .npy files (npy.c): the data of a file whose header says dtype and exactly shape, or
+ * NULL and a one-line message in err; and writing a tensor as dir/<name>.npy. */
+unsigned char *npy_parse(const char *path, const char *iname, DType dtype, const Shape *shape, unsigned char *all,
+                         size_t size, char *err, size_t errlen);
+void npy_write(const char *dir, const char *name, const Tensor *t);
+
 /* Reads at most max bytes of a file or stream (util.c); NULL and "path: why" in err. */
 unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
 

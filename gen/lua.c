@@ -53,6 +53,9 @@ typedef struct {
   int nparams, capparams;
   const char **scopes;          /* nn module paths, innermost last */
   int nscopes, capscopes;
+  struct { const char *cls; SrcLoc made; } *scope_mod;  /* per scope: a built-in nn class and where
+                                                           the user created that instance, or cls NULL */
+  int capscope_mod;
   struct { const char *key, *name; } *srcs; /* chunk source -> SrcLoc file, interned */
   int nsrcs, capsrcs;
   StrMap io_names;              /* lower-cased input/output names: +(i+1) input i, -(i+1) output i */
@@ -293,17 +296,38 @@ const char *fe_scope_name(lua_State *L) {
   return s[0] ? s : NULL;
 }
 
-/* kiln._scope(path) -> guard: enters an nn module scope; closing the guard (a
- * to-be-closed local in nn.lua, so also on error) leaves it and any inner ones. */
+/* kiln._scope(path [, class, chunk, line]) -> guard: enters an nn module scope; closing
+ * the guard (a to-be-closed local in nn.lua, so also on error) leaves it and any inner
+ * ones. class, chunk and line are given for instances of built-in nn classes: the
+ * class name and where the user created the instance (kiln._where), so an error in
+ * its forward, which runs in nn.lua, can name the user's line of that layer. */
 static int l_scope(lua_State *L) {
   Frontend *fe = fe_of(L);
   const char *path = name_arg(L, 1, "nn", "the module path");
   fe->scopes = grow(fe->scopes, fe->nscopes, &fe->capscopes, fe->nscopes + 1, sizeof(char *));
+  fe->scope_mod = grow(fe->scope_mod, fe->nscopes, &fe->capscope_mod, fe->nscopes + 1, sizeof *fe->scope_mod);
+  fe->scope_mod[fe->nscopes].cls = lua_isstring(L, 2) ? kiln_strdup(lua_tostring(L, 2)) : NULL;
+  fe->scope_mod[fe->nscopes].made = (SrcLoc){lua_isstring(L, 3) ? intern_source(fe, lua_tostring(L, 3)) : NULL,
+                                             (int)luaL_optinteger(L, 4, 0)};
   fe->scopes[fe->nscopes++] = kiln_strdup(path);
   int *depth = lua_newuserdatauv(L, sizeof(int), 0);
   *depth = fe->nscopes;
   luaL_setmetatable(L, "kiln.Scope");
   return 1;
+}
+
+/* kiln._where() -> chunk, line: the user's frame now (a module's creation). */
+static int l_where(lua_State *L) {
+  lua_Debug ar;
+  for (int level = 1; level < STACK_SCAN && lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.source[0] == '@' && ar.currentline > 0) {
+      lua_pushstring(L, ar.source);
+      lua_pushinteger(L, ar.currentline);
+      return 2;
+    }
+  }
+  return 0;
 }
 
 /* __close of a scope guard: drops its scope and any inner one left open. */
@@ -651,7 +675,7 @@ static void register_module(lua_State *L, const char *name) {
 
 static const luaL_Reg leaf_fns[] = {
     {"input", l_input}, {"output", l_output}, {"param", l_param}, {"load", l_load},
-    {"constant", l_constant}, {"seed", l_seed}, {"_scope", l_scope}, {NULL, NULL}};
+    {"constant", l_constant}, {"seed", l_seed}, {"_scope", l_scope}, {"_where", l_where}, {NULL, NULL}};
 
 /* Runs gen/nn.lua with the kiln table (top of stack) as its argument; leaves the nn table. */
 static void load_nn(lua_State *L) {
@@ -757,6 +781,17 @@ static int msgh(lua_State *L) {
   SrcLoc loc = fe_loc(L);
   msg = strip_position(L, msg, &loc);
   if (fe->raise_msg && strcmp(msg, fe->raise_msg) == 0) loc = fe->raise_loc;   /* Kiln's own error: where it was raised */
+  /* An error inside a built-in module's forward (nn.lua) would name the line that called
+   * the outermost module (model(x)); the layer the user wrote is more useful. */
+  if (fe->nscopes > 0 && fe->scope_mod[fe->nscopes - 1].cls && fe->scope_mod[fe->nscopes - 1].made.line > 0) {
+    SrcLoc made = fe->scope_mod[fe->nscopes - 1].made;
+    if (made.line != loc.line || strcmp(made.file, loc.file ? loc.file : "") != 0) {
+      const char *path = fe->scopes[fe->nscopes - 1];
+      msg = kiln_fmt("%s (in nn.%s%s%s%s, called at %s:%d)", msg, fe->scope_mod[fe->nscopes - 1].cls, path[0] ? " '" : "",
+                     path, path[0] ? "'" : "", loc.file ? loc.file : "?", loc.line);
+      loc = made;
+    }
+  }
   fe->failed = true;
   fe->err_loc = loc;
   fe->err_msg = one_line(msg);

@@ -239,75 +239,6 @@ static int cmd_graph(const Args *a) {
 
 /* ---- run ---- */
 
-/* The text after "'key':" (and spaces) in a .npy header dict, or NULL. */
-static const char *npy_field(const char *hdr, const char *key) {
-  const char *p = strstr(hdr, kiln_fmt("'%s':", key));
-  if (!p) return NULL;
-  p += strlen(key) + 3;
-  while (*p == ' ') p++;
-  return p;
-}
-
-/* The shape tuple at p ("(2, 3)", "(6,)", "()") into s; false if malformed or rank > max. */
-static bool npy_shape(const char *p, Shape *s) {
-  *s = (Shape){0};
-  if (*p++ != '(') return false;
-  for (;;) {
-    while (*p == ' ') p++;
-    if (*p == ')') return true;
-    if (*p < '0' || *p > '9' || s->rank == KILN_MAX_RANK) return false;
-    char *end;
-    errno = 0;
-    long long d = strtoll(p, &end, 10);
-    if (errno) return false;
-    s->dim[s->rank++] = d;
-    p = end;
-    while (*p == ' ') p++;
-    if (*p == ',') p++;
-    else if (*p != ')') return false;
-  }
-}
-
-/* A header for a message: its trailing padding and newline dropped, at most 160 bytes,
- * control bytes shown as '?', so the message stays one line. */
-static const char *one_line_hdr(const char *hdr) {
-  char *s = kiln_fmt("%.160s", hdr);
-  for (char *p = s; *p; p++)
-    if ((unsigned char)*p < 0x20) *p = '?';
-  for (size_t n = strlen(s); n && (s[n - 1] == ' ' || s[n - 1] == '?'); n--) s[n - 1] = 0;
-  return s;
-}
-
-/* Checks a .npy file's header against input n and returns its data: version 1..3,
- * a dict with the dtype Kiln wants ('<f4', '<i4', '|b1'), C order, the input's exact
- * shape, and exactly the data that shape holds. */
-static void *npy_data(const char *path, const char *iname, const Node *n, unsigned char *all, size_t size) {
-  if (size < 10 || all[6] < 1 || all[6] > 3) kiln_error("%s: not a .npy file of version 1, 2 or 3", path);
-  size_t pre = all[6] == 1 ? 10 : 12;
-  if (size < pre) kiln_error("%s: truncated .npy header", path);
-  size_t hlen = all[6] == 1 ? (size_t)(all[8] | all[9] << 8)
-                            : (size_t)all[8] | (size_t)all[9] << 8 | (size_t)all[10] << 16 | (size_t)all[11] << 24;
-  if (hlen > size - pre) kiln_error("%s: truncated .npy header", path);
-  char *hdr = kiln_alloc(hlen + 1);
-  memcpy(hdr, all + pre, hlen);
-  if (strlen(hdr) != hlen) kiln_error("%s: .npy header contains a NUL byte", path);
-  const char *want = n->dtype == DT_F32 ? "'<f4'" : n->dtype == DT_I32 ? "'<i4'" : "'|b1'";
-  const char *descr = npy_field(hdr, "descr"), *fortran = npy_field(hdr, "fortran_order"), *shp = npy_field(hdr, "shape");
-  Shape s;
-  if (!descr || !fortran || !shp || !npy_shape(shp, &s)) kiln_error("%s: malformed .npy header %s", path, one_line_hdr(hdr));
-  if (strncmp(descr, want, strlen(want)) != 0)
-    kiln_error("%s: --input %s is %s, which .npy spells %s; the file holds %s", path, iname, dtype_name(n->dtype), want,
-               one_line_hdr(kiln_fmt("%.*s", (int)strcspn(descr, ",}"), descr)));
-  if (strncmp(fortran, "False", 5) != 0) kiln_error("%s: Fortran-order arrays are not supported (save a C-order copy)", path);
-  if (!shape_eq(&s, &n->shape))
-    kiln_error("%s: --input %s is %s %s, the file holds shape %s", path, iname, dtype_name(n->dtype), shape_str(&n->shape),
-               shape_str(&s));
-  if ((int64_t)(size - pre - hlen) != node_bytes(n))
-    kiln_error("%s: --input %s %s needs %lld bytes of data, the file has %lld", path, iname, shape_str(&n->shape),
-               (long long)node_bytes(n), (long long)(size - pre - hlen));
-  return all + pre + hlen;
-}
-
 /* Reads an input file: .npy (see npy_data) or raw little-endian bytes of the exact size.
  * A bool input's bytes must be 0 or 1 (kernels would read another byte as true in one
  * place and as its value in another). */
@@ -319,38 +250,16 @@ static void *read_input(const char *path, const Node *n, const char *iname) {
   unsigned char *all = kiln_read_bounded(path, (size_t)node_bytes(n) + 12 + 65536, &size, err, sizeof err);
   if (!all) kiln_error("--input %s: %s", iname, err);
   unsigned char *data = all;
-  if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) data = npy_data(path, iname, n, all, size);
+  if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) {
+    data = npy_parse(path, iname, n->dtype, &n->shape, all, size, err, sizeof err);
+    if (!data) kiln_error("%s", err);
+  }
   else if ((int64_t)size != node_bytes(n))
     kiln_error("%s: --input %s is %s %s = %lld bytes, the file has %zu", path, iname, dtype_name(n->dtype),
                shape_str(&n->shape), (long long)node_bytes(n), size);
   for (int64_t i = 0; n->dtype == DT_BOOL && i < node_numel(n); i++)
     if (data[i] > 1) kiln_error("%s: --input %s is bool, but element %lld is the byte %d (not 0 or 1)", path, iname, (long long)i, data[i]);
   return data;
-}
-
-/* Writes t as dir/<name>.npy (format 1.0: little-endian <f4/<i4 or |b1, C order, header
- * padded to 64 bytes), readable by numpy.load. name must already be a safe file name. */
-static void write_npy(const char *dir, const char *name, const Tensor *t) {
-  Buf b = {0};
-  char hdr[256];
-  char shp[200] = "";
-  size_t k = 0;
-  for (int i = 0; i < t->shape.rank; i++)
-    k += (size_t)snprintf(shp + k, sizeof shp - k, "%lld,%s", (long long)t->shape.dim[i], t->shape.rank > 1 && i < t->shape.rank - 1 ? " " : "");
-  const char *descr = t->dtype == DT_F32 ? "<f4" : t->dtype == DT_I32 ? "<i4" : "|b1";
-  int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, shp);
-  int total = 10 + n + 1;
-  int pad = (64 - total % 64) % 64;
-  buf_put(&b, "\x93NUMPY\x01\x00", 8);
-  unsigned hl = (unsigned)(n + pad + 1);
-  unsigned char hb[2] = {(unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
-  buf_put(&b, hb, 2);
-  buf_put(&b, hdr, (size_t)n);
-  for (int i = 0; i < pad; i++) buf_puts(&b, " ");
-  buf_puts(&b, "\n");
-  buf_put(&b, t->data, (size_t)(shape_numel(&t->shape) * dtype_size(t->dtype)));
-  kiln_write_file(dir, kiln_fmt("%s.npy", name), b.data, b.len);
-  buf_free(&b);
 }
 
 /* Prints "name: dtype [shape] = v0 v1 ..." on one line: the first limit values (all when
@@ -377,6 +286,19 @@ static int cmd_run(const Args *a) {
       kiln_error("run: --input %s is not NAME=FILE", a->inputs[k]);
   Graph *g = trace(a);
   pass_verify(g);
+  for (int k = 0; k < a->ninputs; k++) {     /* a misspelt name first: it explains the missing one */
+    bool known = false;
+    Buf names = {0};
+    for (int i = 0; i < g->ninputs; i++) {
+      size_t nl = strlen(g->inputs[i].name);
+      known |= strncmp(a->inputs[k], g->inputs[i].name, nl) == 0 && a->inputs[k][nl] == '=';
+      buf_printf(&names, "%s%s", i ? ", " : "", g->inputs[i].name);
+    }
+    if (!known)
+      kiln_error("run: --input %s: the model has no input '%.*s' (its inputs: %s)", a->inputs[k],
+                 (int)strcspn(a->inputs[k], "="), a->inputs[k], names.len ? names.data : "none");
+    buf_free(&names);
+  }
   Tensor *ins = kiln_alloc(sizeof(Tensor) * (size_t)(g->ninputs + 1));
   for (int i = 0; i < g->ninputs; i++) {
     const char *file = NULL;
@@ -390,20 +312,12 @@ static int cmd_run(const Args *a) {
     if (!file) kiln_error("run: missing --input %s=FILE (%s %s)", g->inputs[i].name, dtype_name(n->dtype), shape_str(&n->shape));
     ins[i] = (Tensor){n->dtype, n->shape, read_input(file, n, g->inputs[i].name)};
   }
-  for (int k = 0; k < a->ninputs; k++) {
-    bool known = false;
-    for (int i = 0; i < g->ninputs; i++) {
-      size_t nl = strlen(g->inputs[i].name);
-      known |= strncmp(a->inputs[k], g->inputs[i].name, nl) == 0 && a->inputs[k][nl] == '=';
-    }
-    if (!known) kiln_error("run: --input %s names no input of the model", a->inputs[k]);
-  }
   Tensor *outs = kiln_alloc(sizeof(Tensor) * (size_t)(g->noutputs + 1));
   char err[512];
   if (!interp_graph(g, ins, outs, err, sizeof err)) kiln_error("%s", err);
   for (int i = 0; i < g->noutputs; i++) {
     print_tensor(g->outputs[i].name, &outs[i], a->limit);
-    if (a->save) write_npy(a->save, g->outputs[i].name, &outs[i]);
+    if (a->save) npy_write(a->save, g->outputs[i].name, &outs[i]);
   }
   return 0;
 }

@@ -17,6 +17,7 @@
 local kiln = ...
 
 local nn = {}
+local defining_builtins = true   -- nn.Module classes made while this file loads are built-ins
 
 local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
 
@@ -124,7 +125,9 @@ end}
 -- Calling an instance: name it if needed, enter its scope, run forward.
 local function module_call(self, ...)
   if rawget(self, "_path") == nil then name_on_first_call(self) end
-  local scope <close> = kiln._scope(self._path)
+  local cls = getmetatable(self)
+  local scope <close> = kiln._scope(self._path, cls._builtin and cls._name or nil, rawget(self, "_made_chunk"),
+                                    rawget(self, "_made_line"))
   local depth = #active + 1
   active[depth] = self
   local guard <close> = setmetatable({depth = depth}, ActiveGuard)
@@ -138,6 +141,7 @@ end
 
 local function construct(cls, ...)
   local self = setmetatable({_params = {}}, cls)
+  if cls._builtin then self._made_chunk, self._made_line = kiln._where() end   -- the user's line of this layer
   self:init(...)
   return self
 end
@@ -146,7 +150,8 @@ end
 -- cls(...) makes an instance.
 function nn.Module(name)
   if type(name) ~= "string" then fail("nn.Module: the class needs a name, got %s", type(name)) end
-  local cls = {_is_class = true, _name = name, __call = module_call, __tostring = module_tostring}
+  local cls = {_is_class = true, _name = name, __call = module_call, __tostring = module_tostring,
+               _builtin = defining_builtins}
   cls.__index = cls
   return setmetatable(cls, {__index = Module, __call = construct})
 end
@@ -537,6 +542,8 @@ end
 function ModuleList:forward()
   fail("nn.ModuleList is not callable: iterate over it (for _, m in ipairs(list) do x = m(x) end)")
 end
+
+defining_builtins = false   -- classes made from here on are the user's (their forward is their own code)
 
 return setmetatable(nn, {__index = function(_, k)
   fail("unknown nn module '%s'", tostring(k))

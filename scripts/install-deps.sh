@@ -10,6 +10,8 @@ for p in liblua5.4-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler p
          gcc clang make python3-numpy python3-torch; do
   have "$p" || need="$need $p"
 done
+# `make fuzz` (scripts/install-deps.sh fuzz): clang's libFuzzer runtime.
+if [ "${1:-}" = fuzz ]; then have libclang-rt-14-dev || need="$need libclang-rt-14-dev"; fi
 [ -z "$need" ] && exit 0
 echo "install-deps: installing:$need" >&2
 SUDO=""

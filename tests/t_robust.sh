@@ -23,6 +23,7 @@
 #                        under ASan/UBSan (seeds, and inputs fuzzing once found)
 #   robust/st-load/<f>   `kiln graph` on a script that kiln.load()s the file: exit 0, or exit
 #                        1 with one line naming the script's line and the file
+#   robust/npy-replay    tests/robust/fuzz_npy.c replays every tests/robust/npy/* file likewise
 #   robust/wt-replay     tests/robust/fuzz_weights.c replays every tests/robust/wt/* file
 #                        against runtime/kiln_runtime.c under ASan/UBSan
 # Fuzzing itself (minutes, libFuzzer) is not part of the suite: see the two harnesses' headers.
@@ -132,9 +133,10 @@ err_check cli/name-shadows-header "kiln: error: the model's math.h would shadow 
 err_check cli/input-missing "kiln: error: run: missing --input x=FILE (f32 [2, 3])" "$KILN" run m.lua $F
 err_check cli/input-twice "kiln: error: run: --input x is given twice" "$KILN" run m.lua --input x=x.npy --input x=x.npy $F
 err_check cli/input-not-pair "kiln: error: run: --input x is not NAME=FILE" "$KILN" run m.lua --input x $F
-err_check cli/input-unknown "kiln: error: run: --input z=x.npy names no input of the model" "$KILN" run m.lua --input x=x.npy --input z=x.npy $F
-err_check cli/input-directory "kiln: error: --input x: . is a directory" "$KILN" run m.lua --input x=. $F
-err_check cli/input-absent "kiln: error: --input x: cannot open nope.npy: No such file or directory" "$KILN" run m.lua --input x=nope.npy $F
+err_check cli/input-misspelt "kiln: error: run: --input y=x.npy: the model has no input 'y' (its inputs: x, flag)" "$KILN" run m.lua --input y=x.npy $F
+err_check cli/input-unknown "kiln: error: run: --input z=x.npy: the model has no input 'z' (its inputs: x, flag)" "$KILN" run m.lua --input x=x.npy --input z=x.npy $F
+err_check cli/input-directory "kiln: error: --input x: .: is a directory" "$KILN" run m.lua --input x=. $F
+err_check cli/input-absent "kiln: error: --input x: nope.npy: cannot open: No such file or directory" "$KILN" run m.lua --input x=nope.npy $F
 err_check cli/npy-dtype "kiln: error: x64.npy: --input x is f32, which .npy spells '<f4'; the file holds '<f8'" "$KILN" run m.lua --input x=x64.npy $F
 err_check cli/npy-big-endian "kiln: error: xbig.npy: --input x is f32, which .npy spells '<f4'; the file holds '>f4'" "$KILN" run m.lua --input x=xbig.npy $F
 err_check cli/npy-shape "kiln: error: xT.npy: --input x is f32 [2, 3], the file holds shape [3, 2]" "$KILN" run m.lua --input x=xT.npy $F
@@ -176,6 +178,15 @@ for f in tests/robust/st/*; do
     echo "FAIL $S/st-load/$n: exit $rc: $(head -c 300 "$WORK/stderr")"
   fi
 done
+
+# ---- fuzz corpora: .npy inputs ----
+if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/npy_replay" tests/robust/fuzz_npy.c \
+      gen/npy.c gen/util.c gen/ops.c 2> "$WORK/out"; then
+  if out=$("$WORK/npy_replay" tests/robust/npy/* 2>&1); then echo "PASS $S/npy-replay: $out"
+  else echo "FAIL $S/npy-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
+else
+  echo "FAIL $S/npy-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
+fi
 
 # ---- fuzz corpora: weights files ----
 if cc -std=c11 $SAN -DKILN_FUZZ_MAIN -Iruntime -o "$WORK/wt_replay" tests/robust/fuzz_weights.c runtime/kiln_runtime.c \
