@@ -11,6 +11,7 @@
  *   esc_comment   inside a C, ObjC or MSL comment, block or line
  *   esc_c_string  inside a C string literal (the Metal table's msl[] lines too)
  *   esc_json      a JSON string literal, quotes included
+ *   esc_message   one line of a message on a terminal (an error quoting a file)
  * Core ML names are not escaped but checked: MIL identifiers must match
  * [A-Za-z_][A-Za-z0-9_]* (mil.c), and protobuf strings are length-delimited.
  */
@@ -102,4 +103,22 @@ void esc_json(Buf *b, const char *s) {
     p += n ? n : 1;
   }
   buf_puts(b, "\"");
+}
+
+/* Contract: s as one line that is safe to print on a terminal: control bytes (C0,
+ * DEL, and the C1 range U+0080..U+009F, whose CSI can drive a terminal like ESC),
+ * and bytes that are not valid UTF-8 become '?'; other characters are kept. Arena
+ * string. */
+char *esc_message(const char *s) {
+  Buf b = {0};
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+    int n = *p >= 0x80 ? utf8_len(p) : 1;
+    bool c1 = n == 2 && p[0] == 0xc2 && p[1] < 0xa0;
+    if (n == 0 || c1 || (n == 1 && (*p < 0x20 || *p == 0x7f))) buf_puts(&b, "?");
+    else buf_put(&b, p, (size_t)n);
+    p += n ? n : 1;
+  }
+  char *r = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return r;
 }

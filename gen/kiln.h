@@ -327,6 +327,7 @@ void emit_coreml(Graph *g, const EmitOptions *o);
 char *esc_comment(const char *s);           /* inside a C/ObjC/MSL block or line comment */
 char *esc_c_string(const char *s);          /* inside a C string literal, no quotes */
 void esc_json(Buf *b, const char *s);       /* a JSON string literal, quotes included */
+char *esc_message(const char *s);           /* one terminal-safe line of a message */
 
 /* ---- publishing a build (publish.c; docs/output.md "Publishing") ---- */
 typedef struct Publish Publish;

@@ -43,12 +43,11 @@ static bool npy_shape(const char *p, Shape *s) {
   }
 }
 
-/* A header for a message: its trailing padding and newline dropped, at most 160 bytes,
- * control bytes shown as '?', so the message stays one line. */
+/* A header for a message: at most 160 bytes, through esc_message (control bytes and
+ * invalid UTF-8 shown as '?', so the message stays one clean line), trailing padding
+ * and newline dropped. */
 static const char *one_line_hdr(const char *hdr) {
-  char *s = kiln_fmt("%.160s", hdr);
-  for (char *p = s; *p; p++)
-    if ((unsigned char)*p < 0x20) *p = '?';
+  char *s = esc_message(kiln_fmt("%.160s", hdr));
   for (size_t n = strlen(s); n && (s[n - 1] == ' ' || s[n - 1] == '?'); n--) s[n - 1] = 0;
   return s;
 }

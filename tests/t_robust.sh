@@ -181,7 +181,7 @@ done
 
 # ---- fuzz corpora: .npy inputs ----
 if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/npy_replay" tests/robust/fuzz_npy.c \
-      gen/npy.c gen/util.c gen/ops.c 2> "$WORK/out"; then
+      gen/npy.c gen/util.c gen/ops.c gen/escape.c 2> "$WORK/out"; then
   if out=$("$WORK/npy_replay" tests/robust/npy/* 2>&1); then echo "PASS $S/npy-replay: $out"
   else echo "FAIL $S/npy-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else

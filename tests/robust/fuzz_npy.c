@@ -49,8 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
     } else {
       if (!err[0]) finding("refused without a message", NULL);
-      for (const char *p = err; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) finding("control byte in the message", err);
+      for (const unsigned char *p = (const unsigned char *)err; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] < 0xa0)) finding("control byte in the message", err);
       if (strncmp(err, "fuzz.npy: ", 10) != 0) finding("message does not name the file", err);
     }
   }
