@@ -250,7 +250,7 @@ static const char *k_unary(KernelCtx *k) {
   emit_var(&k->v, "TX", emit_c_type(IN(0)->dtype));
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
   emit_vari(&k->v, "N", node_numel(k->n));
-  emit_var(&k->v, "EXPR", emit_expr(kiln_ops[k->n->op].expr, emit_c_fns, ops, 1));
+  emit_var(&k->v, "EXPR", emit_expr(op_expr(k->n->op, IN(0)->dtype), emit_c_fns, ops, 1));
   return "c/unary.c.tmpl";
 }
 
@@ -260,7 +260,8 @@ static const char *k_binary(KernelCtx *k) {
   EmitWalk w = emit_elementwise_walk(k->g, k->n);
   Loops l = loops_split(&w);
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
-  const char *expr = kiln_ops[k->n->op].expr;
+  emit_var(&k->v, "TX", emit_c_type(IN(0)->dtype));
+  const char *expr = op_expr(k->n->op, IN(0)->dtype);
   if (l.rows == 1) {   /* contiguous or scalar operands: one flat loop */
     const char *ops[] = {l.inner_stride[1] ? "x[i]" : "x[0]", l.inner_stride[2] ? "y[i]" : "y[0]"};
     emit_vari(&k->v, "N", l.inner);

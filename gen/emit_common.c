@@ -39,7 +39,9 @@
 
 const EmitFn emit_c_fns[] = {
     {"exp", "expf"},   {"log", "logf"},   {"sqrt", "sqrtf"}, {"tanh", "tanhf"}, {"erf", "erff"},
-    {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"},   {NULL, NULL},
+    {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"},
+    {"i64", "(int64_t)"}, {"i32", "(int32_t)"},   /* i32 arithmetic: widen, then wrap back */
+    {NULL, NULL},
 };
 
 /* True if c may appear in a C identifier: '_' or a letter, or a digit when not first. */
@@ -646,7 +648,7 @@ static const char *step_expr(Graph *g, const Node *n, int pos, const char *v, co
     e->uses_index |= strchr(idx, 'i') != NULL;
     ops[i] = kiln_fmt("%s[%s]", e->extra_name[slot], idx);
   }
-  return emit_expr(kiln_ops[n->op].expr, t->fns, ops, n->nin);
+  return emit_expr(op_expr(n->op, graph_node(g, n->in[0])->dtype), t->fns, ops, n->nin);
 }
 
 /* e->ops and e->lines: every op of the kernel, and every distinct Lua line. */

@@ -158,7 +158,13 @@ static void lower_select(Lower *L, const Node *n) {
 
 /* Unary ops: MIL has most of them; neg is x * -1; log/rsqrt carry MIL's epsilon
  * (added to x) at coremltools' defaults; gelu carries its mode. */
+static void lower_abs_i32(Lower *L, const Node *n);
+
 static void lower_unary(Lower *L, const Node *n) {
+  if (n->op == OP_ABS && n->dtype == DT_I32) {
+    lower_abs_i32(L, n);
+    return;
+  }
   static const struct { OpKind op; const char *type; } direct[] = {
       {OP_ABS, "abs"}, {OP_EXP, "exp"}, {OP_SQRT, "sqrt"}, {OP_TANH, "tanh"}, {OP_SIGMOID, "sigmoid"},
       {OP_RELU, "relu"}, {OP_SILU, "silu"}, {OP_COPY, "identity"},
@@ -173,7 +179,11 @@ static void lower_unary(Lower *L, const Node *n) {
     }
   const char *type, *param, *c;
   switch (n->op) {
-  case OP_NEG: type = "mul", param = "y", c = mil_scalar_float(L->m, param_name(n, "neg", "y"), L->ft, -1.0f); break;
+  case OP_NEG:   /* x * -1, the -1 of x's type: MIL's mul wants both operands alike */
+    type = "mul", param = "y";
+    c = n->dtype == DT_I32 ? mil_scalar_int(L->m, param_name(n, "neg", "y"), -1)
+                           : mil_scalar_float(L->m, param_name(n, "neg", "y"), L->ft, -1.0f);
+    break;
   case OP_LOG: type = "log", param = "epsilon", c = mil_scalar_float(L->m, param_name(n, "log", "epsilon"), L->ft, 1e-45f); break;
   case OP_RSQRT: type = "rsqrt", param = "epsilon", c = mil_scalar_float(L->m, param_name(n, "rsqrt", "epsilon"), L->ft, 1e-12f); break;
   case OP_GELU: type = "gelu", param = "mode", c = mil_const_str(L->m, param_name(n, "gelu", "mode"), "EXACT"); break;
@@ -418,6 +428,14 @@ static const char *compose2(Lower *L, const Node *n, const char *type, const cha
     return L->val[n->id];
   }
   return mil_result(L->m, op, mil_type(L, n->dtype), &n->shape);
+}
+
+/* |x| on int32 as maximum(x, x * -1): MIL documents abs for floats only; with int32's
+ * wrap, abs(INT32_MIN) stays INT32_MIN, as the op table's iexpr gives. */
+static void lower_abs_i32(Lower *L, const Node *n) {
+  const char *x = X(L, n, 0);
+  const char *neg = compose2(L, n, "mul", x, mil_scalar_int(L->m, param_name(n, "abs", "minus_one"), -1), false);
+  compose2(L, n, "maximum", x, neg, true);
 }
 
 /* layer_norm over dims axis..end; gamma/beta go in directly when they are constants

@@ -37,7 +37,8 @@ const char *mtl_type(DType t) {
 static const EmitFn msl_fns[] = {
     {"exp", "metal::exp"},   {"log", "metal::log"},   {"sqrt", "metal::sqrt"}, {"tanh", "metal::tanh"},
     {"erf", "kiln_erf"},     {"fabs", "metal::fabs"}, {"fmax", "metal::fmax"}, {"fmin", "metal::fmin"},
-    {"pow", "metal::precise::pow"}, {NULL, NULL},
+    {"pow", "metal::precise::pow"}, {"i64", "long"}, {"i32", "int"},   /* i32 arithmetic: widen, wrap back */
+    {NULL, NULL},
 };
 
 /* The MSL spelling of conversions between dtypes (emit_common.c picks one). */
@@ -146,7 +147,7 @@ static char *index_code(const char *idx, const EmitWalk *w, const char *const *n
 static const char *elem_expr(const MtlKernel *k) {
   const Node *n = k->n;
   static const char *const ops[] = {"x", "y", "z"};
-  if (kiln_ops[n->op].family != FAM_CAST) return emit_expr(kiln_ops[n->op].expr, msl_fns, ops, n->nin);
+  if (kiln_ops[n->op].family != FAM_CAST) return emit_expr(op_expr(n->op, graph_node(k->g, n->in[0])->dtype), msl_fns, ops, n->nin);
   return emit_cast(&msl_casts, in(k, 0)->dtype, n->dtype, "x");
 }
 

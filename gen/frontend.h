@@ -45,6 +45,8 @@ Node *fe_node(lua_State *L, int id);
 int fe_add(lua_State *L, OpKind op, const int *in, int nin, const Attrs *a);
 /* A CONST node of f32 values (copied) with the given shape, at the user's line. */
 int fe_const_f32(lua_State *L, const float *v, const Shape *s);
+/* A scalar i32 CONST, at the user's line. */
+int fe_const_i32(lua_State *L, int32_t v);
 /* Node name for ops created now: the innermost nn scope path, or NULL at top level. */
 const char *fe_scope_name(lua_State *L);
 

@@ -92,14 +92,49 @@ static double scalar(OpKind op, double x, double y) {
   }
 }
 
-/* Elementwise binary op with broadcasting, in double then rounded to f32; comparison ops
- * store 0/1 bytes. Both operands f32 (OPF_F32). Cannot fail. */
+/* v modulo 2^32 as a two's-complement int32, without implementation-defined casts. */
+static int32_t wrap32(int64_t v) {
+  uint32_t u = (uint32_t)((uint64_t)v & 0xffffffffu);
+  return u <= (uint32_t)INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) - INT32_MAX - 1;
+}
+
+/* The i32 ops (the op table's iexpr) on 64-bit values: exact here, wrapped by the caller,
+ * which is what i32(i64(x) + y) computes on every target. */
+static int64_t iscalar(OpKind op, int64_t x, int64_t y) {
+  switch (op) {
+  case OP_ADD: return x + y;
+  case OP_SUB: return x - y;
+  case OP_MUL: return x * y;
+  case OP_MAX: return x > y ? x : y;
+  case OP_MIN: return x < y ? x : y;
+  case OP_EQ: return x == y;
+  case OP_NE: return x != y;
+  case OP_LT: return x < y;
+  case OP_LE: return x <= y;
+  case OP_GT: return x > y;
+  case OP_GE: return x >= y;
+  case OP_NEG: return -x;
+  case OP_ABS: return x < 0 ? -x : x;
+  default: die("interp: %s has no i32 form", kiln_ops[op].name);
+  }
+}
+
+/* Elementwise binary op with broadcasting, in double then rounded to f32 (i32 operands:
+ * in 64-bit integers, then wrapped); comparison ops store 0/1 bytes. Cannot fail. */
 static bool interp_binary(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   int64_t idx[KILN_MAX_RANK], count = shape_numel(&out->shape);
   bool cmp = kiln_ops[n->op].flags & OPF_CMP;
   for (int64_t i = 0; i < count; i++) {
     unravel(i, &out->shape, idx);
+    if (in[0].dtype == DT_I32) {
+      int64_t x = ((const int32_t *)in[0].data)[bcast_offset(&in[0].shape, idx, out->shape.rank)];
+      int64_t y = ((const int32_t *)in[1].data)[bcast_offset(&in[1].shape, idx, out->shape.rank)];
+      int64_t r = iscalar(n->op, x, y);
+      if (cmp) ((uint8_t *)out->data)[i] = r != 0;
+      else ((int32_t *)out->data)[i] = wrap32(r);
+      continue;
+    }
     double x = f32_at(&in[0], bcast_offset(&in[0].shape, idx, out->shape.rank));
     double y = f32_at(&in[1], bcast_offset(&in[1].shape, idx, out->shape.rank));
     double r = scalar(n->op, x, y);
@@ -122,10 +157,16 @@ static bool interp_binary(const Node *n, const Tensor *in, Tensor *out, char *er
 #define interp_GT interp_binary
 #define interp_GE interp_binary
 
-/* Elementwise f32 unary op through scalar(), computed in double and rounded once. Cannot fail. */
+/* Elementwise unary op through scalar(), computed in double and rounded once (i32:
+ * iscalar, wrapped). Cannot fail. */
 static bool interp_unary(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   int64_t count = shape_numel(&out->shape);
+  if (in[0].dtype == DT_I32) {
+    for (int64_t i = 0; i < count; i++)
+      ((int32_t *)out->data)[i] = wrap32(iscalar(n->op, ((const int32_t *)in[0].data)[i], 0));
+    return true;
+  }
   for (int64_t i = 0; i < count; i++) f32_out(out)[i] = (float)scalar(n->op, f32_at(&in[0], i), 0.0);
   return true;
 }
@@ -457,7 +498,7 @@ static bool interp_leaf(const Node *n, const Tensor *in, Tensor *out, char *err,
 #define interp_CONST interp_leaf
 
 static InterpFn *const interp_fns[OP__COUNT] = {
-#define X(id, nm, mi, ma, fam, fl, ex, dc) [OP_##id] = interp_##id,
+#define X(id, nm, mi, ma, fam, fl, ex, iex, dc) [OP_##id] = interp_##id,
     KILN_OPS(X)
 #undef X
 };

@@ -91,7 +91,7 @@ char *shape_str(const Shape *s);             /* "[2, 3, 4]" in the arena */
 
 /* ---- the op table (ops.h) ---- */
 typedef enum {
-#define X(id, name, mi, ma, fam, fl, ex, doc) OP_##id,
+#define X(id, name, mi, ma, fam, fl, ex, iex, doc) OP_##id,
   KILN_OPS(X)
 #undef X
   OP__COUNT
@@ -115,11 +115,14 @@ typedef struct {
   OpFamily family;
   unsigned flags;
   const char *expr;    /* elementwise scalar expression over x, y, z, or NULL */
+  const char *iexpr;   /* the same on i32 operands (wrapping), or NULL: f32 only */
   const char *doc;
 } OpInfo;
 
 extern const OpInfo kiln_ops[OP__COUNT];
 bool op_parse(const char *name, OpKind *out);
+/* The scalar expression of op on operands of dtype t (iexpr for i32), NULL if none. */
+const char *op_expr(OpKind op, DType t);
 
 /* Attributes: one fat struct for every op (chibicc's fat Node); each op reads its own. */
 typedef struct {

@@ -196,6 +196,16 @@ int fe_const_f32(lua_State *L, const float *v, const Shape *s) {
   return n->id;
 }
 
+/* A scalar i32 CONST holding v, at the user's line. */
+int fe_const_i32(lua_State *L, int32_t v) {
+  Frontend *fe = fe_of(L);
+  Shape scalar = {0};
+  Node *n = graph_leaf(fe->g, OP_CONST, DT_I32, &scalar, fe_scope_name(L), fe_loc(L));
+  n->data = kiln_alloc(sizeof v);
+  memcpy(n->data, &v, sizeof v);
+  return n->id;
+}
+
 /* Like fe_tensor but also accepts a Lua number, which becomes a scalar f32 CONST at the user's
  * line; raises a Lua error on anything else. */
 int fe_operand(lua_State *L, int idx, const char *op) {

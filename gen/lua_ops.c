@@ -145,18 +145,47 @@ static int push_id(lua_State *L, int id) {
 
 /* ---- elementwise ---- */
 
-/* add sub mul div pow max min eq ne lt le gt ge (a, b); also the operators. */
+/* x cast to f32 (x itself when it is f32 already). */
+static int to_f32(lua_State *L, int x) {
+  if (tnode(L, x)->dtype == DT_F32) return x;
+  Attrs a = {.to = DT_F32};
+  return fe_add(L, OP_CAST, &x, 1, &a);
+}
+
+/* Operand idx of binary op `op` whose other operand is argument other, typed as PyTorch
+ * types it: a Lua integer (in int32 range) beside an i32 tensor is an i32 constant, any
+ * other number an f32 one. */
+static int typed_operand(lua_State *L, int idx, int other, OpKind op) {
+  if (lua_type(L, idx) == LUA_TNUMBER && lua_isinteger(L, idx) && fe_is_tensor(L, other) &&
+      tnode(L, fe_tensor(L, other, kiln_ops[op].name))->dtype == DT_I32 && kiln_ops[op].iexpr) {
+    lua_Integer v = lua_tointeger(L, idx);
+    if (v >= INT32_MIN && v <= INT32_MAX) return fe_const_i32(L, (int32_t)v);
+  }
+  return fe_operand(L, idx, kiln_ops[op].name);
+}
+
+/* add sub mul div pow max min eq ne lt le gt ge (a, b); also the operators. PyTorch's type
+ * promotion: i32 with i32 stays i32 where the op has an i32 form (wrapping); i32 with f32,
+ * and i32 under div or pow (true division), compute in f32. */
 static int l_binary(lua_State *L) {
   OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
-  int x = fe_operand(L, 1, kiln_ops[op].name);
-  int y = fe_operand(L, 2, kiln_ops[op].name);
+  int x = typed_operand(L, 1, 2, op);
+  int y = typed_operand(L, 2, 1, op);
+  DType tx = tnode(L, x)->dtype, ty = tnode(L, y)->dtype;
+  if ((tx == DT_I32 || ty == DT_I32) && (tx != ty || !kiln_ops[op].iexpr) && tx != DT_BOOL && ty != DT_BOOL) {
+    x = to_f32(L, x);
+    y = to_f32(L, y);
+  }
   return push_id(L, binary(L, op, x, y));
 }
 
-/* neg abs exp log sqrt rsqrt tanh sigmoid relu silu (x) */
+/* neg abs exp log sqrt rsqrt tanh sigmoid relu silu (x); an i32 x stays i32 for neg and
+ * abs (wrapping) and is promoted to f32 for the others, as PyTorch does. */
 static int l_unary(lua_State *L) {
   OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
-  return push_id(L, unary(L, op, fe_tensor(L, 1, kiln_ops[op].name)));
+  int x = fe_tensor(L, 1, kiln_ops[op].name);
+  if (tnode(L, x)->dtype == DT_I32 && !kiln_ops[op].iexpr) x = to_f32(L, x);
+  return push_id(L, unary(L, op, x));
 }
 
 /* gelu(x [, {approximate = "none" | "tanh"}]), also gelu(x, "tanh") */

@@ -410,12 +410,13 @@ static bool shape_GATHER(Graph *g, Node *n, char *err, size_t errlen) {
 
 typedef bool ShapeRule(Graph *g, Node *n, char *err, size_t errlen);
 static ShapeRule *const rules[OP__COUNT] = {
-#define X(id, nm, mi, ma, fam, fl, ex, dc) [OP_##id] = shape_##id,
+#define X(id, nm, mi, ma, fam, fl, ex, iex, dc) [OP_##id] = shape_##id,
     KILN_OPS(X)
 #undef X
 };
 
-/* Arity from the op table, in-range input ids, f32 operands for OPF_F32 ops. */
+/* Arity from the op table, in-range input ids, f32 operands for OPF_F32 ops (all f32 or
+ * all i32 for those with an i32 expression). */
 static bool check_inputs(Graph *g, Node *n, char *err, size_t errlen) {
   const OpInfo *o = &kiln_ops[n->op];
   if (n->nin < o->min_in || (o->max_in >= 0 && n->nin > o->max_in)) {
@@ -427,8 +428,13 @@ static bool check_inputs(Graph *g, Node *n, char *err, size_t errlen) {
   for (int i = 0; i < n->nin; i++) {
     if (n->in[i] < 0 || n->in[i] >= g->nnodes)
       die("%s: input %d names node %d (graph has %d)", o->name, i, n->in[i], g->nnodes);
-    if ((o->flags & OPF_F32) && IN(i)->dtype != DT_F32)
+    if ((o->flags & OPF_F32) && !o->iexpr && IN(i)->dtype != DT_F32)
       return FAIL("%s: operands must be f32, input %d is %s%s", o->name, i, dtype_name(IN(i)->dtype), SH(i));
+    if ((o->flags & OPF_F32) && o->iexpr && IN(i)->dtype != IN(0)->dtype)
+      return FAIL("%s: operands must be all f32 or all i32, input 0 is %s%s and input %d is %s%s (cast one)", o->name,
+                  dtype_name(IN(0)->dtype), SH(0), i, dtype_name(IN(i)->dtype), SH(i));
+    if ((o->flags & OPF_F32) && o->iexpr && IN(i)->dtype == DT_BOOL)
+      return FAIL("%s: operands must be f32 or i32, input %d is bool%s", o->name, i, SH(i));
   }
   return true;
 }

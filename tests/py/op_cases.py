@@ -177,6 +177,53 @@ add("where", "i32", "kiln.where(c, a, b)",
     [("c", [4], "bool", "bool"), ("a", [4], "i32", "int:-9:9"), ("b", [2, 4], "i32", "int:-9:9")],
     ref=lambda c, a, b: np.where(c, a, b), dtypes=("i32",))
 
+# ---------------------------------------------------------------- i32 arithmetic
+# Two's-complement wrapping, as PyTorch's int32 tensors (and numpy's) do: the reference
+# computes exactly in int64 and wraps; every target computes i32(i64(x) op y).
+
+def wrap32(v):
+    return ((np.asarray(v, dtype=np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+I32 = {"add": ("+", lambda x, y: x + y), "sub": ("-", lambda x, y: x - y), "mul": ("*", lambda x, y: x * y),
+       "max": (None, np.maximum), "min": (None, np.minimum)}
+EDGE_X = [2147483647, -2147483648, 2147483647, -2147483648, 123456789, -5, 0, 65536]
+EDGE_Y = [1, -1, 2147483647, 2147483647, 100000, 7, -2147483648, 65536]
+for op, (sym, f) in I32.items():
+    ref = lambda x, y, f=f: wrap32(f(x.astype(np.int64), y.astype(np.int64)))
+    for cname, sx, sy in [("same", [2, 3, 5], [2, 3, 5]), ("row", [4, 7], [7]), ("rank0", [], [3])]:
+        add(op, "i32_" + cname, "kiln.%s(x, y)" % op,
+            [("x", sx, "i32", "int:-100000:100000"), ("y", sy, "i32", "int:-100000:100000")],
+            ref=ref, dtypes=("i32",))
+    add(op, "i32_wrap", "kiln.%s(x, y)" % op, [("x", [8], "i32", EDGE_X), ("y", [8], "i32", EDGE_Y)],
+        ref=ref, dtypes=("i32",))
+    if sym:
+        add(op, "i32_int_literal", "x %s 3" % sym, [("x", [2, 5], "i32", "int:-9:9")],
+            ref=lambda x, f=f: wrap32(f(x.astype(np.int64), 3)), dtypes=("i32",))
+add("neg", "i32", "-x", [("x", [6], "i32", [0, 1, -7, 2147483647, -2147483648, 42])],
+    ref=lambda x: wrap32(-x.astype(np.int64)), dtypes=("i32",))
+add("abs", "i32", "kiln.abs(x)", [("x", [6], "i32", [0, 1, -7, 2147483647, -2147483648, -42])],
+    ref=lambda x: wrap32(np.abs(x.astype(np.int64))), dtypes=("i32",))
+add("add", "i32_chain", "(x * 2 + y):neg():abs() - 1",   # fused: an i32 epilogue chain
+    [("x", [3, 4], "i32", "int:-1000:1000"), ("y", [4], "i32", "int:-1000:1000")],
+    ref=lambda x, y: wrap32(np.abs(-(x.astype(np.int64) * 2 + y)) - 1), dtypes=("i32",),
+    also=("mul", "neg", "abs", "sub"))
+for op, f in CMP.items():
+    add(op, "i32", "kiln.%s(x, y)" % op, [("x", [2, 6], "i32", "int:-3:3"), ("y", [6], "i32", "int:-3:3")],
+        ref=lambda x, y, f=f: f(x, y), dtypes=("bool",))
+add("lt", "i32_position", "kiln.lt(x, p + 1)", [("x", [8], "i32", "int:0:8"), ("p", [], "i32", [4])],
+    ref=lambda x, p: x < p + 1, dtypes=("bool",), also=("add",))
+# Promotion, as PyTorch: i32 with a non-integer number or an f32 tensor, and true division,
+# compute in f32 (exact here: small integers and halves are exact in f32).
+add("add", "i32_promote_number", "x + 0.5", [("x", [5], "i32", "int:-50:50")],
+    ref=lambda x: x.astype(np.float32) + np.float32(0.5), also=("cast",))
+add("mul", "i32_promote_tensor", "x * y", [("x", [5], "i32", "int:-50:50"), ("y", [5], "f32", "u:-2:2")],
+    ref=lambda x, y: x.astype(np.float64) * y, tol=Tol.ew(), also=("cast",))
+add("div", "i32_true_division", "x / 4", [("x", [6], "i32", "int:-50:50")],
+    ref=lambda x: x.astype(np.float64) / 4, tol=Tol.ew(), also=("cast",))
+add("exp", "i32_promote_unary", "kiln.exp(x)", [("x", [4], "i32", "int:-3:3")],
+    ref=lambda x: np.exp(x.astype(np.float64)), tol=Tol.ew(), also=("cast",))
+
 # ---------------------------------------------------------------- unary elementwise
 
 
