@@ -487,6 +487,20 @@ static const char *k_gather(KernelCtx *k) {
   return "c/gather.c.tmpl";
 }
 
+/* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
+ * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
+static const char *k_attention(KernelCtx *k) {
+  const Shape *q = &IN(0)->shape, *kv = &IN(1)->shape;
+  emit_vari(&k->v, "HQ", q->dim[0]);
+  emit_vari(&k->v, "T", q->dim[1]);
+  emit_vari(&k->v, "D", q->dim[2]);
+  emit_vari(&k->v, "S", kv->dim[1]);
+  emit_vari(&k->v, "GROUP", q->dim[0] / kv->dim[0]);
+  emit_vari(&k->v, "CAUSAL", k->n->a.causal);
+  emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
+  return "c/sdpa.c.tmpl";
+}
+
 #undef IN
 
 /* Fills k->v for one family and returns the template to expand. */
@@ -497,6 +511,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,   [FAM_SOFTMAX] = k_softmax,
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
+    [FAM_ATTENTION] = k_attention,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything

@@ -438,6 +438,7 @@ static void describe_attrs(Buf *b, const Node *n) {
                a->pad[0], a->pad[1], a->pad[2], a->pad[3], n->op == OP_AVGPOOL2D && a->count_pad ? " count_pad" : "");
     break;
   case FAM_REDUCE: buf_printf(b, ", axes mask 0x%x%s", a->axes, a->keepdims ? " keepdims" : ""); break;
+  case FAM_ATTENTION: buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : ""); break;
   case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_TRANSPOSE:
     buf_puts(b, ", perm");

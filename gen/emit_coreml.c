@@ -438,6 +438,82 @@ static void lower_abs_i32(Lower *L, const Node *n) {
   compose2(L, n, "maximum", x, neg, true);
 }
 
+/* One intermediate MIL op of node n with up to three named arguments (NULL ends them),
+ * typed t and shaped s. */
+static const char *sd_op(Lower *L, const Node *n, const char *type, const char *const *args, MilType t, const Shape *s) {
+  MilOp *op = step(L, n, type);
+  for (int i = 0; args[i]; i += 2) mil_arg(L->m, op, args[i], args[i + 1]);
+  return mil_result(L->m, op, t, s);
+}
+
+/* x reshaped to the given dims (an intermediate of n). */
+static const char *sd_reshape(Lower *L, const Node *n, const char *x, const Shape *s) {
+  int32_t d[KILN_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) d[i] = (int32_t)s->dim[i];
+  const char *args[] = {"x", x, "shape", mil_ints(L->m, param_name(n, "reshape", "shape"), d, s->rank), NULL};
+  return sd_op(L, n, "reshape", args, L->ft, s);
+}
+
+/* sdpa as MIL (Core ML may mask where C and Metal loop): q [HQ,T,D] viewed as
+ * [HKV,G,T,D] against k, v viewed as [HKV,1,S,D], so matmul broadcasts the G query heads
+ * of a group over their kv head without a copy; scores * scale; keys j >= lim masked to
+ * a large negative value before softmax, lim = clamp(len, 0, S), and min(lim, pos + i + 1)
+ * per row i when causal; rows with lim <= 0 multiplied by 0; reshaped back. */
+static void lower_sdpa(Lower *L, const Node *n) {
+  const Shape *qs = &in_node(L, n, 0)->shape, *ks = &in_node(L, n, 1)->shape;
+  int64_t HQ = qs->dim[0], T = qs->dim[1], D = qs->dim[2], HKV = ks->dim[0], S = ks->dim[1], G = HQ / HKV;
+  Shape q4 = {4, {HKV, G, T, D}}, k4 = {4, {HKV, 1, S, D}}, sc = {4, {HKV, G, T, S}}, row = {2, {T, 1}},
+        mask = {2, {T, S}}, scalar = {0};
+  const char *q = sd_reshape(L, n, X(L, n, 0), &q4), *k = sd_reshape(L, n, X(L, n, 1), &k4);
+  const char *v = sd_reshape(L, n, X(L, n, 2), &k4);
+  const char *a1[] = {"x", q, "y", k, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
+                      "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), true), NULL};
+  const char *s = sd_op(L, n, "matmul", a1, L->ft, &sc);
+  const char *a2[] = {"x", s, "y", mil_scalar_float(L->m, param_name(n, "mul", "scale"), L->ft, n->a.scale), NULL};
+  s = sd_op(L, n, "mul", a2, L->ft, &sc);
+  const char *a3[] = {"x", X(L, n, 3), "y", mil_scalar_int(L->m, param_name(n, "maximum", "zero"), 0), NULL};
+  const char *lim = sd_op(L, n, "maximum", a3, MIL_I32, &scalar);
+  const char *a4[] = {"x", lim, "y", mil_scalar_int(L->m, param_name(n, "minimum", "s"), (int32_t)S), NULL};
+  lim = sd_op(L, n, "minimum", a4, MIL_I32, &scalar);
+  int32_t *rows = kiln_alloc(sizeof(int32_t) * (size_t)T), *cols = kiln_alloc(sizeof(int32_t) * (size_t)S);
+  for (int64_t i = 0; i < T; i++) rows[i] = (int32_t)(i + 1);
+  for (int64_t j = 0; j < S; j++) cols[j] = (int32_t)j;
+  const char *a5[] = {"x", X(L, n, 4), "y", mil_const_int(L->m, param_name(n, "add", "rows"), &row, rows), NULL};
+  const char *per_row = sd_op(L, n, "add", a5, MIL_I32, &row);                 /* pos + i + 1 */
+  if (!n->a.causal) {
+    const char *a6[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "mul", "zero"), 0), NULL};
+    per_row = sd_op(L, n, "mul", a6, MIL_I32, &row);                          /* [T, 1] of 0 */
+    const char *a7[] = {"x", per_row, "y", lim, NULL};
+    per_row = sd_op(L, n, "add", a7, MIL_I32, &row);                          /* [T, 1] of lim */
+  } else {
+    const char *a7[] = {"x", per_row, "y", lim, NULL};
+    per_row = sd_op(L, n, "minimum", a7, MIL_I32, &row);
+  }
+  Shape cs = {1, {S}};
+  const char *a8[] = {"x", mil_const_int(L->m, param_name(n, "less", "keys"), &cs, cols), "y", per_row, NULL};
+  const char *m = sd_op(L, n, "less", a8, MIL_BOOL, &mask);
+  float big = L->ft == MIL_F16 ? -65504.0f : -3.0e38f;   /* exp(big - max) is 0; finite, so no inf - inf */
+  const char *a9[] = {"cond", m, "a", s, "b", mil_scalar_float(L->m, param_name(n, "select", "masked"), L->ft, big), NULL};
+  s = sd_op(L, n, "select", a9, L->ft, &sc);
+  const char *a10[] = {"x", s, "axis", mil_scalar_int(L->m, param_name(n, "softmax", "axis"), -1), NULL};
+  s = sd_op(L, n, "softmax", a10, L->ft, &sc);
+  const char *a11[] = {"x", s, "y", v, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
+                       "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), false), NULL};
+  const char *o = sd_op(L, n, "matmul", a11, L->ft, &q4);
+  const char *a12[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "greater", "zero"), 0), NULL};
+  const char *any = sd_op(L, n, "greater", a12, MIL_BOOL, &row);
+  const char *a13[] = {"x", any, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
+  any = sd_op(L, n, "cast", a13, L->ft, &row);
+  const char *a14[] = {"x", o, "y", any, NULL};
+  o = sd_op(L, n, "mul", a14, L->ft, &q4);
+  int32_t out[3] = {(int32_t)HQ, (int32_t)T, (int32_t)D};
+  const char *sv = mil_ints(L->m, param_name(n, "reshape", "shape"), out, 3);
+  MilOp *op = start(L, n, "reshape");
+  mil_arg(L->m, op, "x", o);
+  mil_arg(L->m, op, "shape", sv);
+  finish(L, n, op);
+}
+
 /* layer_norm over dims axis..end; gamma/beta go in directly when they are constants
  * of the normalised shape, otherwise they are applied after it with mul/add. */
 static void lower_layernorm(Lower *L, const Node *n) {
@@ -654,6 +730,7 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_CONCAT: lower_concat(L, n); return;
   case FAM_SLICE: lower_slice(L, n); return;
   case FAM_GATHER: lower_gather(L, n); return;
+  case FAM_ATTENTION: lower_sdpa(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);

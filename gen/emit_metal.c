@@ -193,6 +193,18 @@ static void run_param(Buf *b, bool input, DType t, const char *name) {
 }
 
 /* ", const float *image, float *logits" and "image, logits" for the typed wrapper. */
+/* base, or base with '_' appended until no input or output of g is named so: the
+ * wrapper's own parameters and locals must not shadow the model's (an input `k`). */
+static const char *wrapper_own(Graph *g, const char *base) {
+  for (bool clash = true; clash;) {
+    clash = false;
+    for (int i = 0; i < g->ninputs && !clash; i++) clash = strcmp(emit_ident(g->inputs[i].name), base) == 0;
+    for (int i = 0; i < g->noutputs && !clash; i++) clash = strcmp(emit_ident(g->outputs[i].name), base) == 0;
+    if (clash) base = kiln_fmt("%s_", base);
+  }
+  return base;
+}
+
 static void wrapper_args(Graph *g, char **decl, char **ins, char **outs) {
   Buf d = {0}, i = {0}, o = {0};
   for (int k = 0; k < g->ninputs; k++) {
@@ -242,6 +254,9 @@ void emit_metal(Graph *g, const EmitOptions *o) {
   char *decl, *ins, *outs;
   wrapper_args(g, &decl, &ins, &outs);
   emit_var(&v, "WRAP_PARAMS", decl);
+  static const char *const own[] = {"W_K", "k", "W_ERR", "err", "W_ERRLEN", "errlen", "W_INPUTS", "inputs",
+                                    "W_OUTPUTS", "outputs"};
+  for (int i = 0; i < 10; i += 2) emit_var(&v, own[i], wrapper_own(g, own[i + 1]));
   emit_var(&v, "WRAP_PARAMS_DOC", kiln_fmt("%s%s, %s", g->ninputs ? ", " : "", g->ninputs ? ins : "", outs));
   emit_var(&v, "WRAP_INPUTS", ins);
   emit_var(&v, "WRAP_OUTPUTS", outs);

@@ -398,6 +398,23 @@ static const char *k_gather(MtlKernel *k) {
   return "metal/gather.metal.tmpl";
 }
 
+/* Attention family: one thread per (head, query row); the sizes of q [HQ, T, D] and
+ * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal and CAUSAL. */
+static const char *k_attention(MtlKernel *k) {
+  static const char *const names[] = {"q", "k", "v", "len", "pos"};
+  for (int i = 0; i < 5; i++) k->opname[i] = names[i];
+  const Shape *q = &in(k, 0)->shape, *kv = &in(k, 1)->shape;
+  emit_vari(&k->v, "HQ", q->dim[0]);
+  emit_vari(&k->v, "T", q->dim[1]);
+  emit_vari(&k->v, "D", q->dim[2]);
+  emit_vari(&k->v, "S", kv->dim[1]);
+  emit_vari(&k->v, "GROUP", q->dim[0] / kv->dim[0]);
+  emit_var(&k->v, "CAUSAL", k->n->a.causal ? "true" : "false");
+  emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
+  grid_1d(k, q->dim[0] * q->dim[1]);
+  return "metal/sdpa.metal.tmpl";
+}
+
 typedef const char *RenderFn(MtlKernel *k);
 static RenderFn *const render[FAM__COUNT] = {
     [FAM_UNARY] = k_elementwise,   [FAM_BINARY] = k_elementwise, [FAM_SELECT] = k_elementwise,
@@ -405,6 +422,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,      [FAM_SOFTMAX] = k_softmax,
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
+    [FAM_ATTENTION] = k_attention,
 };
 
 /* Fills k's variables and grid for its anchor's family and returns the template;

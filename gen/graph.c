@@ -183,6 +183,9 @@ static void put_attrs(Buf *b, const Node *n) {
   case FAM_BATCHNORM:
     buf_printf(b, " eps %g", (double)a->eps);
     break;
+  case FAM_ATTENTION:
+    buf_printf(b, " scale %g%s", (double)a->scale, a->causal ? " causal" : "");
+    break;
   case FAM_TRANSPOSE:
     buf_puts(b, " perm ");
     put_ints(b, a->perm, n->shape.rank);

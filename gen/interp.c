@@ -497,6 +497,43 @@ static bool interp_leaf(const Node *n, const Tensor *in, Tensor *out, char *err,
 #define interp_WEIGHT interp_leaf
 #define interp_CONST interp_leaf
 
+/* Keys row i of sdpa sees: j < min(clamp(len, 0, S), pos + i + 1 if causal). */
+static int64_t sdpa_end(const Node *n, int64_t S, int64_t len, int64_t pos, int64_t i) {
+  int64_t end = len < 0 ? 0 : len > S ? S : len;
+  if (n->a.causal && pos + i + 1 < end) end = pos + i + 1 < 0 ? 0 : pos + i + 1;
+  return end;
+}
+
+/* Attention the plain way: every score of a row in double, its softmax, the weighted sum
+ * of v; the C and Metal kernels' online softmax must agree with it. Cannot fail. */
+static bool interp_SDPA(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t HQ = in[0].shape.dim[0], T = in[0].shape.dim[1], D = in[0].shape.dim[2];
+  int64_t HKV = in[1].shape.dim[0], S = in[1].shape.dim[1], G = HQ / HKV;
+  int64_t len = ((const int32_t *)in[3].data)[0], pos = ((const int32_t *)in[4].data)[0];
+  const float *q = in[0].data, *k = in[1].data, *v = in[2].data;
+  double *s = kiln_alloc(sizeof(double) * (size_t)S);
+  for (int64_t h = 0; h < HQ; h++)
+    for (int64_t i = 0; i < T; i++) {
+      const float *qi = q + (h * T + i) * D, *kh = k + h / G * S * D, *vh = v + h / G * S * D;
+      int64_t end = sdpa_end(n, S, len, pos, i);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < end; j++) {
+        double d = 0;
+        for (int64_t c = 0; c < D; c++) d += (double)qi[c] * kh[j * D + c];
+        s[j] = d * n->a.scale;
+        if (s[j] > mx) mx = s[j];
+      }
+      for (int64_t j = 0; j < end; j++) sum += s[j] = exp(s[j] - mx);
+      for (int64_t c = 0; c < D; c++) {
+        double acc = 0;
+        for (int64_t j = 0; j < end; j++) acc += s[j] * vh[j * D + c];
+        f32_out(out)[(h * T + i) * D + c] = end ? (float)(acc / sum) : 0.0f;
+      }
+    }
+  return true;
+}
+
 static InterpFn *const interp_fns[OP__COUNT] = {
 #define X(id, nm, mi, ma, fam, fl, ex, iex, dc) [OP_##id] = interp_##id,
     KILN_OPS(X)

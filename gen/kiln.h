@@ -101,7 +101,7 @@ typedef enum {
 typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
-  FAM_SLICE, FAM_GATHER, FAM__COUNT
+  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -141,6 +141,8 @@ typedef struct {
   float eps;                    /* norms */
   DType to;                     /* cast */
   Shape reshape;                /* reshape: the target shape, fully resolved (no -1) */
+  bool causal;                  /* sdpa: query row i sees keys j <= pos + i only */
+  float scale;                  /* sdpa: the factor on q . k (1/sqrt(D) by default) */
 } Attrs;
 
 /* Where a value lives at run time (memplan.c fills it). */

@@ -17,6 +17,7 @@
  */
 #include "frontend.h"
 
+#include <math.h>
 #include <string.h>
 
 /* ---- small helpers ---- */
@@ -718,6 +719,51 @@ static int l_embedding(lua_State *L) {
   return push_id(L, gather_ids(L, in, 0, "embedding"));
 }
 
+/* ---- attention ---- */
+
+/* An i32 scalar operand of sdpa from option key (a tensor or a Lua integer), def when
+ * absent. */
+static int scalar_i32_opt(lua_State *L, int o, const char *key, int32_t def) {
+  int t = opt(L, o, key);
+  int id;
+  if (t == LUA_TNIL) id = fe_const_i32(L, def);
+  else if (t == LUA_TNUMBER) {
+    int64_t v = fe_int_arg(L, -1, "sdpa", key);
+    if (v < INT32_MIN || v > INT32_MAX) fe_error(L, "sdpa: %s %lld does not fit i32", key, (long long)v);
+    id = fe_const_i32(L, (int32_t)v);
+  } else {
+    id = fe_tensor(L, -1, "sdpa");
+    if (tnode(L, id)->dtype != DT_I32 || tnode(L, id)->shape.rank != 0)
+      fe_error(L, "sdpa: %s must be an i32 scalar or an integer, got %s%s", key, dtype_name(tnode(L, id)->dtype),
+               shape_str(tshape(L, id)));
+  }
+  lua_pop(L, 1);
+  return id;
+}
+
+/* sdpa(q, k, v [, {len = L, pos = P, causal = true, scale = s}]): fused scaled dot-product
+ * attention (docs/lua-api.md); len and pos are i32 scalars (run-time) or integers. */
+static int l_sdpa(lua_State *L) {
+  static const char *const known[] = {"causal", "len", "pos", "scale", NULL};
+  int in[5] = {fe_tensor(L, 1, "sdpa"), fe_tensor(L, 2, "sdpa"), fe_tensor(L, 3, "sdpa")};
+  int o = opts_arg(L, 4, "sdpa", known);
+  const Shape *q = tshape(L, in[0]), *k = tshape(L, in[1]);
+  Attrs a = {.causal = true, .scale = q->rank == 3 ? (float)(1.0 / sqrt((double)q->dim[2])) : 1.0f};
+  in[3] = scalar_i32_opt(L, o, "len", k->rank == 3 && k->dim[1] <= INT32_MAX ? (int32_t)k->dim[1] : 0);
+  in[4] = scalar_i32_opt(L, o, "pos", 0);
+  if (opt(L, o, "causal") != LUA_TNIL) {
+    if (!lua_isboolean(L, -1)) fe_error(L, "sdpa: causal must be true or false");
+    a.causal = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  if (opt(L, o, "scale") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TNUMBER) fe_error(L, "sdpa: scale must be a number");
+    a.scale = (float)lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return push_id(L, fe_add(L, OP_SDPA, in, 5, &a));
+}
+
 /* ---- registration ---- */
 
 static const struct { const char *name; OpKind op; } binary_ops[] = {
@@ -734,7 +780,7 @@ static const luaL_Reg plain_ops[] = {
     {"conv2d", l_conv2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
     {"transpose", l_transpose}, {"permute", l_permute}, {"flatten", l_flatten}, {"unsqueeze", l_unsqueeze},
     {"squeeze", l_squeeze}, {"concat", l_concat}, {"stack", l_stack}, {"slice", l_slice}, {"chunk", l_chunk},
-    {"gather", l_gather}, {"embedding", l_embedding}, {NULL, NULL}};
+    {"gather", l_gather}, {"embedding", l_embedding}, {"sdpa", l_sdpa}, {NULL, NULL}};
 
 /* Functions that are also tensor methods (t:op(...)): every op whose first argument is the tensor. */
 static const char *const method_names[] = {

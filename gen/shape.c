@@ -406,6 +406,27 @@ static bool shape_GATHER(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* sdpa(q, k, v, len, pos): q [Hq, T, D], k and v [Hkv, S, D] with Hkv dividing Hq (grouped
+ * heads), len and pos i32 scalars; out has q's shape. */
+static bool shape_SDPA(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *q = &IN(0)->shape, *k = &IN(1)->shape, *v = &IN(2)->shape;
+  for (int i = 0; i < 3; i++)
+    if (IN(i)->dtype != DT_F32 || IN(i)->shape.rank != 3)
+      return FAIL("sdpa: %s must be f32 of rank 3, got %s%s", i == 0 ? "q" : i == 1 ? "k" : "v", dtype_name(IN(i)->dtype), SH(i));
+  for (int i = 3; i < 5; i++)
+    if (IN(i)->dtype != DT_I32 || IN(i)->shape.rank != 0)
+      return FAIL("sdpa: %s must be an i32 scalar, got %s%s", i == 3 ? "len" : "pos", dtype_name(IN(i)->dtype), SH(i));
+  if (!shape_eq(k, v)) return FAIL("sdpa: k %s and v %s must have the same shape", SH(1), SH(2));
+  if (q->dim[2] != k->dim[2]) return FAIL("sdpa: q %s and k %s differ in head size", SH(0), SH(1));
+  if (q->dim[0] % k->dim[0] != 0)
+    return FAIL("sdpa: q's %lld heads are not a multiple of k's %lld (grouped-query attention)", (long long)q->dim[0],
+                (long long)k->dim[0]);
+  if (!(n->a.scale > 0) || isinf(n->a.scale)) return FAIL("sdpa: scale must be a positive number, got %g", (double)n->a.scale);
+  n->shape = *q;
+  n->dtype = DT_F32;
+  return true;
+}
+
 /* ---- the table and the shared checks ---- */
 
 typedef bool ShapeRule(Graph *g, Node *n, char *err, size_t errlen);

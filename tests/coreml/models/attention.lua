@@ -1,0 +1,11 @@
+-- Fused attention (kiln.sdpa) on the Core ML target (t_coreml.sh: milrun vs the C target):
+-- decode and prefill-chunk rows at a run-time position over grouped K/V, a non-causal call.
+local kiln = require "kiln"
+local pos = kiln.input("pos", {}, "i32")
+local k = kiln.input("k", {2, 16, 5})
+local v = kiln.input("v", {2, 16, 5})
+local q1 = kiln.input("q1", {4, 1, 5})
+local q4 = kiln.input("q4", {4, 4, 5})
+kiln.output("decode", kiln.sdpa(q1, k, v, {len = pos + 1, pos = pos}))
+kiln.output("chunk", kiln.sdpa(q4, k, v, {len = pos + 4, pos = pos}) * 2 + 1)
+kiln.output("bidirectional", kiln.sdpa(q4, k, v, {len = 9, causal = false}))
