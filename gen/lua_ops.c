@@ -764,6 +764,34 @@ static int l_sdpa(lua_State *L) {
   return push_id(L, fe_add(L, OP_SDPA, in, 5, &a));
 }
 
+/* arange(n [, {start = s}]): i32 [n] of s, s + 1, ..., s + n - 1. With a Lua integer s
+ * (default 0) a constant; with an i32 scalar tensor s (a run-time position) the constant
+ * 0..n-1 plus s, so positions of a chunk at run time are kiln.arange(T, {start = pos}). */
+static int l_arange(lua_State *L) {
+  static const char *const known[] = {"start", NULL};
+  int64_t n = fe_int_arg(L, 1, "arange", "n");
+  if (n < 1 || n > KILN_MAX_NUMEL) fe_error(L, "arange: n must be 1..%d, got %lld", KILN_MAX_NUMEL, (long long)n);
+  int o = opts_arg(L, 2, "arange", known);
+  int64_t base = 0;
+  int start = -1;
+  int t = opt(L, o, "start");
+  if (t == LUA_TNUMBER) base = fe_int_arg(L, -1, "arange", "start");
+  else if (t != LUA_TNIL) {
+    start = fe_tensor(L, -1, "arange");
+    if (tnode(L, start)->dtype != DT_I32 || tnode(L, start)->shape.rank != 0)
+      fe_error(L, "arange: start must be an integer or an i32 scalar, got %s%s", dtype_name(tnode(L, start)->dtype),
+               shape_str(tshape(L, start)));
+  }
+  lua_pop(L, 1);
+  if (base < INT32_MIN || base + n - 1 > INT32_MAX) fe_error(L, "arange: values past the i32 range");
+  int32_t *v = kiln_alloc(sizeof(int32_t) * (size_t)n);
+  for (int64_t i = 0; i < n; i++) v[i] = (int32_t)(base + i);
+  Shape s = {1, {n}};
+  Node *c = graph_leaf(fe_graph(L), OP_CONST, DT_I32, &s, fe_scope_name(L), fe_loc(L));
+  c->data = v;
+  return push_id(L, start < 0 ? c->id : binary(L, OP_ADD, c->id, start));
+}
+
 /* ---- registration ---- */
 
 static const struct { const char *name; OpKind op; } binary_ops[] = {
@@ -780,7 +808,7 @@ static const luaL_Reg plain_ops[] = {
     {"conv2d", l_conv2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
     {"transpose", l_transpose}, {"permute", l_permute}, {"flatten", l_flatten}, {"unsqueeze", l_unsqueeze},
     {"squeeze", l_squeeze}, {"concat", l_concat}, {"stack", l_stack}, {"slice", l_slice}, {"chunk", l_chunk},
-    {"gather", l_gather}, {"embedding", l_embedding}, {"sdpa", l_sdpa}, {NULL, NULL}};
+    {"gather", l_gather}, {"embedding", l_embedding}, {"sdpa", l_sdpa}, {"arange", l_arange}, {NULL, NULL}};
 
 /* Functions that are also tensor methods (t:op(...)): every op whose first argument is the tensor. */
 static const char *const method_names[] = {

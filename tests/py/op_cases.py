@@ -275,6 +275,13 @@ def sdpa_case(name, hq, t, hkv, s, d, pos, ln, causal=True, scale=None, extra=""
         also=("add", "mul") if extra else ("add",))
 
 
+add("add", "arange_runtime_start", "kiln.arange(5, {start = p})", [("p", [], "i32", [7])],
+    ref=lambda p: np.arange(5, dtype=np.int64) + int(p), dtypes=("i32",))
+add("gather", "arange_positions", "kiln.gather(t, kiln.arange(3, {start = p}), 0)",
+    [("t", [16, 4], "f32", "n"), ("p", [], "i32", [5])],
+    ref=lambda t, p: t[int(p):int(p) + 3])
+add("add", "arange_const", "x + kiln.arange(4, {start = -2})", [("x", [4], "i32", "int:-9:9")],
+    ref=lambda x: x + np.arange(-2, 2), dtypes=("i32",))
 sdpa_case("decode", 8, 1, 4, 32, 8, 17, "p + 1")              # one token at position 17, GQA 2
 sdpa_case("prefill_chunk", 8, 5, 4, 32, 8, 9, "p + 5")        # 5 tokens at positions 9..13
 sdpa_case("mha", 4, 3, 4, 12, 8, 2, "p + 3")                  # no grouping
