@@ -310,7 +310,7 @@ static const char *k_cast(KernelCtx *k) {
   return "c/cast.c.tmpl";
 }
 
-enum { MATMUL_NT_NB = 8 };   /* outputs a Linear kernel sums side by side */
+enum { MATMUL_NT_NB = 4 };   /* outputs a Linear kernel computes together: kiln_dot4's rows */
 
 /* The loops over n of a Linear (matmul_nt) kernel: NB outputs at a time while N
  * holds NB more, then one at a time for what is left; a loop with nothing to do is
@@ -681,6 +681,8 @@ static void emit_source(const Ctx *c, Buf *out) {
   emit_var(&fv, "KERNEL_COUNT", emit_count(g->nkernels, "kernel", "kernels"));
   offset_enums(c, &fv);
   emit_var(&fv, "KERNELS", kernels.data ? kernels.data : "");
+  /* Helpers only the kernels that call them pull in (so small models stay small). */
+  emit_var(&fv, "HELPERS", kernels.data && strstr(kernels.data, "kiln_dot4(") ? template_get("c/dot4.c.tmpl") : "");
   emit_var(&fv, "RUN", expand_str("c/run.c.tmpl", &rv));
   expand(out, "c/file.c.tmpl", &fv);
   buf_free(&kernels);
