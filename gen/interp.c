@@ -98,25 +98,13 @@ static int32_t wrap32(int64_t v) {
   return u <= (uint32_t)INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) - INT32_MAX - 1;
 }
 
-/* The i32 ops (the op table's iexpr) on 64-bit values: exact here, wrapped by the caller,
- * which is what i32(i64(x) + y) computes on every target. */
+/* The i32 ops (the op table's iexpr) exactly, wrapped by the caller: what i32(i64(x) + y)
+ * computes on every target. Sums, differences, negations, max/min and comparisons of
+ * int32 values are exact in double (|result| < 2^33, far below 2^53), so scalar() does
+ * them; only a product (up to 2^62) needs 64-bit integers. */
 static int64_t iscalar(OpKind op, int64_t x, int64_t y) {
-  switch (op) {
-  case OP_ADD: return x + y;
-  case OP_SUB: return x - y;
-  case OP_MUL: return x * y;
-  case OP_MAX: return x > y ? x : y;
-  case OP_MIN: return x < y ? x : y;
-  case OP_EQ: return x == y;
-  case OP_NE: return x != y;
-  case OP_LT: return x < y;
-  case OP_LE: return x <= y;
-  case OP_GT: return x > y;
-  case OP_GE: return x >= y;
-  case OP_NEG: return -x;
-  case OP_ABS: return x < 0 ? -x : x;
-  default: die("interp: %s has no i32 form", kiln_ops[op].name);
-  }
+  if (!kiln_ops[op].iexpr) die("interp: %s has no i32 form", kiln_ops[op].name);
+  return op == OP_MUL ? x * y : (int64_t)scalar(op, (double)x, (double)y);
 }
 
 /* Elementwise binary op with broadcasting, in double then rounded to f32 (i32 operands:

@@ -49,7 +49,7 @@ else
 fi
 
 # ---- every model ----
-for m in models/*.lua tests/coreml/models/*.lua; do
+for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do
   n=$(basename "$m" .lua)
   $PY tests/coreml/compare.py "$KILN" "$MILRUN" "$m" "$WORK/m-$n" iOS15:fp32 iOS15:fp16 iOS17:fp32 iOS17:fp16
 done
@@ -114,7 +114,7 @@ for e in rank6:4:rank keyword:3:reserved; do
 done
 
 # ---- op coverage ----
-used=$(for m in models/*.lua tests/coreml/models/*.lua; do "$KILN" graph "$m" --after memplan 2>/dev/null; done |
+used=$(for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do "$KILN" graph "$m" --after memplan 2>/dev/null; done |
        awk '/^%/ {print $3}' | sort -u)
 missing=""
 for op in $("$KILN" ops | awk '{print $1}'); do

@@ -120,7 +120,7 @@ else pass metal_objc_stub_catches_misuse; fi
 # ---- 3. every model ----
 tested=""
 mkdir -p "$T/m" "$T/g"
-for script in models/*.lua tests/metal/models/*.lua; do
+for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua; do
   [ -f "$script" ] || continue
   m=$(basename "$script" .lua)
   d=$T/m/$m

@@ -12,22 +12,8 @@
  *   fuzz:   make fuzz   (clang -fsanitize=fuzzer,address,undefined; FUZZ_SECONDS=N each)
  *   replay: the same sources with -DKILN_FUZZ_MAIN and any compiler (tests/t_robust.sh).
  */
-#include "kiln.h"
-
-#include <stdlib.h>
-#include <string.h>
-
-const struct KilnEmbedded {
-  const char *name;
-  const unsigned char *text;
-  size_t len;
-} kiln_embedded[] = {{NULL, NULL, 0}};
-
-/* Fails loudly: the fuzzer records the input that got here. */
-static void finding(const char *what, const char *detail) {
-  fprintf(stderr, "fuzz_npy: %s: %s\n", what, detail ? detail : "");
-  abort();
-}
+#define FUZZ_NAME "fuzz_npy"
+#include "fuzz_gen.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -59,24 +45,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   return 0;
 }
 
-#ifdef KILN_FUZZ_MAIN
-/* Replays each file named on the command line; exit 0 when none is a finding. */
-int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    FILE *f = fopen(argv[i], "rb");
-    if (!f) {
-      perror(argv[i]);
-      return 2;
-    }
-    Buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
-    fclose(f);
-    LLVMFuzzerTestOneInput((const uint8_t *)(b.data ? b.data : ""), b.len);
-    buf_free(&b);
-  }
-  printf("fuzz_npy: %d inputs replayed\n", argc - 1);
-  return 0;
-}
-#endif
+#include "replay_main.h"

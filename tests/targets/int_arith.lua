@@ -1,5 +1,6 @@
--- i32 arithmetic on the Core ML target (t_coreml.sh: milrun vs the C target): wrapping
--- add/sub/mul, max/min, neg/abs, comparisons against a run-time position, promotion to f32.
+-- i32 arithmetic on every target: wrapping add/sub/mul, max/min, neg/abs, comparisons against
+-- a run-time position, a fused i32 chain, promotion to f32. t_metal runs it on the emulator,
+-- t_coreml through milrun, each compared with the C target.
 local kiln = require "kiln"
 local pos = kiln.input("pos", {}, "i32")
 local v = kiln.input("v", {4, 8}, "i32")

@@ -1,5 +1,6 @@
--- Fused attention (kiln.sdpa) on the Core ML target (t_coreml.sh: milrun vs the C target):
--- decode and prefill-chunk rows at a run-time position over grouped K/V, a non-causal call.
+-- Fused attention (kiln.sdpa) on every target: a decode row and a prefill chunk at a run-time
+-- position over grouped K/V, a fused epilogue, a non-causal call. t_metal runs it on the
+-- emulator, t_coreml through milrun, each compared with the C target.
 local kiln = require "kiln"
 local pos = kiln.input("pos", {}, "i32")
 local k = kiln.input("k", {2, 16, 5})
