@@ -310,7 +310,8 @@ static const char *k_cast(KernelCtx *k) {
   return "c/cast.c.tmpl";
 }
 
-enum { MATMUL_NT_NB = 4 };   /* outputs a Linear kernel computes together: kiln_dot4's rows */
+enum { MATMUL_NT_NB = 4 };
+enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */   /* outputs a Linear kernel computes together: kiln_dot4's rows */
 
 /* The loops over n of a Linear (matmul_nt) kernel: NB outputs at a time while N
  * holds NB more, then one at a time for what is left; a loop with nothing to do is
@@ -361,6 +362,15 @@ static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
   emit_conv_vars(&k->v, &c);
   emit_var(&k->v, "BIAS_PARAM", c.bias ? restrict_param(", ", "float", "bias") : "");
+  /* Four or more filters a group share each gathered patch (kiln_dot4); the patch lives
+   * on the stack, so it stays small, and below CONV_PATCH_MIN taps gathering costs more than
+   * the vector dot products save (LeNet's 5x5 first layer). Otherwise the direct loops. */
+  int64_t taps = c.cg * c.kh * c.kw;
+  if (c.ocg >= 4 && taps >= CONV_PATCH_MIN && taps <= CONV_PATCH_MAX) {
+    emit_var(&k->v, "BIAS_BLOCK", c.bias ? " + bias[g * OCG + oc + t]" : "");
+    emit_var(&k->v, "BIAS_ONE", c.bias ? " + bias[g * OCG + oc]" : "");
+    return "c/conv_patch.c.tmpl";
+  }
   emit_var(&k->v, "BIAS_LOOP", c.bias ? template_get("c/conv_bias_loop.c.tmpl") : "");
   return "c/conv.c.tmpl";
 }

@@ -1,8 +1,9 @@
 #!/bin/sh
 # t_isa.sh — the generated C gives bit-identical results on every instruction-set path
-# this machine can run. kiln_dot4 (the Linear kernels' dot products, templates/c/dot4.c.tmpl)
-# has an AVX variant (8-float vectors), an SSE/NEON one (two 4-float vectors) and plain C
-# (KILN_SCALAR); all do the same arithmetic in the same order. Each model is compiled with
+# this machine can run. kiln_dot4 (templates/c/dot4.c.tmpl: the dot products of Linear
+# kernels and of convolutions through gathered patches) has an AVX variant (8-float vectors),
+# an SSE/NEON one (two 4-float vectors) and plain C (KILN_SCALAR); all do the same
+# arithmetic in the same order. Each model is compiled with
 # gcc at -O2 (SSE2, the x86-64 baseline), -O2 -mavx2, -O3 -march=native (this machine: AVX-512),
 # -O2 -DKILN_SCALAR, and with clang -O2, run on the same seeded inputs (tests/runtime/driver.c),
 # and every output must be byte-identical across the five. Numerical correctness against
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.." || exit 2
 kt_need_kiln t_isa
 kt_work isa
 S=isa
-for m in models/mlp.lua models/transformer.lua models/stories.lua tests/golden/tiny.lua; do
+for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lua models/stories.lua tests/golden/tiny.lua; do
   n=$(basename "$m" .lua)
   d=$WORK/$n
   if ! "$KILN" build "$m" -o "$d/out" > "$WORK/err" 2>&1; then echo "FAIL $S/$n: build: $(head -n 1 "$WORK/err")"; continue; fi
