@@ -17,12 +17,12 @@ PBC_LIBS   := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprot
 CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Igen -I$(BUILD) $(LUA_CFLAGS)
 LDLIBS  = $(LUA_LIBS) $(PBC_LIBS) -lm
 
-SRCS    = $(sort $(wildcard gen/*.c))
+SRCS    = $(sort $(wildcard gen/*.c gen/*/*.c))
 OBJS    = $(SRCS:gen/%.c=$(BUILD)/%.o)
-PROTOS  = $(sort $(wildcard gen/*.proto))
-PB_SRCS = $(PROTOS:gen/%.proto=$(BUILD)/%.pb-c.c)
+PROTOS  = $(sort $(wildcard gen/target/*.proto))
+PB_SRCS = $(PROTOS:gen/target/%.proto=$(BUILD)/%.pb-c.c)
 PB_OBJS = $(PB_SRCS:.c=.o)
-EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*.lua))
+EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*/*.lua))
 
 .PHONY: all deps demo test bench san fuzz clean
 # Every entry point first installs what is missing (a no-op when all is there).
@@ -36,11 +36,12 @@ $(BUILD)/kiln: $(OBJS) $(PB_OBJS) $(BUILD)/embedded.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Objects depend on every header: the core types change rarely, and a full rebuild is cheap.
-$(BUILD)/%.o: gen/%.c gen/*.h $(PB_SRCS) | $(BUILD)
+$(BUILD)/%.o: gen/%.c gen/*.h gen/*/*.h $(PB_SRCS) | $(BUILD)
+	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
-$(BUILD)/%.pb-c.c: gen/%.proto | $(BUILD)
-	protoc-c --proto_path=gen --c_out=$(BUILD) $<
+$(BUILD)/%.pb-c.c: gen/target/%.proto | $(BUILD)
+	protoc-c --proto_path=gen/target --c_out=$(BUILD) $<
 
 # Keep the generated sources (not intermediates to delete, which rebuilt everything on
 # every make), and generate them all before compiling any: one .proto imports another.

@@ -533,7 +533,7 @@ const char *template_get(const char *path);
 /* Expands a template: $NAME or ${NAME} is replaced by the value of NAME from vars
  * (pairs of name, value, NULL-terminated); $$ is a dollar. An unknown name dies. */
 void template_expand(Buf *out, const char *tmpl, const char *const *vars);
-/* The embedded file at a repository path ("gen/nn.lua"), or NULL; *len gets its size. */
+/* The embedded file at a repository path ("gen/frontend/nn.lua"), or NULL; *len gets its size. */
 const char *embedded_get(const char *path, size_t *len);
 
 #endif

@@ -313,7 +313,7 @@ const char *template_get(const char *path) {
   die("no embedded template %s", full);
 }
 
-/* Returns the embedded file at a repository path such as "gen/nn.lua", or NULL. */
+/* Returns the embedded file at a repository path such as "gen/frontend/nn.lua", or NULL. */
 const char *embedded_get(const char *path, size_t *len) {
   for (int i = 0; kiln_embedded[i].name; i++)
     if (strcmp(kiln_embedded[i].name, path) == 0) {

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_frontend.sh — the Lua frontend (gen/lua.c, gen/lua_ops.c, gen/nn.lua, gen/init.c).
+# t_frontend.sh — the Lua frontend (gen/frontend/lua.c, gen/frontend/lua_ops.c, gen/frontend/nn.lua, gen/frontend/init.c).
 #
 #   err/<script>     every tests/frontend/bad_*.lua holds a line "-- expect: <line>":
 #                    `kiln build` must exit 1, print exactly that one line on stderr,

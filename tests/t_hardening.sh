@@ -69,7 +69,7 @@ else
   fail "names/metal" "$(tail -n 3 "$WORK/out" | tr '\n' ' ')"
 fi
 mkdir -p "$WORK/pb"
-if protoc-c --proto_path=gen --c_out="$WORK/pb" gen/coreml.proto gen/coreml_mil.proto &&
+if protoc-c --proto_path=gen/target --c_out="$WORK/pb" gen/target/coreml.proto gen/target/coreml_mil.proto &&
    cc -std=c11 -O1 -D_POSIX_C_SOURCE=200809L -I"$WORK/pb" -o "$WORK/milrun" tests/coreml/milrun.c \
       "$WORK/pb/coreml.pb-c.c" "$WORK/pb/coreml_mil.pb-c.c" -lprotobuf-c -lm 2> "$WORK/err"; then
   /usr/bin/python3 tests/coreml/compare.py "$KILN" "$WORK/milrun" tests/hardening/evil_names.lua "$WORK/coreml" iOS15:fp32

@@ -84,7 +84,7 @@ else
 fi
 
 mkdir -p "$WORK/pb"
-if protoc-c --proto_path=gen --c_out="$WORK/pb" gen/coreml.proto gen/coreml_mil.proto &&
+if protoc-c --proto_path=gen/target --c_out="$WORK/pb" gen/target/coreml.proto gen/target/coreml_mil.proto &&
    cc -std=c11 -O1 -D_POSIX_C_SOURCE=200809L -I"$WORK/pb" -o "$WORK/milrun" tests/coreml/milrun.c \
       "$WORK/pb/coreml.pb-c.c" "$WORK/pb/coreml_mil.pb-c.c" -lprotobuf-c -lm 2> "$WORK/out"; then
   for f in tests/robust/ok/*.lua; do
@@ -159,7 +159,7 @@ cd "$ROOT" || exit 2
 
 # ---- fuzz corpora: safetensors ----
 if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/st_replay" tests/robust/fuzz_safetensors.c \
-      gen/safetensors.c gen/util.c gen/ops.c 2> "$WORK/out"; then
+      gen/frontend/safetensors.c gen/util.c gen/ops.c 2> "$WORK/out"; then
   if out=$("$WORK/st_replay" tests/robust/st/* 2>&1); then echo "PASS $S/st-replay: $out"
   else echo "FAIL $S/st-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else

@@ -1,5 +1,5 @@
 /*
- * fuzz_safetensors.c — libFuzzer target for the safetensors parser (gen/safetensors.c).
+ * fuzz_safetensors.c — libFuzzer target for the safetensors parser (gen/frontend/safetensors.c).
  *
  * Every input must either be refused with a one-line message or yield tensors whose
  * fields keep the parser's promises: a known dtype, rank <= KILN_MAX_RANK, data for
@@ -8,7 +8,7 @@
  * message spanning lines — is a finding.
  *
  *   fuzz:   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_POSIX_C_SOURCE=200809L \
- *             -Igen tests/robust/fuzz_safetensors.c gen/safetensors.c gen/util.c gen/ops.c \
+ *             -Igen tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/util.c gen/ops.c \
  *             -o fuzz_st && ./fuzz_st -max_total_time=300 CORPUS_DIR tests/robust/st
  *   replay: the same sources with -DKILN_FUZZ_MAIN and any compiler (no libFuzzer): the
  *           program runs each file named on the command line once (tests/t_robust.sh).

@@ -11,7 +11,7 @@
  *    f32 scalar CONST nodes.
  *  - The `kiln` table (global, require "kiln") holds the leaves defined here
  *    (input, output, param, load, constant, seed), the ops from lua_ops.c and
- *    `nn`, the module library written in Lua (gen/nn.lua, embedded at build
+ *    `nn`, the module library written in Lua (gen/frontend/nn.lua, embedded at build
  *    time). Indexing a name kiln lacks raises "unknown op 'foo'".
  *  - Source locations: the user's script is loaded as "@" + the path as given
  *    (its basename when absolute, so no output carries an absolute path);
@@ -687,11 +687,11 @@ static const luaL_Reg leaf_fns[] = {
     {"input", l_input}, {"output", l_output}, {"param", l_param}, {"load", l_load},
     {"constant", l_constant}, {"seed", l_seed}, {"_scope", l_scope}, {"_where", l_where}, {NULL, NULL}};
 
-/* Runs gen/nn.lua with the kiln table (top of stack) as its argument; leaves the nn table. */
+/* Runs gen/frontend/nn.lua with the kiln table (top of stack) as its argument; leaves the nn table. */
 static void load_nn(lua_State *L) {
   size_t len;
-  const char *src = embedded_get("gen/nn.lua", &len);
-  if (!src) die("gen/nn.lua is not embedded");
+  const char *src = embedded_get("gen/frontend/nn.lua", &len);
+  if (!src) die("gen/frontend/nn.lua is not embedded");
   if (luaL_loadbufferx(L, src, len, "=[kiln] nn.lua", "t") != LUA_OK) die("nn.lua: %s", lua_tostring(L, -1));
   lua_pushvalue(L, -2);
   if (lua_pcall(L, 1, 1, 0) != LUA_OK) die("nn.lua: %s", lua_tostring(L, -1));
