@@ -67,7 +67,6 @@ san:
 
 FUZZ_SECONDS ?= 60
 fuzz: deps
-	@sh scripts/install-deps.sh fuzz
 	@sh scripts/fuzz.sh $(FUZZ_SECONDS)
 
 demo: all
