@@ -4,6 +4,7 @@
 #   make test       install what is missing, build, run every test (last line: N passed, N failed)
 #   make bench      speed of the generated code next to its peers, as ratios
 #   make san        build $(BUILD)-san/kiln (build-san/kiln) with ASan + UBSan
+#   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each
 # BUILD=dir puts objects elsewhere (parallel work trees); CC=clang works too.
 
 CC      ?= cc
@@ -16,14 +17,14 @@ PBC_LIBS   := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprot
 CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Igen -I$(BUILD) $(LUA_CFLAGS)
 LDLIBS  = $(LUA_LIBS) $(PBC_LIBS) -lm
 
-SRCS    = $(sort $(wildcard gen/*.c))
+SRCS    = $(sort $(wildcard gen/*.c gen/*/*.c))
 OBJS    = $(SRCS:gen/%.c=$(BUILD)/%.o)
-PROTOS  = $(sort $(wildcard gen/*.proto))
-PB_SRCS = $(PROTOS:gen/%.proto=$(BUILD)/%.pb-c.c)
+PROTOS  = $(sort $(wildcard gen/target/*.proto))
+PB_SRCS = $(PROTOS:gen/target/%.proto=$(BUILD)/%.pb-c.c)
 PB_OBJS = $(PB_SRCS:.c=.o)
-EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*.lua))
+EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*/*.lua))
 
-.PHONY: all deps demo test bench san clean
+.PHONY: all deps demo test bench san fuzz clean
 # Every entry point first installs what is missing (a no-op when all is there).
 all: deps
 	@$(MAKE) --no-print-directory $(BUILD)/kiln
@@ -35,11 +36,12 @@ $(BUILD)/kiln: $(OBJS) $(PB_OBJS) $(BUILD)/embedded.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Objects depend on every header: the core types change rarely, and a full rebuild is cheap.
-$(BUILD)/%.o: gen/%.c gen/*.h $(PB_SRCS) | $(BUILD)
+$(BUILD)/%.o: gen/%.c gen/*.h gen/*/*.h $(PB_SRCS) | $(BUILD)
+	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
-$(BUILD)/%.pb-c.c: gen/%.proto | $(BUILD)
-	protoc-c --proto_path=gen --c_out=$(BUILD) $<
+$(BUILD)/%.pb-c.c: gen/target/%.proto | $(BUILD)
+	protoc-c --proto_path=gen/target --c_out=$(BUILD) $<
 
 # Keep the generated sources (not intermediates to delete, which rebuilt everything on
 # every make), and generate them all before compiling any: one .proto imports another.
@@ -51,7 +53,8 @@ $(BUILD)/%.pb-c.o: $(BUILD)/%.pb-c.c
 	$(CC) -std=c11 $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
 $(BUILD)/embedded.c: $(EMBED) scripts/embed.sh | $(BUILD)
-	sh scripts/embed.sh $@ $(EMBED)
+	@echo "embed $@ ($(words $(EMBED)) files from templates/ and gen/)"
+	@sh scripts/embed.sh $@ $(EMBED)
 
 $(BUILD)/embedded.o: $(BUILD)/embedded.c
 	$(CC) $(WARN) $(CFLAGS) -c -o $@ $<
@@ -61,6 +64,10 @@ $(BUILD):
 
 san:
 	$(MAKE) BUILD=$(BUILD)-san CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@sh scripts/fuzz.sh $(FUZZ_SECONDS)
 
 demo: all
 	@KILN=$(abspath $(BUILD))/kiln sh scripts/demo.sh
@@ -72,4 +79,4 @@ bench: all
 	@KILN=$(abspath $(BUILD))/kiln sh scripts/bench.sh
 
 clean:
-	rm -rf build build-san out
+	rm -rf build build-san build-fuzz out

@@ -50,6 +50,18 @@ void buf_puts(Buf *b, const char *s);
 void buf_printf(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void buf_free(Buf *b);                      /* Buf memory is malloc'd, not arena */
 
+/* A map from strings to ints in the arena (open addressing, FNV-1a), also used as a
+ * set of names. Keys are not copied. It is never iterated, so no hash order can
+ * reach an output; it exists to keep name checks linear (20,000 kernels, 8,000
+ * outputs). */
+typedef struct {
+  const char **key;
+  int *val;
+  size_t cap, n;
+} StrMap;
+int *strmap_get(const StrMap *m, const char *k);   /* the value, or NULL when k is absent */
+int *strmap_put(StrMap *m, const char *k);         /* the value, inserted as 0 when absent */
+
 /* ---- diagnostics (util.c) ---- */
 typedef struct {
   const char *file;    /* as the user named it (relative), or its basename if absolute */
@@ -80,7 +92,7 @@ char *shape_str(const Shape *s);             /* "[2, 3, 4]" in the arena */
 
 /* ---- the op table (ops.h) ---- */
 typedef enum {
-#define X(id, name, mi, ma, fam, fl, ex, doc) OP_##id,
+#define X(id, name, mi, ma, fam, fl, ex, iex, doc) OP_##id,
   KILN_OPS(X)
 #undef X
   OP__COUNT
@@ -90,7 +102,7 @@ typedef enum {
 typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
-  FAM_SLICE, FAM_GATHER, FAM_WRITE, FAM__COUNT
+  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -104,11 +116,14 @@ typedef struct {
   OpFamily family;
   unsigned flags;
   const char *expr;    /* elementwise scalar expression over x, y, z, or NULL */
+  const char *iexpr;   /* the same on i32 operands (wrapping), or NULL: f32 only */
   const char *doc;
 } OpInfo;
 
 extern const OpInfo kiln_ops[OP__COUNT];
 bool op_parse(const char *name, OpKind *out);
+/* The scalar expression of op on operands of dtype t (iexpr for i32), NULL if none. */
+const char *op_expr(OpKind op, DType t);
 
 /* Attributes: one fat struct for every op (chibicc's fat Node); each op reads its own. */
 typedef struct {
@@ -127,6 +142,8 @@ typedef struct {
   float eps;                    /* norms */
   DType to;                     /* cast */
   Shape reshape;                /* reshape: the target shape, fully resolved (no -1) */
+  bool causal;                  /* sdpa: query row i sees keys j <= pos + i only */
+  float scale;                  /* sdpa: the factor on q . k (1/sqrt(D) by default) */
   int state;                    /* state, write: index in Program.states (write: axis = a.axis) */
 } Attrs;
 
@@ -189,6 +206,7 @@ typedef struct Graph {
   int nnodes, capnodes;
   GraphIO *inputs, *outputs;
   int ninputs, noutputs;
+  int capinputs, capoutputs;    /* allocated lengths (arrays double, so tracing stays linear) */
 
   Kernel *kernels;              /* in schedule order once pass_schedule ran */
   int nkernels;
@@ -309,9 +327,22 @@ bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, si
 bool interp_entry(Graph *g, const Tensor *inputs, Tensor *state, Tensor *outputs, char *err, size_t errlen);
 
 /* ---- frontend (lua.c, safetensors.c, init.c) ---- */
+/* What a model script may do (sandbox.c, docs/lua-api.md "The sandbox"). */
+typedef struct {
+  bool unsafe;                  /* --unsafe-lua: the full standard library, no limits */
+  int64_t max_instructions;     /* Lua VM instructions; 0: no limit */
+  int64_t max_memory;           /* bytes the Lua state may hold; 0: no limit */
+  const char *root;             /* the script's directory: reads and require stay below it */
+} SandboxOptions;
+enum {
+  KILN_LUA_MAX_INSTRUCTIONS_DEFAULT = 1000000000,   /* ~10 s of Lua; bundled models use < 1% */
+  KILN_LUA_MAX_MEMORY_MIB_DEFAULT = 1024,
+};
+
 typedef struct {
   const char *script;           /* path as given */
   const char *model;            /* NULL: from the script's base name */
+  SandboxOptions sandbox;       /* root is filled in by frontend_trace */
 } FrontendOptions;
 Program *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at */
 
@@ -359,6 +390,31 @@ void emit_c(Program *p, const EmitOptions *o);
 void emit_json(Program *p, const EmitOptions *o);
 void emit_metal(Graph *g, const EmitOptions *o);
 void emit_coreml(Graph *g, const EmitOptions *o);
+
+/* ---- escaping user-derived text for each output language (escape.c) ---- */
+char *esc_comment(const char *s);           /* inside a C/ObjC/MSL block or line comment */
+char *esc_c_string(const char *s);          /* inside a C string literal, no quotes */
+void esc_json(Buf *b, const char *s);       /* a JSON string literal, quotes included */
+char *esc_message(const char *s);           /* one terminal-safe line of a message */
+
+/* ---- publishing a build (publish.c; docs/output.md "Publishing") ---- */
+typedef struct Publish Publish;
+/* Locks the output, checks it, creates the staging directory (Publish.tmp). */
+Publish *publish_begin(const char *outdir, const char *model);
+const char *publish_staging(const Publish *p);
+/* Swaps the finished staging directory in as outdir, keeping the user's other files. */
+void publish_commit(Publish *p);
+bool kiln_remove_tree(const char *path);    /* rm -rf without a shell; async-signal-safe */
+void kiln_mkdir_p(const char *dir);
+
+/* .npy files (npy.c): the data of a file whose header says dtype and exactly shape, or
+ * NULL and a one-line message in err; and writing a tensor as dir/<name>.npy. */
+unsigned char *npy_parse(const char *path, const char *iname, DType dtype, const Shape *shape, unsigned char *all,
+                         size_t size, char *err, size_t errlen);
+void npy_write(const char *dir, const char *name, const Tensor *t);
+
+/* Reads at most max bytes of a file or stream (util.c); NULL and "path: why" in err. */
+unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
 
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
@@ -540,7 +596,7 @@ const char *template_get(const char *path);
 /* Expands a template: $NAME or ${NAME} is replaced by the value of NAME from vars
  * (pairs of name, value, NULL-terminated); $$ is a dollar. An unknown name dies. */
 void template_expand(Buf *out, const char *tmpl, const char *const *vars);
-/* The embedded file at a repository path ("gen/nn.lua"), or NULL; *len gets its size. */
+/* The embedded file at a repository path ("gen/frontend/nn.lua"), or NULL; *len gets its size. */
 const char *embedded_get(const char *path, size_t *len);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * main.c — the `kiln` command line: build, graph, run.
  *
- * A build writes every file into a fresh temporary directory beside the output
- * directory and moves the finished files in only when all targets succeeded, so a
+ * A build writes every file into a fresh staging directory beside the output
+ * directory and swaps it in only when all targets succeeded (publish.c), so a
  * failed build leaves nothing half-written behind.
  */
 #include "kiln.h"
@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <dirent.h>
 #include <unistd.h>
 
 static const char usage[] =
@@ -61,6 +60,12 @@ static const char usage[] =
     "  --save DIR                    also write each output as DIR/NAME.npy\n"
     "  --limit N                     print at most N values per output (default 64, 0 = all)\n"
     "\n"
+    "model scripts (build, graph, run) run in a sandbox: no io, os, debug, C modules or binary\n"
+    "chunks; require and kiln.load only below the script's directory (docs/lua-api.md):\n"
+    "  --unsafe-lua                  the full Lua standard library and no limits (trusted scripts)\n"
+    "  --lua-max-instructions N      Lua VM instructions a script may run (default 1000000000, 0 = none)\n"
+    "  --lua-max-memory MIB          Lua memory a script may hold (default 1024, 0 = none)\n"
+    "\n"
     "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule memplan\n"
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
 
@@ -72,6 +77,7 @@ typedef struct {
   bool embed, dot, fp16, no_fuse;
   const char *min_os;
   long limit;
+  SandboxOptions sandbox;
 } Args;
 
 /* The value following option argv[*i], advancing *i past it; a missing value is a user error. */
@@ -98,13 +104,23 @@ static long parse_limit(const char *v) {
   return n;
 }
 
+/* A whole number >= 0 for option opt that fits max (0 means no limit). */
+static int64_t parse_count(const char *opt, const char *v, int64_t max) {
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (!*v || *end || errno || n < 0 || n > max) kiln_error("%s: a whole number from 0 (no limit) to %lld, not '%s'", opt, (long long)max, v);
+  return n;
+}
+
 /* Which commands take an option: one letter per command, b(uild) g(raph) r(un). */
 static const struct {
   const char *opt, *cmds;
 } option_cmds[] = {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
-    {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"}};
+    {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
+    {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -119,7 +135,9 @@ static void check_option(const char *cmd, const char *opt) {
  * --limit 64). Exits 0 after printing usage for --help; any malformed, unknown, misplaced or
  * extra argument is a user error. Does not check that the command itself exists (main does). */
 static Args parse_args(int argc, char **argv) {
-  Args a = {.limit = 64, .min_os = "iOS15"};
+  Args a = {.limit = 64, .min_os = "iOS15",
+            .sandbox = {.max_instructions = KILN_LUA_MAX_INSTRUCTIONS_DEFAULT,
+                        .max_memory = (int64_t)KILN_LUA_MAX_MEMORY_MIB_DEFAULT << 20}};
   if (argc < 2) kiln_error("no command (see kiln --help)");
   a.cmd = argv[1];
   for (int i = 2; i < argc; i++) {
@@ -145,6 +163,11 @@ static Args parse_args(int argc, char **argv) {
     else if (strcmp(s, "--state-in") == 0) a.state_in = need_value(argc, argv, &i);
     else if (strcmp(s, "--state-out") == 0) a.state_out = need_value(argc, argv, &i);
     else if (strcmp(s, "--limit") == 0) a.limit = parse_limit(need_value(argc, argv, &i));
+    else if (strcmp(s, "--unsafe-lua") == 0) a.sandbox.unsafe = true;
+    else if (strcmp(s, "--lua-max-instructions") == 0)
+      a.sandbox.max_instructions = parse_count(s, need_value(argc, argv, &i), INT64_MAX / 2);
+    else if (strcmp(s, "--lua-max-memory") == 0)
+      a.sandbox.max_memory = parse_count(s, need_value(argc, argv, &i), (int64_t)1 << 40) << 20;
     else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
       fputs(usage, stdout);
       exit(0);
@@ -164,7 +187,7 @@ static Args parse_args(int argc, char **argv) {
  * --no-fuse; no script given is a user error. */
 static Program *trace(const Args *a) {
   if (!a->script) kiln_error("%s: no model script given (see kiln --help)", a->cmd);
-  FrontendOptions fo = {.script = a->script, .model = a->name};
+  FrontendOptions fo = {.script = a->script, .model = a->name, .sandbox = a->sandbox};
   Program *p = frontend_trace(&fo);
   for (int e = 0; e < p->nentries; e++) p->entries[e]->no_fuse = a->no_fuse;
   return p;
@@ -172,53 +195,19 @@ static Program *trace(const Args *a) {
 
 /* ---- build ---- */
 
-/* True when p exists and is a directory (following symlinks). */
-static bool is_dir(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* Creates dir and its missing parents, like mkdir -p. */
-static void mkdir_p(const char *dir) {
-  char *p = kiln_strdup(dir);
-  for (char *q = p + 1; *q; q++) {
-    if (*q != '/') continue;
-    *q = 0;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", p, strerror(errno));
-    *q = '/';
-  }
-  if (mkdir(p, 0777) != 0 && errno != EEXIST) kiln_error("cannot create %s: %s", p, strerror(errno));
-}
-
-/* Moves every entry of tmp into out, replacing entries of the same name. */
-static void publish(const char *tmp, const char *out) {
-  mkdir_p(out);
-  DIR *d = opendir(tmp);
-  if (!d) kiln_error("cannot read %s: %s", tmp, strerror(errno));
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char *from = kiln_fmt("%s/%s", tmp, e->d_name), *to = kiln_fmt("%s/%s", out, e->d_name);
-    if (is_dir(to) && system(kiln_fmt("rm -rf -- '%s'", to)) != 0) kiln_error("cannot replace %s", to);
-    if (rename(from, to) != 0) kiln_error("cannot move %s to %s: %s", from, to, strerror(errno));
-  }
-  closedir(d);
-  rmdir(tmp);
-}
-
 /* Whether p exists as something other than a directory (a file where -o names one). */
 static bool is_non_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
-/* `kiln build`: trace, run the pipeline, emit every requested target into <out>.kiln-tmp,
- * then publish it as <out> in one step, so a failed build leaves no half-written directory.
- * User errors exit via kiln_error (which removes the temp dir); returns 0 on success. */
+/* `kiln build`: trace, run the pipeline, emit every requested target into a staging
+ * directory and publish it as <out> in one step (publish.c): a failed or interrupted
+ * build leaves the previous output as it was. User errors exit via kiln_error (which
+ * removes the staging directory); returns 0 on success. */
 static int cmd_build(const Args *a) {
   if (!a->outdir) kiln_error("build: no output directory (use -o DIR)");
   if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
-  if (strchr(a->outdir, '\'')) kiln_error("build: output directory may not contain a quote");
   if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
   Program *p = trace(a);
   /* Metal and CoreML lower one stateless graph; state and entry points come later. */
@@ -234,21 +223,14 @@ static int cmd_build(const Args *a) {
     kiln_error_at((SrcLoc){p->script, 0}, "the model needs %lld bytes of weights and %lld of scratch arena; generated code "
                   "addresses at most %d bytes of each", (long long)p->weights_size, (long long)p->arena_size, KILN_MAX_NUMEL);
 
-  char *tmp = kiln_fmt("%s.kiln-tmp", a->outdir);
-  if (is_dir(tmp) && system(kiln_fmt("rm -rf -- '%s'", tmp)) != 0) kiln_error("cannot clear %s", tmp);
-  char *slash = strrchr(tmp, '/');
-  if (slash && slash != tmp) mkdir_p(kiln_fmt("%.*s", (int)(slash - tmp), tmp));
-  if (mkdir(tmp, 0777) != 0) kiln_error("cannot create %s: %s", tmp, strerror(errno));
-  kiln_set_cleanup_dir(tmp);
-
-  EmitOptions eo = {.outdir = a->outdir, .tmpdir = tmp, .targets = a->targets,
+  Publish *pub = publish_begin(a->outdir, g->model);
+  EmitOptions eo = {.outdir = a->outdir, .tmpdir = publish_staging(pub), .targets = a->targets,
                     .embed_weights = a->embed, .min_os = a->min_os, .fp16 = a->fp16};
   emit_c(p, &eo);   /* the C header, weights and JSON are the contract every target shares */
   emit_json(p, &eo);
   if (a->targets & TGT_METAL) emit_metal(g, &eo);
   if (a->targets & TGT_COREML) emit_coreml(g, &eo);
-  publish(tmp, a->outdir);
-  kiln_set_cleanup_dir(NULL);
+  publish_commit(pub);
   return 0;
 }
 
@@ -273,135 +255,27 @@ static int cmd_graph(const Args *a) {
 
 /* ---- run ---- */
 
-/* Reads a whole file (regular, device or pipe: no ftell) into the arena; a
- * directory or an unreadable file is the user's error, named after option opt
- * ("--input image", "--state-in"). */
-static unsigned char *read_whole(const char *path, const char *opt, size_t *size) {
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) kiln_error("%s: %s is a directory", opt, path);
-  FILE *f = fopen(path, "rb");
-  if (!f) kiln_error("%s: cannot open %s: %s", opt, path, strerror(errno));
-  Buf b = {0};
-  char chunk[65536];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
-  bool bad = ferror(f);
-  fclose(f);
-  if (bad) kiln_error("%s: cannot read %s", opt, path);
-  unsigned char *all = kiln_alloc(b.len + 1);
-  if (b.len) memcpy(all, b.data, b.len);
-  *size = b.len;
-  buf_free(&b);
-  return all;
-}
-
-/* The text after "'key':" (and spaces) in a .npy header dict, or NULL. */
-static const char *npy_field(const char *hdr, const char *key) {
-  const char *p = strstr(hdr, kiln_fmt("'%s':", key));
-  if (!p) return NULL;
-  p += strlen(key) + 3;
-  while (*p == ' ') p++;
-  return p;
-}
-
-/* The shape tuple at p ("(2, 3)", "(6,)", "()") into s; false if malformed or rank > max. */
-static bool npy_shape(const char *p, Shape *s) {
-  *s = (Shape){0};
-  if (*p++ != '(') return false;
-  for (;;) {
-    while (*p == ' ') p++;
-    if (*p == ')') return true;
-    if (*p < '0' || *p > '9' || s->rank == KILN_MAX_RANK) return false;
-    char *end;
-    errno = 0;
-    long long d = strtoll(p, &end, 10);
-    if (errno) return false;
-    s->dim[s->rank++] = d;
-    p = end;
-    while (*p == ' ') p++;
-    if (*p == ',') p++;
-    else if (*p != ')') return false;
-  }
-}
-
-/* A header for a message: its trailing padding and newline dropped, at most 160 bytes,
- * control bytes shown as '?', so the message stays one line. */
-static const char *one_line_hdr(const char *hdr) {
-  char *s = kiln_fmt("%.160s", hdr);
-  for (char *p = s; *p; p++)
-    if ((unsigned char)*p < 0x20) *p = '?';
-  for (size_t n = strlen(s); n && (s[n - 1] == ' ' || s[n - 1] == '?'); n--) s[n - 1] = 0;
-  return s;
-}
-
-/* Checks a .npy file's header against input n and returns its data: version 1..3,
- * a dict with the dtype Kiln wants ('<f4', '<i4', '|b1'), C order, the input's exact
- * shape, and exactly the data that shape holds. */
-static void *npy_data(const char *path, const char *iname, const Node *n, unsigned char *all, size_t size) {
-  if (size < 10 || all[6] < 1 || all[6] > 3) kiln_error("%s: not a .npy file of version 1, 2 or 3", path);
-  size_t pre = all[6] == 1 ? 10 : 12;
-  if (size < pre) kiln_error("%s: truncated .npy header", path);
-  size_t hlen = all[6] == 1 ? (size_t)(all[8] | all[9] << 8)
-                            : (size_t)all[8] | (size_t)all[9] << 8 | (size_t)all[10] << 16 | (size_t)all[11] << 24;
-  if (hlen > size - pre) kiln_error("%s: truncated .npy header", path);
-  char *hdr = kiln_alloc(hlen + 1);
-  memcpy(hdr, all + pre, hlen);
-  if (strlen(hdr) != hlen) kiln_error("%s: .npy header contains a NUL byte", path);
-  const char *want = n->dtype == DT_F32 ? "'<f4'" : n->dtype == DT_I32 ? "'<i4'" : "'|b1'";
-  const char *descr = npy_field(hdr, "descr"), *fortran = npy_field(hdr, "fortran_order"), *shp = npy_field(hdr, "shape");
-  Shape s;
-  if (!descr || !fortran || !shp || !npy_shape(shp, &s)) kiln_error("%s: malformed .npy header %s", path, one_line_hdr(hdr));
-  if (strncmp(descr, want, strlen(want)) != 0)
-    kiln_error("%s: --input %s is %s, which .npy spells %s; the file holds %.*s", path, iname, dtype_name(n->dtype), want,
-               (int)strcspn(descr, ",}"), descr);
-  if (strncmp(fortran, "False", 5) != 0) kiln_error("%s: Fortran-order arrays are not supported (save a C-order copy)", path);
-  if (!shape_eq(&s, &n->shape))
-    kiln_error("%s: --input %s is %s %s, the file holds shape %s", path, iname, dtype_name(n->dtype), shape_str(&n->shape),
-               shape_str(&s));
-  if ((int64_t)(size - pre - hlen) != node_bytes(n))
-    kiln_error("%s: --input %s %s needs %lld bytes of data, the file has %lld", path, iname, shape_str(&n->shape),
-               (long long)node_bytes(n), (long long)(size - pre - hlen));
-  return all + pre + hlen;
-}
-
 /* Reads an input file: .npy (see npy_data) or raw little-endian bytes of the exact size.
  * A bool input's bytes must be 0 or 1 (kernels would read another byte as true in one
  * place and as its value in another). */
 static void *read_input(const char *path, const Node *n, const char *iname) {
+  /* Raw bytes are exactly node_bytes; a .npy file adds at most a 12-byte preamble and a
+   * 64 KiB header (numpy writes < 1 KiB): anything longer is refused unread. */
   size_t size;
-  unsigned char *all = read_whole(path, kiln_fmt("--input %s", iname), &size), *data = all;
-  if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) data = npy_data(path, iname, n, all, size);
+  char err[1024];
+  unsigned char *all = kiln_read_bounded(path, (size_t)node_bytes(n) + 12 + 65536, &size, err, sizeof err);
+  if (!all) kiln_error("--input %s: %s", iname, err);
+  unsigned char *data = all;
+  if (size >= 6 && memcmp(all, "\x93NUMPY", 6) == 0) {
+    data = npy_parse(path, iname, n->dtype, &n->shape, all, size, err, sizeof err);
+    if (!data) kiln_error("%s", err);
+  }
   else if ((int64_t)size != node_bytes(n))
     kiln_error("%s: --input %s is %s %s = %lld bytes, the file has %zu", path, iname, dtype_name(n->dtype),
                shape_str(&n->shape), (long long)node_bytes(n), size);
   for (int64_t i = 0; n->dtype == DT_BOOL && i < node_numel(n); i++)
     if (data[i] > 1) kiln_error("%s: --input %s is bool, but element %lld is the byte %d (not 0 or 1)", path, iname, (long long)i, data[i]);
   return data;
-}
-
-/* Writes t as dir/<name>.npy (format 1.0: little-endian <f4/<i4 or |b1, C order, header
- * padded to 64 bytes), readable by numpy.load. name must already be a safe file name. */
-static void write_npy(const char *dir, const char *name, const Tensor *t) {
-  Buf b = {0};
-  char hdr[256];
-  char shp[200] = "";
-  size_t k = 0;
-  for (int i = 0; i < t->shape.rank; i++)
-    k += (size_t)snprintf(shp + k, sizeof shp - k, "%lld,%s", (long long)t->shape.dim[i], t->shape.rank > 1 && i < t->shape.rank - 1 ? " " : "");
-  const char *descr = t->dtype == DT_F32 ? "<f4" : t->dtype == DT_I32 ? "<i4" : "|b1";
-  int n = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, shp);
-  int total = 10 + n + 1;
-  int pad = (64 - total % 64) % 64;
-  buf_put(&b, "\x93NUMPY\x01\x00", 8);
-  unsigned hl = (unsigned)(n + pad + 1);
-  unsigned char hb[2] = {(unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
-  buf_put(&b, hb, 2);
-  buf_put(&b, hdr, (size_t)n);
-  for (int i = 0; i < pad; i++) buf_puts(&b, " ");
-  buf_puts(&b, "\n");
-  buf_put(&b, t->data, (size_t)(shape_numel(&t->shape) * dtype_size(t->dtype)));
-  kiln_write_file(dir, kiln_fmt("%s.npy", name), b.data, b.len);
-  buf_free(&b);
 }
 
 /* Prints "name: dtype [shape] = v0 v1 ..." on one line: the first limit values (all when
@@ -448,7 +322,9 @@ static Tensor *state_tensors(const Program *p, const char *path, unsigned char *
   *block = kiln_alloc((size_t)p->state_size + 1);
   if (path) {
     size_t size;
-    unsigned char *data = read_whole(path, "--state-in", &size);
+    char err[1024];
+    unsigned char *data = kiln_read_bounded(path, (size_t)p->state_size, &size, err, sizeof err);
+    if (!data) kiln_error("--state-in: %s", err);
     if ((int64_t)size != p->state_size)
       kiln_error("--state-in: %s has %zu bytes; the state block of %s is %lld bytes", path, size, p->model,
                  (long long)p->state_size);
@@ -487,6 +363,19 @@ static int cmd_run(const Args *a) {
   Graph *g = run_entry(p, a->entry);
   check_state_file_args(p, a);
   pass_verify(g);
+  for (int k = 0; k < a->ninputs; k++) {     /* a misspelt name first: it explains the missing one */
+    bool known = false;
+    Buf names = {0};
+    for (int i = 0; i < g->ninputs; i++) {
+      size_t nl = strlen(g->inputs[i].name);
+      known |= strncmp(a->inputs[k], g->inputs[i].name, nl) == 0 && a->inputs[k][nl] == '=';
+      buf_printf(&names, "%s%s", i ? ", " : "", g->inputs[i].name);
+    }
+    if (!known)
+      kiln_error("run: --input %s: the model has no input '%.*s' (its inputs: %s)", a->inputs[k],
+                 (int)strcspn(a->inputs[k], "="), a->inputs[k], names.len ? names.data : "none");
+    buf_free(&names);
+  }
   Tensor *ins = kiln_alloc(sizeof(Tensor) * (size_t)(g->ninputs + 1));
   for (int i = 0; i < g->ninputs; i++) {
     const char *file = NULL;
@@ -500,14 +389,6 @@ static int cmd_run(const Args *a) {
     if (!file) kiln_error("run: missing --input %s=FILE (%s %s)", g->inputs[i].name, dtype_name(n->dtype), shape_str(&n->shape));
     ins[i] = (Tensor){n->dtype, n->shape, read_input(file, n, g->inputs[i].name)};
   }
-  for (int k = 0; k < a->ninputs; k++) {
-    bool known = false;
-    for (int i = 0; i < g->ninputs; i++) {
-      size_t nl = strlen(g->inputs[i].name);
-      known |= strncmp(a->inputs[k], g->inputs[i].name, nl) == 0 && a->inputs[k][nl] == '=';
-    }
-    if (!known) kiln_error("run: --input %s names no input of the model", a->inputs[k]);
-  }
   Tensor *outs = kiln_alloc(sizeof(Tensor) * (size_t)(g->noutputs + 1));
   char err[512];
   unsigned char *block = NULL;
@@ -516,7 +397,7 @@ static int cmd_run(const Args *a) {
   if (a->state_out) write_raw(a->state_out, block, (size_t)p->state_size);
   for (int i = 0; i < g->noutputs; i++) {
     print_tensor(g->outputs[i].name, &outs[i], a->limit);
-    if (a->save) write_npy(a->save, g->outputs[i].name, &outs[i]);
+    if (a->save) npy_write(a->save, g->outputs[i].name, &outs[i]);
   }
   return 0;
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 const OpInfo kiln_ops[OP__COUNT] = {
-#define X(id, nm, mi, ma, fam, fl, ex, dc) [OP_##id] = {nm, mi, ma, fam, fl, ex, dc},
+#define X(id, nm, mi, ma, fam, fl, ex, iex, dc) [OP_##id] = {nm, mi, ma, fam, fl, ex, iex, dc},
     KILN_OPS(X)
 #undef X
 };
@@ -21,6 +21,12 @@ bool op_parse(const char *name, OpKind *out) {
       return true;
     }
   return false;
+}
+
+/* Contract in kiln.h: i32 operands take the wrapping iexpr where the op has one; ops
+ * that do not compute (copy, where) use expr for every dtype. */
+const char *op_expr(OpKind op, DType t) {
+  return t == DT_I32 && kiln_ops[op].iexpr ? kiln_ops[op].iexpr : kiln_ops[op].expr;
 }
 
 /* The dtype's short spelling ("f32", "i32", "bool"), a static string; dies on a value outside DType. */

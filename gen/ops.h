@@ -1,7 +1,7 @@
 /*
  * ops.h — the op table: the single source of truth for every op Kiln knows.
  *
- * Each row is X(ID, name, min_in, max_in, family, flags, expr, doc):
+ * Each row is X(ID, name, min_in, max_in, family, flags, expr, iexpr, doc):
  *   ID      enum suffix (OP_ADD)            name    the Lua/JSON/dump spelling
  *   min_in  fewest inputs                    max_in  most inputs (-1: variadic)
  *   family  which kernel template renders it in every target (see OpFamily)
@@ -9,12 +9,18 @@
  *           elementwise families, over operands x, y, z in input order, in the
  *           neutral dialect that every target maps through its own function
  *           table (exp, erf, fabs... -> expf / metal::exp ...); NULL otherwise
+ *   iexpr   the same on i32 operands, or NULL when the op takes f32 only. i32
+ *           arithmetic wraps (two's complement, as PyTorch's int32 does): it is
+ *           written through i64(...) and i32(...), widening to 64 bits and
+ *           narrowing back, so no target ever overflows a signed int (undefined
+ *           behaviour in C and MSL)
  *   doc     one-line semantics
  *
  * The enum, names, shape rules (shape.c: shape_<ID>), interpreter entries
  * (interp.c: interp_<ID>) and each emitter's template choice all derive from
  * this table; adding an op is one row here plus its kernel if its family is new.
- * Comparison results are DT_BOOL (one byte per element).
+ * Comparison results are DT_BOOL (one byte per element). An op with an iexpr takes
+ * operands that are all f32 or all i32 (OPF_F32 then means "not bool").
  *
  * STATE and WRITE are the only ops about persistent state (kiln.state): the graph
  * stays functional — a WRITE yields a new version of the state and later reads use
@@ -27,59 +33,61 @@
 
 #define KILN_OPS(X) \
   /* leaves */ \
-  X(INPUT,      "input",      0, 0, FAM_LEAF,    0, NULL, "a model input, given by the caller at run time") \
-  X(WEIGHT,     "weight",     0, 0, FAM_LEAF,    0, NULL, "a named parameter, loaded or seeded, stored in the weights blob") \
-  X(CONST,      "const",      0, 0, FAM_LEAF,    0, NULL, "a literal or folded constant, stored in the weights blob") \
-  X(STATE,      "state",      0, 0, FAM_LEAF,    0, NULL, "persistent state a.state as the entry found it (caller-owned state block, kiln.state)") \
+  X(INPUT,      "input",      0, 0, FAM_LEAF,    0, NULL, NULL, "a model input, given by the caller at run time") \
+  X(WEIGHT,     "weight",     0, 0, FAM_LEAF,    0, NULL, NULL, "a named parameter, loaded or seeded, stored in the weights blob") \
+  X(CONST,      "const",      0, 0, FAM_LEAF,    0, NULL, NULL, "a literal or folded constant, stored in the weights blob") \
+  X(STATE,      "state",      0, 0, FAM_LEAF,    0, NULL, NULL, "persistent state a.state as the entry found it (caller-owned state block, kiln.state)") \
   /* elementwise, numpy broadcasting */ \
-  X(ADD,        "add",        2, 2, FAM_BINARY,  OPF_F32, "x + y", "x + y") \
-  X(SUB,        "sub",        2, 2, FAM_BINARY,  OPF_F32, "x - y", "x - y") \
-  X(MUL,        "mul",        2, 2, FAM_BINARY,  OPF_F32, "x * y", "x * y") \
-  X(DIV,        "div",        2, 2, FAM_BINARY,  OPF_F32, "x / y", "x / y (IEEE: /0 gives inf or nan)") \
-  X(POW,        "pow",        2, 2, FAM_BINARY,  OPF_F32, "pow(x, y)", "x raised to y") \
-  X(MAX,        "max",        2, 2, FAM_BINARY,  OPF_F32, "fmax(x, y)", "larger of x and y (a NaN loses to a number)") \
-  X(MIN,        "min",        2, 2, FAM_BINARY,  OPF_F32, "fmin(x, y)", "smaller of x and y (a NaN loses to a number)") \
-  X(EQ,         "eq",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x == y", "x == y, bool result") \
-  X(NE,         "ne",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x != y", "x != y, bool result") \
-  X(LT,         "lt",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x < y",  "x < y, bool result") \
-  X(LE,         "le",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x <= y", "x <= y, bool result") \
-  X(GT,         "gt",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x > y",  "x > y, bool result") \
-  X(GE,         "ge",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x >= y", "x >= y, bool result") \
-  X(WHERE,      "where",      3, 3, FAM_SELECT,  0, "x ? y : z", "y where bool x is true, else z") \
-  X(NEG,        "neg",        1, 1, FAM_UNARY,   OPF_F32, "-x", "-x") \
-  X(ABS,        "abs",        1, 1, FAM_UNARY,   OPF_F32, "fabs(x)", "|x|") \
-  X(EXP,        "exp",        1, 1, FAM_UNARY,   OPF_F32, "exp(x)", "e^x") \
-  X(LOG,        "log",        1, 1, FAM_UNARY,   OPF_F32, "log(x)", "natural log") \
-  X(SQRT,       "sqrt",       1, 1, FAM_UNARY,   OPF_F32, "sqrt(x)", "square root") \
-  X(RSQRT,      "rsqrt",      1, 1, FAM_UNARY,   OPF_F32, "1.0f / sqrt(x)", "1 / sqrt(x)") \
-  X(TANH,       "tanh",       1, 1, FAM_UNARY,   OPF_F32, "tanh(x)", "hyperbolic tangent") \
-  X(SIGMOID,    "sigmoid",    1, 1, FAM_UNARY,   OPF_F32, "1.0f / (1.0f + exp(-x))", "logistic 1/(1+e^-x)") \
-  X(RELU,       "relu",       1, 1, FAM_UNARY,   OPF_F32, "(x > 0.0f ? x : 0.0f)", "max(x, 0)") \
-  X(GELU,       "gelu",       1, 1, FAM_UNARY,   OPF_F32, "0.5f * x * (1.0f + erf(x * 0.70710678118654752f))", "exact GELU, x * Phi(x) with erf") \
-  X(GELU_TANH,  "gelu_tanh",  1, 1, FAM_UNARY,   OPF_F32, "0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)))", "GELU, tanh approximation") \
-  X(SILU,       "silu",       1, 1, FAM_UNARY,   OPF_F32, "x / (1.0f + exp(-x))", "x * sigmoid(x)") \
-  X(CAST,       "cast",       1, 1, FAM_CAST,    0, NULL, "convert to dtype a.to (f32->i32 truncates toward zero; to bool: x != 0)") \
-  X(COPY,       "copy",       1, 1, FAM_UNARY,   0, "x", "identity copy (materialises an output that would alias)") \
+  X(ADD,        "add",        2, 2, FAM_BINARY,  OPF_F32, "x + y", "i32(i64(x) + y)", "x + y") \
+  X(SUB,        "sub",        2, 2, FAM_BINARY,  OPF_F32, "x - y", "i32(i64(x) - y)", "x - y") \
+  X(MUL,        "mul",        2, 2, FAM_BINARY,  OPF_F32, "x * y", "i32(i64(x) * y)", "x * y") \
+  X(DIV,        "div",        2, 2, FAM_BINARY,  OPF_F32, "x / y", NULL, "x / y (IEEE: /0 gives inf or nan)") \
+  X(POW,        "pow",        2, 2, FAM_BINARY,  OPF_F32, "pow(x, y)", NULL, "x raised to y") \
+  X(MAX,        "max",        2, 2, FAM_BINARY,  OPF_F32, "fmax(x, y)", "(x > y ? x : y)", "larger of x and y (a NaN loses to a number)") \
+  X(MIN,        "min",        2, 2, FAM_BINARY,  OPF_F32, "fmin(x, y)", "(x < y ? x : y)", "smaller of x and y (a NaN loses to a number)") \
+  X(EQ,         "eq",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x == y", "x == y", "x == y, bool result") \
+  X(NE,         "ne",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x != y", "x != y", "x != y, bool result") \
+  X(LT,         "lt",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x < y", "x < y",  "x < y, bool result") \
+  X(LE,         "le",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x <= y", "x <= y", "x <= y, bool result") \
+  X(GT,         "gt",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x > y", "x > y",  "x > y, bool result") \
+  X(GE,         "ge",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x >= y", "x >= y", "x >= y, bool result") \
+  X(WHERE,      "where",      3, 3, FAM_SELECT,  0, "x ? y : z", NULL, "y where bool x is true, else z") \
+  X(NEG,        "neg",        1, 1, FAM_UNARY,   OPF_F32, "-x", "i32(-i64(x))", "-x") \
+  X(ABS,        "abs",        1, 1, FAM_UNARY,   OPF_F32, "fabs(x)", "i32(i64(x) < 0 ? -i64(x) : i64(x))", "|x|") \
+  X(EXP,        "exp",        1, 1, FAM_UNARY,   OPF_F32, "exp(x)", NULL, "e^x") \
+  X(LOG,        "log",        1, 1, FAM_UNARY,   OPF_F32, "log(x)", NULL, "natural log") \
+  X(SQRT,       "sqrt",       1, 1, FAM_UNARY,   OPF_F32, "sqrt(x)", NULL, "square root") \
+  X(RSQRT,      "rsqrt",      1, 1, FAM_UNARY,   OPF_F32, "1.0f / sqrt(x)", NULL, "1 / sqrt(x)") \
+  X(TANH,       "tanh",       1, 1, FAM_UNARY,   OPF_F32, "tanh(x)", NULL, "hyperbolic tangent") \
+  X(SIGMOID,    "sigmoid",    1, 1, FAM_UNARY,   OPF_F32, "1.0f / (1.0f + exp(-x))", NULL, "logistic 1/(1+e^-x)") \
+  X(RELU,       "relu",       1, 1, FAM_UNARY,   OPF_F32, "(x > 0.0f ? x : 0.0f)", NULL, "max(x, 0)") \
+  X(GELU,       "gelu",       1, 1, FAM_UNARY,   OPF_F32, "0.5f * x * (1.0f + erf(x * 0.70710678118654752f))", NULL, "exact GELU, x * Phi(x) with erf") \
+  X(GELU_TANH,  "gelu_tanh",  1, 1, FAM_UNARY,   OPF_F32, "0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)))", NULL, "GELU, tanh approximation") \
+  X(SILU,       "silu",       1, 1, FAM_UNARY,   OPF_F32, "x / (1.0f + exp(-x))", NULL, "x * sigmoid(x)") \
+  X(CAST,       "cast",       1, 1, FAM_CAST,    0, NULL, NULL, "convert to dtype a.to (f32->i32 truncates toward zero; to bool: x != 0)") \
+  X(COPY,       "copy",       1, 1, FAM_UNARY,   0, "x", NULL, "identity copy (materialises an output that would alias)") \
   /* contractions and windows */ \
-  X(MATMUL,     "matmul",     2, 2, FAM_MATMUL,  OPF_F32, NULL, "batched x @ y over the last two dims, leading dims broadcast; a.trans_x/a.trans_y transpose them first") \
-  X(CONV2D,     "conv2d",     2, 3, FAM_CONV,    OPF_F32, NULL, "NCHW x (*) OIHW w [+ bias O], stride, pad (t,l,b,r), dilation, groups") \
-  X(MAXPOOL2D,  "maxpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, "NCHW max over kernel windows; padding never wins") \
-  X(AVGPOOL2D,  "avgpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, "NCHW mean over kernel windows; a.count_pad counts padding in the divisor") \
+  X(MATMUL,     "matmul",     2, 2, FAM_MATMUL,  OPF_F32, NULL, NULL, "batched x @ y over the last two dims, leading dims broadcast; a.trans_x/a.trans_y transpose them first") \
+  X(CONV2D,     "conv2d",     2, 3, FAM_CONV,    OPF_F32, NULL, NULL, "NCHW x (*) OIHW w [+ bias O], stride, pad (t,l,b,r), dilation, groups") \
+  X(MAXPOOL2D,  "maxpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, NULL, "NCHW max over kernel windows; padding never wins") \
+  X(AVGPOOL2D,  "avgpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, NULL, "NCHW mean over kernel windows; a.count_pad counts padding in the divisor") \
   /* reductions and normalisations */ \
-  X(REDUCE_SUM, "reduce_sum", 1, 1, FAM_REDUCE,  OPF_F32, NULL, "sum over the a.axes bitmask, a.keepdims keeps them as size 1") \
-  X(REDUCE_MEAN,"reduce_mean",1, 1, FAM_REDUCE,  OPF_F32, NULL, "mean over the a.axes bitmask") \
-  X(REDUCE_MAX, "reduce_max", 1, 1, FAM_REDUCE,  OPF_F32, NULL, "max over the a.axes bitmask") \
-  X(SOFTMAX,    "softmax",    1, 1, FAM_SOFTMAX, OPF_F32, NULL, "exp(x - max) / sum over a.axis") \
-  X(LAYERNORM,  "layernorm",  1, 3, FAM_NORM,    OPF_F32, NULL, "(x - mean) / sqrt(var + eps) over dims a.axis.. end, then * gamma + beta") \
-  X(RMSNORM,    "rmsnorm",    1, 2, FAM_NORM,    OPF_F32, NULL, "x / sqrt(mean(x^2) + eps) over dims a.axis.. end, then * gamma") \
-  X(BATCHNORM,  "batchnorm",  5, 5, FAM_BATCHNORM, OPF_F32, NULL, "inference batchnorm on dim 1: (x - mean) / sqrt(var + eps) * gamma + beta") \
+  X(REDUCE_SUM, "reduce_sum", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "sum over the a.axes bitmask, a.keepdims keeps them as size 1") \
+  X(REDUCE_MEAN,"reduce_mean",1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "mean over the a.axes bitmask") \
+  X(REDUCE_MAX, "reduce_max", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "max over the a.axes bitmask") \
+  X(SOFTMAX,    "softmax",    1, 1, FAM_SOFTMAX, OPF_F32, NULL, NULL, "exp(x - max) / sum over a.axis") \
+  X(LAYERNORM,  "layernorm",  1, 3, FAM_NORM,    OPF_F32, NULL, NULL, "(x - mean) / sqrt(var + eps) over dims a.axis.. end, then * gamma + beta") \
+  X(RMSNORM,    "rmsnorm",    1, 2, FAM_NORM,    OPF_F32, NULL, NULL, "x / sqrt(mean(x^2) + eps) over dims a.axis.. end, then * gamma") \
+  X(BATCHNORM,  "batchnorm",  5, 5, FAM_BATCHNORM, OPF_F32, NULL, NULL, "inference batchnorm on dim 1: (x - mean) / sqrt(var + eps) * gamma + beta") \
   /* data movement */ \
-  X(RESHAPE,    "reshape",    1, 1, FAM_VIEW,    0, NULL, "same elements, new shape (no copy: a view of x)") \
-  X(TRANSPOSE,  "transpose",  1, 1, FAM_TRANSPOSE, 0, NULL, "out dim i = x dim a.perm[i]") \
-  X(CONCAT,     "concat",     1, -1, FAM_CONCAT, 0, NULL, "join inputs along a.axis") \
-  X(SLICE,      "slice",      1, 1, FAM_SLICE,   0, NULL, "x[start:end:step] per dim (step > 0)") \
-  X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp") \
+  X(RESHAPE,    "reshape",    1, 1, FAM_VIEW,    0, NULL, NULL, "same elements, new shape (no copy: a view of x)") \
+  X(TRANSPOSE,  "transpose",  1, 1, FAM_TRANSPOSE, 0, NULL, NULL, "out dim i = x dim a.perm[i]") \
+  X(CONCAT,     "concat",     1, -1, FAM_CONCAT, 0, NULL, NULL, "join inputs along a.axis") \
+  X(SLICE,      "slice",      1, 1, FAM_SLICE,   0, NULL, NULL, "x[start:end:step] per dim (step > 0)") \
+  X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp") \
+  /* attention */ \
+  X(SDPA,       "sdpa",       5, 5, FAM_ATTENTION, 0, NULL, NULL, "softmax(q k^T * a.scale) v: q [Hq,T,D], k/v [Hkv,S,D] (query head h reads kv head h/(Hq/Hkv)), i32 scalars len (keys j < len, clamped to [0,S]) and pos (a.causal: row i sees j <= pos+i); a row seeing no key is 0") \
   /* side effects */ \
-  X(WRITE,      "write",      3, 3, FAM_WRITE,   0, NULL, "state version x with y stored at i32 scalar offset z along a.axis (in place in state a.state); out of range: error, nothing written")
+  X(WRITE,      "write",      3, 3, FAM_WRITE,   0, NULL, NULL, "state version x with y stored at i32 scalar offset z along a.axis (in place in state a.state); out of range: error, nothing written")
 
 #endif

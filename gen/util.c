@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct Block {
@@ -76,13 +77,14 @@ void kiln_free_all(void) {
 /* ---- Buf ---- */
 
 /* Appends n bytes of p, growing with realloc (heap, not arena: free with buf_free); the data
- * stays NUL-terminated so it can be used as a string. Dies when out of memory. */
+ * stays NUL-terminated so it can be used as a string. Running out of memory is a
+ * one-line user error, like kiln_alloc's. */
 void buf_put(Buf *b, const void *p, size_t n) {
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (b->len + n + 1 > cap) cap *= 2;
     char *d = realloc(b->data, cap);
-    if (!d) die("out of memory growing a buffer to %zu bytes", cap);
+    if (!d) kiln_error("out of memory (growing a buffer to %zu bytes)", cap);
     b->data = d;
     b->cap = cap;
   }
@@ -101,7 +103,7 @@ void buf_printf(Buf *b, const char *fmt, ...) {
   int n = vsnprintf(NULL, 0, fmt, ap);
   va_end(ap);
   char *tmp = malloc((size_t)n + 1);
-  if (!tmp) die("out of memory");
+  if (!tmp) kiln_error("out of memory (formatting %d bytes)", n);
   va_start(ap, fmt);
   vsnprintf(tmp, (size_t)n + 1, fmt, ap);
   va_end(ap);
@@ -115,6 +117,43 @@ void buf_free(Buf *b) {
   *b = (Buf){0};
 }
 
+/* ---- string maps ---- */
+
+/* The slot holding k, or the empty slot where it would go (the table is never more
+ * than half full, so the probe ends). */
+static size_t strmap_slot(const StrMap *m, const char *k) {
+  size_t i = (size_t)kiln_fnv1a64(k, strlen(k)) & (m->cap - 1);
+  while (m->key[i] && strcmp(m->key[i], k) != 0) i = (i + 1) & (m->cap - 1);
+  return i;
+}
+
+int *strmap_get(const StrMap *m, const char *k) {
+  if (!m->cap) return NULL;
+  size_t i = strmap_slot(m, k);
+  return m->key[i] ? &m->val[i] : NULL;
+}
+
+int *strmap_put(StrMap *m, const char *k) {
+  if (2 * (m->n + 1) > m->cap) {          /* grow: rehash into a table twice the size */
+    StrMap old = *m;
+    m->cap = old.cap ? 2 * old.cap : 64;
+    m->key = kiln_alloc(m->cap * sizeof *m->key);
+    m->val = kiln_alloc(m->cap * sizeof *m->val);
+    for (size_t i = 0; i < old.cap; i++)
+      if (old.key[i]) {
+        size_t j = strmap_slot(m, old.key[i]);
+        m->key[j] = old.key[i];
+        m->val[j] = old.val[i];
+      }
+  }
+  size_t i = strmap_slot(m, k);
+  if (!m->key[i]) {
+    m->key[i] = k;
+    m->n++;
+  }
+  return &m->val[i];
+}
+
 /* ---- diagnostics ---- */
 
 static const char *cleanup_dir;
@@ -123,10 +162,26 @@ static const char *cleanup_dir;
  * The string must outlive the run. */
 void kiln_set_cleanup_dir(const char *tmpdir) { cleanup_dir = tmpdir; }
 
+/* Contract: removes the tree at path with rm -rf run directly (fork + execv, no
+ * shell, so no quoting); async-signal-safe, so the signal handler can use it too.
+ * Returns whether rm succeeded. */
+bool kiln_remove_tree(const char *path) {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    char *const argv[] = {"rm", "-rf", "--", (char *)path, NULL};
+    execv("/bin/rm", argv);
+    _exit(127);
+  }
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return false;
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 /* Removes a directory tree we created; only ever called on our own temporary dir. */
 static void remove_tree(const char *path) {
-  char *cmd = kiln_fmt("rm -rf -- '%s'", path);
-  if (system(cmd) != 0) fprintf(stderr, "kiln: could not remove %s\n", path);
+  if (!kiln_remove_tree(path)) fprintf(stderr, "kiln: could not remove %s\n", path);
 }
 
 /* Exit status 1 for a user error, after removing the temporary build directory if any. */
@@ -178,6 +233,38 @@ void die_(const char *cfile, int cline, const char *fmt, ...) {
 
 /* ---- files ---- */
 
+/* Contract: reads the file at path into the arena (NUL-terminated) and sets *size,
+ * reading at most max bytes: a regular file larger than max is refused before any
+ * read, a stream (pipe, device) as soon as it delivers byte max + 1, so /dev/zero
+ * cannot exhaust memory. On any problem returns NULL with "path: problem" in err. */
+unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return snprintf(err, errlen, "%s: is a directory", path), NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)), NULL;
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
+    fclose(f);
+    return snprintf(err, errlen, "%s: the file has %lld bytes, more than the %zu it can hold", path,
+                    (long long)st.st_size, max), NULL;
+  }
+  Buf b = {0};
+  char chunk[65536];
+  size_t n;
+  while (b.len <= max && (n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad || b.len > max) {
+    buf_free(&b);
+    if (bad) return snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno)), NULL;
+    return snprintf(err, errlen, "%s: more than the %zu bytes it can hold (an endless stream?)", path, max), NULL;
+  }
+  unsigned char *data = kiln_alloc(b.len + 1);
+  if (b.len) memcpy(data, b.data, b.len);
+  *size = b.len;
+  buf_free(&b);
+  return data;
+}
+
 /* Creates every missing directory on the way to dir/name. */
 static void make_parents(char *path) {
   for (char *p = path + 1; *p; p++) {
@@ -226,7 +313,7 @@ const char *template_get(const char *path) {
   die("no embedded template %s", full);
 }
 
-/* Returns the embedded file at a repository path such as "gen/nn.lua", or NULL. */
+/* Returns the embedded file at a repository path such as "gen/frontend/nn.lua", or NULL. */
 const char *embedded_get(const char *path, size_t *len) {
   for (int i = 0; kiln_embedded[i].name; i++)
     if (strcmp(kiln_embedded[i].name, path) == 0) {

@@ -23,8 +23,9 @@
 --            overwrites before anything reads them.
 --   decode   token i32 [1], pos -> logits f32 [1, 512]
 -- Each writes its keys and values at rows pos.. of the caches, then attends over rows
--- 0 .. pos + i (the causal mask); a pos that would write past row 511 makes the generated
--- C return STORIES_E_RANGE before touching anything.
+-- 0 .. pos + i (kiln.sdpa, causal, which loops only over the rows in use); a pos that
+-- would write past row 511 makes the generated C return STORIES_E_RANGE before touching
+-- anything.
 local kiln = require "kiln"
 local nn = require "kiln.nn"
 
@@ -42,27 +43,18 @@ for i = 0, LAYERS - 1 do
               v = kiln.state("layers." .. i .. ".v", {KV_HEADS, CTX, HD})}
 end
 
--- Position-dependent tables of one call, made once per entry from its `pos`: RoPE's
--- cos/sin rows pos .. pos + T - 1 gathered from the checkpoint's tables, interleaved to
--- [T, 1, HD] as C = (cos, cos), S = (sin, sin); and the additive causal mask [T, CTX]:
--- 0 where cache row j <= pos + i, else -inf: exp gives exactly 0 (without the slow
--- underflow path of a large negative number), so the rows not yet written, zero or stale,
--- never count; row 0 is always visible, so no row of the softmax is all -inf.
+-- RoPE's tables for the positions of one call, made once per entry from its `pos`: rows
+-- pos .. pos + T - 1 of the checkpoint's cos/sin tables, interleaved to [T, 1, HD] as
+-- C = (cos, cos), S = (sin, sin).
 local function positions(pos, T)
-  local ramp = {}
-  for i = 0, T - 1 do ramp[#ramp + 1] = i end
-  local qpos = kiln.cast(pos, "f32") + kiln.constant(ramp, {T})          -- pos + i, exact in f32
-  local idx = kiln.cast(qpos, "i32")
+  local idx = kiln.arange(T, {start = pos})                              -- i32 [T]: pos + i
   local function interleave(t)                                           -- [CTX, HD/2] -> [T, 1, HD]
     local r = kiln.gather(t, idx, 0):unsqueeze(2)
     return kiln.concat({r, r}, 2):reshape(T, 1, HD)
   end
   local cos = interleave(kiln.param("rope.cos", {CTX, HD // 2}))   -- one parameter, shared by name
   local sin = interleave(kiln.param("rope.sin", {CTX, HD // 2}))
-  local cols = {}
-  for j = 0, CTX - 1 do cols[#cols + 1] = j end
-  local visible = kiln.constant(cols, {1, CTX}):le(qpos:reshape(T, 1))   -- [T, CTX]
-  return {cos = cos, sin = sin, mask = kiln.where(visible, 0, -math.huge)}
+  return {cos = cos, sin = sin}
 end
 
 -- RoPE rotates each pair (a, b) = (x[2i], x[2i+1]) of a head by the angle of (pos, i):
@@ -98,21 +90,19 @@ function Attention:init()
 end
 
 -- Grouped-query attention over the cache: this call's keys and values go to rows pos..
--- of the layer's caches, then query head h = 2g + r (r < HEADS/KV_HEADS) reads kv head g
--- of the whole cache: q viewed as [KV_HEADS, HEADS/KV_HEADS, T, HD] against k, v as
--- [KV_HEADS, 1, CTX, HD], so the matmuls broadcast over the group without copying.
+-- of the layer's caches, then kiln.sdpa attends with query head h reading kv head
+-- h // (HEADS/KV_HEADS), query row i (position pos + i) seeing cache rows 0 .. pos + i:
+-- the rows not yet written, zero or left from padding, never count, and the kernel loops
+-- only over the rows it sees. Scale 1/sqrt(HD).
 function Attention:forward(x, rope, at, kv, pos)
   local T = x:size(0)
-  local rep = HEADS // KV_HEADS
-  local q = rope(self.wq(x):reshape(T, HEADS, HD), at):reshape(T, KV_HEADS, rep, HD):permute(1, 2, 0, 3)
-  local k = rope(self.wk(x):reshape(T, KV_HEADS, HD), at):transpose(0, 1)    -- [KV, T, HD]
+  local q = rope(self.wq(x):reshape(T, HEADS, HD), at):transpose(0, 1)      -- [HEADS, T, HD]
+  local k = rope(self.wk(x):reshape(T, KV_HEADS, HD), at):transpose(0, 1)   -- [KV, T, HD]
   local v = self.wv(x):reshape(T, KV_HEADS, HD):transpose(0, 1)
   kiln.write(kv.k, k, {axis = 1, at = pos})
   kiln.write(kv.v, v, {axis = 1, at = pos})
-  local keys, values = kv.k:unsqueeze(1), kv.v:unsqueeze(1)                    -- [KV, 1, CTX, HD]
-  local scores = kiln.matmul(q, keys, {trans_b = true}) * (1 / math.sqrt(HD)) + at.mask   -- [KV, rep, T, CTX]
-  local out = kiln.matmul(kiln.softmax(scores, -1), values)                    -- [KV, rep, T, HD]
-  local y = self.wo(out:permute(2, 0, 1, 3):reshape(T, DIM))
+  local out = kiln.sdpa(q, kv.k, kv.v, {len = pos + T, pos = pos, causal = true})   -- [HEADS, T, HD]
+  local y = self.wo(out:transpose(0, 1):reshape(T, DIM))
   return y
 end
 

@@ -6,8 +6,10 @@
 set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# libclang-rt-14-dev: clang's sanitizer and libFuzzer runtimes (t_compile builds with clang
+# -fsanitize=address,undefined); clang only recommends it, and we install without recommends.
 for p in liblua5.4-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler pkg-config \
-         gcc clang make python3-numpy python3-torch; do
+         gcc clang libclang-rt-14-dev make python3-numpy python3-torch; do
   have "$p" || need="$need $p"
 done
 [ -z "$need" ] && exit 0

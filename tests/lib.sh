@@ -25,5 +25,5 @@ kt_need_kiln() {
 
 # kt_models: every model script the whole-repository checks use, one per line.
 kt_models() {
-  ls models/*.lua tests/golden/*.lua 2>/dev/null
+  ls models/*.lua tests/golden/*.lua tests/targets/*.lua 2>/dev/null
 }

@@ -1,20 +1,37 @@
 #!/bin/sh
-# Runs every test suite tests/t_*.sh in name order. A suite prints one line per check:
+# Runs every test suite tests/t_*.sh, JOBS at a time (default 2: the suites are
+# independent, each works in its own temporary directory). A suite prints one line per
+# check:
 #   PASS <name>            or            FAIL <name>: <why>
 # and anything else it likes (ignored), except "NOTE ..." lines, which say what a suite
-# deliberately does not check (shown here, counted nowhere). The last line is
+# deliberately does not check (shown here, counted nowhere). Results are reported per
+# suite in name order, whatever order they finished in; the last line is
 # "N passed, N failed".
 # TESTS="t_ops t_golden" limits the run to those suites.
 cd "$(dirname "$0")/.." || exit 2
 export KILN="${KILN:-$PWD/build/kiln}"
+JOBS=${JOBS:-2}
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
-pass=0; fail=0
-suites=${TESTS:-$(cd tests && ls t_*.sh | sed 's/\.sh$//')}
-for s in $suites; do
+suites=$(echo ${TESTS:-$(cd tests && ls t_*.sh | sed "s/\.sh$//")})   # one line, space-separated
+
+# The slowest suites start first, so two workers finish close together.
+slow="t_compile t_ops t_robust t_metal t_passes t_hardening"
+order=""
+for s in $slow; do case " $suites " in *" $s "*) order="$order $s" ;; esac; done
+for s in $suites; do case " $slow " in *" $s "*) ;; *) order="$order $s" ;; esac; done
+
+# Each suite: its output, exit status and seconds into $log.
+export log
+printf '%s\n' $order | xargs -P "$JOBS" -I{} sh -c '
   start=$(date +%s)
-  sh "tests/$s.sh" > "$log/$s.out" 2>&1
-  rc=$?
+  sh "tests/{}.sh" > "$log/{}.out" 2>&1
+  echo $? > "$log/{}.rc"
+  echo $(( $(date +%s) - start )) > "$log/{}.time"'
+
+pass=0; fail=0
+for s in $suites; do
+  rc=$(cat "$log/$s.rc" 2>/dev/null || echo 127)
   p=$(grep -c '^PASS ' "$log/$s.out")
   f=$(grep -c '^FAIL ' "$log/$s.out")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
@@ -23,7 +40,7 @@ for s in $suites; do
   fi
   grep '^FAIL ' "$log/$s.out"
   grep '^NOTE ' "$log/$s.out"
-  echo "  $s: $p passed, $f failed ($(( $(date +%s) - start ))s)"
+  echo "  $s: $p passed, $f failed ($(cat "$log/$s.time" 2>/dev/null || echo ?)s)"
   pass=$((pass + p)); fail=$((fail + f))
 done
 echo "$pass passed, $fail failed"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # t_compile.sh — the generated C, the runtime and the compiler itself, under strict flags
 # and sanitizers.
-#   1. every model (models/*.lua, tests/golden/*.lua, tests/state/*.lua): <m>.c and <m>_weights.c compile with
+#   1. every model (models/*.lua, tests/golden/*.lua, tests/targets/*.lua, tests/state/*.lua): <m>.c and <m>_weights.c compile with
 #      gcc and clang under -std=c11 -Wall -Wextra -Wpedantic -Werror, and run clean under
 #      -fsanitize=address,undefined -fno-sanitize-recover=all, both with the test driver and
 #      with runtime/ loading the weights (tests/py/run_compile.py); runtime/*.c alone too.

@@ -19,7 +19,7 @@ kt_work coreml
 S=coreml
 
 # ---- schema ----
-$PY tests/coreml/protocmp.py gen tests/coreml/apple
+$PY tests/coreml/protocmp.py gen/target tests/coreml/apple
 
 # ---- objc wrapper ----
 if ! command -v clang >/dev/null; then
@@ -39,7 +39,7 @@ fi
 # ---- milrun ----
 mkdir -p "$WORK/pb"
 MILRUN=$WORK/milrun
-if protoc-c --proto_path=gen --c_out="$WORK/pb" gen/coreml.proto gen/coreml_mil.proto &&
+if protoc-c --proto_path=gen/target --c_out="$WORK/pb" gen/target/coreml.proto gen/target/coreml_mil.proto &&
    out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -D_POSIX_C_SOURCE=200809L -I"$WORK/pb" \
          -o "$MILRUN" tests/coreml/milrun.c "$WORK/pb/coreml.pb-c.c" "$WORK/pb/coreml_mil.pb-c.c" -lprotobuf-c -lm 2>&1); then
   echo "PASS $S/milrun builds"
@@ -51,9 +51,9 @@ fi
 # ---- every model ----
 # A model with state or entry points (models/stories.lua) is not supported by the Core ML
 # target yet: its build must fail with the one-line error naming the script, writing
-# nothing, and a NOTE says it is not checked; tests/models/stories_fixed.lua, the
+# nothing, and a NOTE says it is not checked; models/stories_fixed.lua, the
 # stateless fixed-length TinyStories, covers its network.
-for m in models/*.lua tests/coreml/models/*.lua tests/models/stories_fixed.lua; do
+for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do
   n=$(basename "$m" .lua)
   if "$KILN" graph "$m" 2>/dev/null | grep -q '^entry '; then
     out=$("$KILN" build "$m" -o "$WORK/m-$n" --target coreml 2>&1)
@@ -74,7 +74,7 @@ for cfg in iOS15:fp32 iOS17:fp16; do
   if ! "$KILN" build tests/coreml/golden/tiny.lua -o "$d" --target coreml --min-os "$os" --precision "$p" 2>"$WORK/err"; then
     echo "FAIL $S/golden/$os-$p: build failed: $(head -n 1 "$WORK/err")"; continue
   fi
-  protoc --decode=CoreML.Specification.Model --proto_path=gen gen/coreml.proto \
+  protoc --decode=CoreML.Specification.Model --proto_path=gen/target gen/target/coreml.proto \
     < "$d/tiny.mlpackage/Data/com.apple.CoreML/model.mlmodel" > "$d/decoded.txt"
   cat "$d/tiny.mlpackage/Manifest.json" >> "$d/decoded.txt"
   if [ -n "$UPDATE" ]; then cp "$d/decoded.txt" "$g"; echo "PASS $S/golden/$os-$p: rewritten"; continue; fi
@@ -127,7 +127,7 @@ for e in rank6:4:rank keyword:3:reserved; do
 done
 
 # ---- op coverage ----
-used=$(for m in models/*.lua tests/coreml/models/*.lua tests/models/stories_fixed.lua; do
+used=$(for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do
          "$KILN" graph "$m" 2>/dev/null | grep -q '^entry ' || "$KILN" graph "$m" --after memplan 2>/dev/null; done |
        awk '/^%/ {print $3}' | sort -u)
 missing=""

@@ -1,6 +1,6 @@
 #!/bin/sh
 # t_determinism.sh — everything Kiln writes is byte-identical from run to run and across
-# directories: for every model (models/*.lua, tests/golden/*.lua) it builds
+# directories: for every model (models/*.lua, tests/golden/*.lua, tests/targets/*.lua) it builds
 #   a  from the repository root:         kiln build models/m.lua -o W/a/m
 #   a2 the same command again:           run-to-run equality
 #   b  from a copy of the model's directory elsewhere, the same relative script path,

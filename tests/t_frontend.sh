@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_frontend.sh — the Lua frontend (gen/lua.c, gen/lua_ops.c, gen/nn.lua, gen/init.c).
+# t_frontend.sh — the Lua frontend (gen/frontend/lua.c, gen/frontend/lua_ops.c, gen/frontend/nn.lua, gen/frontend/init.c).
 #
 #   err/<script>     every tests/frontend/bad_*.lua holds a line "-- expect: <line>":
 #                    `kiln build` must exit 1, print exactly that one line on stderr,
@@ -67,7 +67,7 @@ if "$KILN" graph tests/frontend/names.lua > "$WORK/names.txt" 2> "$WORK/names.er
   got=$(awk '$3 == "weight" {print $4}' "$WORK/names.txt" | tr '\n' ' ')
   want="enc.scale enc.norm.weight enc.norm.bias enc.fc.weight enc.fc.bias enc.layers.0.weight enc.layers.0.bias enc.layers.1.weight enc.late.weight enc.late.bias bad.0.weight bad.0.bias "
   if [ "$got" = "$want" ]; then echo "PASS frontend/names/weights"; else echo "FAIL frontend/names/weights: got '$got', expected '$want'"; fi
-  if grep -q ' mul .*  enc  @tests/frontend/names.lua:17' "$WORK/names.txt"; then echo "PASS frontend/names/scope_line"
+  if grep -q ' mul .*  module enc  @tests/frontend/names.lua:17' "$WORK/names.txt"; then echo "PASS frontend/names/scope_line"
   else echo "FAIL frontend/names/scope_line: no mul named enc at names.lua:17"; fi
 else
   echo "FAIL frontend/names/asserts: $(cat "$WORK/names.err")"

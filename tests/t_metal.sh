@@ -121,10 +121,10 @@ else pass metal_objc_stub_catches_misuse; fi
 # A model with state or entry points (models/stories.lua) is not supported by the Metal
 # target yet: its build must fail with the one-line error naming the script, writing
 # nothing (metal_refuses_state_<m>), and a NOTE says the model is not emulated; the
-# stateless fixed-length TinyStories, tests/models/stories_fixed.lua, covers its network.
+# stateless fixed-length TinyStories, models/stories_fixed.lua, covers its network.
 tested=""
 mkdir -p "$T/m" "$T/g"
-for script in models/*.lua tests/metal/models/*.lua tests/models/stories_fixed.lua; do
+for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua; do
   [ -f "$script" ] || continue
   m=$(basename "$script" .lua)
   d=$T/m/$m

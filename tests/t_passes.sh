@@ -72,7 +72,7 @@ done
 # The memory plan of every model in models/, traced by the real frontend: the driver
 # linked with the objects of KILN's build directory (every pass, then check_plan).
 objdir=$(dirname "$KILN")
-if [ -f "$objdir/lua.o" ] && sh tests/passes/build-full.sh "$objdir" "$tmp/gtest-full" 2> "$tmp/full.err"; then
+if [ -f "$objdir/frontend/lua.o" ] && sh tests/passes/build-full.sh "$objdir" "$tmp/gtest-full" 2> "$tmp/full.err"; then
   for m in models/*.lua; do
     name=$(basename "$m" .lua)
     if "$tmp/gtest-full" plan "$m" > "$tmp/plan-$name.out" 2>&1; then echo "PASS passes_plan_$name"

@@ -2,7 +2,8 @@
 # t_robust.sh — bad input gets a clear error, never a crash or silent garbage; unusual but
 # valid input works end to end. (docs/testing.md, "Robustness".)
 #
-#   robust/err/<s>       every tests/robust/err/*.lua ends with "-- expect: <line>": `kiln build`
+#   robust/err/<s>       every tests/robust/err/*.lua ends with "-- expect: <line>" (and may have a
+#                        "-- flags: ..." line of extra options): `kiln build`
 #                        and `kiln graph` (not for scripts marked "-- build-only") exit 1
 #                        printing exactly that one line on stderr, nothing on stdout, and
 #                        leave no output directory (nor its temporary)
@@ -22,6 +23,7 @@
 #                        under ASan/UBSan (seeds, and inputs fuzzing once found)
 #   robust/st-load/<f>   `kiln graph` on a script that kiln.load()s the file: exit 0, or exit
 #                        1 with one line naming the script's line and the file
+#   robust/npy-replay    tests/robust/fuzz_npy.c replays every tests/robust/npy/* file likewise
 #   robust/wt-replay     tests/robust/fuzz_weights.c replays every tests/robust/wt/* file
 #                        against runtime/kiln_runtime.c under ASan/UBSan
 # Fuzzing itself (minutes, libFuzzer) is not part of the suite: see the two harnesses' headers.
@@ -51,10 +53,11 @@ for f in tests/robust/err/*.lua; do
   n=$(basename "$f" .lua)
   want=$(sed -n 's/^-- expect: //p' "$f" | head -n 1)
   if [ -z "$want" ]; then echo "FAIL $S/err/$n: no '-- expect:' line"; continue; fi
+  flags=$(sed -n 's/^-- flags: //p' "$f" | head -n 1)    # e.g. --unsafe-lua, --lua-max-memory 16
   out=$WORK/out-$n
-  err_check "err/$n" "$want" "$KILN" build "$f" -o "$out"
+  err_check "err/$n" "$want" "$KILN" build "$f" -o "$out" $flags
   if [ -e "$out" ] || [ -e "$out.kiln-tmp" ]; then echo "FAIL $S/err/$n/nothing-written: $out was created"; fi
-  grep -q '^-- build-only' "$f" || err_check "err/$n/graph" "$want" "$KILN" graph "$f"
+  grep -q '^-- build-only' "$f" || err_check "err/$n/graph" "$want" "$KILN" graph "$f" $flags
 done
 
 # ---- ok: C, Metal, Core ML ----
@@ -81,7 +84,7 @@ else
 fi
 
 mkdir -p "$WORK/pb"
-if protoc-c --proto_path=gen --c_out="$WORK/pb" gen/coreml.proto gen/coreml_mil.proto &&
+if protoc-c --proto_path=gen/target --c_out="$WORK/pb" gen/target/coreml.proto gen/target/coreml_mil.proto &&
    cc -std=c11 -O1 -D_POSIX_C_SOURCE=200809L -I"$WORK/pb" -o "$WORK/milrun" tests/coreml/milrun.c \
       "$WORK/pb/coreml.pb-c.c" "$WORK/pb/coreml_mil.pb-c.c" -lprotobuf-c -lm 2> "$WORK/out"; then
   for f in tests/robust/ok/*.lua; do
@@ -123,16 +126,17 @@ err_check cli/no-command "kiln: error: no command (see kiln --help)" "$KILN"
 err_check cli/missing-script "nope.lua: error: cannot open the model script: No such file or directory" "$KILN" graph nope.lua
 err_check cli/directory-script ".: error: the model script is a directory" "$KILN" build . -o out
 err_check cli/out-is-file "kiln: error: build: afile exists and is not a directory" "$KILN" build m.lua -o afile
-err_check cli/out-under-file "kiln: error: cannot create afile/sub.kiln-tmp: Not a directory" "$KILN" build m.lua -o afile/sub
+err_check cli/out-under-file "kiln: error: cannot create afile/sub: afile is not a directory" "$KILN" build m.lua -o afile/sub
 err_check cli/two-scripts "kiln: error: unexpected argument 'm.lua' (one model script per command)" "$KILN" graph m.lua m.lua
 err_check cli/wrong-command-option "kiln: error: graph: option -o does not apply to this command (see kiln --help)" "$KILN" graph m.lua -o out
 err_check cli/name-shadows-header "kiln: error: the model's math.h would shadow the C header <math.h>; choose another --name" "$KILN" build m.lua -o out --name math
 err_check cli/input-missing "kiln: error: run: missing --input x=FILE (f32 [2, 3])" "$KILN" run m.lua $F
 err_check cli/input-twice "kiln: error: run: --input x is given twice" "$KILN" run m.lua --input x=x.npy --input x=x.npy $F
 err_check cli/input-not-pair "kiln: error: run: --input x is not NAME=FILE" "$KILN" run m.lua --input x $F
-err_check cli/input-unknown "kiln: error: run: --input z=x.npy names no input of the model" "$KILN" run m.lua --input x=x.npy --input z=x.npy $F
-err_check cli/input-directory "kiln: error: --input x: . is a directory" "$KILN" run m.lua --input x=. $F
-err_check cli/input-absent "kiln: error: --input x: cannot open nope.npy: No such file or directory" "$KILN" run m.lua --input x=nope.npy $F
+err_check cli/input-misspelt "kiln: error: run: --input y=x.npy: the model has no input 'y' (its inputs: x, flag)" "$KILN" run m.lua --input y=x.npy $F
+err_check cli/input-unknown "kiln: error: run: --input z=x.npy: the model has no input 'z' (its inputs: x, flag)" "$KILN" run m.lua --input x=x.npy --input z=x.npy $F
+err_check cli/input-directory "kiln: error: --input x: .: is a directory" "$KILN" run m.lua --input x=. $F
+err_check cli/input-absent "kiln: error: --input x: nope.npy: cannot open: No such file or directory" "$KILN" run m.lua --input x=nope.npy $F
 err_check cli/npy-dtype "kiln: error: x64.npy: --input x is f32, which .npy spells '<f4'; the file holds '<f8'" "$KILN" run m.lua --input x=x64.npy $F
 err_check cli/npy-big-endian "kiln: error: xbig.npy: --input x is f32, which .npy spells '<f4'; the file holds '>f4'" "$KILN" run m.lua --input x=xbig.npy $F
 err_check cli/npy-shape "kiln: error: xT.npy: --input x is f32 [2, 3], the file holds shape [3, 2]" "$KILN" run m.lua --input x=xT.npy $F
@@ -155,7 +159,7 @@ cd "$ROOT" || exit 2
 
 # ---- fuzz corpora: safetensors ----
 if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/st_replay" tests/robust/fuzz_safetensors.c \
-      gen/safetensors.c gen/util.c gen/ops.c 2> "$WORK/out"; then
+      gen/frontend/safetensors.c gen/util.c gen/ops.c 2> "$WORK/out"; then
   if out=$("$WORK/st_replay" tests/robust/st/* 2>&1); then echo "PASS $S/st-replay: $out"
   else echo "FAIL $S/st-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else
@@ -174,6 +178,15 @@ for f in tests/robust/st/*; do
     echo "FAIL $S/st-load/$n: exit $rc: $(head -c 300 "$WORK/stderr")"
   fi
 done
+
+# ---- fuzz corpora: .npy inputs ----
+if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/npy_replay" tests/robust/fuzz_npy.c \
+      gen/npy.c gen/util.c gen/ops.c gen/escape.c 2> "$WORK/out"; then
+  if out=$("$WORK/npy_replay" tests/robust/npy/* 2>&1); then echo "PASS $S/npy-replay: $out"
+  else echo "FAIL $S/npy-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
+else
+  echo "FAIL $S/npy-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
+fi
 
 # ---- fuzz corpora: weights files ----
 if cc -std=c11 $SAN -DKILN_FUZZ_MAIN -Iruntime -o "$WORK/wt_replay" tests/robust/fuzz_weights.c runtime/kiln_runtime.c \

@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_safetensors.sh — the safetensors reader (gen/safetensors.c) through kiln.load.
+# t_safetensors.sh — the safetensors reader (gen/frontend/safetensors.c) through kiln.load.
 #
 # tests/frontend/st_make.py writes, by hand (no safetensors library), one valid file
 # with F32/F16/BF16 tensors (subnormals, infinities, NaN with payload, -0), an I64

@@ -6,7 +6,7 @@ Prints PASS/FAIL lines (tests/run.sh protocol). For the model:
   1. builds the C target and its driver (tests/runtime/driver.c) and runs it on
      seeded random inputs: the reference outputs;
   2. for each CONFIG builds the .mlpackage and checks:
-     decode   protoc --decode against gen/coreml.proto shows no unknown field;
+     decode   protoc --decode against gen/target/coreml.proto shows no unknown field;
      blobs    tests/coreml/wbcheck.py (manifest, weight.bin, offsets vs model);
      run      tests/coreml/milrun (validation + evaluation) matches the C target:
               fp32: max |coreml - c| <= 1e-4 * max(1, max |c|)
@@ -102,8 +102,8 @@ def check_config(kiln, milrun, model, work, cfg, ref, sig, tag):
     pkg = os.path.join(out, name + ".mlpackage")
     mlmodel = os.path.join(pkg, "Data/com.apple.CoreML/model.mlmodel")
     with open(mlmodel, "rb") as f:
-        r = sh(["protoc", "--decode=CoreML.Specification.Model", f"--proto_path={ROOT}/gen",
-                f"{ROOT}/gen/coreml.proto"], stdin=f)
+        r = sh(["protoc", "--decode=CoreML.Specification.Model", f"--proto_path={ROOT}/gen/target",
+                f"{ROOT}/gen/target/coreml.proto"], stdin=f)
     unknown = [ln for ln in r.stdout.splitlines() if re.match(r"^\s*\d+\s*[:{]", ln)]
     if r.returncode or unknown or not r.stdout:
         print(f"FAIL {t}/decode: {first_line(r.stderr) if r.returncode else unknown[:2]}")

@@ -7,7 +7,7 @@
  *
  * Nothing here ran Core ML: this is the test oracle for the package's *content*.
  * It reads model.mlmodel through the same protobuf-c schema as the emitter
- * (gen/coreml.proto) but shares no code with it, and it is strict on purpose:
+ * (gen/target/coreml.proto) but shares no code with it, and it is strict on purpose:
  *   - Model: spec 6..9, an mlProgram of version 1 with one function "main" whose
  *     opset matches the spec and names its one block specialization; function
  *     inputs and block outputs equal the description's features (names, order,

@@ -2,7 +2,7 @@
 (docs/lua-api.md, "Deterministic initialiser") in plain Python integers and floats.
 
 Python floats are IEEE doubles with correctly rounded + - * / and math.sqrt and no
-fused multiply-add, so this must match gen/init.c bit for bit.
+fused multiply-add, so this must match gen/frontend/init.c bit for bit.
 Usage: init_ref.py SEED NAME KIND A B N  -> prints N float32 bit patterns (hex)."""
 import math
 import struct

@@ -3,7 +3,7 @@
 # links every object of a kiln build directory except main.o. build-full.sh BUILD_DIR OUT
 set -eu
 b=$1; out=$2
-objs=$(ls "$b"/*.o | grep -v '/main\.o$')
+objs=$(ls "$b"/*.o "$b"/*/*.o | grep -v '/main\.o$')
 lua_cflags=$(pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 lua_libs=$(pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
 pbc_libs=$(pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from kt import Tol, lua_shape
+from kt import EPS, Tol, lua_shape
 
 torch.set_num_threads(1)
 np.seterr(all="ignore")
@@ -186,6 +186,123 @@ add("where", "from_cmp", "kiln.where(kiln.gt(x, y), x, y)",
 add("where", "i32", "kiln.where(c, a, b)",
     [("c", [4], "bool", "bool"), ("a", [4], "i32", "int:-9:9"), ("b", [2, 4], "i32", "int:-9:9")],
     ref=lambda c, a, b: np.where(c, a, b), dtypes=("i32",))
+
+# ---------------------------------------------------------------- i32 arithmetic
+# Two's-complement wrapping, as PyTorch's int32 tensors (and numpy's) do: the reference
+# computes exactly in int64 and wraps; every target computes i32(i64(x) op y).
+
+def wrap32(v):
+    return ((np.asarray(v, dtype=np.int64) + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+I32 = {"add": ("+", lambda x, y: x + y), "sub": ("-", lambda x, y: x - y), "mul": ("*", lambda x, y: x * y),
+       "max": (None, np.maximum), "min": (None, np.minimum)}
+EDGE_X = [2147483647, -2147483648, 2147483647, -2147483648, 123456789, -5, 0, 65536]
+EDGE_Y = [1, -1, 2147483647, 2147483647, 100000, 7, -2147483648, 65536]
+for op, (sym, f) in I32.items():
+    ref = lambda x, y, f=f: wrap32(f(x.astype(np.int64), y.astype(np.int64)))
+    for cname, sx, sy in [("same", [2, 3, 5], [2, 3, 5]), ("row", [4, 7], [7]), ("rank0", [], [3])]:
+        add(op, "i32_" + cname, "kiln.%s(x, y)" % op,
+            [("x", sx, "i32", "int:-100000:100000"), ("y", sy, "i32", "int:-100000:100000")],
+            ref=ref, dtypes=("i32",))
+    add(op, "i32_wrap", "kiln.%s(x, y)" % op, [("x", [8], "i32", EDGE_X), ("y", [8], "i32", EDGE_Y)],
+        ref=ref, dtypes=("i32",))
+    if sym:
+        add(op, "i32_int_literal", "x %s 3" % sym, [("x", [2, 5], "i32", "int:-9:9")],
+            ref=lambda x, f=f: wrap32(f(x.astype(np.int64), 3)), dtypes=("i32",))
+add("neg", "i32", "-x", [("x", [6], "i32", [0, 1, -7, 2147483647, -2147483648, 42])],
+    ref=lambda x: wrap32(-x.astype(np.int64)), dtypes=("i32",))
+add("abs", "i32", "kiln.abs(x)", [("x", [6], "i32", [0, 1, -7, 2147483647, -2147483648, -42])],
+    ref=lambda x: wrap32(np.abs(x.astype(np.int64))), dtypes=("i32",))
+add("add", "i32_chain", "(x * 2 + y):neg():abs() - 1",   # fused: an i32 epilogue chain
+    [("x", [3, 4], "i32", "int:-1000:1000"), ("y", [4], "i32", "int:-1000:1000")],
+    ref=lambda x, y: wrap32(np.abs(-(x.astype(np.int64) * 2 + y)) - 1), dtypes=("i32",),
+    also=("mul", "neg", "abs", "sub"))
+for op, f in CMP.items():
+    add(op, "i32", "kiln.%s(x, y)" % op, [("x", [2, 6], "i32", "int:-3:3"), ("y", [6], "i32", "int:-3:3")],
+        ref=lambda x, y, f=f: f(x, y), dtypes=("bool",))
+add("lt", "i32_position", "kiln.lt(x, p + 1)", [("x", [8], "i32", "int:0:8"), ("p", [], "i32", [4])],
+    ref=lambda x, p: x < p + 1, dtypes=("bool",), also=("add",))
+# Promotion, as PyTorch: i32 with a non-integer number or an f32 tensor, and true division,
+# compute in f32 (exact here: small integers and halves are exact in f32).
+add("add", "i32_promote_number", "x + 0.5", [("x", [5], "i32", "int:-50:50")],
+    ref=lambda x: x.astype(np.float32) + np.float32(0.5), also=("cast",))
+add("mul", "i32_promote_tensor", "x * y", [("x", [5], "i32", "int:-50:50"), ("y", [5], "f32", "u:-2:2")],
+    ref=lambda x, y: x.astype(np.float64) * y, tol=Tol.ew(), also=("cast",))
+add("div", "i32_true_division", "x / 4", [("x", [6], "i32", "int:-50:50")],
+    ref=lambda x: x.astype(np.float64) / 4, tol=Tol.ew(), also=("cast",))
+add("exp", "i32_promote_unary", "kiln.exp(x)", [("x", [4], "i32", "int:-3:3")],
+    ref=lambda x: np.exp(x.astype(np.float64)), tol=Tol.ew(), also=("cast",))
+
+# ---------------------------------------------------------------- attention (sdpa)
+# Reference: plain float64 softmax attention in numpy with an explicit boolean mask (keys
+# j < clamp(len, 0, S), and j <= pos + i when causal) and K/V repeated per query head group
+# (Llama's repeat_interleave); a row that sees no key is 0. Debian's torch 1.13 has no
+# scaled_dot_product_attention, so torch is not used here.
+
+def sdpa_ref(q, k, v, L, P, causal=True, scale=None):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    HQ, T, D = q.shape
+    S = k.shape[1]
+    g = HQ // k.shape[0]
+    k, v = np.repeat(k, g, axis=0), np.repeat(v, g, axis=0)
+    scale = 1 / math.sqrt(D) if scale is None else scale
+    n = min(max(int(L), 0), S)
+    mask = np.arange(S)[None, :] < n
+    if causal:
+        mask = mask & (np.arange(S)[None, :] <= int(P) + np.arange(T)[:, None])
+    s = np.where(mask[None], scale * (q @ k.transpose(0, 2, 1)), -np.inf)
+    m = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0))
+    tot = np.sum(e, axis=-1, keepdims=True)
+    out = (e @ v) / np.where(tot > 0, tot, 1)
+    return np.where(np.any(mask, axis=-1)[None, :, None], out, 0.0)
+
+
+def sdpa_tol(q, k, v, *rest, scale=None):
+    """Scores: a D-term contraction, abs error (2 sqrt(D) + 4) eps A with A = scale max |q|.|k|;
+    softmax: relative error of p about 2 (that + max|s| eps) + (2 sqrt(S) + 8) eps; the output,
+    a weighted mean of v, inherits it times max|v| plus its own S-term sum."""
+    D, S = q.shape[2], k.shape[1]
+    sc = 1 / math.sqrt(D) if scale is None else scale
+    g = q.shape[0] // k.shape[0]
+    A = sc * float(np.max(np.abs(q).astype(np.float64) @ np.repeat(np.abs(k), g, axis=0).transpose(0, 2, 1)))
+    rel = 2 * ((2 * math.sqrt(D) + 4) * A + A) + (2 * math.sqrt(S) + 8) + (2 * math.sqrt(S) + 4)
+    return EPS * rel * max(1.0, float(np.max(np.abs(v))))
+
+
+def sdpa_case(name, hq, t, hkv, s, d, pos, ln, causal=True, scale=None, extra="", expr=None):
+    opts = ["len = %s" % ln, "pos = p"] + ([] if causal else ["causal = false"]) + (
+        [] if scale is None else ["scale = %r" % scale])
+    e = expr or "kiln.sdpa(q, k, v, {%s})%s" % (", ".join(opts), extra)
+    lenv = (lambda p: eval(ln.replace("p", "int(p)"))) if "p" in ln else (lambda p: int(ln))
+    post = {"": lambda o: o, " * 2 + 1": lambda o: o * 2 + 1}[extra]
+    add("sdpa", name, e,
+        [("q", [hq, t, d], "f32", "n"), ("k", [hkv, s, d], "f32", "n"), ("v", [hkv, s, d], "f32", "n"),
+         ("p", [], "i32", [pos])],
+        ref=lambda q, k, v, p: post(sdpa_ref(q, k, v, lenv(p), p, causal, scale)),
+        tol=Tol.custom("softmax", "sdpa", lambda ref, ins: sdpa_tol(*ins, scale=scale) * (2 if extra else 1)),
+        also=("add", "mul") if extra else ("add",))
+
+
+add("add", "arange_runtime_start", "kiln.arange(5, {start = p})", [("p", [], "i32", [7])],
+    ref=lambda p: np.arange(5, dtype=np.int64) + int(p), dtypes=("i32",))
+add("gather", "arange_positions", "kiln.gather(t, kiln.arange(3, {start = p}), 0)",
+    [("t", [16, 4], "f32", "n"), ("p", [], "i32", [5])],
+    ref=lambda t, p: t[int(p):int(p) + 3])
+add("add", "arange_const", "x + kiln.arange(4, {start = -2})", [("x", [4], "i32", "int:-9:9")],
+    ref=lambda x: x + np.arange(-2, 2), dtypes=("i32",))
+sdpa_case("decode", 8, 1, 4, 32, 8, 17, "p + 1")              # one token at position 17, GQA 2
+sdpa_case("prefill_chunk", 8, 5, 4, 32, 8, 9, "p + 5")        # 5 tokens at positions 9..13
+sdpa_case("mha", 4, 3, 4, 12, 8, 2, "p + 3")                  # no grouping
+sdpa_case("gqa4_odd_d", 8, 4, 2, 20, 5, 6, "p + 4")           # 4 query heads per kv head, D = 5
+sdpa_case("not_causal", 4, 3, 2, 16, 8, 0, "11", causal=False)
+sdpa_case("len_zero", 4, 2, 2, 8, 8, 0, "0")                  # no valid key: rows are 0
+sdpa_case("len_clamped_high", 2, 3, 1, 8, 8, 2, "100", causal=False)
+sdpa_case("len_clamped_low", 2, 3, 1, 8, 8, 2, "-3")
+sdpa_case("pos_negative", 2, 4, 2, 8, 8, -2, "8")             # rows 0, 1 see nothing
+sdpa_case("scale", 4, 2, 2, 8, 8, 3, "p + 2", scale=0.05)
+sdpa_case("fused", 4, 2, 2, 8, 8, 3, "p + 2", extra=" * 2 + 1")
 
 # ---------------------------------------------------------------- unary elementwise
 

@@ -15,8 +15,8 @@ REPO_SEEDED seeded inputs, plus real data where DATA has some (the bundled Fashi
 samples for mlp, whose predicted classes must equal the twin's); the twin runs in float64
 (the bound) and in float32 (the yardstick of the .../rounding line). Weights the script
 loads from a safetensors file must equal that file's values, read here with numpy. A
-models/*.lua without a twin in peers.TORCH is a FAIL, never a skip. tests/models/stories_fixed.lua,
-the stateless fixed-length TinyStories, runs here too, against the stories twin.
+models/*.lua without a twin in peers.TORCH is a FAIL, never a skip. models/stories_fixed.lua,
+the stateless fixed-length TinyStories, uses the stories twin.
 
 A models/*.lua with state or entry points (models/stories.lua) has no single forward to
 run on random inputs: here its weights are checked (names against the twin, values
@@ -512,7 +512,6 @@ def main():
         if n not in tw and sel(n):
             kt.report(False, "models/twin/%s" % n, "tests/models/%s.lua has no PyTorch twin in run_models.py" % n)
     repo = sorted(glob.glob(os.path.join(kt.ROOT, "models", "*.lua")))
-    repo.append(os.path.join(kt.ROOT, "tests", "models", "stories_fixed.lua"))
     if not repo:
         kt.report(False, "models/repo", "no models/*.lua found")
     kt.pmap(lambda p: run_repo_model(work, p), [p for p in repo if sel(os.path.basename(p))], jobs=2)

@@ -1,5 +1,5 @@
 /*
- * fuzz_safetensors.c — libFuzzer target for the safetensors parser (gen/safetensors.c).
+ * fuzz_safetensors.c — libFuzzer target for the safetensors parser (gen/frontend/safetensors.c).
  *
  * Every input must either be refused with a one-line message or yield tensors whose
  * fields keep the parser's promises: a known dtype, rank <= KILN_MAX_RANK, data for
@@ -8,30 +8,13 @@
  * message spanning lines — is a finding.
  *
  *   fuzz:   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_POSIX_C_SOURCE=200809L \
- *             -Igen tests/robust/fuzz_safetensors.c gen/safetensors.c gen/util.c gen/ops.c \
+ *             -Igen tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/util.c gen/ops.c \
  *             -o fuzz_st && ./fuzz_st -max_total_time=300 CORPUS_DIR tests/robust/st
  *   replay: the same sources with -DKILN_FUZZ_MAIN and any compiler (no libFuzzer): the
  *           program runs each file named on the command line once (tests/t_robust.sh).
- *
- * Linking util.c needs the table of embedded files that the build normally generates;
- * the parser uses none, so an empty one is defined here.
  */
-#include "kiln.h"
-
-#include <stdlib.h>
-#include <string.h>
-
-const struct KilnEmbedded {
-  const char *name;
-  const unsigned char *text;
-  size_t len;
-} kiln_embedded[] = {{NULL, NULL, 0}};
-
-/* Fails loudly: the fuzzer records the input that got here. */
-static void finding(const char *what, const char *detail) {
-  fprintf(stderr, "fuzz_safetensors: %s: %s\n", what, detail ? detail : "");
-  abort();
-}
+#define FUZZ_NAME "fuzz_safetensors"
+#include "fuzz_gen.h"
 
 /* The promises of a successful parse (see the file comment). */
 static void check_file(const SafeFile *f) {
@@ -72,24 +55,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   return 0;
 }
 
-#ifdef KILN_FUZZ_MAIN
-/* Replays each file named on the command line; exit 0 when none is a finding. */
-int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    FILE *f = fopen(argv[i], "rb");
-    if (!f) {
-      perror(argv[i]);
-      return 2;
-    }
-    Buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) buf_put(&b, chunk, n);
-    fclose(f);
-    LLVMFuzzerTestOneInput((const uint8_t *)(b.data ? b.data : ""), b.len);
-    buf_free(&b);
-  }
-  printf("fuzz_safetensors: %d inputs replayed\n", argc - 1);
-  return 0;
-}
-#endif
+#include "replay_main.h"

@@ -93,26 +93,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   return 0;
 }
 
-#ifdef KILN_FUZZ_MAIN
-int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    FILE *f = fopen(argv[i], "rb");
-    if (!f) {
-      perror(argv[i]);
-      return 2;
-    }
-    size_t cap = 1 << 16, n = 0, got;
-    uint8_t *buf = malloc(cap);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-      n += got;
-      if (n == cap) buf = realloc(buf, cap *= 2);
-    }
-    fclose(f);
-    if (!buf) return 2;
-    LLVMFuzzerTestOneInput(buf, n);
-    free(buf);
-  }
-  printf("fuzz_weights: %d inputs replayed\n", argc - 1);
-  return 0;
-}
-#endif
+#define FUZZ_NAME "fuzz_weights"
+#include "replay_main.h"

@@ -12,6 +12,69 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <string.h>
+
+/* kiln_dot4: out[t] = the dot product of x with row t = 0..3 of y (rows ys floats
+ * apart, K floats each), every one as 8 interleaved partial sums (lane l adds the
+ * products k = l, l + 8, ... in order) joined in a fixed tree, then the last K % 8
+ * products in order. Each variant below does exactly this arithmetic, so AVX, SSE,
+ * NEON and plain C give bit-identical results: the vector width only changes how many
+ * lanes one instruction adds, and -std=c11 keeps every multiply and add separately
+ * rounded (no FMA contraction). Define KILN_SCALAR to force the plain loops. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(KILN_SCALAR)
+#define KILN_VECTOR 1
+typedef float kiln_f4 __attribute__((vector_size(16)));
+#if defined(__AVX__)
+typedef float kiln_f8 __attribute__((vector_size(32)));
+#endif
+#endif
+static inline void kiln_dot4(const float *restrict x, const float *restrict y, int64_t ys, int64_t K, float out[4]) {
+  float lane[4][8];
+  const int64_t kv = K - K % 8;   /* products up to kv go through the lanes, the rest in order */
+#if defined(KILN_VECTOR) && defined(__AVX__)
+  kiln_f8 acc[4] = {{0.0f}, {0.0f}, {0.0f}, {0.0f}};
+  for (int64_t k = 0; k < kv; k += 8) {
+    kiln_f8 xv;
+    memcpy(&xv, x + k, sizeof xv);
+    for (int t = 0; t < 4; t++) {
+      kiln_f8 yv;
+      memcpy(&yv, y + t * ys + k, sizeof yv);
+      acc[t] += xv * yv;
+    }
+  }
+  memcpy(lane, acc, sizeof lane);
+#elif defined(KILN_VECTOR)
+  kiln_f4 lo[4] = {{0.0f}, {0.0f}, {0.0f}, {0.0f}}, hi[4] = {{0.0f}, {0.0f}, {0.0f}, {0.0f}};
+  for (int64_t k = 0; k < kv; k += 8) {
+    kiln_f4 xl, xh;
+    memcpy(&xl, x + k, sizeof xl);
+    memcpy(&xh, x + k + 4, sizeof xh);
+    for (int t = 0; t < 4; t++) {
+      kiln_f4 yl, yh;
+      memcpy(&yl, y + t * ys + k, sizeof yl);
+      memcpy(&yh, y + t * ys + k + 4, sizeof yh);
+      lo[t] += xl * yl;
+      hi[t] += xh * yh;
+    }
+  }
+  for (int t = 0; t < 4; t++) {
+    memcpy(lane[t], &lo[t], sizeof lo[t]);
+    memcpy(lane[t] + 4, &hi[t], sizeof hi[t]);
+  }
+#else
+  memset(lane, 0, sizeof lane);
+  for (int64_t k = 0; k < kv; k += 8)
+    for (int t = 0; t < 4; t++)
+      for (int l = 0; l < 8; l++) lane[t][l] += x[k + l] * y[t * ys + k + l];
+#endif
+  for (int t = 0; t < 4; t++) {
+    const float *a = lane[t];
+    float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+    for (int64_t j = kv; j < K; j++) s += x[j] * y[t * ys + j];
+    out[t] = s;
+  }
+}
+
 /* Byte offsets of the parameters and constants in the weights payload. */
 enum {
   W_PROJ_WEIGHT = 0,  /* f32 [4, 8] proj.weight */
@@ -36,17 +99,18 @@ static inline float proj_epilogue(float v, int64_t i, const float *restrict e0) 
 
 /* proj: matmul f32 [2, 8], [4, 8] -> [2, 4], transposed: y, then add (tiny.lua:14)
  * out (M x N) = x (M x K) @ y^T, y stored N x K (a PyTorch Linear weight): each
- * output is the dot product of two contiguous rows, summed k ascending. */
+ * output is the dot product of two contiguous rows, summed k ascending.
+ * Outputs go NB at a time through kiln_dot4 (8 partial sums a row, the same on every
+ * instruction set). */
 static void proj(const float *restrict x, const float *restrict y, const float *restrict e0, float *restrict out) {
-  enum { M = 2, N = 4, K = 8 };
+  enum { M = 2, N = 4, K = 8, NB = 4 };
   for (int64_t m = 0; m < M; m++) {
     const float *restrict xr = x + m * K;
     float *restrict o = out + m * N;
-    for (int64_t n = 0; n < N; n++) {
-      const float *restrict yr = y + n * K;
-      float acc = 0.0f;
-      for (int64_t k = 0; k < K; k++) acc += xr[k] * yr[k];
-      o[n] = proj_epilogue(acc, m * N + n, e0);
+    for (int64_t n = 0; n < N; n += NB) {
+      float acc[NB];
+      kiln_dot4(xr, y + n * K, K, K, acc);
+      for (int t = 0; t < NB; t++) o[n + t] = proj_epilogue(acc[t], m * N + n + t, e0);
     }
   }
 }

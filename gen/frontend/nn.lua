@@ -1,0 +1,550 @@
+-- nn.lua — `kiln.nn`: neural-network modules written in Lua on top of kiln's ops.
+--
+-- Modules are tables whose metatable is their class; calling an instance runs
+-- its forward inside an nn scope (kiln._scope), so every node created meanwhile
+-- is named after the module's path ("layers.0.attn"). Paths are PyTorch
+-- state_dict prefixes, fixed when a module is first called: a module's children
+-- are the module-valued fields (and arrays of modules) of its table, named by key
+-- (array entries from 0), enumerated in sorted order so that names never depend
+-- on Lua's hash order. Parameters are created on first use (Module:param), named
+-- path .. "." .. name, so a safetensors file exported from the equivalent
+-- torch.nn module loads without renaming; their default initialisers copy the
+-- shape of PyTorch's (kaiming-uniform bound 1/sqrt(fan_in), ones/zeros for norms,
+-- N(0, 1) for embeddings) on Kiln's deterministic generator.
+--
+-- Errors are raised with level 0 (no position): the tracer's message handler
+-- names the line of the user's script that led here, never a line of this file.
+local kiln = ...
+
+local nn = {}
+local defining_builtins = true   -- nn.Module classes made while this file loads are built-ins
+
+local function fail(fmt, ...) error(string.format(fmt, ...), 0) end
+
+-- An integer >= min (default 1); integral floats are accepted.
+local function check_int(v, what, min)
+  min = min or 1
+  local i = math.tointeger(v)
+  if i == nil then fail("%s must be an integer, got %s", what, tostring(v)) end
+  if i < min then fail("%s must be >= %d, got %d", what, min, i) end
+  return i
+end
+
+-- The options table (or {}) after refusing keys not in known.
+local function check_opts(opts, who, known)
+  if opts == nil then return {} end
+  if type(opts) ~= "table" then fail("%s: options must be a table, got %s", who, type(opts)) end
+  local bad = {}
+  for k in pairs(opts) do
+    if not known[k] then bad[#bad + 1] = tostring(k) end
+  end
+  table.sort(bad)
+  if bad[1] then fail("%s: unknown option '%s'", who, bad[1]) end
+  return opts
+end
+
+-- {h, w} from a number or a 2-array.
+local function pair(v, what)
+  if type(v) == "table" then
+    if #v ~= 2 then fail("%s must be a number or {h, w}", what) end
+    return {check_int(v[1], what), check_int(v[2], what)}
+  end
+  local i = check_int(v, what)
+  return {i, i}
+end
+
+local function join(path, name)
+  if path == "" then return name end
+  return path .. "." .. name
+end
+
+-- ---- classes and instances ----
+
+local Module = {}      -- methods every module has
+local active = {}      -- modules whose forward is running, outermost first
+
+local function is_module(v)
+  if type(v) ~= "table" then return false end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and rawget(mt, "_is_class") == true
+end
+
+-- Sorted list of {name, mod} children of m (see the file comment).
+local function children(m)
+  local list = {}
+  for k, v in pairs(m) do
+    local named = (type(k) == "string" and k:sub(1, 1) ~= "_") or math.type(k) == "integer"
+    if named then
+      local kname = math.type(k) == "integer" and tostring(k - 1) or k
+      if is_module(v) then
+        list[#list + 1] = {key = k, i = 0, name = kname, mod = v}
+      elseif type(v) == "table" and getmetatable(v) == nil then
+        for i, c in ipairs(v) do
+          if is_module(c) then list[#list + 1] = {key = k, i = i, name = kname .. "." .. (i - 1), mod = c} end
+        end
+      end
+    end
+  end
+  table.sort(list, function(a, b)
+    if a.key ~= b.key then
+      local ia, ib = math.type(a.key) == "integer", math.type(b.key) == "integer"
+      if ia ~= ib then return ia end
+      return a.key < b.key
+    end
+    return a.i < b.i
+  end)
+  return list
+end
+
+-- Gives m and every unnamed module below it its path.
+local function assign_paths(m, path)
+  if rawget(m, "_path") ~= nil then return end
+  rawset(m, "_path", path)
+  for _, c in ipairs(children(m)) do assign_paths(c.mod, join(path, c.name)) end
+end
+
+-- Names a module called for the first time: as a child of a running module if
+-- one holds it (created lazily in a forward), else as a root (nn.name prefix or "").
+local function name_on_first_call(m)
+  for d = #active, 1, -1 do
+    local parent = active[d]
+    for _, c in ipairs(children(parent)) do
+      if rawequal(c.mod, m) then
+        assign_paths(m, join(parent._path, c.name))
+        return
+      end
+    end
+  end
+  assign_paths(m, rawget(m, "_prefix") or "")
+end
+
+local ActiveGuard = {__close = function(g)
+  for d = #active, g.depth, -1 do active[d] = nil end
+end}
+
+-- Calling an instance: name it if needed, enter its scope, run forward.
+local function module_call(self, ...)
+  if rawget(self, "_path") == nil then name_on_first_call(self) end
+  local cls = getmetatable(self)
+  local scope <close> = kiln._scope(self._path, cls._builtin and cls._name or nil, rawget(self, "_made_chunk"),
+                                    rawget(self, "_made_line"))
+  local depth = #active + 1
+  active[depth] = self
+  local guard <close> = setmetatable({depth = depth}, ActiveGuard)
+  return self:forward(...)
+end
+
+local function module_tostring(self)
+  local path = rawget(self, "_path")
+  return "nn." .. getmetatable(self)._name .. (path and path ~= "" and (" '" .. path .. "'") or "")
+end
+
+local function construct(cls, ...)
+  local self = setmetatable({_params = {}}, cls)
+  if cls._builtin then self._made_chunk, self._made_line = kiln._where() end   -- the user's line of this layer
+  self:init(...)
+  return self
+end
+
+-- nn.Module(name) -> a class; define cls:init(...) and cls:forward(...), then
+-- cls(...) makes an instance.
+function nn.Module(name)
+  if type(name) ~= "string" then fail("nn.Module: the class needs a name, got %s", type(name)) end
+  local cls = {_is_class = true, _name = name, __call = module_call, __tostring = module_tostring,
+               _builtin = defining_builtins}
+  cls.__index = cls
+  return setmetatable(cls, {__index = Module, __call = construct})
+end
+
+function Module:init() end
+
+function Module:forward()
+  fail("nn.%s has no forward method", getmetatable(self)._name)
+end
+
+-- self:param(name, shape [, init]) -> the parameter path .. "." .. name, created on first use.
+function Module:param(name, shape, init)
+  local p = self._params[name]
+  if p then return p end
+  local path = rawget(self, "_path")
+  if path == nil then fail("nn.%s: parameters are created when the module is called", getmetatable(self)._name) end
+  p = kiln.param(join(path, name), shape, init)
+  self._params[name] = p
+  return p
+end
+
+-- nn.name(m, prefix) -> m: a root module's path prefix (call before its first use).
+function nn.name(m, prefix)
+  if not is_module(m) then fail("nn.name: argument 1 must be a module, got %s", type(m)) end
+  if type(prefix) ~= "string" then fail("nn.name: the prefix must be a string, got %s", type(prefix)) end
+  local path = rawget(m, "_path")
+  if path ~= nil then fail("nn.name: the module was already called as '%s'; name it before its first call", path) end
+  rawset(m, "_prefix", prefix)
+  return m
+end
+
+nn.is_module = is_module
+
+-- kaiming_uniform(a = sqrt(5)) as torch.nn.Linear/Conv2d use: bound 1/sqrt(fan_in).
+local function fan_in_uniform(fan_in)
+  local bound = 1 / math.sqrt(fan_in)
+  return {"uniform", -bound, bound}
+end
+
+-- ---- layers with parameters ----
+
+local Linear = nn.Module("Linear")
+nn.Linear = Linear
+
+function Linear:init(in_features, out_features, opts)
+  self.in_features = check_int(in_features, "nn.Linear: in_features")
+  self.out_features = check_int(out_features, "nn.Linear: out_features")
+  opts = check_opts(opts, "nn.Linear", {bias = true})
+  self.has_bias = opts.bias ~= false
+end
+
+function Linear:forward(x)
+  local init = fan_in_uniform(self.in_features)
+  local w = self:param("weight", {self.out_features, self.in_features}, init)
+  local b = nil
+  if self.has_bias then b = self:param("bias", {self.out_features}, rawget(self, "_bias_init") or init) end
+  return kiln.linear(x, w, b)
+end
+
+local Conv2d = nn.Module("Conv2d")
+nn.Conv2d = Conv2d
+
+function Conv2d:init(cin, cout, kernel, opts)
+  self.in_channels = check_int(cin, "nn.Conv2d: in_channels")
+  self.out_channels = check_int(cout, "nn.Conv2d: out_channels")
+  self.kernel_size = pair(kernel, "nn.Conv2d: kernel_size")
+  opts = check_opts(opts, "nn.Conv2d", {stride = true, padding = true, dilation = true, groups = true, bias = true})
+  self.groups = check_int(opts.groups or 1, "nn.Conv2d: groups")
+  if cin % self.groups ~= 0 or cout % self.groups ~= 0 then
+    fail("nn.Conv2d: groups %d must divide in_channels %d and out_channels %d", self.groups, cin, cout)
+  end
+  self.has_bias = opts.bias ~= false
+  self.conv = {stride = opts.stride, padding = opts.padding, dilation = opts.dilation, groups = self.groups}
+end
+
+function Conv2d:forward(x)
+  local kh, kw = self.kernel_size[1], self.kernel_size[2]
+  local cin_g = self.in_channels // self.groups
+  local init = fan_in_uniform(cin_g * kh * kw)
+  local w = self:param("weight", {self.out_channels, cin_g, kh, kw}, init)
+  local b = nil
+  if self.has_bias then b = self:param("bias", {self.out_channels}, init) end
+  return kiln.conv2d(x, w, b, self.conv)
+end
+
+local BatchNorm2d = nn.Module("BatchNorm2d")
+nn.BatchNorm2d = BatchNorm2d
+
+function BatchNorm2d:init(c, opts)
+  self.num_features = check_int(c, "nn.BatchNorm2d: num_features")
+  opts = check_opts(opts, "nn.BatchNorm2d", {eps = true, momentum = true})
+  self.eps = opts.eps or 1e-5
+end
+
+function BatchNorm2d:forward(x)
+  if x.rank ~= 4 then fail("nn.BatchNorm2d: expects x [N, C, H, W], got rank %d", x.rank) end
+  local c = self.num_features
+  local w = self:param("weight", {c}, {"ones"})
+  local b = self:param("bias", {c}, {"zeros"})
+  local mean = self:param("running_mean", {c}, {"zeros"})
+  local var = self:param("running_var", {c}, {"ones"})
+  return kiln.batchnorm(x, mean, var, w, b, {eps = self.eps})
+end
+
+-- normalized_shape: a number or an array.
+local function norm_shape(d, who)
+  if type(d) == "table" then
+    local s = {}
+    for i, v in ipairs(d) do s[i] = check_int(v, who .. ": normalized_shape") end
+    if #s == 0 then fail("%s: normalized_shape is empty", who) end
+    return s
+  end
+  return {check_int(d, who .. ": normalized_shape")}
+end
+
+-- x's last #shape dims must be shape (checked here when there is no gamma to check it).
+local function check_tail(x, shape, who)
+  local xs = x.shape
+  local ok = #xs >= #shape
+  for i = 1, #shape do ok = ok and xs[#xs - #shape + i] == shape[i] end
+  if not ok then
+    fail("%s: input [%s] does not end in normalized_shape [%s]", who, table.concat(xs, ", "), table.concat(shape, ", "))
+  end
+end
+
+local LayerNorm = nn.Module("LayerNorm")
+nn.LayerNorm = LayerNorm
+
+function LayerNorm:init(d, opts)
+  self.normalized_shape = norm_shape(d, "nn.LayerNorm")
+  opts = check_opts(opts, "nn.LayerNorm", {eps = true, elementwise_affine = true, bias = true})
+  self.eps = opts.eps or 1e-5
+  self.affine = opts.elementwise_affine ~= false
+  self.has_bias = self.affine and opts.bias ~= false
+end
+
+function LayerNorm:forward(x)
+  local s = self.normalized_shape
+  check_tail(x, s, "nn.LayerNorm")
+  local w, b = nil, nil
+  if self.affine then w = self:param("weight", s, {"ones"}) end
+  if self.has_bias then b = self:param("bias", s, {"zeros"}) end
+  return kiln.layernorm(x, w, b, {eps = self.eps, dims = #s})
+end
+
+local RMSNorm = nn.Module("RMSNorm")
+nn.RMSNorm = RMSNorm
+
+function RMSNorm:init(d, opts)
+  self.normalized_shape = norm_shape(d, "nn.RMSNorm")
+  opts = check_opts(opts, "nn.RMSNorm", {eps = true, elementwise_affine = true})
+  self.eps = opts.eps or 1e-5
+  self.affine = opts.elementwise_affine ~= false
+end
+
+function RMSNorm:forward(x)
+  local s = self.normalized_shape
+  check_tail(x, s, "nn.RMSNorm")
+  local w = nil
+  if self.affine then w = self:param("weight", s, {"ones"}) end
+  return kiln.rmsnorm(x, w, {eps = self.eps, dims = #s})
+end
+
+local Embedding = nn.Module("Embedding")
+nn.Embedding = Embedding
+
+function Embedding:init(n, d)
+  self.num_embeddings = check_int(n, "nn.Embedding: num_embeddings")
+  self.embedding_dim = check_int(d, "nn.Embedding: embedding_dim")
+end
+
+function Embedding:forward(ids)
+  local w = self:param("weight", {self.num_embeddings, self.embedding_dim}, {"normal", 0, 1})
+  return kiln.embedding(w, ids)
+end
+
+-- ---- attention ----
+
+local MultiHeadAttention = nn.Module("MultiHeadAttention")
+nn.MultiHeadAttention = MultiHeadAttention
+nn.MultiheadAttention = MultiHeadAttention   -- PyTorch's spelling
+
+function MultiHeadAttention:init(d, heads, opts)
+  self.embed_dim = check_int(d, "nn.MultiHeadAttention: embed_dim")
+  self.num_heads = check_int(heads, "nn.MultiHeadAttention: num_heads")
+  if d % heads ~= 0 then fail("nn.MultiHeadAttention: embed_dim %d is not divisible by num_heads %d", d, heads) end
+  self.head_dim = d // heads
+  opts = check_opts(opts, "nn.MultiHeadAttention", {bias = true, batch_first = true, dropout = true})
+  if opts.batch_first == false then fail("nn.MultiHeadAttention: only batch_first = true is supported") end
+  self.has_bias = opts.bias ~= false
+  self.out_proj = nn.Linear(d, d, {bias = self.has_bias})
+  rawset(self.out_proj, "_bias_init", {"zeros"})   -- as MultiheadAttention._reset_parameters
+end
+
+-- Applies an attention mask (bool: true = may not attend, as torch.nn.MultiheadAttention;
+-- float: added) to scores [B, h, L, S].
+local function apply_mask(scores, mask)
+  if mask.dtype == "bool" then return kiln.where(mask, -math.huge, scores) end
+  return scores + mask
+end
+
+-- mha(query [, key [, value [, attn_mask [, key_padding_mask]]]]) -> output [B, L, d]
+-- (or [L, d] for unbatched [L, d] inputs). attn_mask: [L, S] or [B*heads, L, S];
+-- key_padding_mask: [B, S]. Dropout is the identity; attention weights are not returned.
+function MultiHeadAttention:forward(query, key, value, attn_mask, key_padding_mask)
+  key = key or query
+  value = value or key
+  local d, h, hd = self.embed_dim, self.num_heads, self.head_dim
+  local xb = math.sqrt(6 / (d + 3 * d))                     -- xavier_uniform_ of [3d, d]
+  local w = self:param("in_proj_weight", {3 * d, d}, {"uniform", -xb, xb})
+  local b = nil
+  if self.has_bias then b = self:param("in_proj_bias", {3 * d}, {"zeros"}) end
+  local unbatched = query.rank == 2
+  if unbatched then
+    query, key, value = query:unsqueeze(0), key:unsqueeze(0), value:unsqueeze(0)
+    if key_padding_mask then key_padding_mask = key_padding_mask:unsqueeze(0) end
+  end
+  for _, t in ipairs({query, key, value}) do
+    if t.rank ~= 3 or t:size(-1) ~= d then
+      fail("nn.MultiHeadAttention: inputs must be [B, L, %d] (batch_first), got [%s]", d, table.concat(t.shape, ", "))
+    end
+  end
+  local n, l, s = query:size(0), query:size(1), key:size(1)
+  local q, k, v
+  if query.id == key.id and key.id == value.id then          -- self-attention: one packed projection
+    q, k, v = kiln.linear(query, w, b):chunk(3, -1)
+  else
+    local wq, wk, wv = w:chunk(3, 0)
+    local bq, bk, bv = nil, nil, nil
+    if b then bq, bk, bv = b:chunk(3, 0) end
+    q, k, v = kiln.linear(query, wq, bq), kiln.linear(key, wk, bk), kiln.linear(value, wv, bv)
+  end
+  q = q:reshape(n, l, h, hd):transpose(1, 2)                 -- [B, h, L, hd]
+  k = k:reshape(n, s, h, hd):transpose(1, 2)
+  v = v:reshape(n, s, h, hd):transpose(1, 2)
+  q = q / math.sqrt(hd)
+  local scores = kiln.matmul(q, k, {trans_b = true})          -- [B, h, L, S]
+  if attn_mask then
+    if attn_mask.rank == 3 then attn_mask = attn_mask:reshape(n, h, l, s) end
+    scores = apply_mask(scores, attn_mask)
+  end
+  if key_padding_mask then scores = apply_mask(scores, key_padding_mask:reshape(n, 1, 1, s)) end
+  local out = kiln.matmul(kiln.softmax(scores, -1), v)       -- [B, h, L, hd]
+  out = self.out_proj(out:transpose(1, 2):reshape(n, l, d))
+  if unbatched then out = out:reshape(l, d) end
+  return out
+end
+
+local activations = {
+  relu = kiln.relu,
+  gelu = kiln.gelu,
+  gelu_tanh = function(x) return kiln.gelu(x, "tanh") end,
+  silu = kiln.silu,
+  tanh = kiln.tanh,
+  sigmoid = kiln.sigmoid,
+}
+
+local TransformerEncoderLayer = nn.Module("TransformerEncoderLayer")
+nn.TransformerEncoderLayer = TransformerEncoderLayer
+
+-- (d_model, nhead [, dim_feedforward = 2048 [, opts]]) as torch.nn.TransformerEncoderLayer
+-- with batch_first = true; activation "relu" (default, as PyTorch), "gelu", "gelu_tanh",
+-- "silu", or a function.
+function TransformerEncoderLayer:init(d, heads, ff, opts)
+  self.d_model = check_int(d, "nn.TransformerEncoderLayer: d_model")
+  self.dim_feedforward = check_int(ff or 2048, "nn.TransformerEncoderLayer: dim_feedforward")
+  opts = check_opts(opts, "nn.TransformerEncoderLayer", {activation = true, norm_first = true, eps = true,
+    layer_norm_eps = true, bias = true, batch_first = true, dropout = true})
+  if opts.batch_first == false then fail("nn.TransformerEncoderLayer: only batch_first = true is supported") end
+  local act = opts.activation or "relu"
+  if type(act) == "string" then
+    if not activations[act] then fail("nn.TransformerEncoderLayer: unknown activation '%s' (relu, gelu, gelu_tanh, silu)", act) end
+    self.activation_name = act
+  elseif type(act) ~= "function" and not is_module(act) then
+    fail("nn.TransformerEncoderLayer: activation must be a name or a function, got %s", type(act))
+  end
+  self._activation = type(act) == "string" and activations[act] or act
+  self.norm_first = opts.norm_first == true
+  local eps = opts.layer_norm_eps or opts.eps or 1e-5
+  local bias = opts.bias ~= false
+  self.self_attn = nn.MultiHeadAttention(d, heads, {bias = bias})
+  self.linear1 = nn.Linear(d, self.dim_feedforward, {bias = bias})
+  self.linear2 = nn.Linear(self.dim_feedforward, d, {bias = bias})
+  self.norm1 = nn.LayerNorm(d, {eps = eps, bias = bias})
+  self.norm2 = nn.LayerNorm(d, {eps = eps, bias = bias})
+end
+
+-- layer(x [, attn_mask [, key_padding_mask]]) -> [B, L, d]
+function TransformerEncoderLayer:forward(x, mask, key_padding_mask)
+  local function sa(y) return self.self_attn(y, y, y, mask, key_padding_mask) end
+  local function ff(y) return self.linear2(self._activation(self.linear1(y))) end
+  if self.norm_first then
+    x = x + sa(self.norm1(x))
+    x = x + ff(self.norm2(x))
+  else
+    x = self.norm1(x + sa(x))
+    x = self.norm2(x + ff(x))
+  end
+  return x
+end
+
+-- ---- layers without parameters ----
+
+-- A parameter-free module class calling f(x, self).
+local function simple(name, f, init)
+  local cls = nn.Module(name)
+  if init then cls.init = init end
+  function cls:forward(x) return f(x, self) end
+  nn[name] = cls
+  return cls
+end
+
+simple("ReLU", function(x) return kiln.relu(x) end)
+simple("SiLU", function(x) return kiln.silu(x) end)
+simple("Tanh", function(x) return kiln.tanh(x) end)
+simple("Sigmoid", function(x) return kiln.sigmoid(x) end)
+simple("Identity", function(x) return x end)
+simple("Dropout", function(x) return x end)   -- inference: the identity
+simple("GELU", function(x, self) return kiln.gelu(x, self.approximate) end, function(self, approx)
+  if type(approx) == "table" then approx = check_opts(approx, "nn.GELU", {approximate = true}).approximate end
+  approx = approx or "none"
+  if approx ~= "none" and approx ~= "tanh" then fail("nn.GELU: approximate must be \"none\" or \"tanh\", got %s", tostring(approx)) end
+  self.approximate = approx
+end)
+simple("Flatten", function(x, self) return kiln.flatten(x, self.start_dim, self.end_dim) end, function(self, s, e)
+  self.start_dim = check_int(s or 1, "nn.Flatten: start_dim", -64)
+  self.end_dim = check_int(e or -1, "nn.Flatten: end_dim", -64)
+end)
+simple("Softmax", function(x, self) return kiln.softmax(x, self.dim) end, function(self, dim)
+  self.dim = check_int(dim or -1, "nn.Softmax: dim", -64)
+end)
+
+-- MaxPool2d(kernel [, {stride, padding}]) / AvgPool2d(kernel [, {stride, padding, count_include_pad}])
+local function pool(name, op, known)
+  simple(name, function(x, self) return op(x, self.opts) end, function(self, kernel, opts)
+    opts = check_opts(opts, "nn." .. name, known)
+    self.kernel_size = pair(kernel, "nn." .. name .. ": kernel_size")
+    self.opts = {kernel = self.kernel_size, stride = opts.stride, padding = opts.padding,
+                 count_include_pad = opts.count_include_pad}
+  end)
+end
+pool("MaxPool2d", kiln.maxpool2d, {stride = true, padding = true})
+pool("AvgPool2d", kiln.avgpool2d, {stride = true, padding = true, count_include_pad = true})
+
+-- ---- containers ----
+
+-- The modules of a container's arguments: one array, or the modules themselves.
+local function module_list(who, ...)
+  local list = ...
+  if select("#", ...) ~= 1 or is_module(list) then list = {...} end
+  if type(list) ~= "table" then fail("%s: expects an array of modules, got %s", who, type(list)) end
+  for i, m in ipairs(list) do
+    if not is_module(m) then fail("%s: entry %d is a %s, not a module", who, i, type(m)) end
+  end
+  return list
+end
+
+local Sequential = nn.Module("Sequential")
+nn.Sequential = Sequential
+
+-- nn.Sequential{m1, m2, ...}: children named "0", "1", ... (seq[1] is child "0").
+function Sequential:init(...)
+  for i, m in ipairs(module_list("nn.Sequential", ...)) do self[i] = m end
+end
+
+function Sequential:forward(x, ...)
+  for i = 1, #self do
+    if i == 1 then x = self[i](x, ...) else x = self[i](x) end
+  end
+  return x
+end
+
+local ModuleList = nn.Module("ModuleList")
+nn.ModuleList = ModuleList
+
+-- nn.ModuleList{...}: children "0", "1", ...; iterate with ipairs, extend with :append(m).
+function ModuleList:init(...)
+  if select("#", ...) == 0 then return end
+  for i, m in ipairs(module_list("nn.ModuleList", ...)) do self[i] = m end
+end
+
+function ModuleList:append(m)
+  if not is_module(m) then fail("nn.ModuleList:append: argument must be a module, got %s", type(m)) end
+  self[#self + 1] = m
+  return self
+end
+
+function ModuleList:forward()
+  fail("nn.ModuleList is not callable: iterate over it (for _, m in ipairs(list) do x = m(x) end)")
+end
+
+defining_builtins = false   -- classes made from here on are the user's (their forward is their own code)
+
+return setmetatable(nn, {__index = function(_, k)
+  fail("unknown nn module '%s'", tostring(k))
+end})

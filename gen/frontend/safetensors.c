@@ -1,0 +1,534 @@
+/*
+ * safetensors.c — reads and validates a safetensors file (the format of the
+ * Hugging Face `safetensors` library) into f32 tensors.
+ *
+ * Layout: 8 bytes little-endian header length N, N bytes of JSON, then the data
+ * section. The JSON object maps each tensor name to {"dtype", "shape",
+ * "data_offsets": [begin, end]} (offsets relative to the data section) plus an
+ * optional "__metadata__" object of strings. The JSON parser below is small and
+ * strict (RFC 8259: no trailing commas, no comments, escapes checked, valid
+ * UTF-8, duplicate keys refused); the only thing allowed after the top-level
+ * object is whitespace, which writers use to pad the header.
+ *
+ * Every tensor's bytes must lie inside the data section and match
+ * numel * element size; ranges may not overlap, and together they must cover
+ * the data section without holes (the format requires it). F32, F16 and BF16
+ * are widened to f32 exactly (f16 subnormals, infinities and NaNs included).
+ * Other dtypes of the format (I64, U8, BOOL, F64...) are validated but not
+ * loaded: their data is NULL and only a parameter that asks for one is an error,
+ * so a PyTorch state_dict with BatchNorm's int64 num_batches_tracked still loads.
+ * Tensors are kept in the order the header lists them.
+ *
+ * Errors: "path: header: problem" or "path: tensor 'name': problem".
+ */
+#include "kiln.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* A string from the file as a message shows it: control characters escaped (\n,
+ * \x1f), so a message stays one line, and at most 200 bytes of it. */
+static const char *shown(const char *s) {
+  Buf b = {0};
+  for (const unsigned char *p = (const unsigned char *)s; *p && b.len < 200; p++) {
+    if (*p == '\n') buf_puts(&b, "\\n");
+    else if (*p == '\t') buf_puts(&b, "\\t");
+    else if (*p < 0x20 || *p == 0x7f) buf_printf(&b, "\\x%02x", *p);
+    else buf_put(&b, p, 1);
+  }
+  char *out = kiln_strdup(b.data ? b.data : "");
+  if (strlen(s) > 200) out = kiln_fmt("%s...", out);
+  buf_free(&b);
+  return out;
+}
+
+/* ---- a strict JSON parser ---- */
+
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
+
+typedef struct JVal {
+  JType t;
+  bool b;
+  const char *text;             /* J_NUM: the number as written; J_STR: decoded, NUL-terminated */
+  size_t len;                   /* its length (a decoded string may hold \u0000) */
+  struct JVal *items;           /* J_ARR, J_OBJ: values */
+  const char **keys;            /* J_OBJ: keys (decoded) */
+  size_t *keylens;
+  int n;
+} JVal;
+
+typedef struct {
+  const unsigned char *p, *start, *end;
+  char *err;                    /* message on failure, NULL while fine */
+  int depth;
+} JParse;
+
+/* Records the first error with its byte offset in the header; returns false. */
+static bool jfail(JParse *j, const char *what) {
+  if (!j->err) j->err = kiln_fmt("bad JSON at byte %lld: %s", (long long)(j->p - j->start), what);
+  return false;
+}
+
+/* Skips JSON whitespace. */
+static void jspace(JParse *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
+
+/* Consumes the literal word (true, false, null). */
+static bool jlit(JParse *j, const char *word) {
+  size_t n = strlen(word);
+  if ((size_t)(j->end - j->p) < n || memcmp(j->p, word, n) != 0) return jfail(j, "unexpected character");
+  j->p += n;
+  return true;
+}
+
+/* The value of a hex digit, or -1. */
+static int hexval(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Four hex digits of a \u escape. */
+static bool jhex4(JParse *j, unsigned *out) {
+  if (j->end - j->p < 4) return jfail(j, "short \\u escape");
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    int h = hexval(j->p[i]);
+    if (h < 0) return jfail(j, "bad \\u escape");
+    v = v * 16 + (unsigned)h;
+  }
+  j->p += 4;
+  *out = v;
+  return true;
+}
+
+/* Appends code point cp (<= U+10FFFF, not a surrogate) as UTF-8. */
+static void put_utf8(Buf *b, unsigned cp) {
+  unsigned char s[4];
+  size_t n;
+  if (cp < 0x80) s[0] = (unsigned char)cp, n = 1;
+  else if (cp < 0x800) s[0] = (unsigned char)(0xc0 | cp >> 6), s[1] = (unsigned char)(0x80 | (cp & 0x3f)), n = 2;
+  else if (cp < 0x10000)
+    s[0] = (unsigned char)(0xe0 | cp >> 12), s[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f)), s[2] = (unsigned char)(0x80 | (cp & 0x3f)), n = 3;
+  else
+    s[0] = (unsigned char)(0xf0 | cp >> 18), s[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f)),
+    s[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f)), s[3] = (unsigned char)(0x80 | (cp & 0x3f)), n = 4;
+  buf_put(b, s, n);
+}
+
+/* Length of the valid UTF-8 sequence at p (lead byte >= 0x80), or 0. */
+static size_t utf8_len(const unsigned char *p, const unsigned char *end) {
+  size_t n = *p >= 0xf0 && *p <= 0xf4 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc2 && *p < 0xe0 ? 2 : 0;
+  if (!n || (size_t)(end - p) < n) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  if (n == 3 && ((*p == 0xe0 && p[1] < 0xa0) || (*p == 0xed && p[1] >= 0xa0))) return 0; /* overlong, surrogate */
+  if (n == 4 && ((*p == 0xf0 && p[1] < 0x90) || (*p == 0xf4 && p[1] >= 0x90))) return 0; /* overlong, > U+10FFFF */
+  return n;
+}
+
+/* A string at j->p (the opening quote); decoded into *out / *len (arena). */
+static bool jstring(JParse *j, const char **out, size_t *len) {
+  Buf b = {0};
+  j->p++;
+  for (;;) {
+    if (j->p >= j->end) {
+      buf_free(&b);
+      return jfail(j, "unterminated string");
+    }
+    unsigned char c = *j->p;
+    if (c == '"') break;
+    if (c < 0x20) {
+      buf_free(&b);
+      return jfail(j, "control character in string");
+    }
+    if (c == '\\') {
+      j->p++;
+      if (j->p >= j->end) break;
+      unsigned char e = *j->p++;
+      const char *simple = strchr("\"\\/bfnrt", e);
+      if (e && simple) {
+        static const char map[] = "\"\\/\b\f\n\r\t";
+        buf_put(&b, &map[simple - "\"\\/bfnrt"], 1);
+        continue;
+      }
+      unsigned cp, lo;
+      if (e != 'u' || !jhex4(j, &cp)) {
+        buf_free(&b);
+        return jfail(j, "bad escape in string");
+      }
+      if (cp >= 0xdc00 && cp <= 0xdfff) {
+        buf_free(&b);
+        return jfail(j, "lone low surrogate in string");
+      }
+      if (cp >= 0xd800 && cp <= 0xdbff) {
+        if (j->end - j->p < 2 || j->p[0] != '\\' || j->p[1] != 'u' || (j->p += 2, !jhex4(j, &lo)) || lo < 0xdc00 || lo > 0xdfff) {
+          buf_free(&b);
+          return jfail(j, "unpaired surrogate in string");
+        }
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+      }
+      put_utf8(&b, cp);
+      continue;
+    }
+    size_t n = c < 0x80 ? 1 : utf8_len(j->p, j->end);
+    if (!n) {
+      buf_free(&b);
+      return jfail(j, "invalid UTF-8 in string");
+    }
+    buf_put(&b, j->p, n);
+    j->p += n;
+  }
+  j->p++;
+  char *s = kiln_alloc(b.len + 1);
+  if (b.len) memcpy(s, b.data, b.len);
+  *out = s;
+  *len = b.len;
+  buf_free(&b);
+  return true;
+}
+
+/* A number per RFC 8259's grammar; kept as text. */
+static bool jnumber(JParse *j, JVal *v) {
+  const unsigned char *s = j->p;
+  if (j->p < j->end && *j->p == '-') j->p++;
+  if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "bad number");
+  if (*j->p == '0') j->p++;
+  else
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+  if (j->p < j->end && *j->p == '.') {
+    j->p++;
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "bad number");
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+  }
+  if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+    j->p++;
+    if (j->p < j->end && (*j->p == '+' || *j->p == '-')) j->p++;
+    if (j->p >= j->end || *j->p < '0' || *j->p > '9') return jfail(j, "bad number");
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9') j->p++;
+  }
+  v->t = J_NUM;
+  v->len = (size_t)(j->p - s);
+  v->text = kiln_fmt("%.*s", (int)v->len, (const char *)s);
+  return true;
+}
+
+static bool jvalue(JParse *j, JVal *v);
+
+/* A copy of arena array old (n items of elem bytes) with room for cap (the old copy stays in the arena). */
+static void *jresize(void *old, int n, int cap, size_t elem) {
+  void *p = kiln_alloc(elem * (size_t)cap);
+  if (n) memcpy(p, old, elem * (size_t)n);
+  return p;
+}
+
+/* An array or object at j->p; close is ']' or '}'. */
+static bool jcontainer(JParse *j, JVal *v, bool object) {
+  if (++j->depth > 64) return jfail(j, "nested too deeply");
+  v->t = object ? J_OBJ : J_ARR;
+  j->p++;
+  jspace(j);
+  char close = object ? '}' : ']';
+  if (j->p < j->end && *j->p == close) {
+    j->p++;
+    j->depth--;
+    return true;
+  }
+  int cap = 0;
+  for (;;) {
+    if (v->n == cap) {
+      cap = cap ? cap * 2 : 8;
+      v->items = jresize(v->items, v->n, cap, sizeof(JVal));
+      if (object) {
+        v->keys = jresize(v->keys, v->n, cap, sizeof(char *));
+        v->keylens = jresize(v->keylens, v->n, cap, sizeof(size_t));
+      }
+    }
+    if (object) {
+      jspace(j);
+      if (j->p >= j->end || *j->p != '"') return jfail(j, "expected a string key");
+      if (!jstring(j, &v->keys[v->n], &v->keylens[v->n])) return false;
+      for (int i = 0; i < v->n; i++)
+        if (v->keylens[i] == v->keylens[v->n] && memcmp(v->keys[i], v->keys[v->n], v->keylens[i]) == 0)
+          return jfail(j, kiln_fmt("duplicate key \"%s\"", shown(v->keys[i])));
+      jspace(j);
+      if (j->p >= j->end || *j->p != ':') return jfail(j, "expected ':'");
+      j->p++;
+    }
+    if (!jvalue(j, &v->items[v->n])) return false;
+    v->n++;
+    jspace(j);
+    if (j->p < j->end && *j->p == ',') {
+      j->p++;
+      continue;
+    }
+    if (j->p < j->end && *j->p == close) {
+      j->p++;
+      j->depth--;
+      return true;
+    }
+    return jfail(j, object ? "expected ',' or '}'" : "expected ',' or ']'");
+  }
+}
+
+/* Any JSON value at j->p (after whitespace) into *v. */
+static bool jvalue(JParse *j, JVal *v) {
+  jspace(j);
+  *v = (JVal){0};
+  if (j->p >= j->end) return jfail(j, "unexpected end");
+  switch (*j->p) {
+  case '{': return jcontainer(j, v, true);
+  case '[': return jcontainer(j, v, false);
+  case '"': v->t = J_STR; return jstring(j, &v->text, &v->len);
+  case 't': v->t = J_BOOL, v->b = true; return jlit(j, "true");
+  case 'f': v->t = J_BOOL; return jlit(j, "false");
+  case 'n': v->t = J_NULL; return jlit(j, "null");
+  default: return jnumber(j, v);
+  }
+}
+
+/* Parses the whole text as one value followed only by whitespace. */
+static bool json_parse(const unsigned char *s, size_t n, JVal *out, char **err) {
+  JParse j = {s, s, s + n, NULL, 0};
+  if (!jvalue(&j, out)) {
+    *err = j.err;
+    return false;
+  }
+  jspace(&j);
+  if (j.p != j.end) {
+    jfail(&j, "trailing characters after the JSON object");
+    *err = j.err;
+    return false;
+  }
+  return true;
+}
+
+/* A JSON number that is a non-negative integer without fraction or exponent, below 2^53. */
+static bool json_uint(const JVal *v, int64_t *out) {
+  if (v->t != J_NUM || v->len == 0 || v->len > 16) return false;
+  int64_t x = 0;
+  for (size_t i = 0; i < v->len; i++) {
+    if (v->text[i] < '0' || v->text[i] > '9') return false;
+    x = x * 10 + (v->text[i] - '0');
+  }
+  if (x >= ((int64_t)1 << 53)) return false;
+  *out = x;
+  return true;
+}
+
+/* ---- element conversion ---- */
+
+/* The float whose IEEE bits are u (memcpy, not a pointer cast, to stay within aliasing rules). */
+static float f32_from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* IEEE half to float, exactly: normals rebias, subnormals normalise, inf/NaN keep payload. */
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = h >> 10 & 0x1f, man = h & 0x3ff;
+  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | man << 13);
+  if (exp == 0) {
+    if (man == 0) return f32_from_bits(sign);
+    int e = -1;
+    do {
+      man <<= 1;
+      e++;
+    } while (!(man & 0x400));
+    return f32_from_bits(sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13);
+  }
+  return f32_from_bits(sign | (exp + 127 - 15) << 23 | man << 13);
+}
+
+/* bfloat16 is the top half of an f32, so widening is exact: shift into the high bits. */
+static float bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
+
+/* ---- the file ---- */
+
+typedef struct {
+  const char *name;
+  int size;                     /* bytes per element */
+} DtypeInfo;
+
+static const DtypeInfo st_dtypes[] = {
+    {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"F64", 8}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+    {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+
+typedef struct {
+  int64_t begin, end;
+  int index;
+} Range;
+
+/* Orders ranges by begin, end, then header position: a total, deterministic order. */
+static int range_cmp(const void *a, const void *b) {
+  const Range *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  return x->index - y->index;
+}
+
+
+/* Writes "prefix: message" to err and returns false. */
+static bool st_fail(char *err, size_t errlen, const char *prefix, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static bool st_fail(char *err, size_t errlen, const char *prefix, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = snprintf(err, errlen, "%s: ", prefix);
+  if (n >= 0 && (size_t)n < errlen) vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+  va_end(ap);
+  return false;
+}
+#define HEADER_FAIL(...) st_fail(err, errlen, kiln_fmt("%s: header", path), __VA_ARGS__)
+#define TENSOR_FAIL(name, ...) st_fail(err, errlen, kiln_fmt("%s: tensor '%s'", path, shown(name)), __VA_ARGS__)
+
+/* Validates one header entry and fills t (data not yet converted); *range gets its bytes. */
+static bool parse_entry(const char *path, const char *name, const JVal *v, int64_t data_size, SafeTensor *t, Range *range,
+                        char *err, size_t errlen) {
+  int elem_size = 0, *elem = &elem_size;
+  if (v->t != J_OBJ) return TENSOR_FAIL(name, "entry must be an object");
+  const JVal *dt = NULL, *shape = NULL, *offs = NULL;
+  for (int i = 0; i < v->n; i++) {
+    if (strcmp(v->keys[i], "dtype") == 0) dt = &v->items[i];
+    else if (strcmp(v->keys[i], "shape") == 0) shape = &v->items[i];
+    else if (strcmp(v->keys[i], "data_offsets") == 0) offs = &v->items[i];
+    else return TENSOR_FAIL(name, "unknown field \"%s\"", shown(v->keys[i]));
+  }
+  if (!dt || !shape || !offs) return TENSOR_FAIL(name, "missing \"%s\"", !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+  if (dt->t != J_STR) return TENSOR_FAIL(name, "dtype must be a string");
+  *elem = 0;
+  for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
+    if (strcmp(st_dtypes[i].name, dt->text) == 0) *elem = st_dtypes[i].size;
+  if (!*elem) return TENSOR_FAIL(name, "unknown dtype '%s' (Kiln reads F32, F16, BF16)", shown(dt->text));
+  t->file_dtype = dt->text;
+  if (shape->t != J_ARR) return TENSOR_FAIL(name, "shape must be an array of integers");
+  if (shape->n > KILN_MAX_RANK) return TENSOR_FAIL(name, "rank %d exceeds Kiln's limit of %d", shape->n, KILN_MAX_RANK);
+  t->shape.rank = shape->n;
+  int64_t numel = 1;
+  for (int i = 0; i < shape->n; i++) {
+    if (!json_uint(&shape->items[i], &t->shape.dim[i])) return TENSOR_FAIL(name, "shape entries must be non-negative integers");
+    if (t->shape.dim[i] && numel > ((int64_t)1 << 53) / t->shape.dim[i]) return TENSOR_FAIL(name, "shape is too large");
+    numel *= t->shape.dim[i];
+  }
+  if (offs->t != J_ARR || offs->n != 2 || !json_uint(&offs->items[0], &range->begin) || !json_uint(&offs->items[1], &range->end))
+    return TENSOR_FAIL(name, "data_offsets must be [begin, end], non-negative integers");
+  if (range->begin > range->end) return TENSOR_FAIL(name, "data_offsets [%lld, %lld] end before they begin", (long long)range->begin, (long long)range->end);
+  if (range->end > data_size)
+    return TENSOR_FAIL(name, "data_offsets [%lld, %lld] run past the data section (%lld bytes)", (long long)range->begin,
+                       (long long)range->end, (long long)data_size);
+  if (range->end - range->begin != numel * *elem)
+    return TENSOR_FAIL(name, "data_offsets [%lld, %lld] hold %lld bytes; %s %s needs %lld", (long long)range->begin,
+                       (long long)range->end, (long long)(range->end - range->begin), dt->text, shape_str(&t->shape),
+                       (long long)(numel * *elem));
+  return true;
+}
+
+/* The tensor's bytes widened to f32 (NULL for dtypes Kiln does not load). */
+static float *convert(const SafeTensor *t, const unsigned char *p) {
+  int64_t n = shape_numel(&t->shape);
+  bool f32 = strcmp(t->file_dtype, "F32") == 0, f16 = strcmp(t->file_dtype, "F16") == 0, bf16 = strcmp(t->file_dtype, "BF16") == 0;
+  if (!f32 && !f16 && !bf16) return NULL;
+  float *out = kiln_alloc(sizeof(float) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) {
+    if (f32) {
+      const unsigned char *q = p + 4 * i;
+      out[i] = f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
+    } else {
+      uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+      out[i] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+  }
+  return out;
+}
+
+/* Sorted ranges must tile the data section exactly: no overlap, no hole. Empty tensors are skipped. */
+static bool check_tiling(const char *path, const SafeFile *f, Range *r, int n, int64_t data_size, char *err, size_t errlen) {
+  qsort(r, (size_t)n, sizeof *r, range_cmp);
+  int64_t pos = 0;
+  int prev = -1;
+  for (int i = 0; i < n; i++) {
+    if (r[i].begin == r[i].end) continue;
+    if (r[i].begin < pos)
+      return TENSOR_FAIL(f->tensors[r[i].index].name, "bytes [%lld, %lld) overlap tensor '%s' [%lld, %lld)", (long long)r[i].begin,
+                         (long long)r[i].end, shown(f->tensors[r[prev].index].name), (long long)r[prev].begin, (long long)r[prev].end);
+    if (r[i].begin > pos)
+      return HEADER_FAIL("hole: bytes [%lld, %lld) of the data section belong to no tensor", (long long)pos, (long long)r[i].begin);
+    pos = r[i].end;
+    prev = i;
+  }
+  if (pos != data_size)
+    return HEADER_FAIL("hole: bytes [%lld, %lld) of the data section belong to no tensor", (long long)pos, (long long)data_size);
+  return true;
+}
+
+/* __metadata__ must map strings to strings. */
+static bool check_metadata(const JVal *v) {
+  if (v->t != J_OBJ) return false;
+  for (int i = 0; i < v->n; i++)
+    if (v->items[i].t != J_STR) return false;
+  return true;
+}
+
+/* Contract in kiln.h; everything (file bytes, tensors) lives in the arena. */
+SafeFile *safetensors_load(const char *path, char *err, size_t errlen) {
+  /* A weights file is a regular file of known size: a pipe or a device (/dev/zero)
+   * would have to be read whole before its size could be checked. */
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+    return snprintf(err, errlen, "%s: not a regular file (a safetensors file must be one)", path), NULL;
+  size_t size;
+  unsigned char *all = kiln_read_bounded(path, SIZE_MAX - 1, &size, err, errlen);
+  if (!all) return NULL;
+  return safetensors_parse(path, all, size, err, errlen);
+}
+
+/* Contract in kiln.h: names, shapes and converted data are copies in the arena. */
+SafeFile *safetensors_parse(const char *path, const unsigned char *all, size_t size, char *err, size_t errlen) {
+  if (size < 8) return HEADER_FAIL("the file has %zu bytes, fewer than the 8-byte header length", size), NULL;
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | all[i];
+  if (hlen > size - 8)
+    return HEADER_FAIL("header length %llu exceeds the %zu bytes after it (truncated, or not a safetensors file)",
+                       (unsigned long long)hlen, size - 8), NULL;
+  if (hlen > ((uint64_t)100 << 20)) return HEADER_FAIL("header length %llu is over 100 MiB", (unsigned long long)hlen), NULL;
+  JVal root;
+  char *jerr = NULL;
+  if (!json_parse(all + 8, (size_t)hlen, &root, &jerr)) return HEADER_FAIL("%s", jerr), NULL;
+  if (root.t != J_OBJ) return HEADER_FAIL("the JSON must be an object"), NULL;
+  int64_t data_size = (int64_t)(size - 8 - hlen);
+
+  SafeFile *f = kiln_alloc(sizeof *f);
+  f->path = kiln_strdup(path);
+  f->tensors = kiln_alloc(sizeof(SafeTensor) * (size_t)(root.n + 1));
+  Range *ranges = kiln_alloc(sizeof(Range) * (size_t)(root.n + 1));
+  for (int i = 0; i < root.n; i++) {
+    const char *name = root.keys[i];
+    if (strcmp(name, "__metadata__") == 0) {
+      if (!check_metadata(&root.items[i])) return HEADER_FAIL("__metadata__ must map strings to strings"), NULL;
+      continue;
+    }
+    if (strlen(name) != root.keylens[i]) return HEADER_FAIL("a tensor name contains a NUL character"), NULL;
+    if (!name[0]) return HEADER_FAIL("a tensor has an empty name"), NULL;
+    SafeTensor *t = &f->tensors[f->ntensors];
+    t->name = name;
+    t->dtype = DT_F32;
+    ranges[f->ntensors].index = f->ntensors;
+    if (!parse_entry(path, name, &root.items[i], data_size, t, &ranges[f->ntensors], err, errlen)) return NULL;
+    f->ntensors++;
+  }
+  const unsigned char *data = all + 8 + hlen;
+  for (int i = 0; i < f->ntensors; i++) f->tensors[i].data = convert(&f->tensors[i], data + ranges[i].begin);
+  if (!check_tiling(path, f, ranges, f->ntensors, data_size, err, errlen)) return NULL;
+  return f;
+}
+
+/* The tensor called name, or NULL (linear search: files hold hundreds of tensors, not millions). */
+SafeTensor *safetensors_find(SafeFile *f, const char *name) {
+  for (int i = 0; i < f->ntensors; i++)
+    if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
+  return NULL;
+}

@@ -1,0 +1,623 @@
+/*
+ * interp.c — the reference interpreter: the oracle every target is checked against.
+ *
+ * Each op is one small function written straight from its semantics in ops.h,
+ * with no code shared with any emitter, so a bug in a kernel template cannot hide
+ * by being repeated here. The table of functions is built from the KILN_OPS
+ * X-macro (interp_<ID>), so a missing entry is a compile error.
+ *
+ * Deliberately naive: every output element is computed from a multi-index, with
+ * broadcasting resolved per element. Elementwise math is done in double and
+ * rounded once to f32 (for + - * / this is exactly the f32 result); sums, dot
+ * products, convolutions and norm statistics accumulate in double.
+ * Data-dependent errors (a gather index outside [0, n)) return false with a
+ * message that starts with the user's file:line.
+ */
+#include "kiln.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef bool InterpFn(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen);
+
+/* ---- indexing helpers ---- */
+
+/* Row-major multi-index of flat position i within shape s. */
+static void unravel(int64_t i, const Shape *s, int64_t *idx) {
+  for (int d = s->rank - 1; d >= 0; d--) {
+    idx[d] = i % s->dim[d];
+    i /= s->dim[d];
+  }
+}
+
+/* Flat position of multi-index idx within shape s. */
+static int64_t ravel(const int64_t *idx, const Shape *s) {
+  int64_t off = 0;
+  for (int d = 0; d < s->rank; d++) off = off * s->dim[d] + idx[d];
+  return off;
+}
+
+/* Flat position in a broadcast operand of shape s of the output multi-index idx (rank out_rank). */
+static int64_t bcast_offset(const Shape *s, const int64_t *idx, int out_rank) {
+  int64_t off = 0;
+  for (int d = 0; d < s->rank; d++) {
+    int64_t i = idx[out_rank - s->rank + d];
+    off = off * s->dim[d] + (s->dim[d] == 1 ? 0 : i);
+  }
+  return off;
+}
+
+/* Typed views of a tensor's data; the caller knows the dtype is f32. */
+static float f32_at(const Tensor *t, int64_t i) { return ((const float *)t->data)[i]; }
+static float *f32_out(Tensor *t) { return (float *)t->data; }
+
+/* Product of dims [from, to) of s. */
+static int64_t dims_prod(const Shape *s, int from, int to) {
+  int64_t p = 1;
+  for (int d = from; d < to; d++) p *= s->dim[d];
+  return p;
+}
+
+/* ---- elementwise ---- */
+
+/* The scalar function of a unary or binary f32 op, in double. */
+static double scalar(OpKind op, double x, double y) {
+  switch (op) {
+  case OP_ADD: return x + y;
+  case OP_SUB: return x - y;
+  case OP_MUL: return x * y;
+  case OP_DIV: return x / y;
+  case OP_POW: return pow(x, y);
+  case OP_MAX: return fmax(x, y);
+  case OP_MIN: return fmin(x, y);
+  case OP_EQ: return x == y;
+  case OP_NE: return x != y;
+  case OP_LT: return x < y;
+  case OP_LE: return x <= y;
+  case OP_GT: return x > y;
+  case OP_GE: return x >= y;
+  case OP_NEG: return -x;
+  case OP_ABS: return fabs(x);
+  case OP_EXP: return exp(x);
+  case OP_LOG: return log(x);
+  case OP_SQRT: return sqrt(x);
+  case OP_RSQRT: return 1.0 / sqrt(x);
+  case OP_TANH: return tanh(x);
+  case OP_SIGMOID: return 1.0 / (1.0 + exp(-x));
+  case OP_RELU: return x > 0.0 ? x : 0.0;
+  case OP_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+  case OP_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+  case OP_SILU: return x / (1.0 + exp(-x));
+  default: die("interp: %s is not a scalar op", kiln_ops[op].name);
+  }
+}
+
+/* v modulo 2^32 as a two's-complement int32, without implementation-defined casts. */
+static int32_t wrap32(int64_t v) {
+  uint32_t u = (uint32_t)((uint64_t)v & 0xffffffffu);
+  return u <= (uint32_t)INT32_MAX ? (int32_t)u : (int32_t)(u - 0x80000000u) - INT32_MAX - 1;
+}
+
+/* The i32 ops (the op table's iexpr) exactly, wrapped by the caller: what i32(i64(x) + y)
+ * computes on every target. Sums, differences, negations, max/min and comparisons of
+ * int32 values are exact in double (|result| < 2^33, far below 2^53), so scalar() does
+ * them; only a product (up to 2^62) needs 64-bit integers. */
+static int64_t iscalar(OpKind op, int64_t x, int64_t y) {
+  if (!kiln_ops[op].iexpr) die("interp: %s has no i32 form", kiln_ops[op].name);
+  return op == OP_MUL ? x * y : (int64_t)scalar(op, (double)x, (double)y);
+}
+
+/* Elementwise binary op with broadcasting, in double then rounded to f32 (i32 operands:
+ * in 64-bit integers, then wrapped); comparison ops store 0/1 bytes. Cannot fail. */
+static bool interp_binary(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t idx[KILN_MAX_RANK], count = shape_numel(&out->shape);
+  bool cmp = kiln_ops[n->op].flags & OPF_CMP;
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &out->shape, idx);
+    if (in[0].dtype == DT_I32) {
+      int64_t x = ((const int32_t *)in[0].data)[bcast_offset(&in[0].shape, idx, out->shape.rank)];
+      int64_t y = ((const int32_t *)in[1].data)[bcast_offset(&in[1].shape, idx, out->shape.rank)];
+      int64_t r = iscalar(n->op, x, y);
+      if (cmp) ((uint8_t *)out->data)[i] = r != 0;
+      else ((int32_t *)out->data)[i] = wrap32(r);
+      continue;
+    }
+    double x = f32_at(&in[0], bcast_offset(&in[0].shape, idx, out->shape.rank));
+    double y = f32_at(&in[1], bcast_offset(&in[1].shape, idx, out->shape.rank));
+    double r = scalar(n->op, x, y);
+    if (cmp) ((uint8_t *)out->data)[i] = r != 0.0;
+    else f32_out(out)[i] = (float)r;
+  }
+  return true;
+}
+#define interp_ADD interp_binary
+#define interp_SUB interp_binary
+#define interp_MUL interp_binary
+#define interp_DIV interp_binary
+#define interp_POW interp_binary
+#define interp_MAX interp_binary
+#define interp_MIN interp_binary
+#define interp_EQ interp_binary
+#define interp_NE interp_binary
+#define interp_LT interp_binary
+#define interp_LE interp_binary
+#define interp_GT interp_binary
+#define interp_GE interp_binary
+
+/* Elementwise unary op through scalar(), computed in double and rounded once (i32:
+ * iscalar, wrapped). Cannot fail. */
+static bool interp_unary(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t count = shape_numel(&out->shape);
+  if (in[0].dtype == DT_I32) {
+    for (int64_t i = 0; i < count; i++)
+      ((int32_t *)out->data)[i] = wrap32(iscalar(n->op, ((const int32_t *)in[0].data)[i], 0));
+    return true;
+  }
+  for (int64_t i = 0; i < count; i++) f32_out(out)[i] = (float)scalar(n->op, f32_at(&in[0], i), 0.0);
+  return true;
+}
+#define interp_NEG interp_unary
+#define interp_ABS interp_unary
+#define interp_EXP interp_unary
+#define interp_LOG interp_unary
+#define interp_SQRT interp_unary
+#define interp_RSQRT interp_unary
+#define interp_TANH interp_unary
+#define interp_SIGMOID interp_unary
+#define interp_RELU interp_unary
+#define interp_GELU interp_unary
+#define interp_GELU_TANH interp_unary
+#define interp_SILU interp_unary
+
+/* WHERE: any dtype for the branches, so elements move as bytes. */
+static bool interp_WHERE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)n, (void)err, (void)errlen;
+  int64_t idx[KILN_MAX_RANK], count = shape_numel(&out->shape);
+  size_t es = (size_t)dtype_size(out->dtype);
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &out->shape, idx);
+    bool c = ((const uint8_t *)in[0].data)[bcast_offset(&in[0].shape, idx, out->shape.rank)] != 0;
+    const Tensor *src = c ? &in[1] : &in[2];
+    memcpy((char *)out->data + (size_t)i * es, (const char *)src->data + (size_t)bcast_offset(&src->shape, idx, out->shape.rank) * es, es);
+  }
+  return true;
+}
+
+/* f32 -> i32 truncates toward zero; NaN gives 0 and out-of-range values saturate
+ * (kernels leave those undefined, as C does). To bool: x != 0. */
+static int32_t f32_to_i32(float v) {
+  if (isnan(v)) return 0;
+  if (v >= 2147483647.0f) return INT32_MAX;
+  if (v <= -2147483648.0f) return INT32_MIN;
+  return (int32_t)v;
+}
+
+/* Converts each element to out's dtype: to bool is "!= 0", f32 -> i32 truncates and
+ * saturates (f32_to_i32, NaN -> 0), other conversions are plain C. Cannot fail. */
+static bool interp_CAST(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)n, (void)err, (void)errlen;
+  int64_t count = shape_numel(&out->shape);
+  for (int64_t i = 0; i < count; i++) {
+    double v = in[0].dtype == DT_F32 ? f32_at(&in[0], i)
+               : in[0].dtype == DT_I32 ? ((const int32_t *)in[0].data)[i]
+                                       : ((const uint8_t *)in[0].data)[i];
+    if (out->dtype == DT_F32) f32_out(out)[i] = (float)v;
+    else if (out->dtype == DT_BOOL) ((uint8_t *)out->data)[i] = v != 0.0;
+    else if (in[0].dtype == DT_F32) ((int32_t *)out->data)[i] = f32_to_i32((float)v);
+    else ((int32_t *)out->data)[i] = (int32_t)v;
+  }
+  return true;
+}
+
+/* COPY and RESHAPE: the same bytes (a view is a plain copy here). */
+static bool interp_same_bytes(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)n, (void)err, (void)errlen;
+  memcpy(out->data, in[0].data, (size_t)(shape_numel(&out->shape) * dtype_size(out->dtype)));
+  return true;
+}
+#define interp_COPY interp_same_bytes
+#define interp_RESHAPE interp_same_bytes
+
+/* ---- contractions and windows ---- */
+
+/* Batched x @ y with broadcast batch dims and optional transposes, accumulating each dot
+ * product in double: the reference the emitted kernels are compared against. Cannot fail. */
+static bool interp_MATMUL(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Shape *xs = &in[0].shape, *ys = &in[1].shape, *os = &out->shape;
+  int r = os->rank;
+  int64_t M = os->dim[r - 2], N = os->dim[r - 1];
+  int64_t K = n->a.trans_x ? xs->dim[xs->rank - 2] : xs->dim[xs->rank - 1];
+  int64_t xr = xs->dim[xs->rank - 2], xc = xs->dim[xs->rank - 1], yr = ys->dim[ys->rank - 2], yc = ys->dim[ys->rank - 1];
+  Shape xb = *xs, yb = *ys, ob = *os;
+  xb.rank -= 2, yb.rank -= 2, ob.rank -= 2;
+  int64_t batches = shape_numel(&ob), idx[KILN_MAX_RANK];
+  for (int64_t b = 0; b < batches; b++) {
+    unravel(b, &ob, idx);
+    const float *x = (const float *)in[0].data + bcast_offset(&xb, idx, ob.rank) * xr * xc;
+    const float *y = (const float *)in[1].data + bcast_offset(&yb, idx, ob.rank) * yr * yc;
+    float *o = f32_out(out) + b * M * N;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; k++) {
+          double xv = n->a.trans_x ? x[k * xc + i] : x[i * xc + k];
+          double yv = n->a.trans_y ? y[j * yc + k] : y[k * yc + j];
+          acc += xv * yv;
+        }
+        o[i * N + j] = (float)acc;
+      }
+  }
+  return true;
+}
+
+/* Direct NCHW convolution with groups, stride, dilation and zero padding (out-of-range taps
+ * skipped), bias added first, accumulated in double. Cannot fail. */
+static bool interp_CONV2D(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Attrs *a = &n->a;
+  const Shape *xs = &in[0].shape, *ws = &in[1].shape, *os = &out->shape;
+  int64_t C = xs->dim[1], H = xs->dim[2], W = xs->dim[3];
+  int64_t O = ws->dim[0], CG = ws->dim[1], KH = ws->dim[2], KW = ws->dim[3];
+  int64_t OG = O / a->groups;
+  const float *x = in[0].data, *w = in[1].data, *bias = n->nin == 3 ? in[2].data : NULL;
+  float *o = f32_out(out);
+  for (int64_t b = 0; b < os->dim[0]; b++)
+    for (int64_t oc = 0; oc < O; oc++) {
+      int64_t g = oc / OG;
+      for (int64_t oh = 0; oh < os->dim[2]; oh++)
+        for (int64_t ow = 0; ow < os->dim[3]; ow++) {
+          double acc = bias ? bias[oc] : 0.0;
+          for (int64_t ic = 0; ic < CG; ic++)
+            for (int64_t kh = 0; kh < KH; kh++)
+              for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t ih = oh * a->stride[0] - a->pad[0] + kh * a->dilation[0];
+                int64_t iw = ow * a->stride[1] - a->pad[1] + kw * a->dilation[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                acc += (double)x[((b * C + g * CG + ic) * H + ih) * W + iw] * w[((oc * CG + ic) * KH + kh) * KW + kw];
+              }
+          o[((b * O + oc) * os->dim[2] + oh) * os->dim[3] + ow] = (float)acc;
+        }
+    }
+  return true;
+}
+
+/* Max or mean over each window; padded positions never take part in a max, and
+ * count in a mean's divisor only with a.count_pad. */
+static bool interp_pool(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Attrs *a = &n->a;
+  const Shape *xs = &in[0].shape, *os = &out->shape;
+  int64_t H = xs->dim[2], W = xs->dim[3];
+  const float *x = in[0].data;
+  float *o = f32_out(out);
+  for (int64_t bc = 0; bc < xs->dim[0] * xs->dim[1]; bc++)
+    for (int64_t oh = 0; oh < os->dim[2]; oh++)
+      for (int64_t ow = 0; ow < os->dim[3]; ow++) {
+        double acc = n->op == OP_MAXPOOL2D ? -INFINITY : 0.0;
+        int64_t count = 0;
+        for (int kh = 0; kh < a->kernel[0]; kh++)
+          for (int kw = 0; kw < a->kernel[1]; kw++) {
+            int64_t ih = oh * a->stride[0] - a->pad[0] + kh, iw = ow * a->stride[1] - a->pad[1] + kw;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            double v = x[(bc * H + ih) * W + iw];
+            if (n->op == OP_MAXPOOL2D) acc = (v > acc || isnan(v)) ? v : acc;
+            else acc += v;
+            count++;
+          }
+        if (n->op == OP_AVGPOOL2D) acc /= a->count_pad ? (double)a->kernel[0] * a->kernel[1] : (double)count;
+        o[(bc * os->dim[2] + oh) * os->dim[3] + ow] = (float)acc;
+      }
+  return true;
+}
+#define interp_MAXPOOL2D interp_pool
+#define interp_AVGPOOL2D interp_pool
+
+/* ---- reductions and normalisations ---- */
+
+/* Sum, mean or max over the a.axes dims; a NaN in a max propagates. */
+static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Shape *xs = &in[0].shape;
+  int64_t ocount = shape_numel(&out->shape), icount = shape_numel(xs), idx[KILN_MAX_RANK];
+  double *acc = kiln_alloc(sizeof(double) * (size_t)ocount);
+  for (int64_t j = 0; j < ocount; j++) acc[j] = n->op == OP_REDUCE_MAX ? -INFINITY : 0.0;
+  Shape kept = *xs;   /* x's shape with reduced dims set to 1: indexes acc */
+  for (int d = 0; d < xs->rank; d++)
+    if (n->a.axes & (1u << d)) kept.dim[d] = 1;
+  for (int64_t i = 0; i < icount; i++) {
+    unravel(i, xs, idx);
+    for (int d = 0; d < xs->rank; d++)
+      if (n->a.axes & (1u << d)) idx[d] = 0;
+    int64_t j = ravel(idx, &kept);
+    double v = f32_at(&in[0], i);
+    if (n->op != OP_REDUCE_MAX) acc[j] += v;
+    else if (!isnan(acc[j]) && (isnan(v) || v > acc[j])) acc[j] = v;
+  }
+  double per = (double)icount / (double)ocount;
+  for (int64_t j = 0; j < ocount; j++) f32_out(out)[j] = (float)(n->op == OP_REDUCE_MEAN ? acc[j] / per : acc[j]);
+  return true;
+}
+#define interp_REDUCE_SUM interp_reduce
+#define interp_REDUCE_MEAN interp_reduce
+#define interp_REDUCE_MAX interp_reduce
+
+/* Softmax along a.axis, max-subtracted for stability, in double. Cannot fail. */
+static bool interp_SOFTMAX(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Shape *s = &in[0].shape;
+  int ax = n->a.axis;
+  int64_t outer = dims_prod(s, 0, ax), len = s->dim[ax], inner = dims_prod(s, ax + 1, s->rank);
+  const float *x = in[0].data;
+  float *o = f32_out(out);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t b = 0; b < inner; b++) {
+      const float *xv = x + a * len * inner + b;
+      float *ov = o + a * len * inner + b;
+      double mx = -INFINITY, sum = 0.0;
+      for (int64_t k = 0; k < len; k++) mx = fmax(mx, xv[k * inner]);
+      for (int64_t k = 0; k < len; k++) sum += exp(xv[k * inner] - mx);
+      for (int64_t k = 0; k < len; k++) ov[k * inner] = (float)(exp(xv[k * inner] - mx) / sum);
+    }
+  return true;
+}
+
+/* LAYERNORM: (x - mean) / sqrt(var + eps) [* gamma [+ beta]], biased variance.
+ * RMSNORM: x / sqrt(mean(x^2) + eps) [* gamma]. Both over dims a.axis..rank-1. */
+static bool interp_norm(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Shape *s = &in[0].shape;
+  int64_t outer = dims_prod(s, 0, n->a.axis), len = dims_prod(s, n->a.axis, s->rank);
+  const float *gamma = n->nin > 1 ? in[1].data : NULL, *beta = n->nin > 2 ? in[2].data : NULL;
+  for (int64_t r = 0; r < outer; r++) {
+    const float *x = (const float *)in[0].data + r * len;
+    float *o = f32_out(out) + r * len;
+    double mean = 0.0, var = 0.0;
+    if (n->op == OP_LAYERNORM) {
+      for (int64_t k = 0; k < len; k++) mean += x[k];
+      mean /= (double)len;
+    }
+    for (int64_t k = 0; k < len; k++) var += (x[k] - mean) * (x[k] - mean);
+    var /= (double)len;
+    double inv = 1.0 / sqrt(var + (double)n->a.eps);
+    for (int64_t k = 0; k < len; k++) {
+      double v = (x[k] - mean) * inv;
+      if (gamma) v *= gamma[k];
+      if (beta) v += beta[k];
+      o[k] = (float)v;
+    }
+  }
+  return true;
+}
+#define interp_LAYERNORM interp_norm
+#define interp_RMSNORM interp_norm
+
+/* Inference batchnorm: (x - mean[c]) / sqrt(var[c] + eps) * gamma[c] + beta[c], channel on dim 1. */
+static bool interp_BATCHNORM(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Shape *s = &in[0].shape;
+  int64_t N = s->dim[0], C = s->dim[1], inner = dims_prod(s, 2, s->rank);
+  const float *x = in[0].data, *mean = in[1].data, *var = in[2].data, *gamma = in[3].data, *beta = in[4].data;
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t c = 0; c < C; c++) {
+      double inv = 1.0 / sqrt((double)var[c] + (double)n->a.eps);
+      for (int64_t k = 0; k < inner; k++) {
+        int64_t i = (b * C + c) * inner + k;
+        f32_out(out)[i] = (float)((x[i] - (double)mean[c]) * inv * gamma[c] + beta[c]);
+      }
+    }
+  return true;
+}
+
+/* ---- data movement (any dtype: elements move as bytes) ---- */
+
+/* out[i0..] = x[indices permuted by a.perm]; any dtype, elements copied as bytes. */
+static bool interp_TRANSPOSE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  size_t es = (size_t)dtype_size(out->dtype);
+  int64_t count = shape_numel(&out->shape), oidx[KILN_MAX_RANK], iidx[KILN_MAX_RANK];
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &out->shape, oidx);
+    for (int d = 0; d < out->shape.rank; d++) iidx[n->a.perm[d]] = oidx[d];
+    memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)ravel(iidx, &in[0].shape) * es, es);
+  }
+  return true;
+}
+
+/* Each output element copied from the input whose stretch of a.axis covers it; any dtype. */
+static bool interp_CONCAT(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  size_t es = (size_t)dtype_size(out->dtype);
+  int64_t count = shape_numel(&out->shape), idx[KILN_MAX_RANK];
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &out->shape, idx);
+    int k = 0;
+    while (idx[n->a.axis] >= in[k].shape.dim[n->a.axis]) idx[n->a.axis] -= in[k++].shape.dim[n->a.axis];
+    memcpy((char *)out->data + (size_t)i * es, (const char *)in[k].data + (size_t)ravel(idx, &in[k].shape) * es, es);
+  }
+  return true;
+}
+
+/* out[i] = x[start + i * step] per dim (attrs already normalised and in range); any dtype. */
+static bool interp_SLICE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  size_t es = (size_t)dtype_size(out->dtype);
+  int64_t count = shape_numel(&out->shape), idx[KILN_MAX_RANK];
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &out->shape, idx);
+    for (int d = 0; d < out->shape.rank; d++) idx[d] = n->a.start[d] + idx[d] * n->a.step[d];
+    memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)ravel(idx, &in[0].shape) * es, es);
+  }
+  return true;
+}
+
+/* out[pre, j..., post] = x[pre, indices[j...], post]; an index outside [0, n) is an error. */
+static bool interp_GATHER(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  size_t es = (size_t)dtype_size(out->dtype);
+  int ax = n->a.axis, ir = in[1].shape.rank;
+  int64_t count = shape_numel(&out->shape), oidx[KILN_MAX_RANK], xidx[KILN_MAX_RANK], jidx[KILN_MAX_RANK];
+  int64_t limit = in[0].shape.dim[ax];
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &out->shape, oidx);
+    for (int d = 0; d < ir; d++) jidx[d] = oidx[ax + d];
+    int32_t v = ((const int32_t *)in[1].data)[ravel(jidx, &in[1].shape)];
+    if (v < 0 || v >= limit) {
+      snprintf(err, errlen, "%s:%d: gather: index %d out of range [0, %lld) for %s", n->loc.file ? n->loc.file : "?",
+               n->loc.line, (int)v, (long long)limit, shape_str(&in[0].shape));
+      return false;
+    }
+    for (int d = 0; d < ax; d++) xidx[d] = oidx[d];
+    xidx[ax] = v;
+    for (int d = ax + 1; d < in[0].shape.rank; d++) xidx[d] = oidx[d - 1 + ir];
+    memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)ravel(xidx, &in[0].shape) * es, es);
+  }
+  return true;
+}
+
+/* out = x with y stored at rows at.. of a.axis; an offset that would put a row of y
+ * outside x is an error naming the node's line. */
+static bool interp_WRITE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  size_t es = (size_t)dtype_size(out->dtype);
+  int ax = n->a.axis;
+  int32_t at = *(const int32_t *)in[2].data;
+  int64_t rows = in[1].shape.dim[ax], limit = in[0].shape.dim[ax];
+  if (at < 0 || at > limit - rows) {
+    snprintf(err, errlen, "%s:%d: write: offset %d puts %lld row%s outside [0, %lld) along axis %d of state %s %s",
+             n->loc.file ? n->loc.file : "?", n->loc.line, (int)at, (long long)rows, rows == 1 ? "" : "s", (long long)limit,
+             ax, n->name ? n->name : "?", shape_str(&in[0].shape));
+    return false;
+  }
+  memcpy(out->data, in[0].data, (size_t)shape_numel(&out->shape) * es);
+  int64_t count = shape_numel(&in[1].shape), idx[KILN_MAX_RANK];
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &in[1].shape, idx);
+    idx[ax] += at;
+    memcpy((char *)out->data + (size_t)ravel(idx, &out->shape) * es, (const char *)in[1].data + (size_t)i * es, es);
+  }
+  return true;
+}
+
+/* Leaves are never evaluated: interp_graph takes their data as it is. */
+static bool interp_leaf(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)in, (void)out, (void)err, (void)errlen;
+  die("interp: leaf %s %%%d has no computation", kiln_ops[n->op].name, n->id);
+}
+#define interp_INPUT interp_leaf
+#define interp_WEIGHT interp_leaf
+#define interp_CONST interp_leaf
+#define interp_STATE interp_leaf
+
+/* Keys row i of sdpa sees: j < min(clamp(len, 0, S), pos + i + 1 if causal). */
+static int64_t sdpa_end(const Node *n, int64_t S, int64_t len, int64_t pos, int64_t i) {
+  int64_t end = len < 0 ? 0 : len > S ? S : len;
+  if (n->a.causal && pos + i + 1 < end) end = pos + i + 1 < 0 ? 0 : pos + i + 1;
+  return end;
+}
+
+/* Attention the plain way: every score of a row in double, its softmax, the weighted sum
+ * of v; the C and Metal kernels' online softmax must agree with it. Cannot fail. */
+static bool interp_SDPA(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t HQ = in[0].shape.dim[0], T = in[0].shape.dim[1], D = in[0].shape.dim[2];
+  int64_t HKV = in[1].shape.dim[0], S = in[1].shape.dim[1], G = HQ / HKV;
+  int64_t len = ((const int32_t *)in[3].data)[0], pos = ((const int32_t *)in[4].data)[0];
+  const float *q = in[0].data, *k = in[1].data, *v = in[2].data;
+  double *s = kiln_alloc(sizeof(double) * (size_t)S);
+  for (int64_t h = 0; h < HQ; h++)
+    for (int64_t i = 0; i < T; i++) {
+      const float *qi = q + (h * T + i) * D, *kh = k + h / G * S * D, *vh = v + h / G * S * D;
+      int64_t end = sdpa_end(n, S, len, pos, i);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < end; j++) {
+        double d = 0;
+        for (int64_t c = 0; c < D; c++) d += (double)qi[c] * kh[j * D + c];
+        s[j] = d * n->a.scale;
+        if (s[j] > mx) mx = s[j];
+      }
+      for (int64_t j = 0; j < end; j++) sum += s[j] = exp(s[j] - mx);
+      for (int64_t c = 0; c < D; c++) {
+        double acc = 0;
+        for (int64_t j = 0; j < end; j++) acc += s[j] * vh[j * D + c];
+        f32_out(out)[(h * T + i) * D + c] = end ? (float)(acc / sum) : 0.0f;
+      }
+    }
+  return true;
+}
+
+static InterpFn *const interp_fns[OP__COUNT] = {
+#define X(id, nm, mi, ma, fam, fl, ex, iex, dc) [OP_##id] = interp_##id,
+    KILN_OPS(X)
+#undef X
+};
+
+/* Evaluates one non-leaf node into out, whose dtype, shape and buffer the caller provides;
+ * in[] are its operands' values. Dies on a mismatched or missing buffer; false + err on a data
+ * error (only gather's index range today). */
+bool interp_node(Graph *g, Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)g;
+  if (out->dtype != n->dtype || !shape_eq(&out->shape, &n->shape) || !out->data)
+    die("interp: output tensor of %%%d does not match the node", n->id);
+  for (int i = 0; i < n->nin; i++)
+    if (!in[i].data) die("interp: input %d of %%%d has no data", i, n->id);
+  return interp_fns[n->op](n, in, out, err, errlen);
+}
+
+/* Contract: evaluates the live nodes the outputs depend on, in id order; inputs[i]
+ * must match Graph.inputs[i]'s dtype and shape (checked, a mismatch dies); outputs[i]
+ * gets a fresh copy of output i. Returns false with a message on a data error. */
+bool interp_graph(Graph *g, const Tensor *inputs, Tensor *outputs, char *err, size_t errlen) {
+  return interp_entry(g, inputs, NULL, outputs, err, errlen);
+}
+
+/* Contract in kiln.h. Every version of a state is its own buffer here (the graph is
+ * functional): a STATE leaf reads a copy of state[i], a WRITE makes a new copy, and
+ * the last version of each state is copied back only once everything succeeded. So
+ * the interpreter needs no schedule, and is the oracle for the in-place targets. */
+bool interp_entry(Graph *g, const Tensor *inputs, Tensor *state, Tensor *outputs, char *err, size_t errlen) {
+  bool *need = kiln_alloc(sizeof(bool) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->noutputs; i++) need[g->outputs[i].node] = true;
+  for (int s = 0; s < g->nstate_last; s++)   /* the writes are the entry's side effects */
+    if (g->state_last[s] >= 0 && g->nodes[g->state_last[s]]->op == OP_WRITE) need[g->state_last[s]] = true;
+  for (int i = g->nnodes - 1; i >= 0; i--)
+    if (need[i])
+      for (int k = 0; k < g->nodes[i]->nin; k++) need[g->nodes[i]->in[k]] = true;
+  Tensor *val = kiln_alloc(sizeof(Tensor) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!need[i]) continue;
+    if (n->dead) die("interp: output depends on dead %%%d", i);
+    val[i] = (Tensor){n->dtype, n->shape, n->data};
+    if (n->op == OP_INPUT) {
+      const Tensor *t = &inputs[n->io_index];
+      if (t->dtype != n->dtype || !shape_eq(&t->shape, &n->shape)) die("interp: input %s has the wrong type", g->inputs[n->io_index].name);
+      val[i].data = t->data;
+      continue;
+    }
+    if (n->op == OP_STATE) {
+      if (!state || !g->prog || n->a.state < 0 || n->a.state >= g->prog->nstates) die("interp: %%%d reads a state it was not given", i);
+      const Tensor *t = &state[n->a.state];
+      if (t->dtype != n->dtype || !shape_eq(&t->shape, &n->shape)) die("interp: state %d has the wrong type", n->a.state);
+      val[i].data = memcpy(kiln_alloc((size_t)node_bytes(n)), t->data, (size_t)node_bytes(n));
+      continue;
+    }
+    if (n->op == OP_WEIGHT || n->op == OP_CONST) continue;
+    Tensor *args = kiln_alloc(sizeof(Tensor) * (size_t)(n->nin + 1));
+    for (int k = 0; k < n->nin; k++) args[k] = val[n->in[k]];
+    val[i].data = kiln_alloc((size_t)node_bytes(n));
+    if (!interp_node(g, n, args, &val[i], err, errlen)) return false;
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    const Tensor *v = &val[g->outputs[i].node];
+    size_t bytes = (size_t)(shape_numel(&v->shape) * dtype_size(v->dtype));
+    outputs[i] = (Tensor){v->dtype, v->shape, memcpy(kiln_alloc(bytes), v->data, bytes)};
+  }
+  for (int s = 0; s < g->nstate_last; s++) {
+    int last = g->state_last[s];
+    if (last < 0 || g->nodes[last]->op == OP_STATE) continue;
+    if (!state) die("interp: the graph writes state %d and was given none", s);
+    memcpy(state[s].data, val[last].data, (size_t)node_bytes(g->nodes[last]));
+  }
+  return true;
+}

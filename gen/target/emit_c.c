@@ -1,0 +1,1267 @@
+/*
+ * emit_c.c — the C target: <m>.h, <m>.c, <m>.weights (and <m>_weights.c).
+ *
+ * Planned graph in (kernels scheduled, every value placed by pass_memplan), files
+ * out. Every line of C comes from a template under templates/c/: this file only
+ * computes the values the templates name (offsets, identifiers, rendered op
+ * expressions). What a kernel walks (a matmul's batch and strides, a reduction's
+ * kept and reduced dims, a broadcast's coalesced loops...) is the family's
+ * geometry from emit_common.c, the same the Metal target reads; one render
+ * function per OpFamily maps it to the template's variables (C walks it with
+ * loops: the innermost dim a contiguous inner loop, the rest split from a row
+ * index). The family table at the bottom picks the function, so a new family is
+ * one geometry, one function, one row and one template per target. A fused kernel is rendered by its
+ * anchor's family; its chain becomes an inline `<kernel>_epilogue` helper called at
+ * the template's $EPILOGUE hooks (emit_common.c), its extra operands parameters
+ * e0, e1... after the anchor's.
+ *
+ * Names: kernels are Kernel.cname (made unique by pass_group); weights get
+ * W_<NAME> and arena values A_<KERNEL> byte-offset constants; inputs and outputs
+ * keep their Lua names as parameters. Anything that could collide with C or with
+ * the generated code's own identifiers gets a trailing '_' until it is unique.
+ */
+#include "kiln.h"
+
+#include <string.h>
+
+/* ---- template variables (EmitVars, emit_common.c) ---- */
+
+/* Appends templates/<tmpl> expanded with v's variables to out; dies if the template
+ * is absent or names a variable v lacks. */
+static void expand(Buf *out, const char *tmpl, const EmitVars *v) { template_expand(out, template_get(tmpl), v->kv); }
+
+/* As expand, but returns the text as a fresh arena string ("" for an empty expansion). */
+static char *expand_str(const char *tmpl, const EmitVars *v) {
+  Buf b = {0};
+  expand(&b, tmpl, v);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* "<sep>const <t> *restrict <name>", a kernel's read-only pointer parameter. */
+static char *restrict_param(const char *sep, const char *t, const char *name) {
+  EmitVars v = {0};
+  emit_var(&v, "SEP", sep);
+  emit_var(&v, "T", t);
+  emit_var(&v, "NAME", name);
+  return expand_str("c/restrict_param.c.tmpl", &v);
+}
+
+/* ---- names ---- */
+
+/* Identifiers the generated C file itself uses at file scope or in the run function,
+ * besides C keywords: a kernel or parameter of this name would clash. */
+static bool reserved_ident(const char *s) {
+  static const char *const own[] = {
+      "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
+      "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
+      "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
+      "min", NULL};
+  for (int i = 0; own[i]; i++)
+    if (strcmp(own[i], s) == 0) return true;
+  return emit_is_c_keyword(s);
+}
+
+/* A set of names handed out so far, to keep generated identifiers unique; also, when
+ * set, names another set holds are taken (an entry's parameters vs file scope). */
+typedef struct Names {
+  StrMap set;
+  const struct Names *also;
+} Names;
+
+/* True iff name was already handed out in s (or is in s->also). */
+static bool names_has(const Names *s, const char *name) {
+  return strmap_get(&s->set, name) || (s->also && names_has(s->also, name));
+}
+
+/* Returns base, or base with '_' appended until it is neither taken nor reserved. */
+static const char *names_claim(Names *s, const char *base) {
+  const char *name = base;
+  while (names_has(s, name) || reserved_ident(name)) name = kiln_fmt("%s_", name);
+  strmap_put(&s->set, name);
+  return name;
+}
+
+/* Everything the emitter decides once per model. */
+typedef struct {
+  Graph *g;
+  const char *model, *upper;      /* "mlp", "MLP" */
+  const char **kname;             /* per kernel: function name */
+  const char **ename;             /* per kernel: its epilogue helper's name (fused kernels) */
+  const char **wname;             /* per node id: W_ constant of a weights-region root */
+  const char **aname;             /* per node id: A_ constant of an arena-region root */
+  const char **in_param, **out_param;   /* per graph input/output: parameter name */
+  const char **in_stem, **out_stem;     /* per graph input/output: macro stem */
+  bool *in_read;                  /* per graph input: some kernel reads it (else the run voids it) */
+  const char **sname;             /* per state of the program: its S_ offset constant (NULL: plain) */
+  bool *in_byval;                 /* per graph input: passed by value (an i32 scalar of an entry) */
+} Ctx;
+
+/* Node id of g; dies (in graph_node) if id is out of range. */
+static Node *node(Graph *g, int id) { return graph_node(g, id); }
+/* The node feeding operand i of n; i must be < n->nin (not checked here). */
+static Node *input(Graph *g, const Node *n, int i) { return graph_node(g, n->in[i]); }
+
+/* The node that owns the bytes a value lives in: RESHAPE views are followed down. */
+static Node *storage_root(Graph *g, Node *n) {
+  while (n->op == OP_RESHAPE) n = input(g, n, 0);
+  return n;
+}
+
+/* Names every kernel, weight, arena value and I/O parameter, uniquely. The I/O
+ * parameters claim their names first: they appear in the public header, while a
+ * kernel's name is private to m.c (a clash renames the kernel). */
+static void ctx_init(Ctx *c, Graph *g) {
+  c->g = g;
+  c->model = g->model;
+  c->upper = emit_upper(g->model);
+  Names ids = {0}, stems = {0};
+  names_claim(&ids, kiln_fmt("%s_run", g->model));
+  names_claim(&ids, kiln_fmt("%s_run_v", g->model));
+  c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
+  c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
+  c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
+  c->in_stem = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
+  c->out_stem = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
+  static const char *const macro_reserved[] = {"WEIGHTS", "ARENA", "WEIGHTS_FILE", NULL};
+  for (int i = 0; macro_reserved[i]; i++) names_claim(&stems, macro_reserved[i]);
+  for (int i = 0; i < g->ninputs; i++) {
+    c->in_param[i] = names_claim(&ids, emit_ident(g->inputs[i].name));
+    c->in_stem[i] = names_claim(&stems, emit_upper(emit_ident(g->inputs[i].name)));
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    c->out_param[i] = names_claim(&ids, emit_ident(g->outputs[i].name));
+    c->out_stem[i] = names_claim(&stems, emit_upper(emit_ident(g->outputs[i].name)));
+  }
+  c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++) c->kname[k] = names_claim(&ids, emit_ident(g->kernels[k].cname));
+  c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++)
+    if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(&ids, kiln_fmt("%s_epilogue", c->kname[k]));
+  c->wname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
+  c->aname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || n->op == OP_RESHAPE) continue;
+    if (n->region == REG_WEIGHTS) {
+      const char *base = n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id);
+      c->wname[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("W_%s", base))));   /* "0.weight": W_0_WEIGHT */
+    }
+  }
+  for (int k = 0; k < g->nkernels; k++) {
+    const Kernel *kr = &g->kernels[k];
+    Node *n = node(g, kr->nodes[kr->nnodes - 1]);
+    if (n->region == REG_ARENA) c->aname[n->id] = names_claim(&ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
+  }
+}
+
+/* ---- binding operands in the run function ---- */
+
+/* The pointer expression for value n inside the run function, typed for a kernel
+ * parameter (const when read). */
+static const char *operand_ptr(const Ctx *c, Node *n, bool write) {
+  Node *r = storage_root(c->g, n);
+  const char *t = emit_c_type(n->dtype), *cq = write ? "" : "const ";
+  int64_t delta = n->offset - r->offset;
+  const char *plus = delta ? kiln_fmt(" + %lld", (long long)delta) : "";
+  switch (n->region) {
+  case REG_WEIGHTS:
+    if (!c->wname[r->id]) die("C: weight %%%d has no offset name", r->id);
+    if (write) die("C: kernel writes into the weights (%%%d)", n->id);
+    return kiln_fmt("(const %s *)(w + %s%s)", t, c->wname[r->id], plus);
+  case REG_ARENA:
+    if (!c->aname[r->id]) die("C: arena value %%%d has no offset name", r->id);
+    return kiln_fmt("(%s%s *)(a + %s%s)", cq, t, c->aname[r->id], plus);
+  case REG_INPUT:
+    if (write) die("C: kernel writes into input %d", n->io_slot);
+    c->in_read[n->io_slot] = true;
+    if (c->in_byval && c->in_byval[n->io_slot]) return kiln_fmt("&%s", c->in_param[n->io_slot]);
+    if (n->offset) return kiln_fmt("(const %s *)((const unsigned char *)%s + %lld)", t, c->in_param[n->io_slot], (long long)n->offset);
+    return c->in_param[n->io_slot];
+  case REG_OUTPUT:
+    if (n->offset) return kiln_fmt("(%s%s *)((unsigned char *)%s + %lld)", cq, t, c->out_param[n->io_slot], (long long)n->offset);
+    return c->out_param[n->io_slot];
+  case REG_STATE:
+    if (!c->sname || r->a.state < 0 || r->a.state >= c->g->prog->nstates) die("C: state value %%%d has no offset name", r->id);
+    return kiln_fmt("(%s%s *)(s + %s%s)", cq, t, c->sname[r->a.state], plus);
+  case REG_NONE: break;
+  }
+  die("C: value %%%d has no memory region (was pass_memplan run?)", n->id);
+}
+
+/* ---- kernels: one render function per family ---- */
+
+/* What every family's render function gets. */
+typedef struct {
+  const Ctx *c;
+  Graph *g;
+  Node *n;
+  EmitVars v;      /* NAME, DESC, LOC already set */
+} KernelCtx;
+
+#define IN(i) input(k->g, k->n, (i))
+
+/* n's shape as display text ("[2,3]"), in the arena, for doc comments. */
+static char *shape_of(const Node *n) { return shape_str(&n->shape); }
+
+/* An elementwise walk as C loops: the innermost dim becomes the inner loop of INNER
+ * elements, the outer dims ROWS rows whose start per operand comes from the row
+ * index split over them; the inner strides apart. */
+typedef struct {
+  int rank;                        /* outer rank, >= 1 (padded with a size-1 dim) */
+  int64_t dims[KILN_MAX_RANK];
+  int64_t strides[EMIT_MAX_WALK][KILN_MAX_RANK];
+  int64_t rows, inner, inner_stride[EMIT_MAX_WALK];
+} Loops;
+
+/* Splits a coalesced walk (rank >= 1) into the inner loop (last dim) and the outer
+ * rows; a rank-1 walk gets one size-1 outer dim with zero strides so rank stays >= 1. */
+static Loops loops_split(const EmitWalk *w) {
+  Loops l = {0};
+  int r = w->rank;
+  l.inner = w->dims[r - 1];
+  for (int k = 0; k < w->nops; k++) l.inner_stride[k] = w->strides[k][r - 1];
+  l.rank = r - 1;
+  l.rows = 1;
+  for (int i = 0; i < l.rank; i++) {
+    l.dims[i] = w->dims[i];
+    l.rows *= w->dims[i];
+    for (int k = 0; k < w->nops; k++) l.strides[k][i] = w->strides[k][i];
+  }
+  if (l.rank == 0) {
+    l.rank = 1;
+    l.dims[0] = 1;
+    for (int k = 0; k < w->nops; k++) l.strides[k][0] = 0;
+  }
+  return l;
+}
+
+/* Sets ROWS, INNER, RANK, DIMS in k->v, and per operand i < nops with a non-NULL
+ * stride_names[i] that name to operand i's outer strides. */
+static void loops_vars(KernelCtx *k, const Loops *l, const char *const *stride_names, int nops) {
+  emit_vari(&k->v, "ROWS", l->rows);
+  emit_vari(&k->v, "INNER", l->inner);
+  emit_vari(&k->v, "RANK", l->rank);
+  emit_var(&k->v, "DIMS", emit_int_list(l->dims, l->rank));
+  for (int i = 0; i < nops; i++)
+    if (stride_names[i]) emit_var(&k->v, stride_names[i], emit_int_list(l->strides[i], l->rank));
+}
+
+/* "x[xo + j]" for an operand walked contiguously in the inner loop, "x[xo]" when
+ * broadcast along it. */
+static const char *inner_operand(const char *arr, const char *start, int64_t stride) {
+  if (stride == 0) return kiln_fmt("%s[%s]", arr, start);
+  if (stride == 1) return kiln_fmt("%s[%s + j]", arr, start);
+  die("C: inner stride %lld of %s is neither 0 nor 1 after coalescing", (long long)stride, arr);
+}
+
+/* Unary family: sets TX, T, N, EXPR (the op's expr on x[i]); returns its template.
+ * Operand and result are contiguous with the same element count. */
+static const char *k_unary(KernelCtx *k) {
+  const char *ops[] = {"x[i]"};
+  emit_var(&k->v, "TX", emit_c_type(IN(0)->dtype));
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "N", node_numel(k->n));
+  emit_var(&k->v, "EXPR", emit_expr(op_expr(k->n->op, IN(0)->dtype), emit_c_fns, ops, 1));
+  return "c/unary.c.tmpl";
+}
+
+/* Binary family with broadcasting: picks the flat, one-outer-dim (rows) or general
+ * strided template by the coalesced walk; sets the strides and EXPR it needs. */
+static const char *k_binary(KernelCtx *k) {
+  EmitWalk w = emit_elementwise_walk(k->g, k->n);
+  Loops l = loops_split(&w);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_var(&k->v, "TX", emit_c_type(IN(0)->dtype));
+  const char *expr = op_expr(k->n->op, IN(0)->dtype);
+  if (l.rows == 1) {   /* contiguous or scalar operands: one flat loop */
+    const char *ops[] = {l.inner_stride[1] ? "x[i]" : "x[0]", l.inner_stride[2] ? "y[i]" : "y[0]"};
+    emit_vari(&k->v, "N", l.inner);
+    emit_var(&k->v, "EXPR", emit_expr(expr, emit_c_fns, ops, 2));
+    return "c/binary.c.tmpl";
+  }
+  const char *names[] = {NULL, "XSTRIDES", "YSTRIDES"};
+  loops_vars(k, &l, names, 3);
+  const char *ops[] = {inner_operand("x", "xo", l.inner_stride[1]), inner_operand("y", "yo", l.inner_stride[2])};
+  emit_var(&k->v, "EXPR", emit_expr(expr, emit_c_fns, ops, 2));
+  if (l.rank > 1) return "c/binary_bcast.c.tmpl";
+  emit_vari(&k->v, "X_ROW", l.strides[1][0]);   /* one outer dim: rows (bias adds, row scales) */
+  emit_vari(&k->v, "Y_ROW", l.strides[2][0]);
+  return "c/binary_rows.c.tmpl";
+}
+
+/* Select (where) family: three broadcast operands walked as strided loops; sets the
+ * X/Y/ZSTRIDES, T and EXPR variables and returns the select template. */
+static const char *k_select(KernelCtx *k) {
+  EmitWalk w = emit_elementwise_walk(k->g, k->n);
+  Loops l = loops_split(&w);
+  const char *names[] = {NULL, "XSTRIDES", "YSTRIDES", "ZSTRIDES"};
+  loops_vars(k, &l, names, 4);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  const char *ops[] = {inner_operand("x", "xo", l.inner_stride[1]), inner_operand("y", "yo", l.inner_stride[2]),
+                       inner_operand("z", "zo", l.inner_stride[3])};
+  emit_var(&k->v, "EXPR", emit_expr(kiln_ops[k->n->op].expr, emit_c_fns, ops, 3));
+  return "c/select.c.tmpl";
+}
+
+/* The C spelling of conversions between dtypes (emit_common.c picks one). */
+static const EmitCasts c_casts = {
+    .to_bool = "(uint8_t)($X != 0)",
+    .to_f32 = "(float)$X",
+    .to_i32 = "(int32_t)$X",
+    .f32_to_i32 = "($X != $X ? 0 : $X >= 2147483648.0f ? INT32_MAX : $X <= -2147483648.0f ? INT32_MIN : (int32_t)$X)",
+};
+
+/* Cast family: sets TX, T, N and CONVERT (the C conversion from c_casts, which
+ * saturates f32 -> i32 and maps NaN to 0); returns the cast template. */
+static const char *k_cast(KernelCtx *k) {
+  emit_var(&k->v, "TX", emit_c_type(IN(0)->dtype));
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "N", node_numel(k->n));
+  emit_var(&k->v, "CONVERT", emit_cast(&c_casts, IN(0)->dtype, k->n->dtype, "x[i]"));
+  return "c/cast.c.tmpl";
+}
+
+enum { MATMUL_NT_NB = 4 };
+enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */   /* outputs a Linear kernel computes together: kiln_dot4's rows */
+
+/* The loops over n of a Linear (matmul_nt) kernel: NB outputs at a time while N
+ * holds NB more, then one at a time for what is left; a loop with nothing to do is
+ * not emitted. Sets LOOPS, BLOCK_ENUM and BLOCK_DOC. */
+static void matmul_nt_loops(KernelCtx *k, const MatmulGeom *m, bool batched) {
+  int64_t blocked = m->n - m->n % MATMUL_NT_NB;
+  bool block = blocked > 0, tail = blocked < m->n;
+  EmitVars lv = {0};
+  emit_var(&lv, "IND", batched ? "  " : "");
+  emit_var(&lv, "Y", batched ? "y + yo" : "y");
+  emit_var(&lv, "ROW", batched ? "(b * M + m) * N" : "m * N");
+  emit_var(&lv, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&lv, "END", tail ? "N_BLOCKED" : "N");
+  emit_var(&lv, "START", block ? "N_BLOCKED" : "0");
+  Buf loops = {0};
+  if (block) expand(&loops, "c/matmul_nt_block.c.tmpl", &lv);
+  if (tail) expand(&loops, "c/matmul_nt_tail.c.tmpl", &lv);
+  emit_var(&k->v, "LOOPS", kiln_strdup(loops.data));
+  buf_free(&loops);
+  EmitVars ev = {0};
+  emit_vari(&ev, "NB", MATMUL_NT_NB);
+  emit_vari(&ev, "N_BLOCKED", blocked);
+  emit_var(&k->v, "BLOCK_ENUM", !block ? "" : expand_str(tail ? "c/matmul_nt_enum_tail.c.tmpl" : "c/matmul_nt_enum.c.tmpl", &ev));
+  emit_var(&k->v, "BLOCK_DOC", !block ? "" : template_get(tail ? "c/matmul_nt_doc_tail.c.tmpl" : "c/matmul_nt_doc.c.tmpl"));
+}
+
+/* Matmul family: sets geometry and batch-broadcast strides; x @ y^T (Linear) gets
+ * the blocked matmul_nt templates, anything else the plain ones, batched iff batch > 1. */
+static const char *k_matmul(KernelCtx *k) {
+  MatmulGeom m = emit_matmul_geom(k->g, k->n);
+  emit_matmul_vars(&k->v, &m);
+  emit_vari(&k->v, "BATCH", m.batch);
+  emit_vari(&k->v, "RANK", m.b.rank);
+  emit_var(&k->v, "DIMS", emit_int_list(m.b.dims, m.b.rank));
+  emit_var(&k->v, "XSTRIDES", emit_int_list(m.b.strides[1], m.b.rank));
+  emit_var(&k->v, "YSTRIDES", emit_int_list(m.b.strides[2], m.b.rank));
+  bool batched = m.batch > 1;   /* else the batch loop is noise to a reader */
+  if (m.trans_y && !m.trans_x) {
+    matmul_nt_loops(k, &m, batched);
+    return batched ? "c/matmul_nt_batched.c.tmpl" : "c/matmul_nt.c.tmpl";
+  }
+  return batched ? "c/matmul_batched.c.tmpl" : "c/matmul.c.tmpl";
+}
+
+/* Conv2d family: sets the conv geometry, and the bias parameter and loop iff the
+ * node has a bias operand (else both empty); returns the conv template. */
+static const char *k_conv(KernelCtx *k) {
+  ConvGeom c = emit_conv_geom(k->g, k->n);
+  emit_conv_vars(&k->v, &c);
+  emit_var(&k->v, "BIAS_PARAM", c.bias ? restrict_param(", ", "float", "bias") : "");
+  /* Four or more filters a group share each gathered patch (kiln_dot4); the patch lives
+   * on the stack, so it stays small, and below CONV_PATCH_MIN taps gathering costs more than
+   * the vector dot products save (LeNet's 5x5 first layer). Otherwise the direct loops. */
+  int64_t taps = c.cg * c.kh * c.kw;
+  if (c.ocg >= 4 && taps >= CONV_PATCH_MIN && taps <= CONV_PATCH_MAX) {
+    emit_var(&k->v, "BIAS_BLOCK", c.bias ? " + bias[g * OCG + oc + t]" : "");
+    emit_var(&k->v, "BIAS_ONE", c.bias ? " + bias[g * OCG + oc]" : "");
+    return "c/conv_patch.c.tmpl";
+  }
+  emit_var(&k->v, "BIAS_LOOP", c.bias ? template_get("c/conv_bias_loop.c.tmpl") : "");
+  return "c/conv.c.tmpl";
+}
+
+/* Pool family: max pool or average pool (the latter also gets COUNT_PAD); sets
+ * the pool geometry and returns the matching template. */
+static const char *k_pool(KernelCtx *k) {
+  PoolGeom p = emit_pool_geom(k->g, k->n);
+  emit_pool_vars(&k->v, &p);
+  if (k->n->op == OP_MAXPOOL2D) return "c/maxpool.c.tmpl";
+  emit_vari(&k->v, "COUNT_PAD", p.count_pad);
+  return "c/avgpool.c.tmpl";
+}
+
+/* The kept dims give each output's start; the reduced dims are walked as loops
+ * (ROWS rows of INNER elements INNER_STRIDE apart). */
+static const char *k_reduce(KernelCtx *k) {
+  ReduceGeom r = emit_reduce_geom(k->g, k->n);
+  Loops l = loops_split(&r.reduced);
+  const EmitWalk *kw = &r.kept;
+  emit_vari(&k->v, "OUTN", r.outn);
+  emit_vari(&k->v, "RED", r.red);
+  emit_vari(&k->v, "ROWS", l.rows);
+  emit_vari(&k->v, "INNER", l.inner);
+  emit_vari(&k->v, "INNER_STRIDE", l.inner_stride[0]);
+  emit_vari(&k->v, "KRANK", kw->rank);
+  emit_vari(&k->v, "RRANK", l.rank);
+  emit_var(&k->v, "KDIMS", emit_int_list(kw->dims, kw->rank));
+  emit_var(&k->v, "KSTRIDES", emit_int_list(kw->strides[0], kw->rank));
+  emit_var(&k->v, "RDIMS", emit_int_list(l.dims, l.rank));
+  emit_var(&k->v, "RSTRIDES", emit_int_list(l.strides[0], l.rank));
+  EmitReduceOp op = emit_reduce_op(k->n->op, "v != v");
+  emit_var(&k->v, "INIT", op.init);
+  emit_var(&k->v, "UPDATE", op.update);
+  emit_var(&k->v, "FINISH", op.finish);
+  /* Trailing contiguous dims reduced (sum over the last dim, a global mean): rows. */
+  bool rows_form = l.rows == 1 && l.inner_stride[0] == 1 && kw->rank == 1 &&
+                   (kw->dims[0] == 1 || kw->strides[0][0] == l.inner);
+  return rows_form ? "c/reduce_rows.c.tmpl" : "c/reduce.c.tmpl";
+}
+
+/* Softmax family over n->a.axis: sets OUTER, N, INNER; a last-axis softmax
+ * (INNER == 1) gets the contiguous-rows template. */
+static const char *k_softmax(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  return a.inner == 1 ? "c/softmax_rows.c.tmpl" : "c/softmax.c.tmpl";   /* the last dim: contiguous rows */
+}
+
+/* LayerNorm / RMSNorm over the trailing dims: sets ROWS, D, EPS, the optional
+ * gamma/beta parameters and the affine step; returns the op's template. */
+static const char *k_norm(KernelCtx *k) {
+  NormGeom g = emit_norm_geom(k->g, k->n);
+  emit_vari(&k->v, "ROWS", g.rows);
+  emit_vari(&k->v, "D", g.d);
+  emit_var(&k->v, "EPS", emit_float(k->n->a.eps));
+  emit_var(&k->v, "PARAMS", kiln_fmt("%s%s", g.gamma ? restrict_param(", ", "float", "gamma") : "",
+                                     g.beta ? restrict_param(", ", "float", "beta") : ""));
+  emit_var(&k->v, "AFFINE", g.affine);
+  emit_var(&k->v, "AFFINE_DOC", g.affine_doc);
+  return k->n->op == OP_LAYERNORM ? "c/layernorm.c.tmpl" : "c/rmsnorm.c.tmpl";
+}
+
+/* BatchNorm (inference) on N x C x ...: sets NB, C, PLANE (dims after 1 multiplied)
+ * and EPS; returns the batchnorm template. */
+static const char *k_batchnorm(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&k->n->shape, 1);   /* N x C x PLANE */
+  emit_vari(&k->v, "NB", a.outer);
+  emit_vari(&k->v, "C", a.n);
+  emit_vari(&k->v, "PLANE", a.inner);
+  emit_var(&k->v, "EPS", emit_float(k->n->a.eps));
+  return "c/batchnorm.c.tmpl";
+}
+
+/* A strided copy (transpose, slice): rows of the output read from x. */
+static const char *k_copy(KernelCtx *k) {
+  EmitWalk w = emit_copy_walk(k->g, k->n);
+  Loops l = loops_split(&w);
+  const char *names[] = {NULL, "XSTRIDES"};
+  loops_vars(k, &l, names, 2);
+  emit_vari(&k->v, "INNER_STRIDE", l.inner_stride[1]);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  if (k->n->op == OP_TRANSPOSE) return "c/transpose.c.tmpl";
+  emit_vari(&k->v, "BASE", w.base);
+  return "c/slice.c.tmpl";
+}
+
+/* Concat family: one read-only parameter x<i> and one copy part per input, each
+ * LEN elements landing AT its offset in every output row; returns the concat template. */
+static const char *k_concat(KernelCtx *k) {
+  ConcatGeom c = emit_concat_geom(k->g, k->n);
+  const char *t = emit_c_type(k->n->dtype);
+  Buf params = {0}, parts = {0};
+  for (int i = 0; i < c.nparts; i++) {
+    buf_puts(&params, restrict_param(i ? ", " : "", t, kiln_fmt("x%d", i)));
+    EmitVars p = {0};
+    emit_var(&p, "K", kiln_fmt("%d", i));
+    emit_vari(&p, "LEN", c.len[i]);
+    emit_vari(&p, "AT", c.at[i]);
+    emit_var(&p, "EPILOGUE", emit_hook_epilogue);
+    expand(&parts, "c/concat_part.c.tmpl", &p);
+  }
+  emit_var(&k->v, "T", t);
+  emit_vari(&k->v, "OUTER", c.outer);
+  emit_vari(&k->v, "ROW", c.row);
+  emit_var(&k->v, "PARAMS", kiln_strdup(params.data));
+  emit_var(&k->v, "PARTS", kiln_strdup(parts.data));
+  buf_free(&params);
+  buf_free(&parts);
+  return "c/concat.c.tmpl";
+}
+
+/* Gather family: sets T and OUTER, N, INNER, NIDX from the gather geometry (index
+ * range checking is the template's job); returns the gather template. */
+static const char *k_gather(KernelCtx *k) {
+  GatherGeom g = emit_gather_geom(k->g, k->n);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "OUTER", g.outer);
+  emit_vari(&k->v, "N", g.n);
+  emit_vari(&k->v, "INNER", g.inner);
+  emit_vari(&k->v, "NIDX", g.nidx);
+  return "c/gather.c.tmpl";
+}
+
+/* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
+ * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
+static const char *k_attention(KernelCtx *k) {
+  const Shape *q = &IN(0)->shape, *kv = &IN(1)->shape;
+  emit_vari(&k->v, "HQ", q->dim[0]);
+  emit_vari(&k->v, "T", q->dim[1]);
+  emit_vari(&k->v, "D", q->dim[2]);
+  emit_vari(&k->v, "S", kv->dim[1]);
+  emit_vari(&k->v, "GROUP", q->dim[0] / kv->dim[0]);
+  emit_vari(&k->v, "CAUSAL", k->n->a.causal);
+  emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
+  return "c/sdpa.c.tmpl";
+}
+
+/* Write family: the state viewed as OUTER x N x INNER around the axis, the value as
+ * OUTER x ROWS x INNER; the state is the result (operand 0 is not passed: in place). */
+static const char *k_write(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_var(&k->v, "STATE", esc_comment(k->g->prog ? k->g->prog->states[k->n->a.state].name : "?"));
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "ROWS", IN(1)->shape.dim[a.axis]);
+  emit_vari(&k->v, "INNER", a.inner);
+  return "c/write.c.tmpl";
+}
+
+#undef IN
+
+/* Fills k->v for one family and returns the template to expand. */
+typedef const char *RenderFn(KernelCtx *k);
+static RenderFn *const render[FAM__COUNT] = {
+    [FAM_UNARY] = k_unary,         [FAM_BINARY] = k_binary,   [FAM_SELECT] = k_select,
+    [FAM_CAST] = k_cast,           [FAM_MATMUL] = k_matmul,   [FAM_CONV] = k_conv,
+    [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,   [FAM_SOFTMAX] = k_softmax,
+    [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
+    [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
+    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
+};
+
+/* Kernel pointers are restrict: a kernel's result must not share bytes with anything
+ * the kernel reads. pass_memplan promises that; a broken promise would be silent
+ * wrong answers. Values inside a fused kernel have no storage and are not read. */
+static void check_no_overlap(Graph *g, const Kernel *kr) {
+  const Node *r = node(g, kr->nodes[kr->nnodes - 1]);
+  for (int j = 0; j < kr->nnodes; j++) {
+    const Node *n = node(g, kr->nodes[j]);
+    for (int i = 0; i < n->nin; i++) {
+      if (n->op == OP_WRITE && i == 0) continue;   /* the version it updates in place: not passed */
+      const Node *x = input(g, n, i);
+      bool same_buffer = x->region == r->region && (r->region == REG_ARENA || r->region == REG_STATE ||
+                                                    ((r->region == REG_OUTPUT) && x->io_slot == r->io_slot));
+      if (same_buffer && x->offset < r->offset + node_bytes(r) && r->offset < x->offset + node_bytes(x))
+        die("C: %%%d (%s) overlaps %%%d, read by its kernel, in the %s", r->id, kiln_ops[r->op].name, x->id,
+            r->region == REG_ARENA ? "arena" : "output buffer");
+    }
+  }
+}
+
+/* The C spelling of what the epilogue of a fused kernel needs (emit_common.c). */
+static const EmitTarget c_target = {
+    .fns = emit_c_fns, .type = emit_c_type, .casts = &c_casts, .index_type = "int64_t", .int_suffix = "",
+    .read_ptr = "const %s *restrict ", .helper_tmpl = "c/epilogue.c.tmpl", .step_tmpl = "c/epilogue_step.c.tmpl",
+    .operand_tmpl = "c/epilogue_operand.c.tmpl",
+};
+
+/* Appends kernel ki's function (after its epilogue helper, if fused) to out and its
+ * call to calls. The anchor's family renders the kernel; the chain is the helper. */
+static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
+  Graph *g = c->g;
+  const Kernel *kr = &g->kernels[ki];
+  Node *n = node(g, kr->nodes[0]), *res = node(g, kr->nodes[kr->nnodes - 1]);
+  check_no_overlap(g, kr);
+  RenderFn *fn = render[kiln_ops[n->op].family];
+  if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
+  EmitEpilogue e;
+  emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
+  KernelCtx k = {.c = c, .g = g, .n = n};
+  emit_var(&k.v, "NAME", c->kname[ki]);
+  emit_var(&k.v, "DESC", esc_comment(emit_describe(g, kr)));
+  emit_var(&k.v, "LOC", e.lines);
+  Buf eparams = {0};
+  for (int i = 0; i < e.nextra; i++)
+    buf_puts(&eparams, restrict_param(", ", emit_c_type(e.extra[i]->dtype), e.extra_name[i]));
+  emit_var(&k.v, "EPARAMS", eparams.len ? kiln_strdup(eparams.data) : "");
+  buf_free(&eparams);
+  emit_var(&k.v, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&k.v, "IF_FUSED", emit_hook_fused);
+  const char *tmpl = fn(&k);
+  buf_puts(out, e.helper);
+  buf_puts(out, emit_epilogue_apply(expand_str(tmpl, &k.v), &e));
+
+  Buf args = {0};
+  for (int i = n->op == OP_WRITE; i < n->nin; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, n, i), false));
+  for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
+  buf_puts(&args, operand_ptr(c, res, true));
+  EmitVars cv = {0};
+  emit_var(&cv, "NAME", c->kname[ki]);
+  emit_var(&cv, "ARGS", args.data);
+  expand(calls, "c/call.c.tmpl", &cv);
+  buf_free(&args);
+}
+
+/* ---- the files ---- */
+
+/* One enum line "name = value" with what as its comment (made comment-safe), as a
+ * fresh arena string. */
+static const char *offset_line(const char *name, int64_t value, const char *what) {
+  EmitVars v = {0};
+  emit_var(&v, "NAME", name);
+  emit_vari(&v, "VALUE", value);
+  emit_var(&v, "WHAT", esc_comment(what));
+  return expand_str("c/offset.c.tmpl", &v);
+}
+
+/* What a W_ constant's comment says about weights-region leaf n: "f32 [512, 784] fc1.weight". */
+static const char *weight_what(const Node *n) {
+  return kiln_fmt("%s %s %s", dtype_name(n->dtype), shape_of(n), n->name ? n->name : kiln_ops[n->op].name);
+}
+
+/* The A_ enum of c's graph (arena values in schedule order), "" when it has none. */
+static const char *arena_enum(const Ctx *c) {
+  Graph *g = c->g;
+  Buf al = {0};
+  for (int k = 0; k < g->nkernels; k++) {
+    Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
+    if (!c->aname[n->id]) continue;
+    const char *what = kiln_fmt("%s %s, %lld bytes", dtype_name(n->dtype), shape_of(n), (long long)node_bytes(n));
+    buf_puts(&al, offset_line(c->aname[n->id], n->offset, what));
+  }
+  EmitVars av = {0};
+  emit_var(&av, "ENTRIES", al.data ? al.data : "");
+  emit_vari(&av, "ARENA_SIZE", g->arena_size);
+  const char *s = al.len ? expand_str("c/arena_enum.c.tmpl", &av) : "";
+  buf_free(&al);
+  return s;
+}
+
+/* The W_ enum (weights in offset order) and the A_ enum (arena values in schedule order). */
+static void offset_enums(const Ctx *c, EmitVars *fv) {
+  Graph *g = c->g;
+  Buf wl = {0};
+  for (int i = 0; i < g->nnodes; i++)
+    if (c->wname[i]) buf_puts(&wl, offset_line(c->wname[i], g->nodes[i]->offset, weight_what(g->nodes[i])));
+  EmitVars wv = {0};
+  emit_var(&wv, "ENTRIES", wl.data ? wl.data : "");
+  emit_var(fv, "WEIGHT_ENUM", wl.len ? expand_str("c/weight_enum.c.tmpl", &wv) : "");
+  emit_var(fv, "ARENA_ENUM", arena_enum(c));
+  buf_free(&wl);
+}
+
+/* One of the run function's parameters (NAME) or of its _v wrapper's casts (ARRAY[I]):
+ * const for an input, t its element type. */
+static void run_arg(Buf *b, const char *tmpl, bool input, const char *t, const char *name, int i) {
+  EmitVars v = {0};
+  emit_var(&v, "CONST", input ? "const " : "");
+  emit_var(&v, "T", t);
+  emit_var(&v, "NAME", name);
+  emit_var(&v, "ARRAY", input ? "inputs" : "outputs");
+  emit_vari(&v, "I", i);
+  expand(b, tmpl, &v);
+}
+
+/* "(void)name;" for a pointer the run function does not use, so -Wextra stays quiet. */
+static void unused_line(Buf *b, const char *name) {
+  EmitVars v = {0};
+  emit_var(&v, "NAME", name);
+  expand(b, "c/unused.c.tmpl", &v);
+}
+
+/* ", const float *image, float *logits" for the run function. */
+static char *run_params(const Ctx *c) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++)
+    run_arg(&b, "c/run_param.c.tmpl", true, emit_c_type(node(g, g->inputs[i].node)->dtype), c->in_param[i], i);
+  for (int i = 0; i < g->noutputs; i++)
+    run_arg(&b, "c/run_param.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i], i);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* Appends <model>.c to out: every kernel in schedule order, the offset enums and the
+ * run function calling them, (void)-ing the pointers no kernel uses. c is initialised. */
+static void emit_source(const Ctx *c, Buf *out) {
+  Graph *g = c->g;
+  Buf kernels = {0}, calls = {0}, vargs = {0};
+  for (int k = 0; k < g->nkernels; k++) emit_kernel(c, k, &kernels, &calls);
+  for (int i = 0; i < g->ninputs; i++)
+    run_arg(&vargs, "c/run_varg.c.tmpl", true, emit_c_type(node(g, g->inputs[i].node)->dtype), c->in_param[i], i);
+  for (int i = 0; i < g->noutputs; i++)
+    run_arg(&vargs, "c/run_varg.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i], i);
+  EmitVars rv = {0};
+  emit_var(&rv, "MODEL", c->model);
+  emit_var(&rv, "PARAMS", run_params(c));
+  emit_var(&rv, "CALLS", calls.data ? calls.data : "");
+  emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
+  /* (void) for the pointers a model does not use, so -Wextra stays quiet */
+  const char *calltext = calls.data ? calls.data : "";
+  Buf unused = {0};
+  if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
+  if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
+  for (int i = 0; i < g->ninputs; i++)   /* an input no kernel reads stays in the signature */
+    if (!c->in_read[i]) unused_line(&unused, c->in_param[i]);
+  emit_var(&rv, "UNUSED", kiln_strdup(unused.data ? unused.data : ""));
+  buf_free(&unused);
+  Buf unused_v = {0};
+  if (!g->ninputs) unused_line(&unused_v, "inputs");
+  if (!g->noutputs) unused_line(&unused_v, "outputs");
+  emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
+  buf_free(&unused_v);
+  EmitVars fv = {0};
+  emit_var(&fv, "MODEL", c->model);
+  emit_var(&fv, "SCRIPT", esc_comment(graph_src_name(g, g->script)));
+  emit_var(&fv, "KERNEL_COUNT", emit_count(g->nkernels, "kernel", "kernels"));
+  offset_enums(c, &fv);
+  emit_var(&fv, "KERNELS", kernels.data ? kernels.data : "");
+  /* Helpers only the kernels that call them pull in (so small models stay small). */
+  emit_var(&fv, "HELPERS", kernels.data && strstr(kernels.data, "kiln_dot4(") ? template_get("c/dot4.c.tmpl") : "");
+  emit_var(&fv, "RUN", expand_str("c/run.c.tmpl", &rv));
+  expand(out, "c/file.c.tmpl", &fv);
+  buf_free(&kernels);
+  buf_free(&calls);
+  buf_free(&vargs);
+}
+
+/* The per-I/O doc lines and #defines of the header, for inputs or outputs. */
+static void io_lines(const Ctx *c, bool outputs, Buf *doc, Buf *defs, Buf *sizes, Buf *names) {
+  Graph *g = c->g;
+  int n = outputs ? g->noutputs : g->ninputs;
+  for (int i = 0; i < n; i++) {
+    const GraphIO *io = outputs ? &g->outputs[i] : &g->inputs[i];
+    Node *nd = node(g, io->node);
+    EmitVars v = {0};
+    emit_var(&v, "UPPER", c->upper);
+    emit_var(&v, "STEM", outputs ? c->out_stem[i] : c->in_stem[i]);
+    emit_var(&v, "KIND", outputs ? "output" : "input");
+    emit_var(&v, "NAME", io->name);
+    emit_var(&v, "DTYPE", dtype_name(nd->dtype));
+    emit_var(&v, "SHAPE", shape_of(nd));
+    emit_var(&v, "BYTES", kiln_fmt("%lld", (long long)node_bytes(nd)));
+    emit_var(&v, "NUMEL", kiln_fmt("%lld", (long long)node_numel(nd)));
+    expand(doc, "c/io_doc.h.tmpl", &v);
+    expand(defs, "c/io_define.h.tmpl", &v);
+    buf_printf(sizes, "%s%s_%s_SIZE", i ? ", " : "", c->upper, outputs ? c->out_stem[i] : c->in_stem[i]);
+    buf_printf(names, "%s\"%s\"", i ? ", " : "", io->name);
+  }
+  if (n == 0) {
+    buf_puts(doc, " *   (none)\n");
+    buf_puts(sizes, "0");
+    buf_puts(names, "\"\"");
+  }
+}
+
+/* Appends <model>.h to out: I/O docs, size/name macros, the weights checksum and the
+ * run prototype; embed adds the embedded-weights declaration. */
+static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
+  Graph *g = c->g;
+  Buf idoc = {0}, odoc = {0}, defs = {0}, isz = {0}, osz = {0}, inm = {0}, onm = {0};
+  io_lines(c, false, &idoc, &defs, &isz, &inm);
+  io_lines(c, true, &odoc, &defs, &osz, &onm);
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", c->model);
+  emit_var(&v, "UPPER", c->upper);
+  emit_var(&v, "SCRIPT", esc_comment(graph_src_name(g, g->script)));
+  emit_var(&v, "INPUT_DOC", idoc.data);
+  emit_var(&v, "OUTPUT_DOC", odoc.data);
+  emit_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)g->weights_size));
+  emit_var(&v, "CHECKSUM", kiln_fmt("%016llx", (unsigned long long)checksum));
+  emit_var(&v, "FILE_SIZE", kiln_fmt("%lld", (long long)g->weights_size + KILN_ALIGN));
+  emit_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)g->arena_size));
+  emit_var(&v, "NUM_INPUTS", kiln_fmt("%d", g->ninputs));
+  emit_var(&v, "NUM_OUTPUTS", kiln_fmt("%d", g->noutputs));
+  emit_var(&v, "IO_DEFINES", defs.data ? defs.data : "");
+  emit_var(&v, "INPUT_SIZES", isz.data);
+  emit_var(&v, "OUTPUT_SIZES", osz.data);
+  emit_var(&v, "INPUT_NAMES", inm.data);
+  emit_var(&v, "OUTPUT_NAMES", onm.data);
+  emit_var(&v, "PARAMS", run_params(c));
+  emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  expand(out, "c/header.h.tmpl", &v);
+  Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
+  for (int i = 0; i < 7; i++) buf_free(all[i]);
+}
+
+/* <m>_weights.c: the blob as hex bytes, 16 a line. */
+static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
+  static const char hex[] = "0123456789abcdef";
+  Buf bytes = {0};
+  char line[16 * 6 + 4];
+  for (size_t i = 0; i < blob->len; i += 16) {
+    char *p = line;
+    *p++ = ' ';
+    for (size_t j = i; j < i + 16 && j < blob->len; j++) {
+      unsigned char b = (unsigned char)blob->data[j];
+      *p++ = ' ', *p++ = '0', *p++ = 'x', *p++ = hex[b >> 4], *p++ = hex[b & 15], *p++ = ',';
+    }
+    *p++ = '\n';
+    buf_put(&bytes, line, (size_t)(p - line));
+  }
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", c->model);
+  emit_var(&v, "UPPER", c->upper);
+  emit_var(&v, "SCRIPT", esc_comment(graph_src_name(c->g, c->g->script)));
+  emit_var(&v, "BYTES", bytes.data ? bytes.data : "");
+  expand(out, "c/weights.c.tmpl", &v);
+  buf_free(&bytes);
+}
+
+/* Writes <model>.h, <model>.c, <model>.weights (and <model>_weights.c if embedding)
+ * into o->tmpdir; g must be planned (kernels, regions, offsets). Dies on broken IR. */
+static void emit_plain(Graph *g, const EmitOptions *o) {
+  Ctx c = {0};
+  ctx_init(&c, g);
+  Buf blob = {0}, hdr = {0}, src = {0};
+  uint64_t checksum = 0;
+  weights_blob(g, &blob, &checksum);
+  emit_header(&c, checksum, o->embed_weights, &hdr);
+  emit_source(&c, &src);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.h", g->model), hdr.data, hdr.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.c", g->model), src.data, src.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.weights", g->model), blob.data, blob.len);
+  if (o->embed_weights) {
+    Buf emb = {0};
+    emit_embedded(&c, &blob, &emb);
+    kiln_write_file(o->tmpdir, kiln_fmt("%s_weights.c", g->model), emb.data, emb.len);
+    buf_free(&emb);
+  }
+  buf_free(&blob);
+  buf_free(&hdr);
+  buf_free(&src);
+}
+
+/* ==== programs: state and several entry points ==== */
+
+/* What the emitter decides once for a program that is not plain: file-scope names and
+ * one Ctx per entry (its kernels, arena values and parameters). */
+typedef struct {
+  Program *p;
+  const char *model, *upper;
+  bool has_state;                 /* entries take `state` and return int */
+  Ctx *e;                         /* per entry */
+  const char **fn;                /* per entry: <model>_<entry> (<model>_run for the script itself) */
+  const char **estem;             /* per entry: its macro prefix, "PREFILL_" ("" for the script itself) */
+  const char **sname, **sstem;    /* per state: S_ constant, macro stem */
+  const char **slot_name;         /* per weights slot (Program.wslots): W_ constant */
+} PCtx;
+
+/* Adds name to s unless it is there (a set of names to avoid, not handed out). */
+static void names_add(Names *s, const char *name) {
+  if (names_has(s, name)) return;
+  const Names *also = s->also;
+  s->also = NULL;
+  names_claim(s, name);
+  s->also = also;
+}
+
+/* The W_ constant of the slot at offset (slots are in offset order). */
+static const char *slot_name_at(const PCtx *pc, int64_t offset) {
+  int lo = 0, hi = pc->p->nwslots - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (pc->p->wslots[mid].offset == offset) return pc->slot_name[mid];
+    if (pc->p->wslots[mid].offset < offset) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  die("C: no weights slot at offset %lld", (long long)offset);
+}
+
+/* Entry e's kernels, epilogue helpers and arena constants, named in ids (file scope); its
+ * weights take their slot's W_ name. (pass_group starts a named entry's kernel names
+ * with the entry's, so the entries' kernels do not clash.) */
+static void pctx_entry_names(PCtx *pc, int e, Names *ids) {
+  Ctx *c = &pc->e[e];
+  Graph *g = pc->p->entries[e];
+  c->g = g;
+  c->model = pc->model;
+  c->upper = pc->upper;
+  c->sname = pc->sname;
+  c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++) c->kname[k] = names_claim(ids, emit_ident(g->kernels[k].cname));
+  for (int k = 0; k < g->nkernels; k++)
+    if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(ids, kiln_fmt("%s_epilogue", c->kname[k]));
+  c->wname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
+  c->aname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!n->dead && n->op != OP_RESHAPE && n->region == REG_WEIGHTS) c->wname[i] = slot_name_at(pc, n->offset);
+  }
+  for (int k = 0; k < g->nkernels; k++) {
+    Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
+    if (n->region == REG_ARENA) c->aname[n->id] = names_claim(ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
+  }
+}
+
+/* Entry e's parameters, kept as the script named them unless a file-scope name of ids
+ * or the entry function's own locals take them, and their macro stems. An i32 scalar
+ * input is passed by value. */
+static void pctx_entry_params(PCtx *pc, int e, Names *ids) {
+  Ctx *c = &pc->e[e];
+  Graph *g = c->g;
+  Names local = {.also = ids}, stems = {0};
+  static const char *const locals[] = {"s", "state", NULL};
+  static const char *const fixed[] = {"NUM_INPUTS", "NUM_OUTPUTS", "ARENA", "WEIGHTS", "WEIGHTS_FILE", "STATE",
+                                      "NUM_ENTRIES", "NUM_STATES", "OK", "E_RANGE", NULL};
+  for (int i = 0; locals[i]; i++) names_add(&local, locals[i]);
+  for (int i = 0; fixed[i]; i++) names_add(&stems, fixed[i]);
+  c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
+  c->in_stem = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
+  c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
+  c->in_byval = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
+  c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
+  c->out_stem = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
+  for (int i = 0; i < g->ninputs; i++) {
+    const Node *n = node(g, g->inputs[i].node);
+    c->in_param[i] = names_claim(&local, emit_ident(g->inputs[i].name));
+    c->in_stem[i] = kiln_fmt("%s%s", pc->estem[e], names_claim(&stems, emit_upper(emit_ident(g->inputs[i].name))));
+    c->in_byval[i] = n->dtype == DT_I32 && n->shape.rank == 0;
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    c->out_param[i] = names_claim(&local, emit_ident(g->outputs[i].name));
+    c->out_stem[i] = kiln_fmt("%s%s", pc->estem[e], names_claim(&stems, emit_upper(emit_ident(g->outputs[i].name))));
+  }
+}
+
+/* Names everything: the public functions first (they are the API), then the file-scope
+ * names of the weights, states, kernels and arena values, which avoid every entry's
+ * parameter names (a parameter would hide them inside its function), then each entry's
+ * parameters and macro stems. */
+static void pctx_init(PCtx *pc, Program *p) {
+  pc->p = p;
+  pc->model = p->model;
+  pc->upper = emit_upper(p->model);
+  pc->has_state = p->nstates > 0;
+  Names ids = {0}, params = {0};
+  pc->fn = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
+  pc->estem = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
+  if (pc->has_state) names_claim(&ids, kiln_fmt("%s_reset", p->model));
+  for (int e = 0; e < p->nentries; e++) {
+    const Graph *g = p->entries[e];
+    pc->fn[e] = names_claim(&ids, kiln_fmt("%s_%s", p->model, g->entry));
+    names_claim(&ids, kiln_fmt("%s_v", pc->fn[e]));
+    pc->estem[e] = p->explicit_entries ? kiln_fmt("%s_", emit_upper(g->entry)) : "";
+    for (int i = 0; i < g->ninputs; i++) names_add(&params, emit_ident(g->inputs[i].name));
+    for (int i = 0; i < g->noutputs; i++) names_add(&params, emit_ident(g->outputs[i].name));
+  }
+  ids.also = &params;
+  pc->slot_name = kiln_alloc(sizeof(char *) * (size_t)(p->nwslots + 1));
+  for (int i = 0; i < p->nwslots; i++) {
+    const Node *n = p->wslots[i].node;
+    const char *base = n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id);
+    pc->slot_name[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("W_%s", base))));
+  }
+  Names sstems = {0};
+  pc->sname = kiln_alloc(sizeof(char *) * (size_t)(p->nstates + 1));
+  pc->sstem = kiln_alloc(sizeof(char *) * (size_t)(p->nstates + 1));
+  for (int i = 0; i < p->nstates; i++) {
+    pc->sname[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("S_%s", p->states[i].name))));
+    pc->sstem[i] = names_claim(&sstems, emit_upper(emit_ident(p->states[i].name)));
+  }
+  pc->e = kiln_alloc(sizeof(Ctx) * (size_t)p->nentries);
+  for (int e = 0; e < p->nentries; e++) pctx_entry_names(pc, e, &ids);
+  ids.also = NULL;
+  for (int e = 0; e < p->nentries; e++) pctx_entry_params(pc, e, &ids);
+}
+
+/* ", const float *x, int32_t pos, float *y": an entry's parameters (vargs: its _v casts). */
+static char *entry_params(const Ctx *c, bool vargs) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++) {
+    const char *t = emit_c_type(node(g, g->inputs[i].node)->dtype);
+    const char *tmpl = c->in_byval[i] ? (vargs ? "c/run_varg_value.c.tmpl" : "c/run_param_value.c.tmpl")
+                                      : (vargs ? "c/run_varg.c.tmpl" : "c/run_param.c.tmpl");
+    run_arg(&b, tmpl, true, t, c->in_param[i], i);
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    run_arg(&b, vargs ? "c/run_varg.c.tmpl" : "c/run_param.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype),
+            c->out_param[i], i);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* The range checks an entry makes before any kernel runs: one per distinct (offset
+ * input, largest valid offset) among its writes, in node order, so a call that would
+ * write outside a state returns E_RANGE with nothing touched. Constant offsets were
+ * checked by the frontend. */
+static char *entry_checks(const PCtx *pc, const Ctx *c) {
+  Graph *g = c->g;
+  Buf b = {0};
+  int *seen_at = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1)), nseen = 0;
+  int64_t *seen_max = kiln_alloc(sizeof(int64_t) * (size_t)(g->nnodes + 1));
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *n = g->nodes[i];
+    if (n->dead || n->op != OP_WRITE) continue;
+    const Node *at = input(g, n, 2), *x = input(g, n, 1);
+    if (at->op != OP_INPUT) continue;
+    int64_t rows = x->shape.dim[n->a.axis], max = n->shape.dim[n->a.axis] - rows;
+    bool dup = false;
+    for (int k = 0; k < nseen && !dup; k++) dup = seen_at[k] == at->io_index && seen_max[k] == max;
+    if (dup) continue;
+    seen_at[nseen] = at->io_index, seen_max[nseen++] = max;
+    const char *p = c->in_param[at->io_index];
+    c->in_read[at->io_index] = true;
+    EmitVars v = {0};
+    emit_var(&v, "AT", p);
+    emit_vari(&v, "MAX", max);
+    emit_var(&v, "UPPER", pc->upper);
+    const char *rowtext = rows == 1 ? kiln_fmt("row %s", p) : kiln_fmt("rows %s .. %s + %lld", p, p, (long long)(rows - 1));
+    emit_var(&v, "WHAT", esc_comment(kiln_fmt("%s: %s of %lld along axis %d, %s:%d", pc->p->states[n->a.state].name,
+                                                rowtext, (long long)n->shape.dim[n->a.axis], n->a.axis,
+                                                graph_src_name(g, n->loc.file), n->loc.line)));
+    expand(&b, "c/entry_check.c.tmpl", &v);
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* Where entry g was declared, for comments: the kiln.entry line, or the script itself. */
+static const char *entry_loc(const Graph *g) {
+  if (g->entry_loc.line > 0) return kiln_fmt("%s:%d", graph_src_name(g, g->entry_loc.file), g->entry_loc.line);
+  return graph_src_name(g, g->script);
+}
+
+/* Entry e's section of <model>.c: its arena enum, kernels and entry function (+ _v). */
+static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
+  const Ctx *c = &pc->e[e];
+  Graph *g = c->g;
+  Buf kernels = {0}, calls = {0}, unused = {0}, unused_v = {0};
+  for (int k = 0; k < g->nkernels; k++) emit_kernel(c, k, &kernels, &calls);
+  const char *checks = entry_checks(pc, c);
+  const char *calltext = calls.data ? calls.data : "";
+  if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
+  if (pc->has_state && !strstr(calltext, "(s + ")) unused_line(&unused, "s");
+  if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
+  for (int i = 0; i < g->ninputs; i++)
+    if (!c->in_read[i]) unused_line(&unused, c->in_param[i]);
+  if (!g->ninputs) unused_line(&unused_v, "inputs");
+  if (!g->noutputs) unused_line(&unused_v, "outputs");
+  EmitVars rv = {0};
+  emit_var(&rv, "ENTRY", g->entry);
+  emit_var(&rv, "FN", pc->fn[e]);
+  emit_var(&rv, "RET", pc->has_state ? "int" : "void");
+  emit_var(&rv, "STATE_PARAM", pc->has_state ? "void *state, " : "");
+  emit_var(&rv, "STATE_ARG", pc->has_state ? "state, " : "");
+  emit_var(&rv, "STATE_PTR", pc->has_state ? "  unsigned char *s = (unsigned char *)state;\n" : "");
+  emit_var(&rv, "CHECK_DOC", *checks ? "the range checks, then " : "");
+  emit_var(&rv, "PARAMS", entry_params(c, false));
+  emit_var(&rv, "VARGS", entry_params(c, true));
+  emit_var(&rv, "UNUSED", kiln_strdup(unused.data ? unused.data : ""));
+  emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
+  emit_var(&rv, "CHECKS", checks);
+  emit_var(&rv, "CALLS", calltext);
+  emit_var(&rv, "RETURN", pc->has_state ? kiln_fmt("  return %s_OK;\n", pc->upper) : "");
+  emit_var(&rv, "RETURN_KW", pc->has_state ? "return " : "");
+  EmitVars sv = {0};
+  emit_var(&sv, "ENTRY", g->entry);
+  emit_var(&sv, "LOC", esc_comment(entry_loc(g)));
+  emit_var(&sv, "KERNEL_COUNT", emit_count(g->nkernels, "kernel", "kernels"));
+  emit_var(&sv, "ARENA_ENUM", arena_enum(c));
+  emit_var(&sv, "KERNELS", kernels.data ? kernels.data : "");
+  emit_var(&sv, "RUN", expand_str("c/entry.c.tmpl", &rv));
+  expand(out, "c/entry_section.c.tmpl", &sv);
+  Buf *all[] = {&kernels, &calls, &unused, &unused_v};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* <model>.c of a program: the shared W_ and S_ enums, the reset function, then one
+ * section per entry in declaration order. */
+static void emit_program_source(const PCtx *pc, Buf *out) {
+  Program *p = pc->p;
+  Buf wl = {0}, sl = {0}, entries = {0}, list = {0};
+  for (int i = 0; i < p->nwslots; i++)
+    buf_puts(&wl, offset_line(pc->slot_name[i], p->wslots[i].offset, weight_what(p->wslots[i].node)));
+  for (int i = 0; i < p->nstates; i++) {
+    const StateDecl *d = &p->states[i];
+    buf_puts(&sl, offset_line(pc->sname[i], d->offset, kiln_fmt("%s %s %s", dtype_name(d->dtype), shape_str(&d->shape), d->name)));
+  }
+  for (int e = 0; e < p->nentries; e++) {
+    emit_entry_section(pc, e, &entries);
+    buf_printf(&list, "%s%s (%s)", e ? ", " : "", p->entries[e]->entry, emit_count(p->entries[e]->nkernels, "kernel", "kernels"));
+  }
+  EmitVars wv = {0}, sv = {0}, rv = {0}, fv = {0};
+  emit_var(&wv, "ENTRIES", wl.data ? wl.data : "");
+  emit_var(&sv, "ENTRIES", sl.data ? sl.data : "");
+  emit_var(&sv, "UPPER", pc->upper);
+  emit_var(&rv, "MODEL", pc->model);
+  emit_var(&rv, "UPPER", pc->upper);
+  emit_var(&fv, "MODEL", pc->model);
+  emit_var(&fv, "SCRIPT", esc_comment(graph_src_name(p->entries[0], p->script)));
+  emit_var(&fv, "ENTRY_COUNT", emit_count(p->nentries, "entry point", "entry points"));
+  emit_var(&fv, "ENTRY_LIST", list.data);
+  emit_var(&fv, "STATE_BLOCK", pc->has_state ? "the caller's state block (S_* byte offsets),\n * " : "");
+  bool dot4 = strstr(entries.data, "kiln_dot4(") != NULL;   /* its helper includes <string.h> itself */
+  emit_var(&fv, "INCLUDES", pc->has_state && !dot4 ? "#include <string.h>\n" : "");
+  emit_var(&fv, "WEIGHT_ENUM", wl.len ? expand_str("c/weight_enum.c.tmpl", &wv) : "");
+  emit_var(&fv, "STATE_ENUM", sl.len ? expand_str("c/state_enum.c.tmpl", &sv) : "");
+  emit_var(&fv, "RESET", pc->has_state ? expand_str("c/reset.c.tmpl", &rv) : "");
+  emit_var(&fv, "ENTRIES", entries.data);
+  emit_var(&fv, "HELPERS", dot4 ? template_get("c/dot4.c.tmpl") : "");
+  expand(out, "c/file_entries.c.tmpl", &fv);
+  Buf *all[] = {&wl, &sl, &entries, &list};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* One I/O line of an entry's doc comment and its #defines. */
+static void entry_io(const PCtx *pc, const Ctx *c, bool output, int i, Buf *doc, Buf *defs, Buf *sizes, Buf *names) {
+  const GraphIO *io = output ? &c->g->outputs[i] : &c->g->inputs[i];
+  const Node *n = node(c->g, io->node);
+  EmitVars v = {0};
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "STEM", output ? c->out_stem[i] : c->in_stem[i]);
+  emit_var(&v, "KIND", output ? "output" : "input");
+  emit_var(&v, "NAME", io->name);
+  emit_var(&v, "DTYPE", dtype_name(n->dtype));
+  emit_var(&v, "SHAPE", shape_of(n));
+  emit_var(&v, "BYTES", kiln_fmt("%lld", (long long)node_bytes(n)));
+  emit_var(&v, "NUMEL", kiln_fmt("%lld", (long long)node_numel(n)));
+  emit_var(&v, "BYVAL", !output && c->in_byval[i] ? ", by value" : "");
+  expand(doc, "c/entry_io_doc.h.tmpl", &v);
+  expand(defs, "c/io_define.h.tmpl", &v);
+  buf_printf(sizes, "%s%s_%s_SIZE", sizes->len ? ", " : "", pc->upper, output ? c->out_stem[i] : c->in_stem[i]);
+  buf_printf(names, "%s\"%s\"", names->len ? ", " : "", io->name);
+}
+
+/* Entry e's part of the header: its doc lines (into doc) and its #defines and prototypes. */
+static void entry_header(const PCtx *pc, int e, Buf *doc, Buf *defs) {
+  const Ctx *c = &pc->e[e];
+  Graph *g = c->g;
+  Buf io = {0}, iod = {0}, isz = {0}, osz = {0}, inm = {0}, onm = {0};
+  for (int i = 0; i < g->ninputs; i++) entry_io(pc, c, false, i, &iod, &io, &isz, &inm);
+  for (int i = 0; i < g->noutputs; i++) entry_io(pc, c, true, i, &iod, &io, &osz, &onm);
+  EmitVars dv = {0};
+  emit_var(&dv, "FN", pc->fn[e]);
+  emit_var(&dv, "SIGNATURE_DOC", kiln_fmt("entry `%s` (%s)", g->entry, esc_comment(entry_loc(g))));
+  expand(doc, "c/entry_doc.h.tmpl", &dv);
+  buf_puts(doc, iod.data ? iod.data : " *     (no inputs or outputs)\n");
+  EmitVars v = {0};
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "ESTEM", pc->estem[e]);
+  emit_var(&v, "ENTRY", g->entry);
+  emit_var(&v, "LOC", esc_comment(entry_loc(g)));
+  emit_var(&v, "FN", pc->fn[e]);
+  emit_var(&v, "RET", pc->has_state ? "int" : "void");
+  emit_var(&v, "STATE_PARAM", pc->has_state ? "void *state, " : "");
+  emit_var(&v, "NUM_INPUTS", kiln_fmt("%d", g->ninputs));
+  emit_var(&v, "NUM_OUTPUTS", kiln_fmt("%d", g->noutputs));
+  emit_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)g->arena_size));
+  emit_var(&v, "IO_DEFINES", io.data ? io.data : "");
+  emit_var(&v, "INPUT_SIZES", isz.len ? isz.data : "0");
+  emit_var(&v, "OUTPUT_SIZES", osz.len ? osz.data : "0");
+  emit_var(&v, "INPUT_NAMES", inm.len ? inm.data : "\"\"");
+  emit_var(&v, "OUTPUT_NAMES", onm.len ? onm.data : "\"\"");
+  emit_var(&v, "PARAMS", entry_params(c, false));
+  expand(defs, "c/entry_defines.h.tmpl", &v);
+  Buf *all[] = {&io, &iod, &isz, &osz, &inm, &onm};
+  for (int i = 0; i < 6; i++) buf_free(all[i]);
+}
+
+/* The state list of the header's comment and the state #defines (with <model>_reset). */
+static void state_header(const PCtx *pc, Buf *doc, Buf *defs) {
+  Program *p = pc->p;
+  Buf offs = {0};
+  for (int i = 0; i < p->nstates; i++) {
+    const StateDecl *d = &p->states[i];
+    Buf writers = {0};
+    for (int e = 0; e < p->nentries; e++) {
+      int last = graph_state_last(p->entries[e], i);
+      if (last >= 0 && p->entries[e]->nodes[last]->op == OP_WRITE)
+        buf_printf(&writers, "%s%s", writers.len ? ", " : "; written by ", p->entries[e]->entry);
+    }
+    EmitVars v = {0};
+    emit_var(&v, "UPPER", pc->upper);
+    emit_var(&v, "STEM", pc->sstem[i]);
+    emit_var(&v, "NAME", esc_comment(d->name));
+    emit_var(&v, "DTYPE", dtype_name(d->dtype));
+    emit_var(&v, "SHAPE", shape_str(&d->shape));
+    emit_var(&v, "OFFSET", kiln_fmt("%lld", (long long)d->offset));
+    emit_var(&v, "BYTES", kiln_fmt("%lld", (long long)(shape_numel(&d->shape) * dtype_size(d->dtype))));
+    emit_var(&v, "WRITERS", writers.len ? kiln_strdup(writers.data) : "");
+    buf_free(&writers);
+    expand(doc, "c/state_doc.h.tmpl", &v);
+    expand(&offs, "c/state_offset.h.tmpl", &v);
+  }
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", pc->model);
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "STATE_SIZE", kiln_fmt("%lld", (long long)p->state_size));
+  emit_var(&v, "NUM_STATES", kiln_fmt("%d", p->nstates));
+  emit_var(&v, "STATE_OFFSETS", offs.data ? offs.data : "");
+  expand(defs, "c/state_defines.h.tmpl", &v);
+  buf_free(&offs);
+}
+
+/* <model>.h of a program: every entry's signature and sizes, the states, the shared sizes. */
+static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, Buf *out) {
+  Program *p = pc->p;
+  Buf edoc = {0}, edefs = {0}, sdoc = {0}, sdefs = {0};
+  for (int e = 0; e < p->nentries; e++) entry_header(pc, e, &edoc, &edefs);
+  if (pc->has_state) {
+    buf_puts(&sdoc, " *\n * State (caller-owned, persistent; byte offsets in the state block):\n");
+    state_header(pc, &sdoc, &sdefs);
+  }
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", pc->model);
+  emit_var(&v, "UPPER", pc->upper);
+  emit_var(&v, "SCRIPT", esc_comment(graph_src_name(p->entries[0], p->script)));
+  emit_var(&v, "ENTRY_COUNT", emit_count(p->nentries, "entry", "entries"));
+  emit_var(&v, "STATE_WORDS", pc->has_state ? " and one state block" : "");
+  emit_var(&v, "ENTRY_DOC", edoc.data);
+  emit_var(&v, "STATE_DOC", sdoc.data ? sdoc.data : "");
+  emit_var(&v, "MEMORY_DOC", expand_str(pc->has_state ? "c/header_memory_state.h.tmpl" : "c/header_memory.h.tmpl", &v));
+  emit_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)p->weights_size));
+  emit_var(&v, "CHECKSUM", kiln_fmt("%016llx", (unsigned long long)checksum));
+  emit_var(&v, "FILE_SIZE", kiln_fmt("%lld", (long long)p->weights_size + KILN_ALIGN));
+  emit_var(&v, "STATE_DEFINES", sdefs.data ? sdefs.data : "");
+  emit_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)p->arena_size));
+  emit_var(&v, "NUM_ENTRIES", kiln_fmt("%d", p->nentries));
+  emit_var(&v, "ENTRY_DEFINES", edefs.data);
+  emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  expand(out, "c/header_entries.h.tmpl", &v);
+  Buf *all[] = {&edoc, &edefs, &sdoc, &sdefs};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* Contract: see emit_plain; a program with state or entries gets one function per entry. */
+void emit_c(Program *p, const EmitOptions *o) {
+  if (program_is_plain(p)) {
+    emit_plain(p->entries[0], o);
+    return;
+  }
+  PCtx pc = {0};
+  pctx_init(&pc, p);
+  Buf blob = {0}, hdr = {0}, src = {0};
+  uint64_t checksum = 0;
+  program_weights_blob(p, &blob, &checksum);
+  emit_program_header(&pc, checksum, o->embed_weights, &hdr);
+  emit_program_source(&pc, &src);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.h", p->model), hdr.data, hdr.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.c", p->model), src.data, src.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.weights", p->model), blob.data, blob.len);
+  if (o->embed_weights) {
+    Buf emb = {0};
+    emit_embedded(&pc.e[0], &blob, &emb);
+    kiln_write_file(o->tmpdir, kiln_fmt("%s_weights.c", p->model), emb.data, emb.len);
+    buf_free(&emb);
+  }
+  buf_free(&blob);
+  buf_free(&hdr);
+  buf_free(&src);
+}

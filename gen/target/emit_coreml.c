@@ -1,0 +1,1000 @@
+/*
+ * emit_coreml.c — the Core ML target: the planned graph as an ML Program package.
+ *
+ *   NAME.mlpackage/Manifest.json
+ *   NAME.mlpackage/Data/com.apple.CoreML/model.mlmodel      (Model protobuf, spec 6..9)
+ *   NAME.mlpackage/Data/com.apple.CoreML/weights/weight.bin (MILBlob v2, if any blob)
+ *
+ * Shape of the code: one lowering function per op family turns a Kiln node into
+ * one MIL op (or a short composition) through the builder in mil.c, walking the
+ * live nodes in graph order, so MIL's "defined before use" holds by construction.
+ * Constants (WEIGHT/CONST leaves) become const ops lazily, right before their
+ * first use, so a weight only a fused op needs (matmul + bias add -> `linear`)
+ * is written once, and an unused one never. Every optional MIL input that has a
+ * default is written explicitly as its own const op (coremltools does the same).
+ *
+ * Precision: with --precision fp16 every f32 value, weight and op is typed fp16
+ * in the program (what the Neural Engine runs); model inputs and outputs stay
+ * fp32 multi-arrays at every spec version, with a `cast` after each input and
+ * before each output, so callers pass the same buffers as for the C target.
+ * Kiln's bool inputs/outputs travel as INT32 multi-arrays (Core ML has no bool
+ * multi-array), cast to and from bool inside the program.
+ *
+ * Determinism: names come from node names (sanitised, deduplicated in graph
+ * order), the manifest identifiers are derived from the model name (see
+ * manifest_id), and nothing depends on pointers, time or hash order.
+ */
+#include "mil.h"
+
+#include <string.h>
+
+typedef struct {
+  Graph *g;
+  Mil *m;
+  MilType ft;             /* MIL type of Kiln's f32 values: MIL_F16 or MIL_F32 */
+  int spec;               /* Model.specificationVersion, 6..9 */
+  const char **val;       /* per node id: its MIL value name, once emitted */
+  const char **exact;     /* per node id: the graph output name its op must carry, or NULL */
+  int *uses, *user;       /* per node id: live consumers (+ graph outputs), and the last consumer */
+  bool *done;             /* per node id: already lowered together with an earlier node */
+} Lower;
+
+static const struct {
+  const char *os, *opset;
+  int spec;
+} os_table[] = {
+    {"iOS15", "CoreML5", 6}, {"iOS16", "CoreML6", 7}, {"iOS17", "CoreML7", 8}, {"iOS18", "CoreML8", 9},
+};
+
+/* ---- helpers ---- */
+
+/* Operand i of n as a node (for its dtype, shape or constness, not its MIL value). */
+static Node *in_node(const Lower *L, const Node *n, int i) { return graph_node(L->g, n->in[i]); }
+
+/* The MIL element type a Kiln dtype lowers to: f32 becomes the program's float type (fp16
+ * under --fp16), i32 stays int32, bool stays bool. */
+static MilType mil_type(const Lower *L, DType t) {
+  return t == DT_F32 ? L->ft : t == DT_I32 ? MIL_I32 : MIL_BOOL;
+}
+
+/* A WEIGHT/CONST with data, which lowers to a MIL const op (emitted lazily, on first use). */
+static bool is_const_leaf(const Node *n) { return (n->op == OP_WEIGHT || n->op == OP_CONST) && n->data; }
+
+/* "layers.0.fc" + "linear" -> "layers.0.fc_linear" (sanitised by mil_fresh later). */
+static const char *base_name(const Node *n, const char *what) {
+  return n->name ? kiln_fmt("%s_%s", n->name, what) : what;
+}
+
+/* The base name of a parameter const of n's op: "<node>_<what>_<param>", e.g. "fc_conv_strides". */
+static const char *param_name(const Node *n, const char *what, const char *param) {
+  return kiln_fmt("%s_%s", base_name(n, what), param);
+}
+
+/* Emits a leaf's const op (its data converted to the program's types). */
+static const char *emit_leaf(Lower *L, const Node *n) {
+  const char *base = n->name ? n->name : "const";
+  switch (n->dtype) {
+  case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, n->data);
+  case DT_I32: return mil_const_int(L->m, base, &n->shape, n->data);
+  case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, n->data);
+  }
+  die("bad dtype");
+}
+
+/* The MIL value name of node id; a WEIGHT/CONST leaf gets its const op on first use. */
+static const char *value(Lower *L, int id) {
+  if (L->val[id]) return L->val[id];
+  Node *n = graph_node(L->g, id);
+  if (!is_const_leaf(n)) die("node %d (%s) used before it was lowered", id, kiln_ops[n->op].name);
+  return L->val[id] = emit_leaf(L, n);
+}
+
+/* The MIL value name of operand i of n (emitting its const op if it is a leaf not yet used). */
+static const char *X(Lower *L, const Node *n, int i) { return value(L, n->in[i]); }
+
+/* Starts the MIL op that computes node n: named after the node, or exactly after
+ * the graph output it is. Every const the op needs must be emitted before this. */
+static MilOp *start(Lower *L, const Node *n, const char *type) {
+  if (L->exact[n->id]) return mil_op(L->m, type, L->exact[n->id], true);
+  return mil_op(L->m, type, base_name(n, type), false);
+}
+
+/* Declares op's output with node n's type and records it as n's value. */
+static void finish(Lower *L, const Node *n, MilOp *op) {
+  L->val[n->id] = mil_result(L->m, op, mil_type(L, n->dtype), &n->shape);
+}
+
+/* A helper op inside a composition (not the one carrying n's value): named from n;
+ * the caller declares its output with mil_result. */
+static MilOp *step(Lower *L, const Node *n, const char *type) { return mil_op(L->m, type, base_name(n, type), false); }
+
+/* v as an int32 MIL parameter; a value beyond int32 is a user error at n's Lua line. */
+static int32_t i32(const Node *n, int64_t v) {
+  if (v < INT32_MIN || v > INT32_MAX) kiln_error_at(n->loc, "%s: value %lld does not fit Core ML's int32", kiln_ops[n->op].name, (long long)v);
+  return (int32_t)v;
+}
+
+/* ---- elementwise ---- */
+
+/* The MIL op for a binary Kiln op (div is real_div, max/min are maximum/minimum); NULL
+ * for a non-binary op, which lower_node never passes. */
+static const char *binary_type(OpKind op) {
+  switch (op) {
+  case OP_ADD: return "add";
+  case OP_SUB: return "sub";
+  case OP_MUL: return "mul";
+  case OP_DIV: return "real_div";
+  case OP_POW: return "pow";
+  case OP_MAX: return "maximum";
+  case OP_MIN: return "minimum";
+  case OP_EQ: return "equal";
+  case OP_NE: return "not_equal";
+  case OP_LT: return "less";
+  case OP_LE: return "less_equal";
+  case OP_GT: return "greater";
+  case OP_GE: return "greater_equal";
+  default: return NULL;
+  }
+}
+
+/* x op y -> one MIL elementwise op; MIL broadcasts like Kiln, so shapes pass through. */
+static void lower_binary(Lower *L, const Node *n) {
+  const char *x = X(L, n, 0), *y = X(L, n, 1);
+  MilOp *op = start(L, n, binary_type(n->op));
+  mil_arg(L->m, op, "x", x);
+  mil_arg(L->m, op, "y", y);
+  finish(L, n, op);
+}
+
+/* where(cond, a, b) -> MIL select(cond, a, b), broadcasting as Kiln does. */
+static void lower_select(Lower *L, const Node *n) {
+  const char *c = X(L, n, 0), *a = X(L, n, 1), *b = X(L, n, 2);
+  MilOp *op = start(L, n, "select");
+  mil_arg(L->m, op, "cond", c);
+  mil_arg(L->m, op, "a", a);
+  mil_arg(L->m, op, "b", b);
+  finish(L, n, op);
+}
+
+/* Unary ops: MIL has most of them; neg is x * -1; log/rsqrt carry MIL's epsilon
+ * (added to x) at coremltools' defaults; gelu carries its mode. */
+static void lower_abs_i32(Lower *L, const Node *n);
+
+static void lower_unary(Lower *L, const Node *n) {
+  if (n->op == OP_ABS && n->dtype == DT_I32) {
+    lower_abs_i32(L, n);
+    return;
+  }
+  static const struct { OpKind op; const char *type; } direct[] = {
+      {OP_ABS, "abs"}, {OP_EXP, "exp"}, {OP_SQRT, "sqrt"}, {OP_TANH, "tanh"}, {OP_SIGMOID, "sigmoid"},
+      {OP_RELU, "relu"}, {OP_SILU, "silu"}, {OP_COPY, "identity"},
+  };
+  const char *x = X(L, n, 0);
+  for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++)
+    if (direct[i].op == n->op) {
+      MilOp *op = start(L, n, direct[i].type);
+      mil_arg(L->m, op, "x", x);
+      finish(L, n, op);
+      return;
+    }
+  const char *type, *param, *c;
+  switch (n->op) {
+  case OP_NEG:   /* x * -1, the -1 of x's type: MIL's mul wants both operands alike */
+    type = "mul", param = "y";
+    c = n->dtype == DT_I32 ? mil_scalar_int(L->m, param_name(n, "neg", "y"), -1)
+                           : mil_scalar_float(L->m, param_name(n, "neg", "y"), L->ft, -1.0f);
+    break;
+  case OP_LOG: type = "log", param = "epsilon", c = mil_scalar_float(L->m, param_name(n, "log", "epsilon"), L->ft, 1e-45f); break;
+  case OP_RSQRT: type = "rsqrt", param = "epsilon", c = mil_scalar_float(L->m, param_name(n, "rsqrt", "epsilon"), L->ft, 1e-12f); break;
+  case OP_GELU: type = "gelu", param = "mode", c = mil_const_str(L->m, param_name(n, "gelu", "mode"), "EXACT"); break;
+  case OP_GELU_TANH: type = "gelu", param = "mode", c = mil_const_str(L->m, param_name(n, "gelu", "mode"), "TANH_APPROXIMATION"); break;
+  default: kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);
+  }
+  MilOp *op = start(L, n, type);
+  mil_arg(L->m, op, "x", x);
+  mil_arg(L->m, op, param, c);
+  finish(L, n, op);
+}
+
+/* MIL's cast dtype string for t; dies for MIL_STR, which is never a cast target. */
+static const char *cast_name(MilType t) {
+  switch (t) {
+  case MIL_F16: return "fp16";
+  case MIL_F32: return "fp32";
+  case MIL_I32: return "int32";
+  case MIL_BOOL: return "bool";
+  case MIL_STR: break;
+  }
+  die("no cast to string");
+}
+
+/* cast -> MIL cast to the target's MIL type (a "dtype" string const), or identity when both
+ * sides lower to the same MIL type (the tracer already drops same-dtype casts). */
+static void lower_cast(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0);
+  MilType from = mil_type(L, x->dtype), to = mil_type(L, n->dtype);
+  const char *xv = X(L, n, 0);
+  if (from == to) {
+    MilOp *op = start(L, n, "identity");
+    mil_arg(L->m, op, "x", xv);
+    finish(L, n, op);
+    return;
+  }
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(to));
+  MilOp *op = start(L, n, "cast");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "dtype", dt);
+  finish(L, n, op);
+}
+
+/* ---- matmul / linear ---- */
+
+/* The ADD that adds a const [D_out] bias to matmul n, if it can fold into `linear`. */
+static Node *bias_add(Lower *L, const Node *n, int64_t dout, Node **bias) {
+  if (L->uses[n->id] != 1 || L->user[n->id] < 0) return NULL;
+  Node *c = graph_node(L->g, L->user[n->id]);
+  if (c->dead || c->op != OP_ADD || c->in[0] == c->in[1] || !shape_eq(&c->shape, &n->shape)) return NULL;
+  Node *b = graph_node(L->g, c->in[0] == n->id ? c->in[1] : c->in[0]);
+  if (!is_const_leaf(b) || b->dtype != DT_F32 || b->shape.rank != 1 || b->shape.dim[0] != dout) return NULL;
+  *bias = b;
+  return c;
+}
+
+/* x @ W (+ b) with a constant rank-2 W becomes MIL `linear` (weight [D_out, D_in],
+ * the transpose of x @ W's operand unless trans_y); anything else `matmul`. */
+static void lower_matmul(Lower *L, Node *n) {
+  Node *x = in_node(L, n, 0), *y = in_node(L, n, 1);
+  if (is_const_leaf(y) && y->shape.rank == 2 && !n->a.trans_x && x->shape.rank >= 1 && x->shape.rank <= 3) {
+    int64_t k = y->shape.dim[n->a.trans_y ? 1 : 0], dout = y->shape.dim[n->a.trans_y ? 0 : 1];
+    Node *bias = NULL, *add = bias_add(L, n, dout, &bias);
+    const Node *named = add ? add : n;
+    const char *xv = X(L, n, 0), *w, *b;
+    if (n->a.trans_y) {
+      w = value(L, y->id);
+    } else {
+      const float *src = y->data;
+      float *t = kiln_alloc(sizeof(float) * (size_t)(k * dout));
+      for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < dout; j++) t[j * k + i] = src[i * dout + j];
+      Shape ts = {.rank = 2, .dim = {dout, k}};
+      w = mil_const_float(L->m, kiln_fmt("%s_t", y->name ? y->name : "weight"), L->ft, &ts, t);
+    }
+    if (bias) {
+      b = value(L, bias->id);
+    } else {
+      Shape bs = {.rank = 1, .dim = {dout}};
+      b = mil_const_float(L->m, param_name(named, "linear", "bias"), L->ft, &bs, kiln_alloc(sizeof(float) * (size_t)dout));
+    }
+    MilOp *op = start(L, named, "linear");
+    mil_arg(L->m, op, "x", xv);
+    mil_arg(L->m, op, "weight", w);
+    mil_arg(L->m, op, "bias", b);
+    finish(L, named, op);
+    if (add) {
+      L->val[n->id] = L->val[add->id];
+      L->done[add->id] = true;
+    }
+    return;
+  }
+  const char *xv = X(L, n, 0), *yv = X(L, n, 1);
+  const char *tx = mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), n->a.trans_x);
+  const char *ty = mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), n->a.trans_y);
+  MilOp *op = start(L, n, "matmul");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "y", yv);
+  mil_arg(L->m, op, "transpose_x", tx);
+  mil_arg(L->m, op, "transpose_y", ty);
+  finish(L, n, op);
+}
+
+/* ---- conv and pools ---- */
+
+/* Kiln pads (top, left, bottom, right); MIL wants (before, after) per spatial dim. */
+static const char *pad_const(Lower *L, const Node *n, const char *what) {
+  int32_t pad[4] = {n->a.pad[0], n->a.pad[2], n->a.pad[1], n->a.pad[3]};
+  return mil_ints(L->m, param_name(n, what, "pad"), pad, 4);
+}
+
+/* A [C] vector node as [1, C, 1, ...] of the given rank, for broadcasting on dim 1. */
+static const char *per_channel(Lower *L, const Node *owner, const Node *p, int rank) {
+  Shape s = {.rank = rank};
+  for (int i = 0; i < rank; i++) s.dim[i] = 1;
+  s.dim[1] = p->shape.dim[0];
+  if (is_const_leaf(p) && p->dtype == DT_F32)
+    return mil_const_float(L->m, kiln_fmt("%s_c", p->name ? p->name : "channel"), L->ft, &s, p->data);
+  int32_t shp[KILN_MAX_RANK];
+  for (int i = 0; i < rank; i++) shp[i] = (int32_t)s.dim[i];
+  const char *pv = value(L, p->id);
+  const char *sv = mil_ints(L->m, param_name(owner, "reshape", "shape"), shp, rank);
+  MilOp *op = step(L, owner, "reshape");
+  mil_arg(L->m, op, "x", pv);
+  mil_arg(L->m, op, "shape", sv);
+  return mil_result(L->m, op, mil_type(L, p->dtype), &s);
+}
+
+/* conv2d -> MIL conv (custom pads, strides, dilations, groups). A constant bias is passed
+ * directly; a computed one is added after the conv. A dilated conv with a computed weight is
+ * a user error (Core ML needs it constant). */
+static void lower_conv(Lower *L, const Node *n) {
+  const Node *w = in_node(L, n, 1), *b = n->nin > 2 ? in_node(L, n, 2) : NULL;
+  bool dilated = n->a.dilation[0] != 1 || n->a.dilation[1] != 1;
+  if (!is_const_leaf(w) && dilated)
+    kiln_error_at(n->loc, "conv2d: Core ML needs a constant weight for a dilated convolution");
+  bool bias_direct = b && is_const_leaf(b);
+  const char *xv = X(L, n, 0), *wv = X(L, n, 1), *bv = bias_direct ? X(L, n, 2) : NULL;
+  int32_t strides[2] = {n->a.stride[0], n->a.stride[1]}, dil[2] = {n->a.dilation[0], n->a.dilation[1]};
+  const char *st = mil_ints(L->m, param_name(n, "conv", "strides"), strides, 2);
+  const char *pt = mil_const_str(L->m, param_name(n, "conv", "pad_type"), "custom");
+  const char *pd = pad_const(L, n, "conv");
+  const char *dl = mil_ints(L->m, param_name(n, "conv", "dilations"), dil, 2);
+  const char *gr = mil_scalar_int(L->m, param_name(n, "conv", "groups"), n->a.groups > 0 ? n->a.groups : 1);
+  MilOp *op = b && !bias_direct ? step(L, n, "conv") : start(L, n, "conv");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "weight", wv);
+  if (bv) mil_arg(L->m, op, "bias", bv);
+  mil_arg(L->m, op, "strides", st);
+  mil_arg(L->m, op, "pad_type", pt);
+  mil_arg(L->m, op, "pad", pd);
+  mil_arg(L->m, op, "dilations", dl);
+  mil_arg(L->m, op, "groups", gr);
+  if (!b || bias_direct) {
+    finish(L, n, op);
+    return;
+  }
+  const char *c = mil_result(L->m, op, mil_type(L, n->dtype), &n->shape);   /* conv, then + bias */
+  const char *bc = per_channel(L, n, b, n->shape.rank);
+  MilOp *add = start(L, n, "add");
+  mil_arg(L->m, add, "x", c);
+  mil_arg(L->m, add, "y", bc);
+  finish(L, n, add);
+}
+
+/* maxpool2d/avgpool2d -> max_pool/avg_pool with custom pads and ceil_mode false; avg's
+ * exclude_padding_from_average is the negation of Kiln's count_pad. */
+static void lower_pool(Lower *L, const Node *n) {
+  bool avg = n->op == OP_AVGPOOL2D;
+  const char *type = avg ? "avg_pool" : "max_pool";
+  const char *xv = X(L, n, 0);
+  int32_t k[2] = {n->a.kernel[0], n->a.kernel[1]}, s[2] = {n->a.stride[0], n->a.stride[1]};
+  const char *ks = mil_ints(L->m, param_name(n, type, "kernel_sizes"), k, 2);
+  const char *st = mil_ints(L->m, param_name(n, type, "strides"), s, 2);
+  const char *pt = mil_const_str(L->m, param_name(n, type, "pad_type"), "custom");
+  const char *pd = pad_const(L, n, type);
+  const char *ex = avg ? mil_scalar_bool(L->m, param_name(n, type, "exclude_padding_from_average"), !n->a.count_pad) : NULL;
+  const char *cm = mil_scalar_bool(L->m, param_name(n, type, "ceil_mode"), false);
+  MilOp *op = start(L, n, type);
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "kernel_sizes", ks);
+  mil_arg(L->m, op, "strides", st);
+  mil_arg(L->m, op, "pad_type", pt);
+  mil_arg(L->m, op, "pad", pd);
+  if (ex) mil_arg(L->m, op, "exclude_padding_from_average", ex);
+  mil_arg(L->m, op, "ceil_mode", cm);
+  finish(L, n, op);
+}
+
+/* ---- reductions and normalisations ---- */
+
+/* reduce_sum/mean/max -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
+static void lower_reduce(Lower *L, const Node *n) {
+  const char *type = n->op == OP_REDUCE_SUM ? "reduce_sum" : n->op == OP_REDUCE_MEAN ? "reduce_mean" : "reduce_max";
+  const Node *x = in_node(L, n, 0);
+  int32_t axes[KILN_MAX_RANK];
+  int na = 0;
+  for (int i = 0; i < x->shape.rank; i++)
+    if (n->a.axes & (1u << i)) axes[na++] = i;
+  const char *xv = X(L, n, 0);
+  const char *av = mil_ints(L->m, param_name(n, type, "axes"), axes, na);
+  const char *kd = mil_scalar_bool(L->m, param_name(n, type, "keep_dims"), n->a.keepdims);
+  MilOp *op = start(L, n, type);
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axes", av);
+  mil_arg(L->m, op, "keep_dims", kd);
+  finish(L, n, op);
+}
+
+/* softmax along a.axis -> MIL softmax (axis already non-negative). */
+static void lower_softmax(Lower *L, const Node *n) {
+  const char *xv = X(L, n, 0);
+  const char *ax = mil_scalar_int(L->m, param_name(n, "softmax", "axis"), n->a.axis);
+  MilOp *op = start(L, n, "softmax");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axis", ax);
+  finish(L, n, op);
+}
+
+/* The axes a.axis .. rank-1 that norms normalise over; returns their count. */
+static int norm_axes(const Node *n, int32_t *axes) {
+  int k = 0;
+  for (int i = n->a.axis; i < n->shape.rank; i++) axes[k++] = i;
+  return k;
+}
+
+/* Is p a constant of exactly the normalised shape x.shape[axis:]? */
+static bool norm_param_direct(const Node *n, const Node *p) {
+  if (!is_const_leaf(p) || p->dtype != DT_F32 || p->shape.rank != n->shape.rank - n->a.axis) return false;
+  for (int i = 0; i < p->shape.rank; i++)
+    if (p->shape.dim[i] != n->shape.dim[n->a.axis + i]) return false;
+  return true;
+}
+
+/* A binary op of a composition producing node n's type and shape; named as n when last. */
+static const char *compose2(Lower *L, const Node *n, const char *type, const char *x, const char *y, bool last) {
+  MilOp *op = last ? start(L, n, type) : step(L, n, type);
+  mil_arg(L->m, op, "x", x);
+  mil_arg(L->m, op, "y", y);
+  if (last) {
+    finish(L, n, op);
+    return L->val[n->id];
+  }
+  return mil_result(L->m, op, mil_type(L, n->dtype), &n->shape);
+}
+
+/* |x| on int32 as maximum(x, x * -1): MIL documents abs for floats only; with int32's
+ * wrap, abs(INT32_MIN) stays INT32_MIN, as the op table's iexpr gives. */
+static void lower_abs_i32(Lower *L, const Node *n) {
+  const char *x = X(L, n, 0);
+  const char *neg = compose2(L, n, "mul", x, mil_scalar_int(L->m, param_name(n, "abs", "minus_one"), -1), false);
+  compose2(L, n, "maximum", x, neg, true);
+}
+
+/* One intermediate MIL op of node n with up to three named arguments (NULL ends them),
+ * typed t and shaped s. */
+static const char *sd_op(Lower *L, const Node *n, const char *type, const char *const *args, MilType t, const Shape *s) {
+  MilOp *op = step(L, n, type);
+  for (int i = 0; args[i]; i += 2) mil_arg(L->m, op, args[i], args[i + 1]);
+  return mil_result(L->m, op, t, s);
+}
+
+/* x reshaped to the given dims (an intermediate of n). */
+static const char *sd_reshape(Lower *L, const Node *n, const char *x, const Shape *s) {
+  int32_t d[KILN_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) d[i] = (int32_t)s->dim[i];
+  const char *args[] = {"x", x, "shape", mil_ints(L->m, param_name(n, "reshape", "shape"), d, s->rank), NULL};
+  return sd_op(L, n, "reshape", args, L->ft, s);
+}
+
+/* sdpa as MIL (Core ML may mask where C and Metal loop): q [HQ,T,D] viewed as
+ * [HKV,G,T,D] against k, v viewed as [HKV,1,S,D], so matmul broadcasts the G query heads
+ * of a group over their kv head without a copy; scores * scale; keys j >= lim masked to
+ * a large negative value before softmax, lim = clamp(len, 0, S), and min(lim, pos + i + 1)
+ * per row i when causal; rows with lim <= 0 multiplied by 0; reshaped back. */
+static void lower_sdpa(Lower *L, const Node *n) {
+  const Shape *qs = &in_node(L, n, 0)->shape, *ks = &in_node(L, n, 1)->shape;
+  int64_t HQ = qs->dim[0], T = qs->dim[1], D = qs->dim[2], HKV = ks->dim[0], S = ks->dim[1], G = HQ / HKV;
+  Shape q4 = {4, {HKV, G, T, D}}, k4 = {4, {HKV, 1, S, D}}, sc = {4, {HKV, G, T, S}}, row = {2, {T, 1}},
+        mask = {2, {T, S}}, scalar = {0};
+  const char *q = sd_reshape(L, n, X(L, n, 0), &q4), *k = sd_reshape(L, n, X(L, n, 1), &k4);
+  const char *v = sd_reshape(L, n, X(L, n, 2), &k4);
+  const char *a1[] = {"x", q, "y", k, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
+                      "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), true), NULL};
+  const char *s = sd_op(L, n, "matmul", a1, L->ft, &sc);
+  const char *a2[] = {"x", s, "y", mil_scalar_float(L->m, param_name(n, "mul", "scale"), L->ft, n->a.scale), NULL};
+  s = sd_op(L, n, "mul", a2, L->ft, &sc);
+  const char *a3[] = {"x", X(L, n, 3), "y", mil_scalar_int(L->m, param_name(n, "maximum", "zero"), 0), NULL};
+  const char *lim = sd_op(L, n, "maximum", a3, MIL_I32, &scalar);
+  const char *a4[] = {"x", lim, "y", mil_scalar_int(L->m, param_name(n, "minimum", "s"), (int32_t)S), NULL};
+  lim = sd_op(L, n, "minimum", a4, MIL_I32, &scalar);
+  int32_t *rows = kiln_alloc(sizeof(int32_t) * (size_t)T), *cols = kiln_alloc(sizeof(int32_t) * (size_t)S);
+  for (int64_t i = 0; i < T; i++) rows[i] = (int32_t)(i + 1);
+  for (int64_t j = 0; j < S; j++) cols[j] = (int32_t)j;
+  const char *a5[] = {"x", X(L, n, 4), "y", mil_const_int(L->m, param_name(n, "add", "rows"), &row, rows), NULL};
+  const char *per_row = sd_op(L, n, "add", a5, MIL_I32, &row);                 /* pos + i + 1 */
+  if (!n->a.causal) {
+    const char *a6[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "mul", "zero"), 0), NULL};
+    per_row = sd_op(L, n, "mul", a6, MIL_I32, &row);                          /* [T, 1] of 0 */
+    const char *a7[] = {"x", per_row, "y", lim, NULL};
+    per_row = sd_op(L, n, "add", a7, MIL_I32, &row);                          /* [T, 1] of lim */
+  } else {
+    const char *a7[] = {"x", per_row, "y", lim, NULL};
+    per_row = sd_op(L, n, "minimum", a7, MIL_I32, &row);
+  }
+  Shape cs = {1, {S}};
+  const char *a8[] = {"x", mil_const_int(L->m, param_name(n, "less", "keys"), &cs, cols), "y", per_row, NULL};
+  const char *m = sd_op(L, n, "less", a8, MIL_BOOL, &mask);
+  float big = L->ft == MIL_F16 ? -65504.0f : -3.0e38f;   /* exp(big - max) is 0; finite, so no inf - inf */
+  const char *a9[] = {"cond", m, "a", s, "b", mil_scalar_float(L->m, param_name(n, "select", "masked"), L->ft, big), NULL};
+  s = sd_op(L, n, "select", a9, L->ft, &sc);
+  const char *a10[] = {"x", s, "axis", mil_scalar_int(L->m, param_name(n, "softmax", "axis"), -1), NULL};
+  s = sd_op(L, n, "softmax", a10, L->ft, &sc);
+  const char *a11[] = {"x", s, "y", v, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
+                       "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), false), NULL};
+  const char *o = sd_op(L, n, "matmul", a11, L->ft, &q4);
+  const char *a12[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "greater", "zero"), 0), NULL};
+  const char *any = sd_op(L, n, "greater", a12, MIL_BOOL, &row);
+  const char *a13[] = {"x", any, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
+  any = sd_op(L, n, "cast", a13, L->ft, &row);
+  const char *a14[] = {"x", o, "y", any, NULL};
+  o = sd_op(L, n, "mul", a14, L->ft, &q4);
+  int32_t out[3] = {(int32_t)HQ, (int32_t)T, (int32_t)D};
+  const char *sv = mil_ints(L->m, param_name(n, "reshape", "shape"), out, 3);
+  MilOp *op = start(L, n, "reshape");
+  mil_arg(L->m, op, "x", o);
+  mil_arg(L->m, op, "shape", sv);
+  finish(L, n, op);
+}
+
+/* layer_norm over dims axis..end; gamma/beta go in directly when they are constants
+ * of the normalised shape, otherwise they are applied after it with mul/add. */
+static void lower_layernorm(Lower *L, const Node *n) {
+  const Node *gm = n->nin > 1 ? in_node(L, n, 1) : NULL, *bt = n->nin > 2 ? in_node(L, n, 2) : NULL;
+  bool direct = (!gm || norm_param_direct(n, gm)) && (!bt || norm_param_direct(n, bt));
+  int32_t axes[KILN_MAX_RANK];
+  int na = norm_axes(n, axes);
+  const char *xv = X(L, n, 0);
+  const char *gv = gm ? X(L, n, 1) : NULL, *bv = bt ? X(L, n, 2) : NULL;
+  const char *av = mil_ints(L->m, param_name(n, "layer_norm", "axes"), axes, na);
+  const char *ep = mil_scalar_float(L->m, param_name(n, "layer_norm", "epsilon"), L->ft, n->a.eps);
+  bool last = direct || (!gm && !bt);
+  MilOp *op = last ? start(L, n, "layer_norm") : step(L, n, "layer_norm");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axes", av);
+  if (direct && gv) mil_arg(L->m, op, "gamma", gv);
+  if (direct && bv) mil_arg(L->m, op, "beta", bv);
+  mil_arg(L->m, op, "epsilon", ep);
+  if (last) {
+    finish(L, n, op);
+    return;
+  }
+  const char *y = mil_result(L->m, op, mil_type(L, n->dtype), &n->shape);
+  if (gv) y = compose2(L, n, "mul", y, gv, !bv);
+  if (bv) compose2(L, n, "add", y, bv, true);
+}
+
+/* rmsnorm = x * rsqrt(reduce_mean(x*x, axes, keep_dims) + eps) [* gamma]; MIL's
+ * rsqrt adds its epsilon to x, which is exactly the + eps. */
+static void lower_rmsnorm(Lower *L, const Node *n) {
+  const char *xv = X(L, n, 0), *gv = n->nin > 1 ? X(L, n, 1) : NULL;
+  int32_t axes[KILN_MAX_RANK];
+  int na = norm_axes(n, axes);
+  Shape ms = n->shape;
+  for (int i = 0; i < na; i++) ms.dim[axes[i]] = 1;
+  MilType t = mil_type(L, n->dtype);
+  const char *sq = compose2(L, n, "mul", xv, xv, false);
+  const char *av = mil_ints(L->m, param_name(n, "reduce_mean", "axes"), axes, na);
+  const char *kd = mil_scalar_bool(L->m, param_name(n, "reduce_mean", "keep_dims"), true);
+  MilOp *op = step(L, n, "reduce_mean");
+  mil_arg(L->m, op, "x", sq);
+  mil_arg(L->m, op, "axes", av);
+  mil_arg(L->m, op, "keep_dims", kd);
+  const char *mean = mil_result(L->m, op, t, &ms);
+  const char *ep = mil_scalar_float(L->m, param_name(n, "rsqrt", "epsilon"), L->ft, n->a.eps);
+  op = step(L, n, "rsqrt");
+  mil_arg(L->m, op, "x", mean);
+  mil_arg(L->m, op, "epsilon", ep);
+  const char *r = mil_result(L->m, op, t, &ms);
+  const char *y = compose2(L, n, "mul", xv, r, !gv);
+  if (gv) compose2(L, n, "mul", y, gv, true);
+}
+
+/* batch_norm when x has rank 3..5 and the four statistics are constant [C] vectors;
+ * otherwise (x - mean) * (gamma * rsqrt(var + eps)) + beta on [1, C, 1...] views. */
+static void lower_batchnorm(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0);
+  int64_t c = x->shape.rank >= 2 ? x->shape.dim[1] : 0;
+  bool direct = x->shape.rank >= 3 && x->shape.rank <= 5;
+  for (int i = 1; i < 5; i++) {
+    const Node *p = in_node(L, n, i);
+    direct &= is_const_leaf(p) && p->shape.rank == 1 && p->shape.dim[0] == c;
+  }
+  if (direct) {
+    const char *v[5];
+    for (int i = 0; i < 5; i++) v[i] = X(L, n, i);
+    const char *ep = mil_scalar_float(L->m, param_name(n, "batch_norm", "epsilon"), L->ft, n->a.eps);
+    MilOp *op = start(L, n, "batch_norm");
+    static const char *const params[] = {"x", "mean", "variance", "gamma", "beta"};
+    for (int i = 0; i < 5; i++) mil_arg(L->m, op, params[i], v[i]);
+    mil_arg(L->m, op, "epsilon", ep);
+    finish(L, n, op);
+    return;
+  }
+  int rank = x->shape.rank;
+  const char *xv = X(L, n, 0);
+  const char *mean = per_channel(L, n, in_node(L, n, 1), rank), *var = per_channel(L, n, in_node(L, n, 2), rank);
+  const char *gam = per_channel(L, n, in_node(L, n, 3), rank), *bet = per_channel(L, n, in_node(L, n, 4), rank);
+  Shape cs = {.rank = rank};
+  for (int i = 0; i < rank; i++) cs.dim[i] = i == 1 ? c : 1;
+  const char *ep = mil_scalar_float(L->m, param_name(n, "rsqrt", "epsilon"), L->ft, n->a.eps);
+  MilOp *op = step(L, n, "rsqrt");
+  mil_arg(L->m, op, "x", var);
+  mil_arg(L->m, op, "epsilon", ep);
+  const char *r = mil_result(L->m, op, L->ft, &cs);
+  op = step(L, n, "mul");
+  mil_arg(L->m, op, "x", r);
+  mil_arg(L->m, op, "y", gam);
+  const char *scale = mil_result(L->m, op, L->ft, &cs);
+  const char *d = compose2(L, n, "sub", xv, mean, false);
+  const char *y = compose2(L, n, "mul", d, scale, false);
+  compose2(L, n, "add", y, bet, true);
+}
+
+/* ---- data movement ---- */
+
+/* reshape (a view in Kiln) -> MIL reshape to n's static shape; dims must fit int32. */
+static void lower_reshape(Lower *L, const Node *n) {
+  int32_t shp[KILN_MAX_RANK];
+  for (int i = 0; i < n->shape.rank; i++) shp[i] = i32(n, n->shape.dim[i]);
+  const char *xv = X(L, n, 0);
+  const char *sv = mil_ints(L->m, param_name(n, "reshape", "shape"), shp, n->shape.rank);
+  MilOp *op = start(L, n, "reshape");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "shape", sv);
+  finish(L, n, op);
+}
+
+/* transpose -> MIL transpose with the same perm. */
+static void lower_transpose(Lower *L, const Node *n) {
+  int32_t perm[KILN_MAX_RANK];
+  for (int i = 0; i < n->shape.rank; i++) perm[i] = n->a.perm[i];
+  const char *xv = X(L, n, 0);
+  const char *pv = mil_ints(L->m, param_name(n, "transpose", "perm"), perm, n->shape.rank);
+  MilOp *op = start(L, n, "transpose");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "perm", pv);
+  finish(L, n, op);
+}
+
+/* concat -> MIL concat of all inputs along a.axis, interleave false. */
+static void lower_concat(Lower *L, const Node *n) {
+  const char **vs = kiln_alloc(sizeof *vs * (size_t)n->nin);
+  for (int i = 0; i < n->nin; i++) vs[i] = X(L, n, i);
+  const char *ax = mil_scalar_int(L->m, param_name(n, "concat", "axis"), n->a.axis);
+  const char *il = mil_scalar_bool(L->m, param_name(n, "concat", "interleave"), false);
+  MilOp *op = start(L, n, "concat");
+  mil_args(L->m, op, "values", vs, n->nin);
+  mil_arg(L->m, op, "axis", ax);
+  mil_arg(L->m, op, "interleave", il);
+  finish(L, n, op);
+}
+
+/* slice -> MIL slice_by_index with explicit begin/end/stride and all masks false
+ * (Kiln's attrs are already normalised and in range); values must fit int32. */
+static void lower_slice(Lower *L, const Node *n) {
+  int r = n->shape.rank;
+  int32_t b[KILN_MAX_RANK], e[KILN_MAX_RANK], s[KILN_MAX_RANK];
+  uint8_t no[KILN_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++) b[i] = i32(n, n->a.start[i]), e[i] = i32(n, n->a.end[i]), s[i] = i32(n, n->a.step[i]);
+  const char *xv = X(L, n, 0);
+  const char *bv = mil_ints(L->m, param_name(n, "slice_by_index", "begin"), b, r);
+  const char *ev = mil_ints(L->m, param_name(n, "slice_by_index", "end"), e, r);
+  const char *sv = mil_ints(L->m, param_name(n, "slice_by_index", "stride"), s, r);
+  const char *bm = mil_bools(L->m, param_name(n, "slice_by_index", "begin_mask"), no, r);
+  const char *em = mil_bools(L->m, param_name(n, "slice_by_index", "end_mask"), no, r);
+  const char *sm = mil_bools(L->m, param_name(n, "slice_by_index", "squeeze_mask"), no, r);
+  MilOp *op = start(L, n, "slice_by_index");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "begin", bv);
+  mil_arg(L->m, op, "end", ev);
+  mil_arg(L->m, op, "stride", sv);
+  mil_arg(L->m, op, "begin_mask", bm);
+  mil_arg(L->m, op, "end_mask", em);
+  mil_arg(L->m, op, "squeeze_mask", sm);
+  finish(L, n, op);
+}
+
+/* gather along a.axis; the parameters of the op version the spec selects
+ * (batch_dims from iOS16, validate_indices from iOS17) are all written. MIL's
+ * gather takes no bool data, so bool tables go through int32. */
+static void lower_gather(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0);
+  const char *xv = X(L, n, 0), *iv = X(L, n, 1);
+  bool b = x->dtype == DT_BOOL;
+  if (b) {
+    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
+    MilOp *c = step(L, n, "cast");
+    mil_arg(L->m, c, "x", xv);
+    mil_arg(L->m, c, "dtype", dt);
+    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+  }
+  const char *ax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), n->a.axis);
+  const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather", "validate_indices"), false) : NULL;
+  MilOp *op = b ? step(L, n, "gather") : start(L, n, "gather");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "axis", ax);
+  if (bd) mil_arg(L->m, op, "batch_dims", bd);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  if (!b) {
+    finish(L, n, op);
+    return;
+  }
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
+/* ---- driver ---- */
+
+/* Lowers one live non-leaf node by its op family, recording its MIL value in L->val.
+ * Leaves return at once; an op family without a lowering is a user error at its line. */
+static void lower_node(Lower *L, Node *n) {
+  switch (kiln_ops[n->op].family) {
+  case FAM_LEAF: return;                 /* inputs are bound up front, consts lazily */
+  case FAM_VIEW: lower_reshape(L, n); return;
+  case FAM_UNARY: lower_unary(L, n); return;
+  case FAM_BINARY: lower_binary(L, n); return;
+  case FAM_SELECT: lower_select(L, n); return;
+  case FAM_CAST: lower_cast(L, n); return;
+  case FAM_MATMUL: lower_matmul(L, n); return;
+  case FAM_CONV: lower_conv(L, n); return;
+  case FAM_POOL: lower_pool(L, n); return;
+  case FAM_REDUCE: lower_reduce(L, n); return;
+  case FAM_SOFTMAX: lower_softmax(L, n); return;
+  case FAM_NORM: (n->op == OP_RMSNORM ? lower_rmsnorm : lower_layernorm)(L, n); return;
+  case FAM_BATCHNORM: lower_batchnorm(L, n); return;
+  case FAM_TRANSPOSE: lower_transpose(L, n); return;
+  case FAM_CONCAT: lower_concat(L, n); return;
+  case FAM_SLICE: lower_slice(L, n); return;
+  case FAM_GATHER: lower_gather(L, n); return;
+  case FAM_ATTENTION: lower_sdpa(L, n); return;
+  case FAM_WRITE:                        /* main.c refuses programs with state first */
+  case FAM__COUNT: break;
+  }
+  kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);
+}
+
+/* Counts live consumers of every node (graph outputs count too). */
+static void count_uses(Lower *L) {
+  Graph *g = L->g;
+  for (int i = 0; i < g->nnodes; i++) L->user[i] = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->nin; k++) {
+      L->uses[n->in[k]]++;
+      L->user[n->in[k]] = i;
+    }
+  }
+  for (int i = 0; i < g->noutputs; i++) L->uses[g->outputs[i].node]++;
+}
+
+/* Core ML's limits, checked before anything is written: rank <= 5 everywhere and
+ * I/O names that are MIL identifiers but not keywords. (Rank-0 I/O is fine: it is
+ * exposed as shape [1], see io_shape.) */
+static void check_limits(Lower *L) {
+  Graph *g = L->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!n->dead && n->shape.rank > 5)
+      kiln_error_at(n->loc, "%s: result %s has rank %d; Core ML allows at most rank 5", kiln_ops[n->op].name,
+                    shape_str(&n->shape), n->shape.rank);
+  }
+  for (int io = 0; io < 2; io++) {
+    GraphIO *v = io ? g->outputs : g->inputs;
+    for (int i = 0; i < (io ? g->noutputs : g->ninputs); i++) {
+      Node *n = graph_node(g, v[i].node);
+      const char *what = io ? "output" : "input";
+      if (mil_is_keyword(v[i].name))
+        kiln_error_at(n->loc, "%s name '%s' is a reserved word in Core ML's MIL; rename it", what, v[i].name);
+      if (!mil_claim(L->m, v[i].name))
+        kiln_error_at(n->loc, "%s name '%s' is not a valid MIL identifier or is used twice", what, v[i].name);
+    }
+  }
+}
+
+/* The shape of an I/O multi-array: Core ML's need rank >= 1, so a rank-0 value is
+ * exposed as [1] (the same single element, the same bytes as the C target's). */
+static const Shape *io_shape(const Node *n) {
+  static const Shape one = {1, {1}};
+  return n->shape.rank ? &n->shape : &one;
+}
+
+/* reshape of value v (type t) to shape s, named after base (exactly base if exact). */
+static const char *reshape_value(Lower *L, const char *base, bool exact, const char *v, MilType t, const Shape *s) {
+  int32_t shp[KILN_MAX_RANK];
+  for (int i = 0; i < s->rank; i++) shp[i] = (int32_t)s->dim[i];
+  const char *sv = mil_ints(L->m, kiln_fmt("%s_shape", exact ? base : kiln_fmt("%s_reshape", base)), shp, s->rank);
+  MilOp *op = mil_op(L->m, "reshape", exact ? base : kiln_fmt("%s_reshape", base), exact);
+  mil_arg(L->m, op, "x", v);
+  mil_arg(L->m, op, "shape", sv);
+  return mil_result(L->m, op, t, s);
+}
+
+/* Function inputs: f32 -> fp32 (cast to fp16 in fp16 programs), i32 -> int32,
+ * bool -> int32 cast to bool; a rank-0 input arrives as [1] and is reshaped to a
+ * scalar first. */
+static void bind_inputs(Lower *L) {
+  Graph *g = L->g;
+  for (int i = 0; i < g->ninputs; i++) {
+    Node *n = graph_node(g, g->inputs[i].node);
+    const char *name = g->inputs[i].name;
+    MilType io = n->dtype == DT_F32 ? MIL_F32 : MIL_I32, t = mil_type(L, n->dtype);
+    mil_input(L->m, name, io, io_shape(n));
+    L->val[n->id] = name;
+    if (L->uses[n->id] == 0) continue;
+    if (n->shape.rank == 0) L->val[n->id] = reshape_value(L, name, false, name, io, &n->shape);
+    if (io == t) continue;
+    const char *dt = mil_const_str(L->m, kiln_fmt("%s_dtype", name), cast_name(t));
+    MilOp *op = mil_op(L->m, "cast", kiln_fmt("%s_to_%s", name, cast_name(t)), false);
+    mil_arg(L->m, op, "x", L->val[n->id]);
+    mil_arg(L->m, op, "dtype", dt);
+    L->val[n->id] = mil_result(L->m, op, t, &n->shape);
+  }
+}
+
+/* Outputs whose op can carry the output's name directly (its type is already the
+ * I/O type); the others get a final cast/identity named after the output. */
+static void plan_outputs(Lower *L) {
+  Graph *g = L->g;
+  for (int i = 0; i < g->noutputs; i++) {
+    Node *n = graph_node(g, g->outputs[i].node);
+    MilType t = mil_type(L, n->dtype);
+    if (kiln_ops[n->op].family != FAM_LEAF && (t == MIL_F32 || t == MIL_I32) && n->shape.rank > 0 && !L->exact[n->id])
+      L->exact[n->id] = g->outputs[i].name;
+  }
+}
+
+/* Each output's value under the output's exact name and I/O type: a final cast (or
+ * identity) where the op could not carry it; a rank-0 value is cast if needed, then
+ * reshaped to [1] under the name. */
+static void bind_outputs(Lower *L) {
+  Graph *g = L->g;
+  for (int i = 0; i < g->noutputs; i++) {
+    Node *n = graph_node(g, g->outputs[i].node);
+    const char *name = g->outputs[i].name, *v = value(L, n->id);
+    if (strcmp(v, name) != 0) {
+      MilType t = mil_type(L, n->dtype), io = n->dtype == DT_F32 ? MIL_F32 : MIL_I32;
+      bool scalar = n->shape.rank == 0;
+      const char *dt = t != io ? mil_const_str(L->m, kiln_fmt("%s_dtype", name), cast_name(io)) : NULL;
+      if (dt || !scalar) {
+        MilOp *op = mil_op(L->m, dt ? "cast" : "identity", scalar ? kiln_fmt("%s_cast", name) : name, !scalar);
+        mil_arg(L->m, op, "x", v);
+        if (dt) mil_arg(L->m, op, "dtype", dt);
+        v = mil_result(L->m, op, io, &n->shape);
+      }
+      if (scalar) reshape_value(L, name, true, v, io, io_shape(n));
+    }
+    mil_output(L->m, name);
+  }
+}
+
+/* ---- the Model message ---- */
+
+/* A model-description feature: a MultiArray of n's I/O shape, FLOAT32 for f32 and INT32
+ * otherwise (bools travel as int32; see IoList). The dims Core ML sees, not MIL's types. */
+static CoreML__Specification__FeatureDescription *feature(const char *name, const Node *n) {
+  CoreML__Specification__ArrayFeatureType *at = kiln_alloc(sizeof *at);
+  *at = (CoreML__Specification__ArrayFeatureType)CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__INIT;
+  const Shape *s = io_shape(n);
+  at->n_shape = (size_t)s->rank;
+  at->shape = kiln_alloc(sizeof(int64_t) * (size_t)(s->rank + 1));
+  for (int i = 0; i < s->rank; i++) at->shape[i] = s->dim[i];
+  at->datatype = n->dtype == DT_F32 ? CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32
+                                    : CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__INT32;
+  CoreML__Specification__FeatureType *ft = kiln_alloc(sizeof *ft);
+  *ft = (CoreML__Specification__FeatureType)CORE_ML__SPECIFICATION__FEATURE_TYPE__INIT;
+  ft->type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE;
+  ft->multiarraytype = at;
+  CoreML__Specification__FeatureDescription *fd = kiln_alloc(sizeof *fd);
+  *fd = (CoreML__Specification__FeatureDescription)CORE_ML__SPECIFICATION__FEATURE_DESCRIPTION__INIT;
+  fd->name = kiln_strdup(name);
+  fd->type = ft;
+  return fd;
+}
+
+/* Comma-separated I/O names (declaration order), and those that are Kiln bools
+ * travelling as INT32: the runtime wrapper (runtime/coreml) reads these, since
+ * Core ML's description is a dictionary without order or a bool type. */
+typedef enum { IO_INPUTS, IO_OUTPUTS, IO_BOOLS } IoList;
+
+/* The comma-separated names for one of the IoList lists, in declaration order ("" if none). */
+static const char *io_list(Graph *g, IoList which) {
+  Buf b = {0};
+  for (int out = 0; out < 2; out++) {
+    if ((which == IO_INPUTS && out) || (which == IO_OUTPUTS && !out)) continue;
+    const GraphIO *v = out ? g->outputs : g->inputs;
+    for (int i = 0; i < (out ? g->noutputs : g->ninputs); i++)
+      if (which != IO_BOOLS || graph_node(g, v[i].node)->dtype == DT_BOOL) buf_printf(&b, "%s%s", b.len ? "," : "", v[i].name);
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* The model's metadata: a short description and the kiln.* user-defined keys (sorted, so
+ * the protobuf bytes are stable) that the runtime wrapper reads. */
+static CoreML__Specification__Metadata *metadata(Graph *g, const EmitOptions *o) {
+  static const char *const keys[] = {"kiln.bool_features", "kiln.inputs", "kiln.min_os", "kiln.outputs", "kiln.precision"};
+  const char *vals[] = {io_list(g, IO_BOOLS), io_list(g, IO_INPUTS), o->min_os, io_list(g, IO_OUTPUTS), o->fp16 ? "fp16" : "fp32"};
+  enum { NKEYS = sizeof keys / sizeof keys[0] };
+  CoreML__Specification__Metadata *md = kiln_alloc(sizeof *md);
+  *md = (CoreML__Specification__Metadata)CORE_ML__SPECIFICATION__METADATA__INIT;
+  md->shortdescription = kiln_fmt("%s, compiled ahead of time by Kiln", g->model);
+  md->n_userdefined = NKEYS;
+  md->userdefined = kiln_alloc(sizeof *md->userdefined * NKEYS);
+  for (int i = 0; i < NKEYS; i++) {
+    CoreML__Specification__Metadata__UserDefinedEntry *e = kiln_alloc(sizeof *e);
+    *e = (CoreML__Specification__Metadata__UserDefinedEntry)CORE_ML__SPECIFICATION__METADATA__USER_DEFINED_ENTRY__INIT;
+    e->key = kiln_strdup(keys[i]);
+    e->value = kiln_strdup(vals[i]);
+    md->userdefined[i] = e;
+  }
+  return md;
+}
+
+/* The top-level Model message: description (inputs, outputs, metadata) plus the ML program
+ * built in L->m. Call after every node is lowered and the outputs bound. */
+static CoreML__Specification__Model *model_message(Lower *L, const EmitOptions *o) {
+  Graph *g = L->g;
+  CoreML__Specification__ModelDescription *d = kiln_alloc(sizeof *d);
+  *d = (CoreML__Specification__ModelDescription)CORE_ML__SPECIFICATION__MODEL_DESCRIPTION__INIT;
+  d->n_input = (size_t)g->ninputs;
+  d->input = kiln_alloc(sizeof *d->input * (size_t)(g->ninputs + 1));
+  for (int i = 0; i < g->ninputs; i++) d->input[i] = feature(g->inputs[i].name, graph_node(g, g->inputs[i].node));
+  d->n_output = (size_t)g->noutputs;
+  d->output = kiln_alloc(sizeof *d->output * (size_t)(g->noutputs + 1));
+  for (int i = 0; i < g->noutputs; i++) d->output[i] = feature(g->outputs[i].name, graph_node(g, g->outputs[i].node));
+  d->metadata = metadata(g, o);
+  CoreML__Specification__Model *mdl = kiln_alloc(sizeof *mdl);
+  *mdl = (CoreML__Specification__Model)CORE_ML__SPECIFICATION__MODEL__INIT;
+  mdl->specificationversion = L->spec;
+  mdl->description = d;
+  mdl->type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_ML_PROGRAM;
+  mdl->mlprogram = mil_program(L->m);
+  return mdl;
+}
+
+/* A fixed UUID-shaped identifier for a package item: two FNV-1a 64 hashes of
+ * "kiln-coreml/<model>/<item>" (and of that with "/2"), formatted as an RFC 9562
+ * version-8 ("custom") UUID, upper case like Xcode's. Same model name, same id. */
+static const char *manifest_id(const char *model, const char *item) {
+  const char *key = kiln_fmt("kiln-coreml/%s/%s", model, item), *key2 = kiln_fmt("%s/2", key);
+  uint64_t hi = kiln_fnv1a64(key, strlen(key)), lo = kiln_fnv1a64(key2, strlen(key2));
+  hi = (hi & ~0xf000ull) | 0x8000ull;                       /* version 8 */
+  lo = (lo & ~(3ull << 62)) | (2ull << 62);                 /* variant 10 */
+  return kiln_fmt("%08llX-%04llX-%04llX-%04llX-%012llX", (unsigned long long)(hi >> 32),
+                  (unsigned long long)((hi >> 16) & 0xffff), (unsigned long long)(hi & 0xffff),
+                  (unsigned long long)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
+}
+
+/* Writes <model>.mlpackage to o->tmpdir: Manifest.json (fixed item ids), the packed model
+ * pb[0..npb) and, when any const went to a blob, weights/weight.bin. */
+static void write_package(Lower *L, const EmitOptions *o, const uint8_t *pb, size_t npb) {
+  const char *pkg = kiln_fmt("%s.mlpackage", L->g->model);
+  const Buf *wb = mil_weights(L->m);
+  Buf item = {0}, man = {0};
+  const char *wid = manifest_id(L->g->model, "weights");
+  if (mil_nblobs(L->m)) template_expand(&item, template_get("coreml/weights_item.json.tmpl"), (const char *const[]){"WEIGHTS_ID", wid, NULL});
+  const char *vars[] = {"MODEL_ID", manifest_id(L->g->model, "model.mlmodel"), "WEIGHTS_ITEM", item.data ? item.data : "", NULL};
+  template_expand(&man, template_get("coreml/Manifest.json.tmpl"), vars);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s/Manifest.json", pkg), man.data, man.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/model.mlmodel", pkg), pb, npb);
+  if (mil_nblobs(L->m)) kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/weights/weight.bin", pkg), wb->data, wb->len);
+  buf_free(&item);
+  buf_free(&man);
+}
+
+/* The CoreML target: lowers the live graph to a MIL program for --min-os's opset (fp16 with
+ * --fp16) and writes the .mlpackage. User errors (bad --min-os, unsupported ops, limits) name
+ * the Lua line or flag; a protobuf size mismatch dies. */
+void emit_coreml(Graph *g, const EmitOptions *o) {
+  int os = -1;
+  for (int i = 0; i < 4; i++)
+    if (o->min_os && strcmp(o->min_os, os_table[i].os) == 0) os = i;
+  if (os < 0) kiln_error("--min-os: one of iOS15, iOS16, iOS17, iOS18, not '%s'", o->min_os ? o->min_os : "");
+  size_t nn = (size_t)g->nnodes + 1;
+  Lower L = {.g = g, .m = mil_new(os_table[os].opset), .ft = o->fp16 ? MIL_F16 : MIL_F32, .spec = os_table[os].spec,
+             .val = kiln_alloc(sizeof(char *) * nn), .exact = kiln_alloc(sizeof(char *) * nn),
+             .uses = kiln_alloc(sizeof(int) * nn), .user = kiln_alloc(sizeof(int) * nn), .done = kiln_alloc(nn)};
+  count_uses(&L);
+  check_limits(&L);
+  plan_outputs(&L);
+  bind_inputs(&L);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!n->dead && !L.done[i]) lower_node(&L, n);
+  }
+  bind_outputs(&L);
+
+  CoreML__Specification__Model *mdl = model_message(&L, o);
+  size_t size = core_ml__specification__model__get_packed_size(mdl);
+  if (size >= (size_t)INT32_MAX)
+    kiln_error("%s: model.mlmodel would be %zu bytes; a protobuf message must stay below 2 GiB", g->model, size);
+  uint8_t *pb = kiln_alloc(size + 1);
+  if (core_ml__specification__model__pack(mdl, pb) != size) die("protobuf-c packed a different size");
+  write_package(&L, o, pb, size);
+}

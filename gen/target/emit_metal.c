@@ -1,0 +1,284 @@
+/*
+ * emit_metal.c — the Metal target: <m>.metal, <m>_metal.h, <m>_metal.c.
+ *
+ * Planned graph in (the same kernels, schedule and memory plan as the C target),
+ * files out: one MSL compute kernel per Kiln kernel (rendered by
+ * emit_metal_kernels.c from templates/metal/), and a dispatch table in C that
+ * says, per dispatch in schedule order, which kernel runs on what grid and which
+ * byte ranges of the weights payload, the arena or the caller's buffers it binds
+ * at which [[buffer(i)]] index. The table is data (runtime/metal/kiln_metal.h
+ * describes the format); runtime/metal/kiln_metal.m interprets it on a device and
+ * tests/metal/harness.c interprets the same table on the Linux emulator.
+ *
+ * Buffer order is fixed for every kernel: the anchor node's inputs in order, then
+ * the extra operands of a fused chain (e0, e1...), then the kernel's result, so the
+ * table and the kernel signature are derived from one list here.
+ * The table also embeds the .metal text (as lines, so no string literal exceeds
+ * what ISO C promises) for building the library at run time.
+ */
+#include "emit_metal.h"
+
+#include <string.h>
+
+/* MSL/C++ keywords and the names the generated file uses at file scope or calls
+ * unqualified; a kernel of this name gets a trailing '_'. */
+static bool reserved(const char *s) {
+  static const char *const own[] = {
+      "kernel", "device", "constant", "threadgroup", "thread", "using", "namespace", "metal", "template",
+      "class", "struct", "union", "enum", "const", "static", "inline", "void", "bool", "char", "uchar", "short",
+      "ushort", "int", "uint", "long", "ulong", "float", "half", "double", "signed", "unsigned", "if", "else",
+      "for", "while", "do", "return", "break", "continue", "switch", "case", "default", "goto", "sizeof",
+      "true", "false", "this", "new", "delete", "operator", "typedef", "typename", "virtual", "public",
+      "private", "protected", "friend", "explicit", "auto", "register", "volatile", "extern", "mutable",
+      "exp", "log", "sqrt", "rsqrt", "tanh", "fabs", "abs", "fmax", "fmin", "max", "min", "pow", "powr",
+      "isnan", "isinf", "select", "clamp", "dot", "floor", "ceil", "round", "trunc", "sin", "cos",
+      "simd_sum", "simd_max", "simd_min", "threadgroup_barrier", "mem_flags", "main", "x", "y", "z", "out",
+      "INFINITY", "NAN", "INT_MAX", "INT_MIN", "float2", "float3", "float4", "uint2", "uint3", "uint4",
+      NULL};
+  for (int i = 0; own[i]; i++)
+    if (strcmp(own[i], s) == 0) return true;
+  return strncmp(s, "kiln_", 5) == 0;
+}
+
+/* Unique MSL function names for the kernels (their helpers included). */
+static const char **kernel_names(Graph *g) {
+  static const char *const helper[] = {"", "_op", "_epilogue"};   /* what a kernel may define */
+  const char **names = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  StrMap spelled = {0};                          /* every name a kernel so far may define */
+  for (int k = 0; k < g->nkernels; k++) {
+    const char *name = emit_ident(g->kernels[k].cname);
+    for (bool clash = true; clash;) {
+      clash = reserved(name);
+      for (int i = 0; i < 3 && !clash; i++) clash = strmap_get(&spelled, kiln_fmt("%s%s", name, helper[i])) != NULL;
+      if (clash) name = kiln_fmt("%s_", name);
+    }
+    for (int i = 0; i < 3; i++) strmap_put(&spelled, kiln_fmt("%s%s", name, helper[i]));
+    names[k] = name;
+  }
+  return names;
+}
+
+static const char *const region_c[] = {"?", "KILN_MTL_WEIGHTS", "KILN_MTL_ARENA", "KILN_MTL_INPUT", "KILN_MTL_OUTPUT"};
+/* The host-side dtype constant of t; anything not f32 or i32 is taken as bool (u8). */
+static const char *mtl_type_c(DType t) { return t == DT_F32 ? "KILN_MTL_F32" : t == DT_I32 ? "KILN_MTL_I32" : "KILN_MTL_U8"; }
+
+/* Appends the table row binding value n at [[buffer(index)]]. */
+static void binding_row(Buf *out, Node *n, int index, bool write, const char *param) {
+  if (n->region == REG_NONE) die("Metal: value %%%d has no memory region (was pass_memplan run?)", n->id);
+  if (write && (n->region == REG_WEIGHTS || n->region == REG_INPUT)) die("Metal: kernel writes into %%%d's region", n->id);
+  bool io = n->region == REG_INPUT || n->region == REG_OUTPUT;
+  EmitVars v = {0};
+  emit_vari(&v, "INDEX", index);
+  emit_var(&v, "REGION", region_c[n->region]);
+  emit_var(&v, "ACCESS", write ? "KILN_MTL_WRITE" : "KILN_MTL_READ");
+  emit_var(&v, "TYPE", mtl_type_c(n->dtype));
+  emit_vari(&v, "SLOT", io ? n->io_slot : 0);
+  emit_var(&v, "OFFSET", kiln_fmt("%lld", (long long)n->offset));
+  emit_var(&v, "SIZE", kiln_fmt("%lld", (long long)node_bytes(n)));
+  emit_var(&v, "WHAT", esc_comment(kiln_fmt("%s: %s %s%s%s", param, dtype_name(n->dtype), shape_str(&n->shape),
+                                           n->name ? " " : "", n->name ? n->name : "")));
+  template_expand(out, template_get("metal/binding.c.tmpl"), v.kv);
+}
+
+/* Buffer parameter i of a kernel: const when read, one a line after the first. */
+static void buffer_param(Buf *b, int i, bool read, DType t, const char *name) {
+  const char *vars[] = {"SEP", i ? ",\n    " : "", "CONST", read ? "const " : "", "T", mtl_type(t),
+                        "NAME", name, "I", kiln_fmt("%d", i), NULL};
+  template_expand(b, template_get("metal/buffer_param.metal.tmpl"), vars);
+}
+
+/* The buffer parameters of a kernel: operands read, then `out`. */
+static char *params(const MtlKernel *k) {
+  Buf b = {0};
+  for (int i = 0; i < k->nops; i++) buffer_param(&b, i, true, k->op[i]->dtype, k->opname[i]);
+  buffer_param(&b, k->nops, false, k->out->dtype, "out");
+  char *s = kiln_strdup(b.data);
+  buf_free(&b);
+  return s;
+}
+
+/* Renders kernel ki (after its epilogue helper, if fused) into src and its dispatch
+ * and bindings into the table texts. The anchor's family renders the kernel; the
+ * chain's extra operands bind after the anchor's, before `out`. */
+static void emit_kernel(Graph *g, int ki, const char *name, Buf *src, Buf *dispatches, Buf *bindings, int *nbind) {
+  const Kernel *kr = &g->kernels[ki];
+  Node *n = graph_node(g, kr->nodes[0]);
+  MtlKernel k = {.g = g, .n = n, .out = graph_node(g, kr->nodes[kr->nnodes - 1]), .name = name};
+  EmitEpilogue e;
+  emit_epilogue(g, kr, name, kiln_fmt("%s_epilogue", name), &mtl_target, &e);
+  if (n->nin + e.nextra + 1 > MTL_MAX_OPS)
+    kiln_error_at(n->loc, "Metal target: %s reads %d buffers (at most %d)", name, n->nin + e.nextra, MTL_MAX_OPS - 1);
+  static const char *const xyz[] = {"x", "y", "z"};
+  for (int i = 0; i < n->nin; i++) {
+    k.op[i] = graph_node(g, n->in[i]);
+    k.opname[i] = n->nin <= 3 ? xyz[i] : kiln_fmt("x%d", i);
+  }
+  k.nops = n->nin;
+  emit_var(&k.v, "NAME", name);
+  const char *desc = emit_describe(g, kr), *loc = e.lines;
+  emit_var(&k.v, "DESC", desc);
+  emit_var(&k.v, "LOC", loc);
+  emit_var(&k.v, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&k.v, "IF_FUSED", emit_hook_fused);
+  const char *tmpl = mtl_render(&k);
+  for (int i = 0; i < e.nextra; i++) {
+    k.op[k.nops] = e.extra[i];
+    k.opname[k.nops++] = e.extra_name[i];
+  }
+  emit_var(&k.v, "PARAMS", params(&k));
+  Buf text = {0};
+  template_expand(&text, template_get(tmpl), k.v.kv);
+  buf_puts(src, e.helper);
+  buf_puts(src, emit_epilogue_apply(text.data, &e));
+  buf_free(&text);
+
+  int first = *nbind;
+  for (int i = 0; i < k.nops; i++) binding_row(bindings, k.op[i], i, false, k.opname[i]);
+  binding_row(bindings, k.out, k.nops, true, "out");
+  *nbind += k.nops + 1;
+  EmitVars v = {0};
+  emit_vari(&v, "KERNEL", ki);
+  emit_vari(&v, "FIRST", first);
+  emit_vari(&v, "NBIND", k.nops + 1);
+  emit_var(&v, "GROUPS", kiln_fmt("%u, %u, %u", k.groups[0], k.groups[1], k.groups[2]));
+  emit_var(&v, "THREADS", kiln_fmt("%u, %u, %u", k.threads[0], k.threads[1], k.threads[2]));
+  emit_var(&v, "WHAT", esc_c_string(kiln_fmt("%s: %s (%s)", name, desc, loc)));
+  template_expand(dispatches, template_get("metal/dispatch.c.tmpl"), v.kv);
+}
+
+/* The KilnMtlIO rows of the inputs or outputs. */
+static char *io_rows(Graph *g, bool outputs) {
+  Buf b = {0};
+  int n = outputs ? g->noutputs : g->ninputs;
+  for (int i = 0; i < n; i++) {
+    const GraphIO *io = outputs ? &g->outputs[i] : &g->inputs[i];
+    Node *nd = graph_node(g, io->node);
+    const char *vars[] = {"NAME", esc_c_string(io->name), "TYPE", mtl_type_c(nd->dtype), "BYTES",
+                          kiln_fmt("%lld", (long long)node_bytes(nd)), "DTYPE", dtype_name(nd->dtype),
+                          "SHAPE", shape_str(&nd->shape), NULL};
+    template_expand(&b, template_get("metal/io_row.c.tmpl"), vars);
+  }
+  if (n == 0) buf_puts(&b, template_get("metal/io_row_none.c.tmpl"));
+  char *s = kiln_strdup(b.data);
+  buf_free(&b);
+  return s;
+}
+
+/* `    "text",` and a newline: one C string literal of a table. */
+static void string_line(Buf *b, const char *text) {
+  const char *vars[] = {"TEXT", text, NULL};
+  template_expand(b, template_get("metal/string_line.c.tmpl"), vars);
+}
+
+/* The .metal text as C string literals, one a line. */
+static char *msl_lines(const char *text) {
+  Buf b = {0};
+  for (const char *p = text; *p;) {
+    const char *nl = strchr(p, '\n');
+    size_t len = nl ? (size_t)(nl - p + 1) : strlen(p);
+    char *line = kiln_alloc(len + 1);
+    memcpy(line, p, len);
+    string_line(&b, esc_c_string(line));
+    p += len;
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* ", const float *image" (an input) or ", float *logits": a C pointer parameter. */
+static void run_param(Buf *b, bool input, DType t, const char *name) {
+  const char *vars[] = {"CONST", input ? "const " : "", "T", emit_c_type(t), "NAME", name, NULL};
+  template_expand(b, template_get("c/run_param.c.tmpl"), vars);
+}
+
+/* ", const float *image, float *logits" and "image, logits" for the typed wrapper. */
+/* base, or base with '_' appended until no input or output of g is named so: the
+ * wrapper's own parameters and locals must not shadow the model's (an input `k`). */
+static const char *wrapper_own(Graph *g, const char *base) {
+  for (bool clash = true; clash;) {
+    clash = false;
+    for (int i = 0; i < g->ninputs && !clash; i++) clash = strcmp(emit_ident(g->inputs[i].name), base) == 0;
+    for (int i = 0; i < g->noutputs && !clash; i++) clash = strcmp(emit_ident(g->outputs[i].name), base) == 0;
+    if (clash) base = kiln_fmt("%s_", base);
+  }
+  return base;
+}
+
+static void wrapper_args(Graph *g, char **decl, char **ins, char **outs) {
+  Buf d = {0}, i = {0}, o = {0};
+  for (int k = 0; k < g->ninputs; k++) {
+    const char *nm = emit_ident(g->inputs[k].name);
+    run_param(&d, true, graph_node(g, g->inputs[k].node)->dtype, nm);
+    buf_printf(&i, "%s%s", k ? ", " : "", nm);
+  }
+  for (int k = 0; k < g->noutputs; k++) {
+    const char *nm = emit_ident(g->outputs[k].name);
+    run_param(&d, false, graph_node(g, g->outputs[k].node)->dtype, nm);
+    buf_printf(&o, "%s%s", k ? ", " : "", nm);
+  }
+  *decl = kiln_strdup(d.data ? d.data : "");
+  *ins = kiln_strdup(i.data ? i.data : "0");
+  *outs = kiln_strdup(o.data ? o.data : "0");
+  buf_free(&d);
+  buf_free(&i);
+  buf_free(&o);
+}
+
+/* Writes the Metal target's files for planned graph g into o->tmpdir; dies on
+ * broken IR, user errors (kiln_error_at) on grids Metal cannot dispatch. */
+void emit_metal(Graph *g, const EmitOptions *o) {
+  const char **names = kernel_names(g);
+  Buf kernels = {0}, dispatches = {0}, bindings = {0}, knames = {0};
+  int nbind = 0;
+  for (int k = 0; k < g->nkernels; k++) {
+    emit_kernel(g, k, names[k], &kernels, &dispatches, &bindings, &nbind);
+    string_line(&knames, names[k]);
+  }
+  Buf blob = {0}, msl = {0}, hdr = {0}, tab = {0};
+  uint64_t checksum = 0;
+  weights_blob(g, &blob, &checksum);
+  buf_free(&blob);
+
+  EmitVars v = {0};
+  const char *script = esc_comment(graph_src_name(g, g->script));
+  emit_var(&v, "MODEL", g->model);
+  emit_var(&v, "UPPER", emit_upper(g->model));
+  emit_var(&v, "SCRIPT", script);
+  emit_vari(&v, "NKERNELS", g->nkernels);
+  emit_var(&v, "KERNEL_COUNT", emit_count(g->nkernels, "compute kernel", "compute kernels"));
+  emit_var(&v, "DISPATCH_COUNT", emit_count(g->nkernels, "dispatch", "dispatches"));
+  emit_var(&v, "KERNELS", kernels.data ? kernels.data : "");
+  template_expand(&msl, template_get("metal/file.metal.tmpl"), v.kv);
+
+  char *decl, *ins, *outs;
+  wrapper_args(g, &decl, &ins, &outs);
+  emit_var(&v, "WRAP_PARAMS", decl);
+  static const char *const own[] = {"W_K", "k", "W_ERR", "err", "W_ERRLEN", "errlen", "W_INPUTS", "inputs",
+                                    "W_OUTPUTS", "outputs"};
+  for (int i = 0; i < 10; i += 2) emit_var(&v, own[i], wrapper_own(g, own[i + 1]));
+  emit_var(&v, "WRAP_PARAMS_DOC", kiln_fmt("%s%s, %s", g->ninputs ? ", " : "", g->ninputs ? ins : "", outs));
+  emit_var(&v, "WRAP_INPUTS", ins);
+  emit_var(&v, "WRAP_OUTPUTS", outs);
+  emit_vari(&v, "NDISPATCHES", g->nkernels);
+  emit_vari(&v, "NBINDINGS", nbind);
+  emit_vari(&v, "NINPUTS", g->ninputs);
+  emit_vari(&v, "NOUTPUTS", g->noutputs);
+  emit_var(&v, "MSL", msl_lines(msl.data));
+  emit_var(&v, "KERNEL_NAMES", knames.data ? knames.data : "");
+  emit_var(&v, "DISPATCHES", dispatches.data ? dispatches.data : "");
+  emit_var(&v, "BINDINGS", bindings.data ? bindings.data : "");
+  emit_var(&v, "INPUTS", io_rows(g, false));
+  emit_var(&v, "OUTPUTS", io_rows(g, true));
+  emit_var(&v, "WEIGHTS_SIZE", kiln_fmt("%lld", (long long)g->weights_size));
+  emit_var(&v, "CHECKSUM", kiln_fmt("0x%016llxull", (unsigned long long)checksum));
+  emit_var(&v, "ARENA_SIZE", kiln_fmt("%lld", (long long)g->arena_size));
+  template_expand(&hdr, template_get("metal/table.h.tmpl"), v.kv);
+  template_expand(&tab, template_get("metal/table.c.tmpl"), v.kv);
+
+  kiln_write_file(o->tmpdir, kiln_fmt("%s.metal", g->model), msl.data, msl.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s_metal.h", g->model), hdr.data, hdr.len);
+  kiln_write_file(o->tmpdir, kiln_fmt("%s_metal.c", g->model), tab.data, tab.len);
+  Buf *all[] = {&kernels, &dispatches, &bindings, &knames, &msl, &hdr, &tab};
+  for (int i = 0; i < 7; i++) buf_free(all[i]);
+}

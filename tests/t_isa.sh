@@ -1,0 +1,102 @@
+#!/bin/sh
+# t_isa.sh — the generated C gives bit-identical results on every instruction-set path
+# this machine can run. kiln_dot4 (templates/c/dot4.c.tmpl: the dot products of Linear
+# kernels and of convolutions through gathered patches) has an AVX variant (8-float vectors),
+# an SSE/NEON one (two 4-float vectors) and plain C (KILN_SCALAR); all do the same
+# arithmetic in the same order. Each model is compiled with
+# gcc at -O2 (SSE2, the x86-64 baseline), -O2 -mavx2, -O3 -march=native (this machine: AVX-512),
+# -O2 -DKILN_SCALAR, and with clang -O2, run on the same seeded inputs (tests/runtime/driver.c),
+# and every output must be byte-identical across the five. A model with entry points runs
+# each entry once, in order, the state block chained from call to call and compared too. Numerical correctness against
+# the interpreter and PyTorch is t_ops' and t_models' job; this suite checks that the paths
+# they do not exercise agree with the one they do.
+cd "$(dirname "$0")/.." || exit 2
+. tests/lib.sh
+kt_need_kiln t_isa
+kt_work isa
+S=isa
+for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lua models/stories.lua \
+         models/stories_fixed.lua tests/golden/tiny.lua; do
+  n=$(basename "$m" .lua)
+  d=$WORK/$n
+  if ! "$KILN" build "$m" -o "$d/out" > "$WORK/err" 2>&1; then echo "FAIL $S/$n/build: $(head -n 1 "$WORK/err")"; continue; fi
+  # One line per call: "-" for a plain model, else "ENTRY MACRO_PREFIX STATE?" of each entry in
+  # order (a model with entries runs each once, the state block chained from call to call);
+  # then the call's input files.
+  calls=$("$PY" - "$d/out/$n.json" "$d" <<'PYEOF'
+import json, sys, zlib, numpy as np
+sig = json.load(open(sys.argv[1]))
+rng = np.random.default_rng(zlib.crc32(sys.argv[1].encode()) & 0xffff)
+up = sig["model"].upper() + "_"
+for k, e in enumerate(sig.get("entries") or [sig]):
+    files = []
+    for i, x in enumerate(e["inputs"]):
+        shape = x["shape"]
+        if x["dtype"] == "f32": a = rng.standard_normal(shape).astype("<f4")
+        elif x["dtype"] == "i32": a = rng.integers(0, 4, shape).astype("<i4")
+        else: a = rng.integers(0, 2, shape).astype("u1")
+        p = "%s/in%d_%d.bin" % (sys.argv[2], k, i)
+        a.tofile(p)
+        files.append(p)
+    if "entries" not in sig:
+        head = "-"
+    else:
+        stem = e["macros"][len(up):-1]
+        head = "%s %s %s" % (e["name"], stem or "-", "state" if sig["states"] else "-")
+    print(head + "|" + " ".join(files))
+PYEOF
+)
+  first=""
+  for cfg in "gcc -O2" "gcc -O2 -mavx2" "gcc -O3 -march=native" "gcc -O2 -DKILN_SCALAR" "clang -O2"; do
+    tag=$(echo "$cfg" | tr ' =' '__')
+    res=$d/res_$tag
+    mkdir -p "$res"
+    ok=yes k=0
+    while IFS='|' read -r head ins; do
+      set -- $head
+      defs="" state_args=""
+      if [ "$1" != "-" ]; then
+        defs="-DKILN_ENTRY=$1"
+        [ "$2" != "-" ] && defs="$defs -DKILN_ENTRY_UPPER=$2"
+        if [ "$3" = state ]; then
+          defs="$defs -DKILN_STATE"
+          state_args="-S $res/state$k.bin"
+          [ "$k" -gt 0 ] && state_args="$state_args -s $res/state$((k - 1)).bin"
+        fi
+      fi
+      exe=$d/drv_${tag}_$k
+      # shellcheck disable=SC2086
+      if ! $cfg -std=c11 -Wall -Wextra -Wpedantic -Werror -D_POSIX_C_SOURCE=200809L -I"$d/out" -Iruntime \
+           -DKILN_MODEL="$n" -DKILN_MODEL_UPPER="$(echo "$n" | tr a-z A-Z)" $defs tests/runtime/driver.c "$d/out/$n.c" \
+           runtime/kiln_runtime.c -lm -o "$exe" 2> "$WORK/err"; then
+        echo "FAIL $S/$n/$tag: does not compile: $(grep -m 1 error "$WORK/err")"; ok=no; break
+      fi
+      mkdir -p "$res/call$k"
+      # shellcheck disable=SC2086
+      if ! "$exe" -w "$d/out/$n.weights" $state_args -o "$res/call$k" $ins > "$WORK/err" 2>&1; then
+        echo "FAIL $S/$n/$tag: run: $(head -n 1 "$WORK/err")"; ok=no; break
+      fi
+      k=$((k + 1))
+    done <<EOF2
+$calls
+EOF2
+    [ $ok = yes ] || continue
+    if [ -z "$first" ]; then first=$tag; echo "PASS $S/$n/$tag"; continue; fi
+    if diff -r "$d/res_$first" "$res" > /dev/null; then echo "PASS $S/$n/$tag: bit-identical to $first"
+    else echo "FAIL $S/$n/$tag: outputs differ from $first"; fi
+  done
+done
+# A test of the test: with FMA contraction allowed the sums round differently, and the
+# comparison must notice (else bit-identical above would prove nothing).
+d=$WORK/mlp
+if [ -d "$d/res_gcc_-O2" ] && gcc -std=c11 -O2 -mavx2 -mfma -ffp-contract=fast -D_POSIX_C_SOURCE=200809L -I"$d/out" -Iruntime \
+     -DKILN_MODEL=mlp -DKILN_MODEL_UPPER=MLP tests/runtime/driver.c "$d/out/mlp.c" runtime/kiln_runtime.c -lm \
+     -o "$d/drv_fma" 2> "$WORK/err"; then
+  mkdir -p "$d/res_fma/call0"
+  "$d/drv_fma" -w "$d/out/mlp.weights" -o "$d/res_fma/call0" "$d"/in0_*.bin > /dev/null 2>&1
+  if diff -r "$d/res_gcc_-O2" "$d/res_fma" > /dev/null; then echo "FAIL $S/fma_control: FMA contraction gave the same bits: the check cannot see a changed order"
+  else echo "PASS $S/fma_control: FMA contraction changes the bits, and the check sees it"; fi
+else
+  echo "FAIL $S/fma_control: could not build the FMA variant: $(head -n 1 "$WORK/err")"
+fi
+exit 0

@@ -1,0 +1,12 @@
+-- Fused attention (kiln.sdpa) on every target: a decode row and a prefill chunk at a run-time
+-- position over grouped K/V, a fused epilogue, a non-causal call. t_metal runs it on the
+-- emulator, t_coreml through milrun, each compared with the C target.
+local kiln = require "kiln"
+local pos = kiln.input("pos", {}, "i32")
+local k = kiln.input("k", {2, 16, 5})
+local v = kiln.input("v", {2, 16, 5})
+local q1 = kiln.input("q1", {4, 1, 5})
+local q4 = kiln.input("q4", {4, 4, 5})
+kiln.output("decode", kiln.sdpa(q1, k, v, {len = pos + 1, pos = pos}))
+kiln.output("chunk", kiln.sdpa(q4, k, v, {len = pos + 4, pos = pos}) * 2 + 1)
+kiln.output("bidirectional", kiln.sdpa(q4, k, v, {len = 9, causal = false}))
