@@ -1,5 +1,8 @@
 """report.py — the peer benchmark's ratios and tables, from the results record run.py builds.
 
+    /usr/bin/python3 bench/peerbench/report.py bench/results/<name>.json [--markdown]
+prints a saved run's tables again (--markdown: as Markdown tables, as docs/bench.md quotes).
+
 A workload's record (also what bench/results/<name>.json holds, one per workload) has
 "peers": {"<label>@<threads>": entry}, where a timed entry has the medians wall_us and
 cpu_us over all its calls and the per-round medians round_wall_us / round_cpu_us; an
@@ -162,3 +165,43 @@ def tables(res):
     lines.append("")
     lines += summary(res)
     return "\n".join(lines)
+
+
+def markdown(res):
+    """The same numbers as Markdown tables (docs/bench.md quotes one run this way)."""
+    lines = ["| workload | peer | threads | wall µs | CPU µs | calls | GFLOP/s | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for rec in res["workloads"]:
+        load = f"{rec['loadavg_start'][0]:.1f} → {rec['loadavg_end'][0]:.1f}"
+        for t in (1, 2):
+            for k, e in rec["peers"].items():
+                if e["threads"] != t or (t == 2 and e["runtime"] == "kiln"):
+                    continue
+                if not timed(e):
+                    lines.append(f"| {rec['workload']} | {e['label']} | {t} | "
+                                 f"{'refused' if 'refused' in e else 'not run'} | | | | {load} |")
+                    continue
+                g = f"{rec['flops'] / (e['wall_us'] * 1e3):.1f}" if rec["flops"] else "-"
+                lines.append(f"| {rec['workload']} | {e['label']} | {t} | {us(e['wall_us'])} | {us(e['cpu_us'])} | "
+                             f"{e['n']} | {g} | {load} |")
+    lines += ["", "| workload | " + " | ".join(c[0] for c in SUMMARY_COLUMNS) + " |",
+              "|---|" + "---|" * len(SUMMARY_COLUMNS)]
+    for rec in res["workloads"]:
+        cells = []
+        for _, kl, other, t, what in SUMMARY_COLUMNS:
+            if what == "both":
+                c, w = ratio(rec, kl, other, t, "cpu"), ratio(rec, kl, other, t, "wall")
+                cells.append("-" if c is None else f"{c:.2f} ({w:.2f})")
+            else:
+                cells.append(fr(ratio(rec, kl, other, t, "wall")))
+        lines.append(f"| {rec['workload']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    # report.py RESULTS.json [--markdown]: prints a saved run again.
+    import json
+    import sys
+    with open(sys.argv[1]) as f:
+        saved = json.load(f)
+    print(markdown(saved) if "--markdown" in sys.argv[2:] else tables(saved))

@@ -30,7 +30,6 @@ Timings are reported, never judged: nothing here fails because something is slow
 """
 import datetime
 import json
-import math
 import os
 import platform
 import statistics
@@ -175,21 +174,29 @@ def start_peer(w, p, cfg, status):
     except wk.PeerError as e:
         status.setdefault(key(p), {})["failed"] = str(e)
         return False
-    p.k = max(1, min(cfg.max_k, round(cfg.turn_s * 1e6 / p.one_us)))
-    p.warm = 1 if p.k > 1 else 0
+    set_turn(p, p.one_us, cfg)
     return True
 
 
-def rounds_for(peers, cfg):
-    """Rounds that fit the workload's time budget, between min_rounds and rounds."""
-    per_round = sum((p.k + p.warm) * p.one_us / 1e6 + cfg.gap_s for p in peers)
-    return max(cfg.min_rounds, min(cfg.rounds, math.floor(cfg.budget_s / max(per_round, 1e-9))))
+def set_turn(p, call_us, cfg):
+    """Calls per turn (k) and untimed calls before it (warm), for calls of call_us."""
+    p.k = max(1, min(cfg.max_k, round(cfg.turn_s * 1e6 / max(call_us, 1e-3))))
+    p.warm = 1 if p.k > 1 else 0
 
 
-def measure(w, peers, cfg, status):
-    """The rounds; returns the number run. A peer failing mid-way is dropped (status says why)."""
-    n = rounds_for(peers, cfg)
-    for r in range(n):
+def measure(peers, cfg, status):
+    """The rounds; returns the number run. A peer failing mid-way is dropped (status says why).
+
+    Up to cfg.rounds rounds, but after cfg.min_rounds no round starts that would end past
+    cfg.budget_s. A peer's turn is resized after each turn from its latest median, so a
+    peer whose calls turn out slower than its first ones (a thread pool on a busy
+    machine) keeps its turns short.
+    """
+    t0 = time.time()
+    for r in range(cfg.rounds):
+        elapsed = time.time() - t0
+        if r >= cfg.min_rounds and elapsed + elapsed / r > cfg.budget_s:
+            return r
         order = peers[r % len(peers):] + peers[:r % len(peers)]
         for p in order:
             if "failed" in status[key(p)]:
@@ -205,7 +212,9 @@ def measure(w, peers, cfg, status):
             p.cpu += t["cpu_us"]
             p.round_wall.append(statistics.median(t["wall_us"]))
             p.round_cpu.append(statistics.median(t["cpu_us"]))
-    return n
+            p.one_us = max(p.one_us, p.round_wall[-1])
+            set_turn(p, p.round_wall[-1], cfg)
+    return cfg.rounds
 
 
 def bench_workload(w, built, cfg):
@@ -220,7 +229,7 @@ def bench_workload(w, built, cfg):
                 live.append(p)
             else:
                 p.close()
-        rounds = measure(w, live, cfg, status) if live else 0
+        rounds = measure(live, cfg, status) if live else 0
     finally:
         for p in peers:
             p.close()
@@ -244,16 +253,18 @@ def bench_workload(w, built, cfg):
 
 # ---- the run ----
 
-def versions(built):
-    """What ran: Kiln's commit, the compiler, and each runtime's version."""
+def versions():
+    """What ran: Kiln's commit, the compiler, Python, Node, the OpenBLAS package (the
+    runtimes' own versions come from their workers, report.fill_versions)."""
     def out(cmd):
         try:
             return subprocess.run(cmd, capture_output=True, text=True, cwd=wk.ROOT).stdout.strip()
         except OSError:
             return ""
     dirty = out(["git", "status", "--porcelain", "--untracked-files=no"])
+    cc = out([wk.compiler(), "--version"]).splitlines()
     return {"kiln_commit": out(["git", "rev-parse", "--short", "HEAD"]) + ("-dirty" if dirty else ""),
-            "cc": out([wk.compiler(), "--version"]).splitlines()[0] if out([wk.compiler(), "--version"]) else "",
+            "cc": cc[0] if cc else "",
             "python": wk.python_version(), "node": out(["node", "--version"]),
             "openblas_deb": out(["dpkg-query", "-W", "-f", "${Version}", "libopenblas0-pthread"])}
 
@@ -279,7 +290,7 @@ def main():
            "goal": GOAL, "machine": machine(), "loadavg_start": loadavg()}
     print(f"bench: peers: {' '.join(cfg.workloads)} (load average {res['loadavg_start'][0]:.2f})", flush=True)
     built = setup(cfg, kiln)
-    res["versions"] = versions(built)
+    res["versions"] = versions()
     res["workloads"] = []
     for name in cfg.workloads:
         res["workloads"].append(bench_workload(wl.BY_NAME[name], built, cfg))

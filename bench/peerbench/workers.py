@@ -152,7 +152,7 @@ class Worker:
     proc: Optional[subprocess.Popen] = None
     log: Optional[object] = None  # the worker's stderr, a file under CACHE/log
     ready: dict = field(default_factory=dict)
-    one_us: float = 0.0          # the time of one call, for choosing how many a turn makes
+    one_us: float = 0.0          # the time of one call (the slowest seen so far): sizes turns, time-outs
     k: int = 1                   # calls per turn
     warm: int = 0                # untimed calls before each turn
     wall: List[float] = field(default_factory=list)
