@@ -105,7 +105,7 @@ def header(res):
     return lines
 
 
-def workload_table(rec):
+def workload_table(rec, goal):
     """The per-peer rows of one workload: 1-thread peers, then 2-thread ones."""
     la0, la1 = rec["loadavg_start"][0], rec["loadavg_end"][0]
     gf = f"; {rec['flops'] / 1e9:.3g} GFLOP" if rec["flops"] else ""
@@ -124,7 +124,17 @@ def workload_table(rec):
             g = f"{rec['flops'] / (e['wall_us'] * 1e3):.1f}" if rec["flops"] else "-"
             lines.append(f"  {e['label']:<18}{e['threads']:>8}{us(e['wall_us']):>14}{us(e['cpu_us']):>14}"
                          f"{e['n']:>7}{g:>9}  {e['rel_diff']:.1e}")
-    return lines
+    return lines + ["  " + ratio_line(rec, goal)]
+
+
+def ratio_line(rec, goal):
+    """Kiln ÷ ONNX Runtime (and ÷ OpenBLAS) for one workload, at 1 thread (CPU) and 2 (wall)."""
+    def pair(kl, other):
+        return f"{fr(ratio(rec, kl, other, 1, 'cpu'))} / {fr(ratio(rec, kl, other, 2, 'wall'))}"
+    text = f"Kiln ÷ ORT, 1t CPU / 2t wall: -O2 {pair('kiln -O2', 'ort')}, native {pair('kiln -O3 native', 'ort')}"
+    if rec["blas"]:
+        text += f"; ÷ OpenBLAS: -O2 {pair('kiln -O2', 'openblas')}, native {pair('kiln -O3 native', 'openblas')}"
+    return text + f"  (goal: <= {goal} against ORT)"
 
 
 SUMMARY_COLUMNS = [  # (title, kiln flavour, other peer, threads, what)
@@ -141,7 +151,7 @@ def summary(res):
     """Kiln's time / ONNX Runtime's and / OpenBLAS's, one row per workload."""
     w = 16
     lines = [f"Kiln's time / its peer's (paired per round, median over rounds; below 1: Kiln is faster; "
-             f"the goal: <= {res['goal']}).",
+             f"the goal: <= {res['goal']} against ORT).",
              "1t: CPU time (wall-clock in brackets); 2t: wall-clock against the peer on 2 threads, Kiln on 1.",
              f"{'workload':<18}" + "".join(f"{c[0]:>{w}}" for c in SUMMARY_COLUMNS)]
     for rec in res["workloads"]:
@@ -160,7 +170,7 @@ def tables(res):
     """The whole printed report."""
     lines = [""] + header(res) + [""]
     for rec in res["workloads"]:
-        lines += workload_table(rec) + [""]
+        lines += workload_table(rec, res["goal"]) + [""]
     lines.append("* Kiln's generated C has no threads yet: its 1-thread time is shown among the 2-thread peers.")
     lines.append("")
     lines += summary(res)
@@ -169,8 +179,8 @@ def tables(res):
 
 def markdown(res):
     """The same numbers as Markdown tables (docs/bench.md quotes one run this way)."""
-    lines = ["| workload | peer | threads | wall µs | CPU µs | calls | GFLOP/s | load (1 min) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | peer | threads | wall µs | CPU µs | calls | GFLOP/s | vs PyTorch | load (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for rec in res["workloads"]:
         load = f"{rec['loadavg_start'][0]:.1f} → {rec['loadavg_end'][0]:.1f}"
         for t in (1, 2):
@@ -179,11 +189,11 @@ def markdown(res):
                     continue
                 if not timed(e):
                     lines.append(f"| {rec['workload']} | {e['label']} | {t} | "
-                                 f"{'refused' if 'refused' in e else 'not run'} | | | | {load} |")
+                                 f"{'refused' if 'refused' in e else 'not run'} | | | | | {load} |")
                     continue
                 g = f"{rec['flops'] / (e['wall_us'] * 1e3):.1f}" if rec["flops"] else "-"
                 lines.append(f"| {rec['workload']} | {e['label']} | {t} | {us(e['wall_us'])} | {us(e['cpu_us'])} | "
-                             f"{e['n']} | {g} | {load} |")
+                             f"{e['n']} | {g} | {e['rel_diff']:.0e} | {load} |")
     lines += ["", "| workload | " + " | ".join(c[0] for c in SUMMARY_COLUMNS) + " |",
               "|---|" + "---|" * len(SUMMARY_COLUMNS)]
     for rec in res["workloads"]:

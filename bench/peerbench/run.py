@@ -83,8 +83,8 @@ def loadavg():
 # ---- set-up ----
 
 def setup(cfg, kiln):
-    """Builds what every peer needs; returns {"kiln": {w: [(label, exe)] or error},
-    "ort": node_modules or error, "blas": exe or error} (errors as strings)."""
+    """Builds what every peer needs; returns {"kiln": {w: [(label, worker, weights)] or
+    error}, "ort": node_modules or error, "blas": worker or error} (errors as strings)."""
     p = subprocess.run([wk.PYTHON, str(wk.HERE / "prepare.py"), *cfg.workloads])
     if p.returncode != 0:
         sys.exit("bench: prepare.py failed")
@@ -103,6 +103,7 @@ def setup(cfg, kiln):
                               for label, flags in wk.KILN_FLAVOURS]
         except wk.SetupError as e:
             out["kiln"][w] = str(e)
+            print(f"bench: {e}", flush=True)
         if time.time() - t0 > 2:
             print(f"bench: built Kiln's {w} in {time.time() - t0:.0f} s", flush=True)
     return out
@@ -137,11 +138,19 @@ def key(p):
     return f"{p.label}@{p.threads}"
 
 
+def peer_file(w, p, kind):
+    """CACHE/out/<w>/<peer>.bin (kind "out": its output) or CACHE/log/<w>/<peer>.log."""
+    ext = "bin" if kind == "out" else "log"
+    path = cache.CACHE / kind / w.name / f"{key(p).replace(' ', '_')}.{ext}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def check_output(w, p):
     """Compares p's saved output with PyTorch's; returns (relative difference, problem or None)."""
     spec = cache.spec(w.name)
     ref = np.fromfile(cache.data_dir(w.name) / "reference.bin", dtype="<f4")
-    out = np.fromfile(cache.CACHE / "out" / w.name / f"{key(p).replace(' ', '_')}.bin", dtype="<f4")
+    out = np.fromfile(peer_file(w, p, "out"), dtype="<f4")
     if out.size != ref.size:
         return None, f"output has {out.size} values, PyTorch's {ref.size} ({spec['output']['shape']})"
     if not np.all(np.isfinite(out)):
@@ -156,12 +165,10 @@ def check_output(w, p):
 def start_peer(w, p, cfg, status):
     """Starts p, loads w, checks its output, estimates its call time and sets its turn
     (k, warm); records a problem in status[key] and returns False if any step fails."""
-    out_dir = cache.CACHE / "out" / w.name
-    out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        p.start(cache.CACHE / "log" / w.name / f"{key(p).replace(' ', '_')}.log", 120)
+        p.start(peer_file(w, p, "log"), 120)
         loaded = p.ask(f"load {w.name}", 1800)
-        p.ask(f"save {out_dir / (key(p).replace(' ', '_') + '.bin')}", 120)
+        p.ask(f"save {peer_file(w, p, 'out')}", 120)
         rel, problem = check_output(w, p)
         status[key(p)] = {"rel_diff": rel, "load_ms": loaded["load_ms"], "first_us": loaded["first_us"],
                           "ready": p.ready}

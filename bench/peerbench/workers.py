@@ -163,7 +163,6 @@ class Worker:
     def start(self, log_path, timeout):
         """Starts the process (stderr to log_path: a pipe nobody reads could fill and block
         it) and reads its ready line."""
-        log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log = open(log_path, "w+")
         self.proc = subprocess.Popen(self.cmd, cwd=ROOT, env=self.env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
