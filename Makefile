@@ -2,7 +2,8 @@
 #   make            install what is missing, build build/kiln
 #   make demo       install what is missing, build, compile the demo model, run it
 #   make test       install what is missing, build, run every test (last line: N passed, N failed)
-#   make bench      speed of the generated code next to its peers, as ratios
+#   make bench      speed of the generated code next to its peers, as ratios (docs/bench.md;
+#                   BENCH="models peers" selects parts, BENCH_QUICK=1 a smoke run)
 #   make san        build $(BUILD)-san/kiln (build-san/kiln) with ASan + UBSan
 #   make fuzz       run every libFuzzer harness FUZZ_SECONDS (default 60) each
 # BUILD=dir puts objects elsewhere (parallel work trees); CC=clang works too.

@@ -1,11 +1,19 @@
 #!/bin/sh
 # bench.sh — what `make bench` runs (after scripts/install-deps.sh and building build/kiln).
-# Times Kiln's generated C for every model in models/ next to PyTorch (CPU), NumPy and
-# Kiln's reference interpreter, in one run, and prints a table of median µs per inference
-# with each time's ratio to Kiln's C. The work is in bench/bench.py (see its header);
-# this wrapper only pins the interpreter and the kiln binary. Timings are reported,
-# never asserted. Outputs go to out/bench/.
-# Environment: KILN, CC, BENCH_MODELS="mlp lenet", BENCH_BUDGET_MS=1000.
+# Timings are reported, never asserted; `make test` never runs any of this.
+#
+# BENCH selects the parts, run in the order given (default: all, "models peers"):
+#   models  bench/bench.py: Kiln's generated C for every model in models/ next to PyTorch
+#           (CPU), NumPy and Kiln's reference interpreter: a table of median µs per
+#           inference and each time's ratio to Kiln's C. Outputs go to out/bench/.
+#   peers   bench/peerbench/run.py: Kiln's generated C next to ONNX Runtime, PyTorch and
+#           OpenBLAS at 1 and 2 threads on fixed workloads (MLP, LeNet, ResNet-18, BERT,
+#           a 125M Llama prefill, GEMM, GEMV), interleaved, paired per round; installs its
+#           extras first (install-deps.sh --bench, npm into .cache/bench); writes
+#           bench/results/<name>.json. See docs/bench.md.
+# Environment: KILN, CC; BENCH_QUICK=1 (a fast smoke run of every part); models:
+# BENCH_MODELS="mlp lenet", BENCH_BUDGET_MS=1000; peers: BENCH_WORKLOADS, BENCH_ROUNDS,
+# BENCH_NAME (docs/bench.md).
 set -eu
 cd "$(dirname "$0")/.."
 KILN="${KILN:-$PWD/build/kiln}"
@@ -14,4 +22,21 @@ if [ ! -x "$KILN" ]; then
   echo "bench: $KILN not found (run make first)" >&2
   exit 1
 fi
-exec /usr/bin/python3 bench/bench.py
+quick=""
+case "${BENCH_QUICK:-}" in ""|0) ;; *) quick=1 ;; esac
+for part in ${BENCH:-models peers}; do
+  case "$part" in
+    models)
+      if [ -n "$quick" ]; then
+        BENCH_MODELS="${BENCH_MODELS:-mlp lenet}" BENCH_BUDGET_MS="${BENCH_BUDGET_MS:-100}" /usr/bin/python3 bench/bench.py
+      else
+        /usr/bin/python3 bench/bench.py
+      fi ;;
+    peers)
+      sh scripts/install-deps.sh --bench
+      /usr/bin/python3 bench/peerbench/run.py ;;
+    *)
+      echo "bench: unknown part '$part' in BENCH (known: models peers)" >&2
+      exit 2 ;;
+  esac
+done

@@ -3,6 +3,10 @@
 # Build: Lua 5.4 headers, protobuf-c (library + protoc-c), gcc/clang.
 # Tests: numpy and PyTorch from Debian (used through /usr/bin/python3), protobuf-compiler
 # (protoc --decode of emitted CoreML models).
+# With --bench (scripts/bench.sh, never `make test`): the peer benchmark's extras too:
+# OpenBLAS (a peer, and PyTorch's BLAS once installed), python3-onnx (the twins' ONNX
+# export) and Node.js + npm (for onnxruntime-node, which bench/peerbench installs itself
+# under .cache/bench). A node already on the PATH, e.g. from another source, is kept.
 set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -12,6 +16,13 @@ for p in liblua5.4-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler p
          gcc clang libclang-rt-14-dev make python3-numpy python3-torch; do
   have "$p" || need="$need $p"
 done
+if [ "${1:-}" = "--bench" ]; then
+  for p in libopenblas-dev python3-onnx; do
+    have "$p" || need="$need $p"
+  done
+  command -v node >/dev/null 2>&1 || need="$need nodejs"
+  command -v npm >/dev/null 2>&1 || need="$need npm"
+fi
 [ -z "$need" ] && exit 0
 echo "install-deps: installing:$need" >&2
 SUDO=""

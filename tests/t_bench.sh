@@ -1,0 +1,99 @@
+#!/bin/sh
+# t_bench.sh — a smoke test of the peer benchmark's Kiln side (bench/peerbench), without
+# npm, ONNX or timing anything: `make bench` is never part of `make test`.
+#
+# In a scratch cache ($KILN_BENCH_CACHE): prepare.py writes the mlp_b1 workload from its
+# PyTorch twin (--no-onnx); Kiln builds bench/peerbench/models/mlp_b1.lua, which loads
+# those safetensors strictly; kiln_worker.c is compiled with it (gcc and clang, -Werror;
+# gcc with ASan + UBSan) and driven through the line protocol of worker.h, including its
+# errors; its output must match PyTorch's within the benchmark's tolerance. Then the
+# driver's output check must refuse an output that is off by 1%, and the paired ratio
+# must be the median of the per-round ratios.
+. "$(dirname "$0")/lib.sh"
+kt_need_kiln bench
+kt_work bench
+export KILN_BENCH_CACHE="$WORK/cache"
+W="-std=c11 -Wall -Wextra -Wpedantic -Werror -D_POSIX_C_SOURCE=200809L"
+SAN="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+
+if ! err=$($PY bench/peerbench/prepare.py mlp_b1 --no-onnx 2>&1); then
+  echo "FAIL bench/prepare: $(echo "$err" | tail -n 2 | tr '\n' ' ')"
+  exit 1
+fi
+echo "PASS bench/prepare"
+if ! err=$("$KILN" build --unsafe-lua bench/peerbench/models/mlp_b1.lua -o "$WORK/k" --name mlp_b1 2>&1); then
+  echo "FAIL bench/kiln-build: $(echo "$err" | head -n 2 | tr '\n' ' ')"
+  exit 1
+fi
+echo "PASS bench/kiln-build (strict load of prepare.py's safetensors)"
+
+for cc in gcc clang; do
+  flags=-O2
+  [ $cc = gcc ] && flags=$SAN
+  if err=$($cc $W $flags -I"$WORK/k" -Iruntime -DKILN_MODEL=mlp_b1 -DKILN_MODEL_UPPER=MLP_B1 \
+      bench/peerbench/kiln_worker.c "$WORK/k/mlp_b1.c" runtime/kiln_runtime.c -lm -o "$WORK/worker_$cc" 2>&1); then
+    echo "PASS bench/compile-$cc"
+  else
+    echo "FAIL bench/compile-$cc: $(echo "$err" | head -n 3 | tr '\n' ' ')"
+  fi
+done
+[ -x "$WORK/worker_gcc" ] || { echo "FAIL bench/worker: not built"; exit 1; }
+
+printf 'run 0 1\nload lenet_b1\nload mlp_b1\nsave %s\nrun 1 3\nbogus\nquit\nload mlp_b1\n' "$WORK/out.bin" |
+  "$WORK/worker_gcc" "$KILN_BENCH_CACHE" "$WORK/k/mlp_b1.weights" > "$WORK/transcript" 2> "$WORK/stderr"
+rc=$?
+[ $rc -eq 0 ] && echo "PASS bench/worker-exit" || echo "FAIL bench/worker-exit: status $rc: $(head -n 3 "$WORK/stderr")"
+
+# Each reply line against what it must say; the line after `quit` must never come.
+$PY - "$WORK" <<'EOF'
+import json, sys
+import numpy as np
+work = sys.argv[1]
+lines = open(f"{work}/transcript").read().splitlines()
+expect = [
+    ("ready", lambda r: r.get("ready") is True and r.get("model") == "mlp_b1" and r.get("threads") == 1),
+    ("run-before-load", lambda r: r.get("error") == "run: nothing loaded"),
+    ("wrong-workload", lambda r: r.get("error") == "this worker runs mlp_b1, not lenet_b1"),
+    ("load", lambda r: r.get("ok") is True and r["load_ms"] >= 0 and r["first_us"] > 0),
+    ("save", lambda r: r.get("ok") is True),
+    ("run", lambda r: len(r["wall_us"]) == 3 and len(r["cpu_us"]) == 3 and min(r["wall_us"]) > 0),
+    ("bad-command", lambda r: r.get("error", "").startswith("bad command")),
+    ("quit", lambda r: r == {"ok": True}),
+]
+for i, (name, ok) in enumerate(expect):
+    line = lines[i] if i < len(lines) else ""
+    try:
+        good = ok(json.loads(line))
+    except (ValueError, KeyError, TypeError):
+        good = False
+    print(f"PASS bench/protocol-{name}" if good else f"FAIL bench/protocol-{name}: got {line!r}")
+print("PASS bench/protocol-stops-at-quit" if len(lines) == len(expect)
+      else f"FAIL bench/protocol-stops-at-quit: {len(lines)} lines, expected {len(expect)}")
+EOF
+
+# The worker's output against PyTorch's, through the driver's own check; then a wrong
+# output, which the check must refuse; then the paired ratio.
+$PY - "$WORK" <<'EOF'
+import os, shutil, sys
+import numpy as np
+sys.path.insert(0, "bench/peerbench")
+import cache, run, report, workers, workloads
+work = sys.argv[1]
+w = workloads.BY_NAME["mlp_b1"]
+p = workers.Worker("kiln -O2", "kiln", 1, [], {})
+out = cache.CACHE / "out" / "mlp_b1" / "kiln_-O2@1.bin"
+out.parent.mkdir(parents=True, exist_ok=True)
+shutil.copy(f"{work}/out.bin", out)
+rel, problem = run.check_output(w, p)
+print(f"PASS bench/output-matches-pytorch (rel {rel:.1e})" if problem is None
+      else f"FAIL bench/output-matches-pytorch: {problem}")
+ref = np.fromfile(cache.data_dir("mlp_b1") / "reference.bin", dtype="<f4")
+(ref * 1.01).astype("<f4").tofile(out)
+rel, problem = run.check_output(w, p)
+print("PASS bench/wrong-output-refused" if problem and "differs" in problem
+      else f"FAIL bench/wrong-output-refused: {rel} {problem}")
+a = {"round_wall_us": [2.0, 40.0, 6.0], "round_cpu_us": [1.0, 1.0, 1.0]}
+b = {"round_wall_us": [1.0, 10.0, 2.0], "round_cpu_us": [2.0, 4.0, 1.0]}
+got = (report.paired(a, b, "wall"), report.paired(a, b, "cpu"))
+print("PASS bench/paired-ratio" if got == (3.0, 0.5) else f"FAIL bench/paired-ratio: {got}, expected (3.0, 0.5)")
+EOF
