@@ -62,6 +62,12 @@ typedef struct {
 int *strmap_get(const StrMap *m, const char *k);   /* the value, or NULL when k is absent */
 int *strmap_put(StrMap *m, const char *k);         /* the value, inserted as 0 when absent */
 
+/* Exact widening of stored floats (util.c): IEEE bits, half (subnormals, inf and NaN
+ * payloads kept) and bfloat16. */
+float kiln_f32_from_bits(uint32_t u);
+float kiln_f16_to_f32(uint16_t h);
+float kiln_bf16_to_f32(uint16_t h);
+
 /* ---- diagnostics (util.c) ---- */
 typedef struct {
   const char *file;    /* as the user named it (relative), or its basename if absolute */
@@ -353,10 +359,31 @@ typedef struct {
   float *data;                  /* NULL when file_dtype is valid but not loadable (I64, U8...) */
   const char *file_dtype;       /* the dtype as written in the file: "F32", "F16", "BF16", ... */
 } SafeTensor;
+/* A metadata value of a weights file (a GGUF key's value; safetensors' __metadata__
+ * strings). Integers are int64 (a u64 above INT64_MAX becomes a float). */
+typedef enum { MV_INT, MV_FLOAT, MV_BOOL, MV_STR, MV_ARR } MetaKind;
+typedef struct MetaVal {
+  MetaKind kind;
+  int64_t i;
+  double f;
+  bool b;
+  const char *s;                /* MV_STR: NUL-terminated copy; slen bytes (may hold NULs) */
+  size_t slen;
+  struct MetaVal *items;        /* MV_ARR: n values */
+  int64_t n;
+} MetaVal;
+typedef struct {
+  const char *key;
+  MetaVal v;
+} MetaKV;
+
+/* A loaded weights file, safetensors or GGUF: tensors in file order, metadata keys. */
 typedef struct {
   const char *path;
   SafeTensor *tensors;
   int ntensors;
+  MetaKV *meta;                 /* in file order */
+  int nmeta;
 } SafeFile;
 /* Parses and validates a safetensors file; on any problem returns NULL and writes
  * "path: tensor 'name': problem" to err. */
@@ -365,6 +392,15 @@ SafeFile *safetensors_load(const char *path, char *err, size_t errlen);
  * not referenced afterwards); path only names it in messages. The fuzz target. */
 SafeFile *safetensors_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
 SafeTensor *safetensors_find(SafeFile *f, const char *name);
+/* GGUF (gguf.c): the same contract as safetensors_load/_parse; quantized tensors are
+ * dequantized to f32, shapes are numpy order (GGUF's dims reversed). gguf_is: the
+ * first n bytes of a file start with GGUF's magic. gguf_meta_name: llama.cpp's name
+ * of a llama tensor ("blk.3.attn_q.weight") as Meta's ("layers.3.attention.wq.weight"),
+ * any other name unchanged. */
+SafeFile *gguf_load(const char *path, char *err, size_t errlen);
+SafeFile *gguf_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
+bool gguf_is(const unsigned char *head, size_t n);
+const char *gguf_meta_name(const char *name);
 /* Deterministic initialiser (init.c): same bytes on every machine. */
 void init_fill(float *out, int64_t n, uint64_t seed, const char *param_name, const char *kind,
                double a, double b);

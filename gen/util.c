@@ -361,3 +361,31 @@ void template_expand(Buf *out, const char *tmpl, const char *const *vars) {
     p = q + braced;
   }
 }
+
+/* ---- element conversion (readers of weights files) ---- */
+
+/* The float whose IEEE bits are u (memcpy, not a pointer cast, to stay within aliasing rules). */
+float kiln_f32_from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* IEEE half to float, exactly: normals rebias, subnormals normalise, inf/NaN keep payload. */
+float kiln_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = h >> 10 & 0x1f, man = h & 0x3ff;
+  if (exp == 0x1f) return kiln_f32_from_bits(sign | 0x7f800000u | man << 13);
+  if (exp == 0) {
+    if (man == 0) return kiln_f32_from_bits(sign);
+    int e = -1;
+    do {
+      man <<= 1;
+      e++;
+    } while (!(man & 0x400));
+    return kiln_f32_from_bits(sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13);
+  }
+  return kiln_f32_from_bits(sign | (exp + 127 - 15) << 23 | man << 13);
+}
+
+/* bfloat16 is the top half of an f32, so widening is exact: shift into the high bits. */
+float kiln_bf16_to_f32(uint16_t h) { return kiln_f32_from_bits((uint32_t)h << 16); }

@@ -15,7 +15,8 @@ status=0
 # name, seed corpus, sources
 for spec in "safetensors st -Igen tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/util.c gen/ops.c" \
             "weights wt -Iruntime tests/robust/fuzz_weights.c runtime/kiln_runtime.c" \
-            "npy npy -Igen tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c"; do
+            "npy npy -Igen tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c" \
+            "gguf gguf -Igen tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c"; do
   set -- $spec
   name=$1 seeds=tests/robust/$2
   shift 2

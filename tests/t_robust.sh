@@ -23,6 +23,9 @@
 #                        under ASan/UBSan (seeds, and inputs fuzzing once found)
 #   robust/st-load/<f>   `kiln graph` on a script that kiln.load()s the file: exit 0, or exit
 #                        1 with one line naming the script's line and the file
+#   robust/gguf-replay   tests/robust/fuzz_gguf.c replays every tests/robust/gguf/* file likewise,
+#                        and robust/gguf-load/* loads each through kiln.load: it loads or gets
+#                        one error line naming the script's line and the file
 #   robust/npy-replay    tests/robust/fuzz_npy.c replays every tests/robust/npy/* file likewise
 #   robust/wt-replay     tests/robust/fuzz_weights.c replays every tests/robust/wt/* file
 #                        against runtime/kiln_runtime.c under ASan/UBSan
@@ -176,6 +179,28 @@ for f in tests/robust/st/*; do
     echo "PASS $S/st-load/$n"
   else
     echo "FAIL $S/st-load/$n: exit $rc: $(head -c 300 "$WORK/stderr")"
+  fi
+done
+
+# ---- fuzz corpora: GGUF ----
+if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/gguf_replay" tests/robust/fuzz_gguf.c \
+      gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c 2> "$WORK/out"; then
+  if out=$("$WORK/gguf_replay" tests/robust/gguf/* 2>&1); then echo "PASS $S/gguf-replay: $out"
+  else echo "FAIL $S/gguf-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
+else
+  echo "FAIL $S/gguf-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
+fi
+for f in tests/robust/gguf/*; do
+  n=$(basename "$f")
+  cp "$f" "$WORK/w.gguf"
+  printf 'kiln.load("w.gguf")\nkiln.output("y", kiln.input("x", {1}))\n' > "$WORK/gguf_load.lua"
+  "$KILN" graph "$WORK/gguf_load.lua" > /dev/null 2> "$WORK/stderr"
+  rc=$?
+  if [ $rc -eq 0 ] || { [ $rc -eq 1 ] && [ "$(wc -l < "$WORK/stderr")" -eq 1 ] &&
+       grep -q '^gguf_load.lua:1: error: .*w.gguf: ' "$WORK/stderr"; }; then
+    echo "PASS $S/gguf-load/$n"
+  else
+    echo "FAIL $S/gguf-load/$n: exit $rc: $(head -c 300 "$WORK/stderr")"
   fi
 done
 

@@ -485,21 +485,69 @@ static int l_seed(lua_State *L) {
 
 /* ---- kiln.load ---- */
 
-/* kiln.load(path [, {strict = false}]) -> array of tensor names (file order). */
+/* A metadata value as Lua sees it: integers, floats, booleans, strings, arrays as
+ * sequences (1-based). */
+static void push_meta(lua_State *L, const MetaVal *v) {
+  luaL_checkstack(L, 3, "kiln.load: metadata nested too deep");
+  switch (v->kind) {
+  case MV_INT: lua_pushinteger(L, v->i); break;
+  case MV_FLOAT: lua_pushnumber(L, v->f); break;
+  case MV_BOOL: lua_pushboolean(L, v->b); break;
+  case MV_STR: lua_pushlstring(L, v->s, v->slen); break;
+  case MV_ARR:
+    lua_createtable(L, v->n > INT32_MAX ? 0 : (int)v->n, 0);
+    for (int64_t i = 0; i < v->n; i++) {
+      push_meta(L, &v->items[i]);
+      lua_rawseti(L, -2, i + 1);
+    }
+    break;
+  }
+}
+
+/* Whether the file at path starts with GGUF's magic (an unreadable file is not: the
+ * safetensors reader then reports why it cannot be read). */
+static bool file_is_gguf(const char *path) {
+  unsigned char head[4];
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  size_t n = fread(head, 1, sizeof head, f);
+  fclose(f);
+  return gguf_is(head, n);
+}
+
+/* names = "meta": llama.cpp's tensor names as Meta's; two tensors may not end up with one name. */
+static void rename_meta(lua_State *L, SafeFile *f, const char *shown) {
+  StrMap seen = {0};
+  for (int i = 0; i < f->ntensors; i++) {
+    f->tensors[i].name = gguf_meta_name(f->tensors[i].name);
+    if (strmap_get(&seen, f->tensors[i].name))
+      fe_error(L, "kiln.load: %s: two tensors are named '%s' once renamed (names = \"meta\")", shown, f->tensors[i].name);
+    *strmap_put(&seen, f->tensors[i].name) = 1;
+  }
+}
+
+/* kiln.load(path [, {strict = false, names = "file"}]) -> array of tensor names (file
+ * order), table of the file's metadata. A GGUF file is recognised by its magic, any
+ * other is read as safetensors. */
 static int l_load(lua_State *L) {
   Frontend *fe = fe_of(L);
   const char *path = string_arg(L, 1, "kiln.load", "argument 1 (the file's path)");
   bool strict = false;
+  const char *names = "file";
   if (lua_istable(L, 2)) {
     lua_pushnil(L);
     while (lua_next(L, 2)) {
       lua_pop(L, 1);
       const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
-      if (strcmp(k, "strict") != 0) fe_error(L, "kiln.load: unknown option '%s' (strict)", k);
+      if (strcmp(k, "strict") != 0 && strcmp(k, "names") != 0) fe_error(L, "kiln.load: unknown option '%s' (strict, names)", k);
     }
     lua_getfield(L, 2, "strict");
     strict = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    lua_getfield(L, 2, "names");
+    if (!lua_isnil(L, -1)) names = lua_type(L, -1) == LUA_TSTRING ? kiln_strdup(lua_tostring(L, -1)) : "?";
+    lua_pop(L, 2);
+    if (strcmp(names, "file") != 0 && strcmp(names, "meta") != 0)
+      fe_error(L, "kiln.load: names must be \"file\" or \"meta\", got %s", esc_message(names));
   } else if (!lua_isnoneornil(L, 2)) {
     return fe_error(L, "kiln.load: argument 2 must be an options table, got %s", luaL_typename(L, 2));
   }
@@ -507,8 +555,13 @@ static int l_load(lua_State *L) {
   const char *why;
   if (sandbox_active(L) && !sandbox_inside(fe->script_dir, full, &why)) return fe_error(L, "kiln.load: %s", why);
   char err[1024];
-  SafeFile *f = safetensors_load(full, err, sizeof err);
+  bool gguf = file_is_gguf(full);
+  SafeFile *f = gguf ? gguf_load(full, err, sizeof err) : safetensors_load(full, err, sizeof err);
   if (!f) return fe_error(L, "%s", err);
+  if (strcmp(names, "meta") == 0) {
+    if (!gguf) return fe_error(L, "kiln.load: names = \"meta\" renames llama.cpp's tensor names; %s is not a GGUF file", path);
+    rename_meta(L, f, path);
+  }
   fe->files = grow(fe->files, fe->nfiles, &fe->capfiles, fe->nfiles + 1, sizeof(Loaded));
   fe->files[fe->nfiles++] = (Loaded){f, kiln_strdup(full), strict, kiln_alloc((size_t)f->ntensors + 1), fe_loc(L)};
   lua_createtable(L, f->ntensors, 0);
@@ -516,7 +569,12 @@ static int l_load(lua_State *L) {
     lua_pushstring(L, f->tensors[i].name);
     lua_rawseti(L, -2, i + 1);
   }
-  return 1;
+  lua_createtable(L, 0, f->nmeta);
+  for (int i = 0; i < f->nmeta; i++) {
+    push_meta(L, &f->meta[i].v);
+    lua_setfield(L, -2, f->meta[i].key);
+  }
+  return 2;
 }
 
 /* ---- kiln.param ---- */
@@ -597,7 +655,7 @@ static int l_param(lua_State *L) {
   if (t) {
     Loaded *lf = &fe->files[which];
     if (!t->data)
-      return fe_error(L, "param %s: dtype %s in %s is not supported (Kiln reads F32, F16 and BF16)", name, t->file_dtype, lf->shown);
+      return fe_error(L, "param %s: dtype %s in %s is not supported (Kiln reads F32, F16 and BF16; from GGUF also Q8_0, Q4_0, Q4_K and Q6_K)", name, t->file_dtype, lf->shown);
     if (!shape_eq(&t->shape, &s))
       return fe_error(L, "param %s: shape %s in %s, script says %s", name, shape_str(&t->shape), lf->shown, shape_str(&s));
     lf->used[t - lf->file->tensors] = true;

@@ -322,32 +322,6 @@ static bool json_uint(const JVal *v, int64_t *out) {
 
 /* ---- element conversion ---- */
 
-/* The float whose IEEE bits are u (memcpy, not a pointer cast, to stay within aliasing rules). */
-static float f32_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* IEEE half to float, exactly: normals rebias, subnormals normalise, inf/NaN keep payload. */
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = h >> 10 & 0x1f, man = h & 0x3ff;
-  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | man << 13);
-  if (exp == 0) {
-    if (man == 0) return f32_from_bits(sign);
-    int e = -1;
-    do {
-      man <<= 1;
-      e++;
-    } while (!(man & 0x400));
-    return f32_from_bits(sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13);
-  }
-  return f32_from_bits(sign | (exp + 127 - 15) << 23 | man << 13);
-}
-
-/* bfloat16 is the top half of an f32, so widening is exact: shift into the high bits. */
-static float bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
-
 /* ---- the file ---- */
 
 typedef struct {
@@ -436,10 +410,10 @@ static float *convert(const SafeTensor *t, const unsigned char *p) {
   for (int64_t i = 0; i < n; i++) {
     if (f32) {
       const unsigned char *q = p + 4 * i;
-      out[i] = f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
+      out[i] = kiln_f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
     } else {
       uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-      out[i] = f16 ? f16_to_f32(h) : bf16_to_f32(h);
+      out[i] = f16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
     }
   }
   return out;
@@ -508,7 +482,13 @@ SafeFile *safetensors_parse(const char *path, const unsigned char *all, size_t s
   for (int i = 0; i < root.n; i++) {
     const char *name = root.keys[i];
     if (strcmp(name, "__metadata__") == 0) {
-      if (!check_metadata(&root.items[i])) return HEADER_FAIL("__metadata__ must map strings to strings"), NULL;
+      const JVal *m = &root.items[i];
+      if (!check_metadata(m)) return HEADER_FAIL("__metadata__ must map strings to strings"), NULL;
+      f->meta = kiln_alloc(sizeof(MetaKV) * (size_t)(m->n + 1));
+      for (int k = 0; k < m->n; k++) {
+        if (strlen(m->keys[k]) != m->keylens[k]) return HEADER_FAIL("a __metadata__ key contains a NUL character"), NULL;
+        f->meta[f->nmeta++] = (MetaKV){m->keys[k], {.kind = MV_STR, .s = m->items[k].text, .slen = m->items[k].len}};
+      }
       continue;
     }
     if (strlen(name) != root.keylens[i]) return HEADER_FAIL("a tensor name contains a NUL character"), NULL;
