@@ -11,6 +11,9 @@
 #           a 125M Llama prefill, GEMM, GEMV), interleaved, paired per round; installs its
 #           extras first (install-deps.sh --bench, npm into .cache/bench); writes
 #           bench/results/<name>.json. See docs/bench.md.
+#   llamacpp bench/llamacpp/run.py: stories260K written as GGUF (F32, Q8_0, Q4_0), 256
+#           greedy tokens in llama.cpp (npm node-llama-cpp, installed into .cache/bench) and in
+#           Kiln built from the same file: ids compared (F32 must agree) and decode tokens/s.
 # Environment: KILN, CC; BENCH_QUICK=1 (a fast smoke run of every part); models:
 # BENCH_MODELS="mlp lenet", BENCH_BUDGET_MS=1000; peers: BENCH_WORKLOADS, BENCH_ROUNDS,
 # BENCH_NAME (docs/bench.md).
@@ -24,7 +27,7 @@ if [ ! -x "$KILN" ]; then
 fi
 quick=""
 case "${BENCH_QUICK:-}" in ""|0) ;; *) quick=1 ;; esac
-for part in ${BENCH:-models peers}; do
+for part in ${BENCH:-models peers llamacpp}; do
   case "$part" in
     models)
       if [ -n "$quick" ]; then
@@ -35,8 +38,11 @@ for part in ${BENCH:-models peers}; do
     peers)
       sh scripts/install-deps.sh --bench
       /usr/bin/python3 bench/peerbench/run.py ;;
+    llamacpp)
+      sh scripts/install-deps.sh --bench
+      /usr/bin/python3 bench/llamacpp/run.py ;;
     *)
-      echo "bench: unknown part '$part' in BENCH (known: models peers)" >&2
+      echo "bench: unknown part '$part' in BENCH (known: models peers llamacpp)" >&2
       exit 2 ;;
   esac
 done
