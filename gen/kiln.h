@@ -68,6 +68,12 @@ float kiln_f32_from_bits(uint32_t u);
 float kiln_f16_to_f32(uint16_t h);
 float kiln_bf16_to_f32(uint16_t h);
 
+/* Progress of a long build on a terminal (util.c): phase, and done of total units when
+ * total > 0. Silent unless stderr is a tty and a second has passed (KILN_PROGRESS=0/1
+ * overrides). kiln_progress_end clears the line; kiln_error does too. */
+void kiln_progress(const char *phase, int64_t done, int64_t total);
+void kiln_progress_end(void);
+
 /* ---- diagnostics (util.c) ---- */
 typedef struct {
   const char *file;    /* as the user named it (relative), or its basename if absolute */
@@ -417,10 +423,14 @@ typedef struct {
   bool fp16;                    /* CoreML precision */
 } EmitOptions;
 
-/* Serialises the weights blob (header + 64-aligned payload) exactly as the runtime
- * validates it; *checksum gets the payload checksum written in the header. */
-void weights_blob(Graph *g, Buf *out, uint64_t *checksum);
-void program_weights_blob(Program *p, Buf *out, uint64_t *checksum);   /* every entry's weights */
+/* The weights of the graphs gs[0..ng) (one plain graph, or every entry of a program:
+ * a tensor entries share is stored once) in a payload of size bytes (weights.c).
+ * weights_checksum: the payload's FNV-1a 64, without building it; weights_write:
+ * header + payload streamed to dir/name, returns the checksum; weights_blob: the same
+ * bytes appended to out (--embed-weights). */
+uint64_t weights_checksum(Graph *const *gs, int ng, int64_t size);
+uint64_t weights_write(Graph *const *gs, int ng, int64_t size, const char *dir, const char *name);
+uint64_t weights_blob(Graph *const *gs, int ng, int64_t size, Buf *out);
 uint64_t kiln_fnv1a64(const void *p, size_t n);
 void emit_c(Program *p, const EmitOptions *o);
 void emit_json(Program *p, const EmitOptions *o);

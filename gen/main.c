@@ -7,6 +7,7 @@
  */
 #include "kiln.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +188,7 @@ static Args parse_args(int argc, char **argv) {
  * --no-fuse; no script given is a user error. */
 static Program *trace(const Args *a) {
   if (!a->script) kiln_error("%s: no model script given (see kiln --help)", a->cmd);
+  kiln_progress("tracing", 0, 0);
   FrontendOptions fo = {.script = a->script, .model = a->name, .sandbox = a->sandbox};
   Program *p = frontend_trace(&fo);
   for (int e = 0; e < p->nentries; e++) p->entries[e]->no_fuse = a->no_fuse;
@@ -199,6 +201,49 @@ static Program *trace(const Args *a) {
 static bool is_non_dir(const char *p) {
   struct stat st;
   return stat(p, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The top-level names in dir, sorted, space-separated (the summary's file list). */
+static char *staged_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return kiln_strdup("");
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    if (n == cap) names = realloc(names, sizeof *names * (cap = cap ? 2 * cap : 16));
+    if (!names) die("out of memory");
+    names[n++] = kiln_strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, n, sizeof *names, cmp_str);
+  Buf b = {0};
+  for (size_t i = 0; i < n; i++) buf_printf(&b, "%s%s", i ? " " : "", names[i]);
+  free(names);
+  char *r = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return r;
+}
+
+/* Bytes for people: 1.0 MiB, 45.2 KiB, 512 B. */
+static const char *human_bytes(int64_t n) {
+  if (n >= (int64_t)1 << 30) return kiln_fmt("%.1f GiB", (double)n / (double)((int64_t)1 << 30));
+  if (n >= 1 << 20) return kiln_fmt("%.1f MiB", (double)n / (double)(1 << 20));
+  if (n >= 1 << 10) return kiln_fmt("%.1f KiB", (double)n / (double)(1 << 10));
+  return kiln_fmt("%lld B", (long long)n);
+}
+
+/* The line every successful build ends with, on stderr (stdout stays for data). */
+static void build_summary(const Program *p, const char *outdir, const char *files) {
+  Buf b = {0};
+  buf_printf(&b, "kiln: built %s: %s; weights %s, arena %s", esc_message(outdir), esc_message(files),
+             human_bytes(p->weights_size), human_bytes(p->arena_size));
+  if (p->nstates) buf_printf(&b, ", state %s", human_bytes(p->state_size));
+  if (p->explicit_entries) buf_printf(&b, ", %d entries", p->nentries);
+  fprintf(stderr, "%s\n", b.data);
+  buf_free(&b);
 }
 
 /* `kiln build`: trace, run the pipeline, emit every requested target into a staging
@@ -215,6 +260,7 @@ static int cmd_build(const Args *a) {
   for (int i = 0; i < 2; i++)
     if ((a->targets & apple[i].bit) && !program_is_plain(p))
       kiln_error_at((SrcLoc){p->script, 0}, "the %s target does not support state/entry points yet (use --target c)", apple[i].name);
+  kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
   Graph *g = p->entries[0];
   /* Each tensor is within KILN_MAX_NUMEL already; their sum may not be. The W_ and A_ byte
@@ -230,7 +276,10 @@ static int cmd_build(const Args *a) {
   emit_json(p, &eo);
   if (a->targets & TGT_METAL) emit_metal(g, &eo);
   if (a->targets & TGT_COREML) emit_coreml(g, &eo);
+  char *files = staged_files(publish_staging(pub));
   publish_commit(pub);
+  kiln_progress_end();
+  build_summary(p, a->outdir, files);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -195,6 +196,7 @@ static _Noreturn void fail_exit(void) {
 void kiln_error_at(SrcLoc loc, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  kiln_progress_end();
   if (loc.file && loc.line > 0)
     fprintf(stderr, "%s:%d: error: ", loc.file, loc.line);
   else if (loc.file)
@@ -211,6 +213,7 @@ void kiln_error_at(SrcLoc loc, const char *fmt, ...) {
 void kiln_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  kiln_progress_end();
   fprintf(stderr, "kiln: error: ");
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
@@ -389,3 +392,44 @@ float kiln_f16_to_f32(uint16_t h) {
 
 /* bfloat16 is the top half of an f32, so widening is exact: shift into the high bits. */
 float kiln_bf16_to_f32(uint16_t h) { return kiln_f32_from_bits((uint32_t)h << 16); }
+
+/* ---- progress on a terminal ---- */
+
+/* A build's progress, one line rewritten in place on stderr, only when stderr is a
+ * terminal (never in logs, pipes or tests) and only once the build has run for a
+ * second: short builds stay silent. KILN_PROGRESS=0 turns it off, =1 forces it (tests). */
+static struct {
+  int on;                       /* -1 unknown, 0 off, 1 on */
+  double start, last;
+  bool shown;
+} progress = {-1, 0, 0, false};
+
+static double now_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void kiln_progress(const char *phase, int64_t done, int64_t total) {
+  if (progress.on < 0) {
+    const char *env = getenv("KILN_PROGRESS");
+    progress.on = env && env[0] ? env[0] == '1' : isatty(2);
+    progress.start = now_seconds();
+  }
+  if (!progress.on) return;
+  double t = now_seconds();
+  bool forced = getenv("KILN_PROGRESS") && getenv("KILN_PROGRESS")[0] == '1';
+  if (!forced && (t - progress.start < 1.0 || t - progress.last < 0.1)) return;
+  progress.last = t;
+  progress.shown = true;
+  if (total > 0) fprintf(stderr, "\rkiln: %s %3d%%\033[K", phase, (int)(100.0 * (double)done / (double)total));
+  else fprintf(stderr, "\rkiln: %s...\033[K", phase);
+  fflush(stderr);
+}
+
+void kiln_progress_end(void) {
+  if (!progress.shown) return;
+  fprintf(stderr, "\r\033[K");
+  fflush(stderr);
+  progress.shown = false;
+}

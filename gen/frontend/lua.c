@@ -661,6 +661,7 @@ static int l_param(lua_State *L) {
     lf->used[t - lf->file->tensors] = true;
     data = t->data;
   } else {
+    kiln_progress("tracing: seeding parameters", 0, 0);
     data = kiln_alloc(sizeof(float) * (size_t)shape_numel(&s));
     init_fill(data, shape_numel(&s), fe->seed, name, init.kind, init.a, init.b);
   }

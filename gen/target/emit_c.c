@@ -825,21 +825,20 @@ static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
 static void emit_plain(Graph *g, const EmitOptions *o) {
   Ctx c = {0};
   ctx_init(&c, g);
-  Buf blob = {0}, hdr = {0}, src = {0};
-  uint64_t checksum = 0;
-  weights_blob(g, &blob, &checksum);
+  Buf hdr = {0}, src = {0};
+  uint64_t checksum = weights_write(&g, 1, g->weights_size, o->tmpdir, kiln_fmt("%s.weights", g->model));
   emit_header(&c, checksum, o->embed_weights, &hdr);
   emit_source(&c, &src);
   kiln_write_file(o->tmpdir, kiln_fmt("%s.h", g->model), hdr.data, hdr.len);
   kiln_write_file(o->tmpdir, kiln_fmt("%s.c", g->model), src.data, src.len);
-  kiln_write_file(o->tmpdir, kiln_fmt("%s.weights", g->model), blob.data, blob.len);
   if (o->embed_weights) {
-    Buf emb = {0};
+    Buf blob = {0}, emb = {0};
+    weights_blob(&g, 1, g->weights_size, &blob);
     emit_embedded(&c, &blob, &emb);
     kiln_write_file(o->tmpdir, kiln_fmt("%s_weights.c", g->model), emb.data, emb.len);
     buf_free(&emb);
+    buf_free(&blob);
   }
-  buf_free(&blob);
   buf_free(&hdr);
   buf_free(&src);
 }
@@ -1247,21 +1246,20 @@ void emit_c(Program *p, const EmitOptions *o) {
   }
   PCtx pc = {0};
   pctx_init(&pc, p);
-  Buf blob = {0}, hdr = {0}, src = {0};
-  uint64_t checksum = 0;
-  program_weights_blob(p, &blob, &checksum);
+  Buf hdr = {0}, src = {0};
+  uint64_t checksum = weights_write(p->entries, p->nentries, p->weights_size, o->tmpdir, kiln_fmt("%s.weights", p->model));
   emit_program_header(&pc, checksum, o->embed_weights, &hdr);
   emit_program_source(&pc, &src);
   kiln_write_file(o->tmpdir, kiln_fmt("%s.h", p->model), hdr.data, hdr.len);
   kiln_write_file(o->tmpdir, kiln_fmt("%s.c", p->model), src.data, src.len);
-  kiln_write_file(o->tmpdir, kiln_fmt("%s.weights", p->model), blob.data, blob.len);
   if (o->embed_weights) {
-    Buf emb = {0};
+    Buf blob = {0}, emb = {0};
+    weights_blob(p->entries, p->nentries, p->weights_size, &blob);
     emit_embedded(&pc.e[0], &blob, &emb);
     kiln_write_file(o->tmpdir, kiln_fmt("%s_weights.c", p->model), emb.data, emb.len);
     buf_free(&emb);
+    buf_free(&blob);
   }
-  buf_free(&blob);
   buf_free(&hdr);
   buf_free(&src);
 }

@@ -235,10 +235,8 @@ void emit_metal(Graph *g, const EmitOptions *o) {
     emit_kernel(g, k, names[k], &kernels, &dispatches, &bindings, &nbind);
     string_line(&knames, names[k]);
   }
-  Buf blob = {0}, msl = {0}, hdr = {0}, tab = {0};
-  uint64_t checksum = 0;
-  weights_blob(g, &blob, &checksum);
-  buf_free(&blob);
+  Buf msl = {0}, hdr = {0}, tab = {0};
+  uint64_t checksum = weights_checksum(&g, 1, g->weights_size);
 
   EmitVars v = {0};
   const char *script = esc_comment(graph_src_name(g, g->script));

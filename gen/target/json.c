@@ -126,13 +126,10 @@ static void put_kernels(Buf *b, Graph *g) {
 }
 
 /* Writes <model>.json to o->tmpdir: signature, arena and weights sizes, the blob's checksum
- * (recomputed with weights_blob), weights, kernels and dispatch counts. Needs memplan done. */
+ * (recomputed with weights_checksum), weights, kernels and dispatch counts. Needs memplan done. */
 static void emit_plain_json(Graph *g, const EmitOptions *o) {
   Buf b = {0};
-  uint64_t checksum = 0;
-  Buf blob = {0};
-  weights_blob(g, &blob, &checksum);   /* the same bytes emit_c wrote; cheap next to tracing */
-  buf_free(&blob);
+  uint64_t checksum = weights_checksum(&g, 1, g->weights_size);   /* what emit_c wrote; cheap next to tracing */
   buf_puts(&b, "{\n  \"model\": ");
   put_str(&b, g->model);
   buf_puts(&b, ",\n  \"inputs\": [");
@@ -254,10 +251,8 @@ void emit_json(Program *p, const EmitOptions *o) {
     emit_plain_json(p->entries[0], o);
     return;
   }
-  Buf b = {0}, blob = {0};
-  uint64_t checksum = 0;
-  program_weights_blob(p, &blob, &checksum);
-  buf_free(&blob);
+  Buf b = {0};
+  uint64_t checksum = weights_checksum(p->entries, p->nentries, p->weights_size);
   buf_puts(&b, "{\n  \"model\": ");
   put_str(&b, p->model);
   buf_puts(&b, ",\n  \"entries\": [");

@@ -1,8 +1,10 @@
 /*
  * weights.c — the weights blob, <m>.weights: a 64-byte header, then the payload.
  *
- * The payload is Graph.weights_size bytes; every live WEIGHT and CONST node's bytes
- * sit at its memplan offset (64-byte aligned), the gaps are zero. The header is
+ * The payload is the program's weights_size bytes; every live WEIGHT and CONST node's
+ * bytes sit at its memplan offset (64-byte aligned), the gaps are zero. It is streamed
+ * from the nodes to the file, never assembled in memory (a 1B-parameter model's payload
+ * is 4 GB): one pass computes the checksum the header carries, a second writes. The header is
  * written byte by byte in little-endian order so the file is the same on every
  * host:
  *
@@ -15,6 +17,8 @@
  */
 #include "kiln.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { WEIGHTS_VERSION = 1 };
@@ -24,60 +28,138 @@ static void put_le(unsigned char *p, uint64_t v, int n) {
   for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* Copies every live WEIGHT/CONST of g to its memplan offset in payload (size bytes). Dies
- * if a tensor is misaligned, does not fit, or (entries sharing a slot) differs from
- * what another entry put there: memplan bugs. */
-static void put_graph(Graph *g, unsigned char *payload, const bool *filled, bool *fill, int64_t size) {
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
-    if (n->dead || n->region != REG_WEIGHTS || (n->op != OP_WEIGHT && n->op != OP_CONST)) continue;
-    int64_t bytes = node_bytes(n);
-    if (n->offset % KILN_ALIGN || n->offset < 0 || n->offset + bytes > size)
-      die("weights: %%%d at offset %lld (%lld bytes) breaks the layout (payload %lld)", n->id, (long long)n->offset,
-          (long long)bytes, (long long)size);
-    if (!n->data) die("weights: %%%d (%s) has no data", n->id, n->name ? n->name : kiln_ops[n->op].name);
-    int64_t slot = n->offset / KILN_ALIGN;
-    if (filled && filled[slot] && memcmp(payload + n->offset, n->data, (size_t)bytes) != 0)
-      die("weights: %%%d (%s) of entry %s differs from the tensor sharing its offset %lld", n->id,
-          n->name ? n->name : kiln_ops[n->op].name, g->entry ? g->entry : "?", (long long)n->offset);
-    memcpy(payload + n->offset, n->data, (size_t)bytes);
-    if (fill) fill[slot] = true;
-  }
+/* The tensors of the payload in offset order, one per slot: a tensor several entries
+ * share is taken once, after checking every copy holds the same bytes. Dies if a tensor
+ * is misaligned, overlaps the next or does not fit (memplan bugs). */
+typedef struct {
+  const Node **n;
+  int count;
+} Layout;
+
+static int by_offset(const void *a, const void *b) {
+  const Node *x = *(const Node *const *)a, *y = *(const Node *const *)b;
+  if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+  return 0;
 }
 
-/* The file around a payload: header + payload into out, *checksum its FNV-1a 64. */
-static void put_file(Buf *out, const unsigned char *payload, int64_t size, uint64_t *checksum) {
-  *checksum = kiln_fnv1a64(payload, (size_t)size);
-  unsigned char hdr[KILN_ALIGN] = {0};
+static const char *what(const Node *n) { return n->name ? n->name : kiln_ops[n->op].name; }
+
+static Layout layout(Graph *const *gs, int ng, int64_t size) {
+  if (size < 0 || size % KILN_ALIGN) die("weights: payload size %lld is not a multiple of %d", (long long)size, KILN_ALIGN);
+  int total = 0;
+  for (int e = 0; e < ng; e++) total += gs[e]->nnodes;
+  const Node **all = kiln_alloc(sizeof *all * (size_t)(total + 1));
+  int n = 0;
+  for (int e = 0; e < ng; e++)
+    for (int i = 0; i < gs[e]->nnodes; i++) {
+      const Node *x = gs[e]->nodes[i];
+      if (x->dead || x->region != REG_WEIGHTS || (x->op != OP_WEIGHT && x->op != OP_CONST)) continue;
+      if (x->offset % KILN_ALIGN || x->offset < 0 || x->offset + node_bytes(x) > size)
+        die("weights: %%%d at offset %lld (%lld bytes) breaks the layout (payload %lld)", x->id, (long long)x->offset,
+            (long long)node_bytes(x), (long long)size);
+      if (!x->data) die("weights: %%%d (%s) has no data", x->id, what(x));
+      all[n++] = x;
+    }
+  /* qsort is not stable: equal offsets are copies of one tensor, checked equal below, so
+   * which copy is kept cannot change a byte. */
+  qsort(all, (size_t)n, sizeof *all, by_offset);
+  Layout l = {all, 0};
+  for (int i = 0; i < n; i++) {
+    const Node *x = all[i], *prev = l.count ? l.n[l.count - 1] : NULL;
+    if (prev && prev->offset == x->offset) {
+      if (node_bytes(prev) != node_bytes(x) || memcmp(prev->data, x->data, (size_t)node_bytes(x)) != 0)
+        die("weights: %s and %s share offset %lld with different bytes", what(prev), what(x), (long long)x->offset);
+      continue;
+    }
+    if (prev && prev->offset + node_bytes(prev) > x->offset)
+      die("weights: %s overlaps %s at offset %lld", what(prev), what(x), (long long)x->offset);
+    l.n[l.count++] = x;
+  }
+  return l;
+}
+
+/* Where the payload's bytes go, in order: a hash, a file or a buffer. */
+typedef struct {
+  uint64_t h;                   /* FNV-1a 64 of everything so far */
+  FILE *f;                      /* or NULL */
+  const char *path;
+  Buf *buf;                     /* or NULL */
+} Sink;
+
+static void sink_put(Sink *s, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) {
+    s->h ^= b[i];
+    s->h *= 0x100000001b3ULL;
+  }
+  if (s->f && n && fwrite(p, 1, n, s->f) != n) kiln_error("cannot write %s: %s", s->path, strerror(errno));
+  if (s->buf) buf_put(s->buf, p, n);
+}
+
+static void sink_zeros(Sink *s, int64_t n) {
+  static const unsigned char zero[4096];
+  for (; n > 0; n -= (int64_t)sizeof zero) sink_put(s, zero, n < (int64_t)sizeof zero ? (size_t)n : sizeof zero);
+}
+
+/* The payload of size bytes through s: each tensor at its offset, zeros between. */
+static void payload(const Layout *l, int64_t size, Sink *s) {
+  int64_t at = 0;
+  for (int i = 0; i < l->count; i++) {
+    sink_zeros(s, l->n[i]->offset - at);
+    sink_put(s, l->n[i]->data, (size_t)node_bytes(l->n[i]));
+    at = l->n[i]->offset + node_bytes(l->n[i]);
+    if (s->f) kiln_progress("writing weights", at, size);
+  }
+  sink_zeros(s, size - at);
+  if (s->f) kiln_progress("writing weights", size, size);
+}
+
+static void header(unsigned char hdr[KILN_ALIGN], int64_t size, uint64_t checksum) {
+  memset(hdr, 0, KILN_ALIGN);
   memcpy(hdr, "KILNWGT1", 8);
   put_le(hdr + 8, WEIGHTS_VERSION, 4);
   put_le(hdr + 12, KILN_ALIGN, 4);
   put_le(hdr + 16, (uint64_t)size, 8);
-  put_le(hdr + 24, *checksum, 8);
+  put_le(hdr + 24, checksum, 8);
+}
+
+static const uint64_t fnv_basis = 0xcbf29ce484222325ULL;   /* FNV-1a 64's offset basis (kiln_fnv1a64) */
+
+/* Contract in kiln.h: the checksum without building the payload. */
+uint64_t weights_checksum(Graph *const *gs, int ng, int64_t size) {
+  Layout l = layout(gs, ng, size);
+  Sink s = {fnv_basis, NULL, NULL, NULL};
+  payload(&l, size, &s);
+  return s.h;
+}
+
+/* Contract in kiln.h: streams header + payload to dir/name (two passes over the tensors:
+ * the checksum the header carries, then the bytes), never holding the payload. */
+uint64_t weights_write(Graph *const *gs, int ng, int64_t size, const char *dir, const char *name) {
+  Layout l = layout(gs, ng, size);
+  Sink h = {fnv_basis, NULL, NULL, NULL};
+  payload(&l, size, &h);
+  unsigned char hdr[KILN_ALIGN];
+  header(hdr, size, h.h);
+  char *path = kiln_fmt("%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) kiln_error("cannot write %s: %s", path, strerror(errno));
+  if (fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr) kiln_error("cannot write %s: %s", path, strerror(errno));
+  Sink w = {fnv_basis, f, path, NULL};
+  payload(&l, size, &w);
+  if (fclose(f) != 0) kiln_error("cannot write %s: %s", path, strerror(errno));
+  if (w.h != h.h) die("weights: the payload changed between its two passes");
+  return h.h;
+}
+
+/* Contract in kiln.h: header + payload into out (for --embed-weights, which needs the bytes). */
+uint64_t weights_blob(Graph *const *gs, int ng, int64_t size, Buf *out) {
+  uint64_t sum = weights_checksum(gs, ng, size);
+  unsigned char hdr[KILN_ALIGN];
+  header(hdr, size, sum);
   buf_put(out, hdr, sizeof hdr);
-  buf_put(out, payload, (size_t)size);
-}
-
-/* Contract: out gets header + payload; *checksum the payload's FNV-1a 64. Dies if a
- * planned tensor is misaligned or does not fit the payload (a memplan bug). */
-void weights_blob(Graph *g, Buf *out, uint64_t *checksum) {
-  int64_t size = g->weights_size;
-  if (size < 0 || size % KILN_ALIGN) die("weights: payload size %lld is not a multiple of %d", (long long)size, KILN_ALIGN);
-  unsigned char *payload = kiln_alloc((size_t)size + 1);
-  put_graph(g, payload, NULL, NULL, size);
-  put_file(out, payload, size, checksum);
-}
-
-/* Contract in kiln.h: the one payload of every entry (a shared tensor is written by
- * each entry using it, and must be the same bytes each time). */
-void program_weights_blob(Program *p, Buf *out, uint64_t *checksum) {
-  int64_t size = p->weights_size;
-  if (size < 0 || size % KILN_ALIGN) die("weights: payload size %lld is not a multiple of %d", (long long)size, KILN_ALIGN);
-  unsigned char *payload = kiln_alloc((size_t)size + 1);
-  bool *filled = kiln_alloc((size_t)(size / KILN_ALIGN) + 1), *now = kiln_alloc((size_t)(size / KILN_ALIGN) + 1);
-  for (int e = 0; e < p->nentries; e++) {
-    put_graph(p->entries[e], payload, filled, now, size);
-    memcpy(filled, now, (size_t)(size / KILN_ALIGN) + 1);
-  }
-  put_file(out, payload, size, checksum);
+  Layout l = layout(gs, ng, size);
+  Sink s = {fnv_basis, NULL, NULL, out};
+  payload(&l, size, &s);
+  return sum;
 }

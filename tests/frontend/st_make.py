@@ -156,7 +156,7 @@ case("field_missing", "field_missing.safetensors: tensor 'w': missing \"data_off
 case("metadata_bad", "metadata_bad.safetensors: header: __metadata__ must map strings to strings",
      header={"__metadata__": {"epoch": 3}, "w": good_hdr["w"]}, data=good_data)
 case("unsupported_used", "@LINE 2 param steps: dtype I64 in unsupported_used.safetensors is not supported "
-     "(Kiln reads F32, F16 and BF16)",
+     "(Kiln reads F32, F16 and BF16; from GGUF also Q8_0, Q4_0, Q4_K and Q6_K)",
      header={"steps": {"dtype": "I64", "shape": [1], "data_offsets": [0, 8]}}, data=bytes(8),
      lua='kiln.load("unsupported_used.safetensors")\nlocal s = kiln.param("steps", {1})\n'
          'kiln.output("y", s * 1)\n')
