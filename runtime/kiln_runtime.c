@@ -19,6 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__unix__) || defined(__APPLE__)
+#define KILN_HAVE_MMAP 1
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
 
 enum { HEADER_SIZE = 64, VERSION = 1, ALIGN = 64 };
 
@@ -193,12 +200,88 @@ kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t b
   return check_payload(w, where, h, h + HEADER_SIZE, size, expect_size, expect_checksum);
 }
 
+/* The header's own claims against the model, without hashing the payload: its size and
+ * the checksum it declares must be the model's. */
+static kiln_status check_declared(kiln_weights *w, const char *where, const unsigned char *h, const void *payload,
+                                  uint64_t size, uint64_t expect_size, uint64_t expect_checksum) {
+  uint64_t declared = get_le(h + 24, 8);
+  if (size != expect_size)
+    return fail(w, KILN_ERR_MODEL, where, "payload is %llu bytes, the model expects %llu", (unsigned long long)size,
+                (unsigned long long)expect_size);
+  if (declared != expect_checksum)
+    return fail(w, KILN_ERR_MODEL, where, "checksum %016llx, the model expects %016llx", (unsigned long long)declared,
+                (unsigned long long)expect_checksum);
+  w->payload = payload;
+  w->size = size;
+  w->checksum = declared;
+  w->status = KILN_OK;
+  w->message[0] = 0;
+  return KILN_OK;
+}
+
+/* Maps a weights file (see kiln_runtime.h): the same checks as kiln_weights_load, the
+ * payload hash only with KILN_MAP_VERIFY. On failure nothing stays mapped. */
+kiln_status kiln_weights_map(kiln_weights *w, const char *path, uint64_t expect_size, uint64_t expect_checksum,
+                             unsigned flags) {
+#ifndef KILN_HAVE_MMAP
+  (void)flags;
+  return kiln_weights_load(w, path, expect_size, expect_checksum);
+#else
+  if (!w) return KILN_ERR_ARG;
+  memset(w, 0, sizeof *w);
+  if (!path) return fail(w, KILN_ERR_ARG, "(null)", "no path");
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return fail(w, KILN_ERR_OPEN, path, "%s", strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return fail(w, KILN_ERR_READ, path, "not a regular file");
+  }
+  uint64_t total = (uint64_t)st.st_size, size = 0;
+  if (total < HEADER_SIZE) {
+    close(fd);
+    return fail(w, KILN_ERR_TRUNCATED, path, "%llu bytes, shorter than the %d-byte header", (unsigned long long)total,
+                HEADER_SIZE);
+  }
+  if (total > (uint64_t)SIZE_MAX) {
+    close(fd);
+    return fail(w, KILN_ERR_NOMEM, path, "%llu bytes do not fit this address space", (unsigned long long)total);
+  }
+  void *base = mmap(NULL, (size_t)total, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);   /* the mapping keeps the file */
+  if (base == MAP_FAILED) return fail(w, KILN_ERR_NOMEM, path, "mmap: %s", strerror(errno));
+  const unsigned char *h = base;
+  kiln_status s = check_header(w, path, h, &size);
+  if (s == KILN_OK && total - HEADER_SIZE < size)
+    s = fail(w, KILN_ERR_TRUNCATED, path, "header promises %llu payload bytes, the file has %llu", (unsigned long long)size,
+             (unsigned long long)(total - HEADER_SIZE));
+  else if (s == KILN_OK && total - HEADER_SIZE > size)
+    s = fail(w, KILN_ERR_HEADER, path, "%llu bytes after the %llu-byte payload", (unsigned long long)(total - HEADER_SIZE - size),
+             (unsigned long long)size);
+  if (s == KILN_OK)
+    s = (flags & KILN_MAP_VERIFY) ? check_payload(w, path, h, h + HEADER_SIZE, size, expect_size, expect_checksum)
+                                  : check_declared(w, path, h, h + HEADER_SIZE, size, expect_size, expect_checksum);
+  if (s != KILN_OK) {
+    munmap(base, (size_t)total);
+    return s;
+  }
+  w->mapped = base;
+  w->mapped_len = (size_t)total;
+  return KILN_OK;
+#endif
+}
+
 /* Frees what kiln_weights_load allocated (nothing for a borrowed blob); NULL w is fine.
  * After it, w holds no payload. */
 void kiln_weights_free(kiln_weights *w) {
   if (!w) return;
   free(w->owned);
+#ifdef KILN_HAVE_MMAP
+  if (w->mapped) munmap(w->mapped, w->mapped_len);
+#endif
   w->owned = NULL;
+  w->mapped = NULL;
+  w->mapped_len = 0;
   w->payload = NULL;
 }
 

@@ -53,6 +53,8 @@ typedef struct {
   uint64_t size;          /* payload bytes */
   uint64_t checksum;      /* FNV-1a 64 of the payload */
   void *owned;            /* memory kiln_weights_free releases (NULL for borrowed blobs) */
+  void *mapped;           /* kiln_weights_map: the mapping kiln_weights_free unmaps, and its length */
+  size_t mapped_len;
   kiln_status status;
   char message[256];      /* one line: what failed and where, or "" */
 } kiln_weights;
@@ -64,13 +66,24 @@ const char *kiln_status_str(kiln_status st);
  * is NULL, nothing stays allocated, and w->message names the file and the problem. */
 kiln_status kiln_weights_load(kiln_weights *w, const char *path, uint64_t expect_size, uint64_t expect_checksum);
 
+/* Maps path read-only instead of reading it (POSIX mmap; elsewhere it falls back to
+ * kiln_weights_load): the payload is the file's pages, shared with the page cache and
+ * read from disk as the model touches them, so a multi-gigabyte model starts at once
+ * and costs no private memory. The header, the file's length and the size and checksum
+ * the header declares are checked against the model as kiln_weights_load does; hashing
+ * the payload itself reads every page, so it is done only with KILN_MAP_VERIFY. Without
+ * it, a payload damaged after the build (the header intact) is not detected. */
+enum { KILN_MAP_VERIFY = 1 };
+kiln_status kiln_weights_map(kiln_weights *w, const char *path, uint64_t expect_size, uint64_t expect_checksum,
+                             unsigned flags);
+
 /* Validates a whole weights file held in memory (e.g. <m>_weights_blob, blob_size =
  * <M>_WEIGHTS_FILE_SIZE exactly: bytes past the payload are refused, as in a file)
  * without copying: w->payload points into blob. */
 kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t blob_size, uint64_t expect_size,
                                      uint64_t expect_checksum);
 
-void kiln_weights_free(kiln_weights *w);
+void kiln_weights_free(kiln_weights *w);   /* frees or unmaps; NULL is fine */
 
 /* size bytes (rounded up to 64), 64-byte aligned, zeroed; NULL when out of memory. */
 void *kiln_arena_alloc(size_t size);

@@ -38,9 +38,10 @@ DRV=$WORK/drv_gcc
 [ -x "$DRV" ] || DRV=$WORK/drv_clang
 [ -x "$DRV" ] || { echo "FAIL runtime/driver: no compiler built the driver"; exit 1; }
 
-# expect NAME FILE PATTERN: the driver's -c check on FILE prints a line matching PATTERN.
+# expect NAME FILE PATTERN [FLAG]: the driver's -c check on FILE (loaded, or with FLAG -m /
+# -M mapped) prints a line matching PATTERN.
 expect() {
-  out=$("$DRV" -c -w "$2" 2>&1 | head -n 1)
+  out=$("$DRV" -c $4 -w "$2" 2>&1 | head -n 1)
   if echo "$out" | grep -q -- "$3"; then echo "PASS runtime/$1 ($out)"; else echo "FAIL runtime/$1: expected /$3/, got: $out"; fi
 }
 good=$WORK/wt/wt.weights
@@ -57,19 +58,31 @@ head -c 40 "$good" > "$WORK/stub.weights"; expect truncated-header "$WORK/stub.w
 patch flip 70 "v ^ 1"; expect payload-flip "$WORK/flip.weights" 'checksum mismatch'
 expect other-model "$WORK/other/wt.weights" 'different model'
 expect missing "$WORK/no-such.weights" 'cannot open'
+# kiln_weights_map: the same refusals, except a flipped payload byte, which only -M
+# (KILN_MAP_VERIFY, hashing every page) sees; -m trusts the intact header (documented).
+expect map-good "$good" '^ok: ' -m
+expect map-bad-magic "$WORK/magic.weights" 'bad magic' -m
+expect map-truncated "$WORK/short.weights" 'truncated' -m
+expect map-truncated-header "$WORK/stub.weights" 'truncated' -m
+expect map-other-model "$WORK/other/wt.weights" 'different model' -m
+expect map-missing "$WORK/no-such.weights" 'cannot open' -m
+expect map-flip-unverified "$WORK/flip.weights" '^ok: ' -m
+expect map-flip-verified "$WORK/flip.weights" 'checksum mismatch' -M
 
 # A run from the file and from the embedded array, against the interpreter.
 $PY -c "import numpy as np; np.arange(-3, 3, dtype=np.float32).reshape(2, 3).tofile('$WORK/x.bin')"
-mkdir -p "$WORK/file" "$WORK/emb" "$WORK/ref"
+mkdir -p "$WORK/file" "$WORK/mapped" "$WORK/emb" "$WORK/ref"
 if ! err=$("$DRV" -w "$good" -o "$WORK/file" "$WORK/x.bin" 2>&1); then
   echo "FAIL runtime/run-file: $err"
+elif ! err=$("$DRV" -m -w "$good" -o "$WORK/mapped" "$WORK/x.bin" 2>&1) || ! cmp -s "$WORK/mapped/y.bin" "$WORK/file/y.bin"; then
+  echo "FAIL runtime/run-mapped: the run from the mapped file differs from the loaded one: $err"
 elif ! err=$("$KILN" run tests/runtime/wt.lua --input x="$WORK/x.bin" --save "$WORK/ref" 2>&1); then
   echo "FAIL runtime/run-file: kiln run failed: $(echo "$err" | head -n 2 | tr '\n' ' ')"
 elif $PY -c "
 import numpy as np, sys
 c = np.fromfile('$WORK/file/y.bin', np.float32); r = np.load('$WORK/ref/y.npy').ravel()
 sys.exit(0 if c.shape == r.shape and np.allclose(c, r, rtol=1e-5, atol=1e-6) else 1)"; then
-  echo "PASS runtime/run-file (matches kiln run within rtol 1e-5)"
+  echo "PASS runtime/run-file (matches kiln run within rtol 1e-5; the mapped file gives the same bytes)"
 else
   echo "FAIL runtime/run-file: driver output differs from kiln run"
 fi

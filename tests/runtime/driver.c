@@ -100,12 +100,14 @@ static void *load_input(int i, const char *path) {
 int main(int argc, char **argv) {
   const char *wpath = NULL, *outdir = NULL, *state_in = NULL, *state_out = NULL;
   long repeat = 0;
-  int check_only = 0, first_input = argc;
+  int check_only = 0, first_input = argc, map = 0;   /* map: 1 -m (mmap), 2 -M (mmap, verify) */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-w") == 0 && i + 1 < argc) wpath = argv[++i];
     else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) outdir = argv[++i];
     else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) repeat = strtol(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "-c") == 0) check_only = 1;
+    else if (strcmp(argv[i], "-m") == 0) map = 1;
+    else if (strcmp(argv[i], "-M") == 0) map = 2;
     else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) state_in = argv[++i];
     else if (strcmp(argv[i], "-S") == 0 && i + 1 < argc) state_out = argv[++i];
     else {
@@ -116,6 +118,7 @@ int main(int argc, char **argv) {
   kiln_weights w;
 #ifdef KILN_EMBED
   (void)wpath;
+  (void)map;
   kiln_weights_from_memory(&w, CAT(KILN_MODEL, _weights_blob), M_(_WEIGHTS_FILE_SIZE), M_(_WEIGHTS_SIZE),
                            M_(_WEIGHTS_CHECKSUM));
 #else
@@ -123,7 +126,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "driver: -w FILE.weights is required\n");
     return 2;
   }
-  kiln_weights_load(&w, wpath, M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM));
+  if (map) kiln_weights_map(&w, wpath, M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM), map == 2 ? KILN_MAP_VERIFY : 0);
+  else kiln_weights_load(&w, wpath, M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM));
 #endif
   if (w.status != KILN_OK) {
     printf("error: %s\n", w.message);
