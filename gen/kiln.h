@@ -28,10 +28,13 @@
 enum {
   KILN_MAX_RANK = 6,   /* CoreML allows 5; its emitter checks that */
   KILN_ALIGN = 64,     /* every arena/weights offset is a multiple of this */
-  /* Elements per tensor, and bytes of the weights payload and of the arena: generated C
-   * spells sizes and offsets as int enum constants, Metal indexes with 32-bit uint. */
+  /* Elements per tensor: kernels spell shapes as int enum constants, Metal indexes with
+   * 32-bit uint. (Byte offsets and region sizes are 64-bit: KILN_MAX_BYTES.) */
   KILN_MAX_NUMEL = 0x7fffffff,
 };
+/* Bytes of weights or arena a build may plan (1 TiB): generated C addresses them with
+ * 64-bit offsets past 2 GiB; the bound keeps every sum of sizes far from overflow. */
+#define KILN_MAX_BYTES ((int64_t)1 << 40)
 
 /* ---- memory (util.c) ---- */
 void *kiln_alloc(size_t n);                 /* zeroed, never NULL, freed by kiln_free_all */
@@ -258,6 +261,8 @@ typedef struct Program {
   WeightSlot *wslots;           /* the weights layout every entry shares (memplan) */
   int nwslots, capwslots;
   int64_t weights_size;         /* payload bytes, once every entry is planned */
+  uint64_t weights_checksum;    /* the payload's FNV-1a 64, once weights_write has written it */
+  bool checksummed;             /* weights_checksum is set: later targets reuse it */
   int64_t arena_size;           /* the largest entry's arena */
 } Program;
 
@@ -515,6 +520,7 @@ typedef struct {
 void emit_var(EmitVars *v, const char *name, const char *value);
 /* An integer variable; kiln_error when it does not fit 32 bits (C enums, MSL uint). */
 void emit_vari(EmitVars *v, const char *name, int64_t value);
+void emit_varl(EmitVars *v, const char *name, int64_t value);   /* any 64-bit value (offsets, sizes) */
 /* Kernel k for its comment: its anchor, the attributes that shape it and the chain
  * fused after it: "matmul f32 [2, 8], [4, 8] -> [2, 4], transposed: y, then add +
  * relu". Arena string, no newline. */

@@ -263,11 +263,12 @@ static int cmd_build(const Args *a) {
   kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
   Graph *g = p->entries[0];
-  /* Each tensor is within KILN_MAX_NUMEL already; their sum may not be. The W_ and A_ byte
-   * offsets are int enum constants in the generated C. */
-  if (p->weights_size > KILN_MAX_NUMEL || p->arena_size > KILN_MAX_NUMEL)
-    kiln_error_at((SrcLoc){p->script, 0}, "the model needs %lld bytes of weights and %lld of scratch arena; generated code "
-                  "addresses at most %d bytes of each", (long long)p->weights_size, (long long)p->arena_size, KILN_MAX_NUMEL);
+  /* Each tensor is within KILN_MAX_NUMEL already; their sum may not be. Offsets are 64-bit
+   * in every target past 2 GiB (emit_c.c wide_region); this bound only keeps sums far from
+   * overflow. */
+  if (p->weights_size > KILN_MAX_BYTES || p->arena_size > KILN_MAX_BYTES)
+    kiln_error_at((SrcLoc){p->script, 0}, "the model needs %lld bytes of weights and %lld of scratch arena; Kiln's "
+                  "limit is %lld bytes of each", (long long)p->weights_size, (long long)p->arena_size, (long long)KILN_MAX_BYTES);
 
   Publish *pub = publish_begin(a->outdir, g->model);
   EmitOptions eo = {.outdir = a->outdir, .tmpdir = publish_staging(pub), .targets = a->targets,

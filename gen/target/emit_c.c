@@ -22,6 +22,7 @@
  */
 #include "kiln.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- template variables (EmitVars, emit_common.c) ---- */
@@ -615,14 +616,28 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
 
 /* ---- the files ---- */
 
-/* One enum line "name = value" with what as its comment (made comment-safe), as a
- * fresh arena string. */
-static const char *offset_line(const char *name, int64_t value, const char *what) {
+/* Offsets in a region of size bytes are enum constants, as a reader expects, unless the
+ * region passes what an int holds: then 64-bit #defines (docs/output.md). The test hook
+ * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
+ * run it without writing gigabytes. */
+static bool wide_region(int64_t size) {
+  const char *force = getenv("KILN_TEST_WIDE_OFFSETS");
+  return size > INT32_MAX || (force && strcmp(force, "1") == 0);
+}
+
+/* One enum line "name = value" (a #define in a wide region) with what as its comment
+ * (made comment-safe), as a fresh arena string. */
+static const char *offset_line(const char *name, int64_t value, const char *what, bool wide) {
   EmitVars v = {0};
   emit_var(&v, "NAME", name);
-  emit_vari(&v, "VALUE", value);
+  emit_varl(&v, "VALUE", value);
   emit_var(&v, "WHAT", esc_comment(what));
-  return expand_str("c/offset.c.tmpl", &v);
+  return expand_str(wide ? "c/offset_wide.c.tmpl" : "c/offset.c.tmpl", &v);
+}
+
+/* The offsets list of a region: its enum template, or the wide variant. */
+static const char *offset_block(const char *tmpl, const char *wide_tmpl, bool wide, EmitVars *v) {
+  return expand_str(wide ? wide_tmpl : tmpl, v);
 }
 
 /* What a W_ constant's comment says about weights-region leaf n: "f32 [512, 784] fc1.weight". */
@@ -638,12 +653,12 @@ static const char *arena_enum(const Ctx *c) {
     Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
     if (!c->aname[n->id]) continue;
     const char *what = kiln_fmt("%s %s, %lld bytes", dtype_name(n->dtype), shape_of(n), (long long)node_bytes(n));
-    buf_puts(&al, offset_line(c->aname[n->id], n->offset, what));
+    buf_puts(&al, offset_line(c->aname[n->id], n->offset, what, wide_region(g->arena_size)));
   }
   EmitVars av = {0};
   emit_var(&av, "ENTRIES", al.data ? al.data : "");
-  emit_vari(&av, "ARENA_SIZE", g->arena_size);
-  const char *s = al.len ? expand_str("c/arena_enum.c.tmpl", &av) : "";
+  emit_varl(&av, "ARENA_SIZE", g->arena_size);
+  const char *s = al.len ? offset_block("c/arena_enum.c.tmpl", "c/arena_enum_wide.c.tmpl", wide_region(g->arena_size), &av) : "";
   buf_free(&al);
   return s;
 }
@@ -653,10 +668,12 @@ static void offset_enums(const Ctx *c, EmitVars *fv) {
   Graph *g = c->g;
   Buf wl = {0};
   for (int i = 0; i < g->nnodes; i++)
-    if (c->wname[i]) buf_puts(&wl, offset_line(c->wname[i], g->nodes[i]->offset, weight_what(g->nodes[i])));
+    if (c->wname[i])
+      buf_puts(&wl, offset_line(c->wname[i], g->nodes[i]->offset, weight_what(g->nodes[i]), wide_region(g->weights_size)));
   EmitVars wv = {0};
   emit_var(&wv, "ENTRIES", wl.data ? wl.data : "");
-  emit_var(fv, "WEIGHT_ENUM", wl.len ? expand_str("c/weight_enum.c.tmpl", &wv) : "");
+  emit_var(fv, "WEIGHT_ENUM", wl.len ? offset_block("c/weight_enum.c.tmpl", "c/weight_enum_wide.c.tmpl",
+                                                    wide_region(g->weights_size), &wv) : "");
   emit_var(fv, "ARENA_ENUM", arena_enum(c));
   buf_free(&wl);
 }
@@ -1086,10 +1103,11 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   Program *p = pc->p;
   Buf wl = {0}, sl = {0}, entries = {0}, list = {0};
   for (int i = 0; i < p->nwslots; i++)
-    buf_puts(&wl, offset_line(pc->slot_name[i], p->wslots[i].offset, weight_what(p->wslots[i].node)));
+    buf_puts(&wl, offset_line(pc->slot_name[i], p->wslots[i].offset, weight_what(p->wslots[i].node), wide_region(p->weights_size)));
   for (int i = 0; i < p->nstates; i++) {
     const StateDecl *d = &p->states[i];
-    buf_puts(&sl, offset_line(pc->sname[i], d->offset, kiln_fmt("%s %s %s", dtype_name(d->dtype), shape_str(&d->shape), d->name)));
+    buf_puts(&sl, offset_line(pc->sname[i], d->offset, kiln_fmt("%s %s %s", dtype_name(d->dtype), shape_str(&d->shape), d->name),
+                              wide_region(p->state_size)));
   }
   for (int e = 0; e < p->nentries; e++) {
     emit_entry_section(pc, e, &entries);
@@ -1108,8 +1126,10 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   emit_var(&fv, "STATE_BLOCK", pc->has_state ? "the caller's state block (S_* byte offsets),\n * " : "");
   bool dot4 = strstr(entries.data, "kiln_dot4(") != NULL;   /* its helper includes <string.h> itself */
   emit_var(&fv, "INCLUDES", pc->has_state && !dot4 ? "#include <string.h>\n" : "");
-  emit_var(&fv, "WEIGHT_ENUM", wl.len ? expand_str("c/weight_enum.c.tmpl", &wv) : "");
-  emit_var(&fv, "STATE_ENUM", sl.len ? expand_str("c/state_enum.c.tmpl", &sv) : "");
+  emit_var(&fv, "WEIGHT_ENUM", wl.len ? offset_block("c/weight_enum.c.tmpl", "c/weight_enum_wide.c.tmpl",
+                                                    wide_region(p->weights_size), &wv) : "");
+  emit_var(&fv, "STATE_ENUM", sl.len ? offset_block("c/state_enum.c.tmpl", "c/state_enum_wide.c.tmpl",
+                                                   wide_region(p->state_size), &sv) : "");
   emit_var(&fv, "RESET", pc->has_state ? expand_str("c/reset.c.tmpl", &rv) : "");
   emit_var(&fv, "ENTRIES", entries.data);
   emit_var(&fv, "HELPERS", dot4 ? template_get("c/dot4.c.tmpl") : "");

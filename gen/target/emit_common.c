@@ -422,6 +422,10 @@ void emit_vari(EmitVars *v, const char *name, int64_t value) {
   emit_var(v, name, kiln_fmt("%lld", (long long)value));
 }
 
+/* emit_var with a 64-bit value in decimal: byte offsets and sizes, which the generated
+ * code spells as 64-bit constants once they pass what an int holds. */
+void emit_varl(EmitVars *v, const char *name, int64_t value) { emit_var(v, name, kiln_fmt("%lld", (long long)value)); }
+
 /* The attributes that shape a kernel, as a reader wants them in its comment. */
 static void describe_attrs(Buf *b, const Node *n) {
   const Attrs *a = &n->a;

@@ -4,7 +4,7 @@
  * The payload is the program's weights_size bytes; every live WEIGHT and CONST node's
  * bytes sit at its memplan offset (64-byte aligned), the gaps are zero. It is streamed
  * from the nodes to the file, never assembled in memory (a 1B-parameter model's payload
- * is 4 GB): one pass computes the checksum the header carries, a second writes. The header is
+ * is 4 GB): the header is written last, once the payload's checksum is known. The header is
  * written byte by byte in little-endian order so the file is the same on every
  * host:
  *
@@ -127,29 +127,35 @@ static const uint64_t fnv_basis = 0xcbf29ce484222325ULL;   /* FNV-1a 64's offset
 
 /* Contract in kiln.h: the checksum without building the payload. */
 uint64_t weights_checksum(Graph *const *gs, int ng, int64_t size) {
+  Program *p = ng ? gs[0]->prog : NULL;
+  if (p && p->checksummed) return p->weights_checksum;   /* hashing gigabytes twice is seconds */
   Layout l = layout(gs, ng, size);
   Sink s = {fnv_basis, NULL, NULL, NULL};
   payload(&l, size, &s);
   return s.h;
 }
 
-/* Contract in kiln.h: streams header + payload to dir/name (two passes over the tensors:
- * the checksum the header carries, then the bytes), never holding the payload. */
+/* Contract in kiln.h: streams header + payload to dir/name in one pass over the tensors,
+ * never holding the payload: the header goes out with a zero checksum, the payload is
+ * hashed as it is written, then the header is rewritten with the checksum. */
 uint64_t weights_write(Graph *const *gs, int ng, int64_t size, const char *dir, const char *name) {
   Layout l = layout(gs, ng, size);
-  Sink h = {fnv_basis, NULL, NULL, NULL};
-  payload(&l, size, &h);
   unsigned char hdr[KILN_ALIGN];
-  header(hdr, size, h.h);
+  header(hdr, size, 0);
   char *path = kiln_fmt("%s/%s", dir, name);
   FILE *f = fopen(path, "wb");
   if (!f) kiln_error("cannot write %s: %s", path, strerror(errno));
   if (fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr) kiln_error("cannot write %s: %s", path, strerror(errno));
   Sink w = {fnv_basis, f, path, NULL};
   payload(&l, size, &w);
-  if (fclose(f) != 0) kiln_error("cannot write %s: %s", path, strerror(errno));
-  if (w.h != h.h) die("weights: the payload changed between its two passes");
-  return h.h;
+  header(hdr, size, w.h);
+  if (ng && gs[0]->prog) {
+    gs[0]->prog->weights_checksum = w.h;
+    gs[0]->prog->checksummed = true;
+  }
+  if (fseek(f, 0, SEEK_SET) != 0 || fwrite(hdr, 1, sizeof hdr, f) != sizeof hdr || fclose(f) != 0)
+    kiln_error("cannot write %s: %s", path, strerror(errno));
+  return w.h;
 }
 
 /* Contract in kiln.h: header + payload into out (for --embed-weights, which needs the bytes). */
