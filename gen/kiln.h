@@ -412,6 +412,24 @@ SafeFile *gguf_load(const char *path, char *err, size_t errlen);
 SafeFile *gguf_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
 bool gguf_is(const unsigned char *head, size_t n);
 const char *gguf_meta_name(const char *name);
+/* JSON (json.c): strict RFC 8259. A parsed value; strings decoded and NUL-terminated. */
+typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
+
+typedef struct JVal {
+  JType t;
+  bool b;
+  const char *text;             /* J_NUM: the number as written; J_STR: decoded, NUL-terminated */
+  size_t len;                   /* its length (a decoded string may hold \u0000) */
+  struct JVal *items;           /* J_ARR, J_OBJ: values */
+  const char **keys;            /* J_OBJ: keys (decoded) */
+  size_t *keylens;
+  int n;
+} JVal;
+/* Parses the n bytes at s as one JSON value; false and a message ("bad JSON at byte N:
+ * what") in *err otherwise. json_uint: a non-negative integer below 2^53 without
+ * fraction or exponent. */
+bool json_parse(const unsigned char *s, size_t n, JVal *out, char **err);
+bool json_uint(const JVal *v, int64_t *out);
 /* Deterministic initialiser (init.c): same bytes on every machine. */
 void init_fill(float *out, int64_t n, uint64_t seed, const char *param_name, const char *kind,
                double a, double b);

@@ -13,7 +13,7 @@ mkdir -p "$B"
 FLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -D_POSIX_C_SOURCE=200809L"
 status=0
 # name, seed corpus, sources
-for spec in "safetensors st -Igen tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/util.c gen/ops.c" \
+for spec in "safetensors st -Igen tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/frontend/json.c gen/util.c gen/ops.c gen/escape.c" \
             "weights wt -Iruntime tests/robust/fuzz_weights.c runtime/kiln_runtime.c" \
             "npy npy -Igen tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c" \
             "gguf gguf -Igen tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c"; do

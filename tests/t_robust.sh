@@ -161,8 +161,8 @@ fi
 cd "$ROOT" || exit 2
 
 # ---- fuzz corpora: safetensors ----
-if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/st_replay" tests/robust/fuzz_safetensors.c \
-      gen/frontend/safetensors.c gen/util.c gen/ops.c 2> "$WORK/out"; then
+if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/st_replay" tests/robust/fuzz_safetensors.c gen/frontend/json.c \
+      gen/frontend/safetensors.c gen/util.c gen/ops.c gen/escape.c 2> "$WORK/out"; then
   if out=$("$WORK/st_replay" tests/robust/st/* 2>&1); then echo "PASS $S/st-replay: $out"
   else echo "FAIL $S/st-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else
