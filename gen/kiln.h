@@ -360,6 +360,8 @@ typedef struct {
   const char *script;           /* path as given */
   const char *model;            /* NULL: from the script's base name */
   SandboxOptions sandbox;       /* root is filled in by frontend_trace */
+  const char *const *defines;   /* -D NAME=VALUE, read by kiln.option */
+  int ndefines;
 } FrontendOptions;
 Program *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at */
 

@@ -61,6 +61,11 @@ static const char usage[] =
     "  --save DIR                    also write each output as DIR/NAME.npy\n"
     "  --limit N                     print at most N values per output (default 64, 0 = all)\n"
     "\n"
+    "script options (build, graph, run):\n"
+    "  -D NAME=VALUE                 a build-time option the script reads with kiln.option(NAME,\n"
+    "                                default), e.g. -D checkpoint=ckpt -D max_context=4096; an\n"
+    "                                option the script never reads is an error\n"
+    "\n"
     "model scripts (build, graph, run) run in a sandbox: no io, os, debug, C modules or binary\n"
     "chunks; require and kiln.load only below the script's directory (docs/lua-api.md):\n"
     "  --unsafe-lua                  the full Lua standard library and no limits (trusted scripts)\n"
@@ -74,6 +79,8 @@ typedef struct {
   const char *cmd, *script, *outdir, *name, *dump_after, *save, *entry, *state_in, *state_out;
   const char *inputs[64];
   int ninputs;
+  const char *defines[64];      /* -D NAME=VALUE */
+  int ndefines;
   unsigned targets;
   bool embed, dot, fp16, no_fuse;
   const char *min_os;
@@ -121,7 +128,7 @@ static const struct {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
-    {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
+    {"-D", "bgr"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -164,7 +171,10 @@ static Args parse_args(int argc, char **argv) {
     else if (strcmp(s, "--state-in") == 0) a.state_in = need_value(argc, argv, &i);
     else if (strcmp(s, "--state-out") == 0) a.state_out = need_value(argc, argv, &i);
     else if (strcmp(s, "--limit") == 0) a.limit = parse_limit(need_value(argc, argv, &i));
-    else if (strcmp(s, "--unsafe-lua") == 0) a.sandbox.unsafe = true;
+    else if (strcmp(s, "-D") == 0 || (strncmp(s, "-D", 2) == 0 && s[2])) {
+      if (a.ndefines == 64) kiln_error("too many -D options");
+      a.defines[a.ndefines++] = s[2] ? s + 2 : need_value(argc, argv, &i);
+    } else if (strcmp(s, "--unsafe-lua") == 0) a.sandbox.unsafe = true;
     else if (strcmp(s, "--lua-max-instructions") == 0)
       a.sandbox.max_instructions = parse_count(s, need_value(argc, argv, &i), INT64_MAX / 2);
     else if (strcmp(s, "--lua-max-memory") == 0)
@@ -189,7 +199,8 @@ static Args parse_args(int argc, char **argv) {
 static Program *trace(const Args *a) {
   if (!a->script) kiln_error("%s: no model script given (see kiln --help)", a->cmd);
   kiln_progress("tracing", 0, 0);
-  FrontendOptions fo = {.script = a->script, .model = a->name, .sandbox = a->sandbox};
+  FrontendOptions fo = {.script = a->script, .model = a->name, .sandbox = a->sandbox, .defines = a->defines,
+                        .ndefines = a->ndefines};
   Program *p = frontend_trace(&fo);
   for (int e = 0; e < p->nentries; e++) p->entries[e]->no_fuse = a->no_fuse;
   return p;

@@ -109,4 +109,10 @@ bool sandbox_inside(const char *root, const char *path, const char **why);
 /* The one-line message when the memory cap refused the script memory, else NULL. */
 const char *sandbox_memory_message(lua_State *L);
 
+/* kiln.option and kiln.json (lua_config.c), registered into the kiln table at the top of
+ * the stack: defines are the command line's -D NAME=VALUE strings. fe_check_config,
+ * after the script ran: every -D was asked for (a user error otherwise). */
+void fe_register_config(lua_State *L, const char *const *defines, int ndefines, const char *script_dir);
+void fe_check_config(lua_State *L, const char *script_file);
+
 #endif

@@ -812,7 +812,7 @@ static void load_nn(lua_State *L) {
 }
 
 /* Creates the tensor metatable, the kiln table (global + require "kiln") and kiln.nn. */
-static void open_kiln(lua_State *L) {
+static void open_kiln(lua_State *L, const FrontendOptions *o, const char *script_dir) {
   luaL_newmetatable(L, "kiln.Scope");
   lua_pushcfunction(L, l_scope_close);
   lua_setfield(L, -2, "__close");
@@ -821,6 +821,7 @@ static void open_kiln(lua_State *L) {
   lua_newtable(L);                               /* kiln */
   luaL_setfuncs(L, leaf_fns, 0);
   fe_register_entries(L);
+  fe_register_config(L, o->defines, o->ndefines, script_dir);
   fe_register_ops(L);
   luaL_newmetatable(L, FE_TENSOR_MT);
   fe_register_tensor_mt(L);
@@ -1048,7 +1049,7 @@ Program *frontend_trace(const FrontendOptions *o) {
   so.root = fe->script_dir;
   lua_State *L = sandbox_open(&so);
   *(Frontend **)lua_getextraspace(L) = fe;
-  open_kiln(L);
+  open_kiln(L, o, fe->script_dir);
 
   lua_pushcfunction(L, msgh);
   const char *body = text;
@@ -1072,6 +1073,7 @@ Program *frontend_trace(const FrontendOptions *o) {
     lua_close(L);
     kiln_error_at(fe->err_loc, "%s", fe->err_msg);
   }
+  fe_check_config(L, fe->script_file);
   lua_close(L);
   check_finished(fe);
   Program *p = fe->fp.prog;
