@@ -106,6 +106,9 @@ lua_State *sandbox_open(const SandboxOptions *o);
 bool sandbox_active(lua_State *L);
 /* Whether path resolves (symlinks, ..) inside root; else false and *why a message. */
 bool sandbox_inside(const char *root, const char *path, const char **why);
+/* Makes a resolved path (a file, or a directory and everything below it) readable by
+ * kiln.load and kiln.json: the user named it on the command line (kiln.path). */
+void sandbox_allow(const char *real_path);
 /* The one-line message when the memory cap refused the script memory, else NULL. */
 const char *sandbox_memory_message(lua_State *L);
 

@@ -4,15 +4,20 @@
  * with kiln.option) and JSON files next to it (kiln.json: a Hugging Face config.json,
  * a sharded checkpoint's model.safetensors.index.json).
  *
+ * kiln.path is kiln.option for a file or directory: the user's path, resolved where
+ * they typed it and made readable through the sandbox (they named it themselves).
+ *
  * An option the command line gives but the script never asks for is an error after the
  * script ran (a misspelt -D would otherwise be silently ignored); so is an option the
  * script requires (no default) that the command line does not give.
  */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "frontend.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
   const char *name, *value;     /* -D name=value */
@@ -85,6 +90,33 @@ static int l_option(lua_State *L) {
   return 1;
 }
 
+/* kiln.path(name [, default]) -> a file or directory the user names with -D name=PATH:
+ * resolved against the directory kiln runs in (where the user typed it) to an absolute
+ * path, which kiln.load and kiln.json may then read even outside the script's
+ * directory. The default, used without -D, is relative to the script like any path. */
+static int l_path(lua_State *L) {
+  Config *c = config_of(L);
+  const char *name = luaL_checkstring(L, 1);
+  if (!fe_is_c_identifier(name)) return fe_error(L, "kiln.path: option names are identifiers, not '%s'", esc_message(name));
+  if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TSTRING)
+    return fe_error(L, "kiln.path: the default of %s must be a string, got %s", name, luaL_typename(L, 2));
+  for (int i = c->n - 1; i >= 0; i--) {
+    if (strcmp(c->d[i].name, name) != 0) continue;
+    for (int k = 0; k < c->n; k++)
+      if (strcmp(c->d[k].name, name) == 0) c->d[k].asked = true;
+    char *r = realpath(c->d[i].value, NULL);
+    if (!r) return fe_error(L, "-D %s=%s: %s", name, esc_message(c->d[i].value), strerror(errno));
+    const char *abs = kiln_strdup(r);
+    free(r);
+    sandbox_allow(abs);
+    lua_pushstring(L, abs);
+    return 1;
+  }
+  if (lua_isnoneornil(L, 2)) return fe_error(L, "option %s is required: give it with -D %s=PATH", name, name);
+  lua_pushvalue(L, 2);
+  return 1;
+}
+
 /* A parsed JSON value as a Lua value: objects as tables, arrays as sequences, null as
  * kiln.null (a sentinel, so that a null field is not mistaken for an absent one). */
 static void push_json(lua_State *L, const JVal *v) {
@@ -137,6 +169,20 @@ static int l_json(lua_State *L) {
   return 1;
 }
 
+/* kiln.exists(path) -> whether the file or directory exists (relative to the script's
+ * directory; within the sandbox's bounds): a script choosing between a sharded and a
+ * single-file checkpoint. */
+static int l_exists(lua_State *L) {
+  Config *c = config_of(L);
+  const char *path = luaL_checkstring(L, 1);
+  const char *full = path[0] == '/' || !c->script_dir[0] ? path : kiln_fmt("%s/%s", c->script_dir, path);
+  const char *why;
+  if (sandbox_active(L) && !sandbox_inside(c->script_dir, full, &why)) return fe_error(L, "kiln.exists: %s", why);
+  struct stat st;
+  lua_pushboolean(L, stat(full, &st) == 0);
+  return 1;
+}
+
 /* Contract in frontend.h. */
 void fe_register_config(lua_State *L, const char *const *defines, int ndefines, const char *script_dir) {
   Config *c = kiln_alloc(sizeof *c);                /* outlives the Lua state: fe_check_config */
@@ -153,7 +199,7 @@ void fe_register_config(lua_State *L, const char *const *defines, int ndefines, 
   lua_setfield(L, LUA_REGISTRYINDEX, "kiln.config");
   lua_pushlightuserdata(L, c);
   lua_pushvalue(L, -2);                             /* the kiln table: kiln.null for push_json */
-  luaL_setfuncs(L, (const luaL_Reg[]){{"option", l_option}, {"json", l_json}, {NULL, NULL}}, 2);
+  luaL_setfuncs(L, (const luaL_Reg[]){{"option", l_option}, {"path", l_path}, {"json", l_json}, {"exists", l_exists}, {NULL, NULL}}, 2);
 }
 
 /* Contract in frontend.h. */

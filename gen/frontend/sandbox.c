@@ -100,15 +100,34 @@ static char *real(const char *p) {
   return s;
 }
 
+/* Paths the user named on the command line (kiln.path's -D values): readable too. */
+static const char **allowed;
+static int nallowed;
+
+/* Contract in frontend.h. */
+void sandbox_allow(const char *real_path) {
+  allowed = realloc(allowed, sizeof *allowed * (size_t)(nallowed + 1));
+  if (!allowed) die("out of memory");
+  allowed[nallowed++] = kiln_strdup(real_path);
+}
+
+/* Whether the resolved path p is r or lies below it. */
+static bool below(const char *p, const char *r) {
+  size_t n = strlen(r);
+  return strcmp(r, "/") == 0 || (strncmp(p, r, n) == 0 && (p[n] == '/' || p[n] == 0));
+}
+
 /* Contract: true when path, once symbolic links and `..` are resolved, lies inside
- * the directory root (or is root), or when it does not exist (the reader then reports
- * that it cannot open it); false with *why set otherwise. */
+ * the directory root (or is root) or below a path the user allowed (sandbox_allow),
+ * or when it does not exist (the reader then reports that it cannot open it); false
+ * with *why set otherwise. */
 bool sandbox_inside(const char *root, const char *path, const char **why) {
   char *r = real(root[0] ? root : "."), *p = real(path);
   if (!p) return true;
   if (!r) die("sandbox: the script's directory %s does not resolve", root);
-  size_t n = strlen(r);
-  if (strcmp(r, "/") == 0 || (strncmp(p, r, n) == 0 && (p[n] == '/' || p[n] == 0))) return true;
+  if (below(p, r)) return true;
+  for (int i = 0; i < nallowed; i++)
+    if (below(p, allowed[i])) return true;
   *why = kiln_fmt("%s is outside the script's directory; the sandbox reads only files below it "
                   "(--unsafe-lua lifts this)", path);
   return false;

@@ -21,7 +21,8 @@ the stateless fixed-length TinyStories, uses the stories twin.
 A models/*.lua with state or entry points (models/stories.lua) has no single forward to
 run on random inputs: here its weights are checked (names against the twin, values
 against the file); its outputs against PyTorch are t_state's (state/stories/*), which a
-NOTE line says.
+NOTE line says. models/llm.lua (a family script over any checkpoint) is checked by t_llm
+against its own PyTorch implementation; here it is only built.
 
 usage: /usr/bin/python3 tests/py/run_models.py WORKDIR [SUBSTRING...]
 """
@@ -485,9 +486,16 @@ def run_repo_model(work, path):
         versus_torch(name, path, d, meta, sets, c_res, i_res)
 
 
+# Models whose PyTorch reference lives with their own suite: the suite that checks them.
+CHECKED_BY = {"llm": "t_llm (llm/*: every family on seeded checkpoints against tests/llm/torch_llm.py)"}
+
+
 def stateful_repo_model(name, path, out, meta):
     """A models/*.lua with entries: its weights here, its outputs in t_state (see the top)."""
     tag = "models/repo/%s" % name
+    if name in CHECKED_BY:
+        print("NOTE %s: built here; its outputs against PyTorch are %s" % (tag, CHECKED_BY[name]), flush=True)
+        return
     if name not in peers.TORCH:
         return kt.report(False, tag + "/torch", "models/%s.lua has no PyTorch twin in bench/peers.py" % name)
     probs = check_names(name, meta)

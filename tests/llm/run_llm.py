@@ -1,0 +1,205 @@
+"""run_llm.py -- t_llm: models/llm.lua (Llama 2/3.x, Qwen2, Qwen3 from a Hugging Face
+checkpoint directory) against tests/llm/torch_llm.py, an independent float64 PyTorch
+implementation of those architectures.
+
+For each family a small seeded checkpoint is written here as Hugging Face publishes them
+(config.json; model.safetensors, or two shards and model.safetensors.index.json):
+  llm/<case>/c        the generated C (-O1, ASan+UBSan): a prefill of 8 tokens at position
+                      0, then 8 decodes at positions 8..15, the state carried between calls:
+                      all 16 logits rows equal the reference's full causal forward within
+                      1e-4 of the largest |logit| (docs/testing.md: whole-model tolerance)
+  llm/<case>/interp   the reference interpreter on the same prefill and first decode: equal
+                      to the C within the same tolerance
+Cases: llama2 (tied head, GQA 4:2), llama3 (rope_scaling "llama3", theta 5e5, untied,
+sharded, GQA 4:1), qwen2 (q/k/v bias, 3 heads), qwen3 (q/k RMSNorm, head_dim 24 with
+hidden 64). And errors, one line naming the file and field: an unsupported hidden_act, an
+unsupported rope_scaling type, a missing required field, a shard the index names but the
+directory lacks.
+
+usage: /usr/bin/python3 tests/llm/run_llm.py WORKDIR
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "py"))
+import kt  # noqa: E402
+import torch_llm  # noqa: E402
+
+S = "llm"
+SCRIPT = os.path.join(kt.ROOT, "models", "llm.lua")
+SAN = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+CTX, PREFILL, NDEC = 24, 8, 8
+TOL = 1e-4
+
+CASES = {
+    "llama2": dict(model_type="llama", hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=2, vocab_size=128, rms_norm_eps=1e-5,
+                   rope_theta=10000.0, tie_word_embeddings=True, max_position_embeddings=4096,
+                   hidden_act="silu", torch_dtype="float32"),
+    "llama3": dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                   num_attention_heads=4, num_key_value_heads=1, vocab_size=160, rms_norm_eps=1e-5,
+                   rope_theta=500000.0, tie_word_embeddings=False, max_position_embeddings=131072,
+                   rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                     original_max_position_embeddings=16)),
+    "qwen2": dict(model_type="qwen2", hidden_size=48, intermediate_size=80, num_hidden_layers=2,
+                  num_attention_heads=3, num_key_value_heads=1, vocab_size=100, rms_norm_eps=1e-6,
+                  rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False),
+    "qwen3": dict(model_type="qwen3", hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=24, vocab_size=120, rms_norm_eps=1e-6,
+                  rope_theta=1000000.0, tie_word_embeddings=False),
+}
+
+
+def checkpoint(cfg, seed):
+    """{name: f32 array} of a seeded checkpoint for cfg, under Hugging Face's names."""
+    rng = np.random.default_rng(seed)
+    D, H, V, F = cfg["hidden_size"], cfg["num_attention_heads"], cfg["vocab_size"], cfg["intermediate_size"]
+    KV = cfg.get("num_key_value_heads", H)
+    HD = cfg.get("head_dim", D // H)
+    bias = cfg["model_type"] == "qwen2"
+
+    def mat(o, i):
+        return (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
+
+    def norm(n):
+        return (1 + 0.1 * rng.standard_normal(n)).astype(np.float32)
+    W = {"model.embed_tokens.weight": rng.standard_normal((V, D)).astype(np.float32), "model.norm.weight": norm(D)}
+    if not cfg.get("tie_word_embeddings", False):
+        W["lm_head.weight"] = mat(V, D)
+    for l in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        W[p + "input_layernorm.weight"] = norm(D)
+        W[p + "post_attention_layernorm.weight"] = norm(D)
+        for n, o in [("q", H * HD), ("k", KV * HD), ("v", KV * HD)]:
+            W[p + "self_attn.%s_proj.weight" % n] = mat(o, D)
+            if bias:
+                W[p + "self_attn.%s_proj.bias" % n] = (0.1 * rng.standard_normal(o)).astype(np.float32)
+        W[p + "self_attn.o_proj.weight"] = mat(D, H * HD)
+        if cfg["model_type"] == "qwen3":
+            W[p + "self_attn.q_norm.weight"] = norm(HD)
+            W[p + "self_attn.k_norm.weight"] = norm(HD)
+        W[p + "mlp.gate_proj.weight"] = mat(F, D)
+        W[p + "mlp.up_proj.weight"] = mat(F, D)
+        W[p + "mlp.down_proj.weight"] = mat(D, F)
+    return W
+
+
+def write_checkpoint(d, cfg, W, shards=1):
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    names = sorted(W)
+    if shards == 1:
+        kt.write_safetensors(os.path.join(d, "model.safetensors"), {n: W[n] for n in names})
+        return
+    weight_map = {}
+    for s in range(shards):
+        file = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
+        part = names[s::shards]
+        kt.write_safetensors(os.path.join(d, file), {n: W[n] for n in part})
+        weight_map.update({n: file for n in part})
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
+
+
+def close(got, ref):
+    err = float(np.abs(got.astype(np.float64) - ref).max())
+    bound = TOL * float(np.abs(ref).max())
+    return err <= bound, "max |difference| %.2e, bound %.2e" % (err, bound)
+
+
+def run_case(work, name, cfg):
+    ck = os.path.join(work, "ckpt_" + name)
+    W = checkpoint(cfg, seed=len(name))
+    write_checkpoint(ck, cfg, W, shards=2 if name == "llama3" else 1)
+    out = os.path.join(work, "out_" + name)
+    rc, so, se = kt.run([kt.KILN, "build", SCRIPT, "-o", out, "--name", "llm", "-D", "checkpoint=" + ck,
+                         "-D", "max_context=%d" % CTX, "-D", "prefill=%d" % PREFILL])
+    if rc != 0:
+        return kt.report(False, "%s/%s/c" % (S, name), "build: " + kt.why(rc, se, so))
+    meta = kt.load_meta(out, "llm")
+    tokens = np.random.default_rng(99).integers(0, cfg["vocab_size"], PREFILL + NDEC).astype(np.int32)
+    ref = torch_llm.forward(cfg, W, tokens.tolist())
+    ents = {e: kt.entry_of(meta, e) for e in ("prefill", "decode")}
+    for e, rec in ents.items():
+        ok, why = kt.compile_driver(out, "llm", meta, flags=SAN, exe="run_" + e, entry=rec)
+        if not ok:
+            return kt.report(False, "%s/%s/c" % (S, name), why)
+    st, why, res, state = kt.run_entry(out, "llm", ents["prefill"], [tokens[:PREFILL], np.int32(0)], exe="run_prefill")
+    if st != "ok":
+        return kt.report(False, "%s/%s/c" % (S, name), why)
+    rows, first_state = [res[0]], state
+    for i in range(NDEC):
+        pos = PREFILL + i
+        st, why, res, state = kt.run_entry(out, "llm", ents["decode"], [tokens[pos:pos + 1], np.int32(pos)], state_in=state,
+                                           exe="run_decode")
+        if st != "ok":
+            return kt.report(False, "%s/%s/c" % (S, name), why)
+        rows.append(res[0])
+    c = np.concatenate(rows)
+    ok, detail = close(c, ref)
+    kt.report(ok, "%s/%s/c" % (S, name), detail)
+
+    # The interpreter, with the build's -D options (kt.kiln_run_entry passes none).
+    sd = os.path.join(work, "interp_" + name)
+    got = []
+    state_path = None
+    for e, toks, pos in [("prefill", tokens[:PREFILL], 0), ("decode", tokens[PREFILL:PREFILL + 1], PREFILL)]:
+        d = os.path.join(sd, e)
+        os.makedirs(d, exist_ok=True)
+        np.save(os.path.join(d, "t.npy"), toks)
+        np.save(os.path.join(d, "p.npy"), np.int32(pos))
+        tname = "tokens" if e == "prefill" else "token"
+        args = [kt.KILN, "run", SCRIPT, "--entry", e, "-D", "checkpoint=" + ck, "-D", "max_context=%d" % CTX,
+                "-D", "prefill=%d" % PREFILL, "--input", "%s=%s" % (tname, os.path.join(d, "t.npy")),
+                "--input", "pos=" + os.path.join(d, "p.npy"), "--state-out", os.path.join(d, "state.bin"),
+                "--save", d, "--limit", "1"]
+        if state_path:
+            args += ["--state-in", state_path]
+        rc, so, se = kt.run(args)
+        if rc != 0:
+            return kt.report(False, "%s/%s/interp" % (S, name), kt.why(rc, se, so))
+        state_path = os.path.join(d, "state.bin")
+        got.append(np.load(os.path.join(d, "logits.npy")))
+    ok, detail = close(np.concatenate(got), c[:PREFILL + 1].astype(np.float64))
+    kt.report(ok, "%s/%s/interp" % (S, name), detail + " (against the C)")
+
+
+def check_errors(work):
+    base = dict(CASES["llama2"])
+    W = checkpoint(base, seed=1)
+    cases = [
+        ("hidden_act", dict(base, hidden_act="gelu"), None,
+         ': hidden_act "gelu" (silu) is not supported by llm.lua'),
+        ("rope_scaling", dict(base, rope_scaling=dict(rope_type="yarn", factor=4.0)), None,
+         ': rope_scaling type "yarn" (llama3, or none) is not supported by llm.lua'),
+        ("missing_field", {k: v for k, v in base.items() if k != "rms_norm_eps"}, None,
+         ": field rms_norm_eps is missing"),
+        ("missing_shard", base, "drop", "model-00002-of-00002.safetensors: cannot open: No such file or directory"),
+    ]
+    for tag, cfg, how, want in cases:
+        d = os.path.join(work, "err_" + tag)
+        write_checkpoint(d, cfg, W, shards=2 if how == "drop" else 1)
+        if how == "drop":
+            os.remove(os.path.join(d, "model-00002-of-00002.safetensors"))
+        rc, so, se = kt.run([kt.KILN, "build", SCRIPT, "-o", os.path.join(work, "never_" + tag), "-D", "checkpoint=" + d])
+        lines = se.strip().splitlines()
+        ok = (rc == 1 and len(lines) == 1 and lines[0].startswith("llm.lua:") and want in lines[0] and
+              not os.path.exists(os.path.join(work, "never_" + tag)))
+        kt.report(ok, "%s/error/%s" % (S, tag), se.strip()[:300])
+
+
+def main():
+    work = sys.argv[1]
+    kt.pmap(lambda kv: run_case(work, *kv), list(CASES.items()), jobs=2)
+    check_errors(work)
+
+
+if __name__ == "__main__":
+    main()
