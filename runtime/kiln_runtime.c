@@ -98,6 +98,19 @@ static kiln_status check_header(kiln_weights *w, const char *where, const unsign
   return KILN_OK;
 }
 
+/* The bytes after the header (have) must be exactly the payload the header declares:
+ * fewer is a truncated file ("file" or "blob" in the message), more a file of another
+ * length, which is not this file either. */
+static kiln_status check_length(kiln_weights *w, const char *where, const char *what, uint64_t have, uint64_t size) {
+  if (have < size)
+    return fail(w, KILN_ERR_TRUNCATED, where, "header promises %llu payload bytes, the %s has %llu", (unsigned long long)size,
+                what, (unsigned long long)have);
+  if (have > size)
+    return fail(w, KILN_ERR_HEADER, where, "%llu bytes after the %llu-byte payload", (unsigned long long)(have - size),
+                (unsigned long long)size);
+  return KILN_OK;
+}
+
 /* The payload is in place: checks it against the header, then against the model. */
 static kiln_status check_payload(kiln_weights *w, const char *where, const unsigned char *h, const void *payload,
                                  uint64_t size, uint64_t expect_size, uint64_t expect_checksum) {
@@ -156,12 +169,7 @@ kiln_status kiln_weights_load(kiln_weights *w, const char *path, uint64_t expect
   else if (total < HEADER_SIZE) st = fail(w, KILN_ERR_TRUNCATED, path, "%ld bytes, shorter than the %d-byte header", total, HEADER_SIZE);
   else if (fread(h, 1, HEADER_SIZE, f) != HEADER_SIZE) st = fail(w, KILN_ERR_READ, path, "cannot read the header");
   else st = check_header(w, path, h, &size);
-  if (st == KILN_OK && (uint64_t)(total - HEADER_SIZE) < size)
-    st = fail(w, KILN_ERR_TRUNCATED, path, "header promises %llu payload bytes, the file has %ld", (unsigned long long)size,
-              total - HEADER_SIZE);
-  else if (st == KILN_OK && (uint64_t)(total - HEADER_SIZE) > size)
-    st = fail(w, KILN_ERR_HEADER, path, "%llu bytes after the %llu-byte payload", (unsigned long long)((uint64_t)(total - HEADER_SIZE) - size),
-              (unsigned long long)size);
+  if (st == KILN_OK) st = check_length(w, path, "file", (uint64_t)(total - HEADER_SIZE), size);
   void *mem = NULL;
   if (st == KILN_OK && !(mem = kiln_arena_alloc((size_t)size)))
     st = fail(w, KILN_ERR_NOMEM, path, "%llu bytes", (unsigned long long)size);
@@ -191,12 +199,8 @@ kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t b
   uint64_t size = 0;
   kiln_status st = check_header(w, where, h, &size);
   if (st != KILN_OK) return st;
-  if (blob_size - HEADER_SIZE < size)
-    return fail(w, KILN_ERR_TRUNCATED, where, "header promises %llu payload bytes, the blob has %zu", (unsigned long long)size,
-                blob_size - HEADER_SIZE);
-  if (blob_size - HEADER_SIZE > size)   /* as for a file: a blob of another length is not this file */
-    return fail(w, KILN_ERR_HEADER, where, "%llu bytes after the %llu-byte payload",
-                (unsigned long long)(blob_size - HEADER_SIZE - size), (unsigned long long)size);
+  st = check_length(w, where, "blob", blob_size - HEADER_SIZE, size);   /* as for a file */
+  if (st != KILN_OK) return st;
   return check_payload(w, where, h, h + HEADER_SIZE, size, expect_size, expect_checksum);
 }
 
@@ -252,12 +256,7 @@ kiln_status kiln_weights_map(kiln_weights *w, const char *path, uint64_t expect_
   if (base == MAP_FAILED) return fail(w, KILN_ERR_NOMEM, path, "mmap: %s", strerror(errno));
   const unsigned char *h = base;
   kiln_status s = check_header(w, path, h, &size);
-  if (s == KILN_OK && total - HEADER_SIZE < size)
-    s = fail(w, KILN_ERR_TRUNCATED, path, "header promises %llu payload bytes, the file has %llu", (unsigned long long)size,
-             (unsigned long long)(total - HEADER_SIZE));
-  else if (s == KILN_OK && total - HEADER_SIZE > size)
-    s = fail(w, KILN_ERR_HEADER, path, "%llu bytes after the %llu-byte payload", (unsigned long long)(total - HEADER_SIZE - size),
-             (unsigned long long)size);
+  if (s == KILN_OK) s = check_length(w, path, "file", total - HEADER_SIZE, size);
   if (s == KILN_OK)
     s = (flags & KILN_MAP_VERIFY) ? check_payload(w, path, h, h + HEADER_SIZE, size, expect_size, expect_checksum)
                                   : check_declared(w, path, h, h + HEADER_SIZE, size, expect_size, expect_checksum);

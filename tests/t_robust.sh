@@ -160,64 +160,39 @@ else
 fi
 cd "$ROOT" || exit 2
 
-# ---- fuzz corpora: safetensors ----
-if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/st_replay" tests/robust/fuzz_safetensors.c gen/frontend/json.c \
-      gen/frontend/safetensors.c gen/util.c gen/ops.c gen/escape.c 2> "$WORK/out"; then
-  if out=$("$WORK/st_replay" tests/robust/st/* 2>&1); then echo "PASS $S/st-replay: $out"
-  else echo "FAIL $S/st-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
-else
-  echo "FAIL $S/st-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
-fi
-for f in tests/robust/st/*; do
-  n=$(basename "$f")
-  cp "$f" "$WORK/st.safetensors"
-  printf 'kiln.load("st.safetensors")\nkiln.output("y", kiln.input("x", {1}))\n' > "$WORK/st_load.lua"
-  "$KILN" graph "$WORK/st_load.lua" > /dev/null 2> "$WORK/stderr"
-  rc=$?
-  if [ $rc -eq 0 ] || { [ $rc -eq 1 ] && [ "$(wc -l < "$WORK/stderr")" -eq 1 ] &&
-       grep -q '^st_load.lua:1: error: .*st.safetensors: ' "$WORK/stderr"; }; then
-    echo "PASS $S/st-load/$n"
+# ---- fuzz corpora, replayed ----
+# replay NAME DIR HARNESS SOURCES...: the harness, built without libFuzzer under ASan/UBSan,
+# runs every file of tests/robust/DIR; any finding aborts it.
+replay() {
+  name=$1 dir=$2
+  shift 2
+  if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -Iruntime -o "$WORK/${name}_replay" "$@" 2> "$WORK/out"; then
+    if out=$("$WORK/${name}_replay" tests/robust/"$dir"/* 2>&1); then echo "PASS $S/$name-replay: $out"
+    else echo "FAIL $S/$name-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
   else
-    echo "FAIL $S/st-load/$n: exit $rc: $(head -c 300 "$WORK/stderr")"
+    echo "FAIL $S/$name-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
   fi
-done
-
-# ---- fuzz corpora: GGUF ----
-if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/gguf_replay" tests/robust/fuzz_gguf.c \
-      gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c 2> "$WORK/out"; then
-  if out=$("$WORK/gguf_replay" tests/robust/gguf/* 2>&1); then echo "PASS $S/gguf-replay: $out"
-  else echo "FAIL $S/gguf-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
-else
-  echo "FAIL $S/gguf-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
-fi
-for f in tests/robust/gguf/*; do
-  n=$(basename "$f")
-  cp "$f" "$WORK/w.gguf"
-  printf 'kiln.load("w.gguf")\nkiln.output("y", kiln.input("x", {1}))\n' > "$WORK/gguf_load.lua"
-  "$KILN" graph "$WORK/gguf_load.lua" > /dev/null 2> "$WORK/stderr"
-  rc=$?
-  if [ $rc -eq 0 ] || { [ $rc -eq 1 ] && [ "$(wc -l < "$WORK/stderr")" -eq 1 ] &&
-       grep -q '^gguf_load.lua:1: error: .*w.gguf: ' "$WORK/stderr"; }; then
-    echo "PASS $S/gguf-load/$n"
-  else
-    echo "FAIL $S/gguf-load/$n: exit $rc: $(head -c 300 "$WORK/stderr")"
-  fi
-done
-
-# ---- fuzz corpora: .npy inputs ----
-if cc -std=c11 $SAN -D_POSIX_C_SOURCE=200809L -DKILN_FUZZ_MAIN -Igen -o "$WORK/npy_replay" tests/robust/fuzz_npy.c \
-      gen/npy.c gen/util.c gen/ops.c gen/escape.c 2> "$WORK/out"; then
-  if out=$("$WORK/npy_replay" tests/robust/npy/* 2>&1); then echo "PASS $S/npy-replay: $out"
-  else echo "FAIL $S/npy-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
-else
-  echo "FAIL $S/npy-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
-fi
-
-# ---- fuzz corpora: weights files ----
-if cc -std=c11 $SAN -DKILN_FUZZ_MAIN -Iruntime -o "$WORK/wt_replay" tests/robust/fuzz_weights.c runtime/kiln_runtime.c \
-      2> "$WORK/out"; then
-  if out=$("$WORK/wt_replay" tests/robust/wt/* 2>&1); then echo "PASS $S/wt-replay: $out"
-  else echo "FAIL $S/wt-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
-else
-  echo "FAIL $S/wt-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
-fi
+}
+# load_each NAME DIR FILE: each file of tests/robust/DIR, copied to FILE, through kiln.load:
+# it loads, or gets one error line naming the script's line and the file.
+load_each() {
+  name=$1 dir=$2 file=$3
+  for f in tests/robust/"$dir"/*; do
+    cp "$f" "$WORK/$file"
+    printf 'kiln.load("%s")\nkiln.output("y", kiln.input("x", {1}))\n' "$file" > "$WORK/${name}_load.lua"
+    "$KILN" graph "$WORK/${name}_load.lua" > /dev/null 2> "$WORK/stderr"
+    rc=$?
+    if [ $rc -eq 0 ] || { [ $rc -eq 1 ] && [ "$(wc -l < "$WORK/stderr")" -eq 1 ] &&
+         grep -q "^${name}_load.lua:1: error: .*$file: " "$WORK/stderr"; }; then
+      echo "PASS $S/$name-load/$(basename "$f")"
+    else
+      echo "FAIL $S/$name-load/$(basename "$f"): exit $rc: $(head -c 300 "$WORK/stderr")"
+    fi
+  done
+}
+replay st st tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/frontend/json.c gen/util.c gen/ops.c gen/escape.c
+load_each st st st.safetensors
+replay gguf gguf tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c
+load_each gguf gguf w.gguf
+replay npy npy tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c
+replay wt wt tests/robust/fuzz_weights.c runtime/kiln_runtime.c

@@ -39,6 +39,18 @@ static Config *registered(lua_State *L) {
   return c;
 }
 
+/* The value of the last -D name (as with cc, the last one wins), every -D of that name
+ * marked as asked for; NULL when the command line does not give it. */
+static const char *find_define(Config *c, const char *name) {
+  const char *v = NULL;
+  for (int i = 0; i < c->n; i++)
+    if (strcmp(c->d[i].name, name) == 0) {
+      c->d[i].asked = true;
+      v = c->d[i].value;
+    }
+  return v;
+}
+
 /* The value of -D name as the type of the default at index 3 (or a string when there
  * is no default): a number must parse whole, a boolean is true/false/1/0. */
 static void push_typed(lua_State *L, const char *name, const char *value) {
@@ -77,11 +89,9 @@ static int l_option(lua_State *L) {
     return fe_error(L, "kiln.option: the default of %s must be a number, boolean or string, got %s", name, luaL_typename(L, 2));
   lua_settop(L, 2);
   lua_pushvalue(L, 2);                   /* index 3: the default, whose type the value takes */
-  for (int i = c->n - 1; i >= 0; i--) {   /* the last -D of a name wins, as with cc */
-    if (strcmp(c->d[i].name, name) != 0) continue;
-    for (int k = 0; k < c->n; k++)
-      if (strcmp(c->d[k].name, name) == 0) c->d[k].asked = true;
-    push_typed(L, name, c->d[i].value);
+  const char *v = find_define(c, name);
+  if (v) {
+    push_typed(L, name, v);
     return 1;
   }
   if (t == LUA_TNONE || t == LUA_TNIL)
@@ -100,12 +110,10 @@ static int l_path(lua_State *L) {
   if (!fe_is_c_identifier(name)) return fe_error(L, "kiln.path: option names are identifiers, not '%s'", esc_message(name));
   if (!lua_isnoneornil(L, 2) && lua_type(L, 2) != LUA_TSTRING)
     return fe_error(L, "kiln.path: the default of %s must be a string, got %s", name, luaL_typename(L, 2));
-  for (int i = c->n - 1; i >= 0; i--) {
-    if (strcmp(c->d[i].name, name) != 0) continue;
-    for (int k = 0; k < c->n; k++)
-      if (strcmp(c->d[k].name, name) == 0) c->d[k].asked = true;
-    char *r = realpath(c->d[i].value, NULL);
-    if (!r) return fe_error(L, "-D %s=%s: %s", name, esc_message(c->d[i].value), strerror(errno));
+  const char *v = find_define(c, name);
+  if (v) {
+    char *r = realpath(v, NULL);
+    if (!r) return fe_error(L, "-D %s=%s: %s", name, esc_message(v), strerror(errno));
     const char *abs = kiln_strdup(r);
     free(r);
     sandbox_allow(abs);
@@ -150,14 +158,20 @@ static void push_json(lua_State *L, const JVal *v) {
   }
 }
 
-/* kiln.json(path) -> the file's JSON value; path relative to the script's directory,
- * read within the sandbox's bounds like kiln.load. */
-static int l_json(lua_State *L) {
-  Config *c = config_of(L);
+/* The path argument 1 of fn resolved against the script's directory, checked against
+ * the sandbox's bounds (a Lua error naming fn otherwise). */
+static const char *readable_path(lua_State *L, Config *c, const char *fn) {
   const char *path = luaL_checkstring(L, 1);
   const char *full = path[0] == '/' || !c->script_dir[0] ? path : kiln_fmt("%s/%s", c->script_dir, path);
   const char *why;
-  if (sandbox_active(L) && !sandbox_inside(c->script_dir, full, &why)) return fe_error(L, "kiln.json: %s", why);
+  if (sandbox_active(L) && !sandbox_inside(c->script_dir, full, &why)) fe_error(L, "%s: %s", fn, why);
+  return full;
+}
+
+/* kiln.json(path) -> the file's JSON value; path relative to the script's directory,
+ * read within the sandbox's bounds like kiln.load. */
+static int l_json(lua_State *L) {
+  const char *full = readable_path(L, config_of(L), "kiln.json");
   char err[1024];
   size_t size;
   unsigned char *text = kiln_read_bounded(full, (size_t)64 << 20, &size, err, sizeof err);
@@ -173,11 +187,7 @@ static int l_json(lua_State *L) {
  * directory; within the sandbox's bounds): a script choosing between a sharded and a
  * single-file checkpoint. */
 static int l_exists(lua_State *L) {
-  Config *c = config_of(L);
-  const char *path = luaL_checkstring(L, 1);
-  const char *full = path[0] == '/' || !c->script_dir[0] ? path : kiln_fmt("%s/%s", c->script_dir, path);
-  const char *why;
-  if (sandbox_active(L) && !sandbox_inside(c->script_dir, full, &why)) return fe_error(L, "kiln.exists: %s", why);
+  const char *full = readable_path(L, config_of(L), "kiln.exists");
   struct stat st;
   lua_pushboolean(L, stat(full, &st) == 0);
   return 1;
