@@ -811,6 +811,18 @@ static void load_nn(lua_State *L) {
   if (!lua_istable(L, -1)) die("nn.lua did not return a table");
 }
 
+/* Runs gen/frontend/ops.lua (composite ops: kiln functions and tensor methods written
+ * in Lua) with the kiln table (top of the stack) and the tensor methods. */
+static void load_ops(lua_State *L) {
+  size_t len;
+  const char *src = embedded_get("gen/frontend/ops.lua", &len);
+  if (!src) die("gen/frontend/ops.lua is not embedded");
+  if (luaL_loadbufferx(L, src, len, "=[kiln] ops.lua", "t") != LUA_OK) die("ops.lua: %s", lua_tostring(L, -1));
+  lua_pushvalue(L, -2);
+  lua_getfield(L, LUA_REGISTRYINDEX, "kiln.methods");
+  if (lua_pcall(L, 2, 0, 0) != LUA_OK) die("ops.lua: %s", lua_tostring(L, -1));
+}
+
 /* Creates the tensor metatable, the kiln table (global + require "kiln") and kiln.nn. */
 static void open_kiln(lua_State *L, const FrontendOptions *o, const char *script_dir) {
   luaL_newmetatable(L, "kiln.Scope");
@@ -826,6 +838,7 @@ static void open_kiln(lua_State *L, const FrontendOptions *o, const char *script
   luaL_newmetatable(L, FE_TENSOR_MT);
   fe_register_tensor_mt(L);
   lua_pop(L, 1);
+  load_ops(L);
   load_nn(L);                                    /* kiln nn */
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "nn");

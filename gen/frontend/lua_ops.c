@@ -942,6 +942,8 @@ void fe_register_tensor_mt(lua_State *L) {
   lua_setfield(L, -2, "numel");
   lua_pushcfunction(L, l_size);
   lua_setfield(L, -2, "size");
+  lua_pushvalue(L, -1);                              /* ops.lua adds its methods here */
+  lua_setfield(L, LUA_REGISTRYINDEX, "kiln.methods");
   lua_pushcclosure(L, l_tensor_index, 1);
   lua_setfield(L, -2, "__index");
   lua_pushliteral(L, "kiln.Tensor");

@@ -484,6 +484,34 @@ simple("Softmax", function(x, self) return kiln.softmax(x, self.dim) end, functi
   self.dim = check_int(dim or -1, "nn.Softmax: dim", -64)
 end)
 
+-- The activations gen/frontend/ops.lua composes, as modules with torch.nn's arguments.
+local function number_or(v, default, what)
+  if v == nil then return default end
+  if type(v) ~= "number" then fail("%s must be a number, got %s", what, type(v)) end
+  return v
+end
+simple("ReLU6", function(x) return kiln.relu6(x) end)
+simple("Hardswish", function(x) return kiln.hardswish(x) end)
+simple("Hardsigmoid", function(x) return kiln.hardsigmoid(x) end)
+simple("Mish", function(x) return kiln.mish(x) end)
+simple("Hardtanh", function(x, self) return kiln.hardtanh(x, self.min_val, self.max_val) end, function(self, lo, hi)
+  self.min_val = number_or(lo, -1, "nn.Hardtanh: min_val")
+  self.max_val = number_or(hi, 1, "nn.Hardtanh: max_val")
+end)
+simple("LeakyReLU", function(x, self) return kiln.leaky_relu(x, self.negative_slope) end, function(self, slope)
+  self.negative_slope = number_or(slope, 0.01, "nn.LeakyReLU: negative_slope")
+end)
+simple("ELU", function(x, self) return kiln.elu(x, self.alpha) end, function(self, alpha)
+  self.alpha = number_or(alpha, 1, "nn.ELU: alpha")
+end)
+simple("Softplus", function(x, self) return kiln.softplus(x, self.beta, self.threshold) end, function(self, beta, threshold)
+  self.beta = number_or(beta, 1, "nn.Softplus: beta")
+  self.threshold = number_or(threshold, 20, "nn.Softplus: threshold")
+end)
+simple("LogSoftmax", function(x, self) return kiln.log_softmax(x, self.dim) end, function(self, dim)
+  self.dim = check_int(dim or -1, "nn.LogSoftmax: dim", -64)
+end)
+
 -- MaxPool2d(kernel [, {stride, padding}]) / AvgPool2d(kernel [, {stride, padding, count_include_pad}])
 local function pool(name, op, known)
   simple(name, function(x, self) return op(x, self.opts) end, function(self, kernel, opts)

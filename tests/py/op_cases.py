@@ -311,6 +311,14 @@ def mag_abs(x, *_):
     return np.abs(x)
 
 
+def mag_max(x, *_):
+    return float(np.max(np.abs(x), initial=0.0))
+
+
+def mag_abs_sum(x, *_):
+    return np.sum(np.abs(x))
+
+
 UNARY = {  # op: (reference on float64 torch, generator, tolerance)
     "neg": (lambda t: -t, "n", Tol.exact()),
     "abs": (torch.abs, "n", Tol.exact()),
@@ -972,6 +980,70 @@ _bf_special_bits[6] = 0x7fc1                                                    
 add("weight", "bf16_special", "w", [],
     params={"w": (_bf_special_bits.astype(np.uint32) << 16).view(np.float32)},
     files={"w": ("BF16", _bf_special_bits)}, ref=lambda w: w, also=("copy",))
+
+# ---------------------------------------------------------------- composites (gen/frontend/ops.lua)
+# PyTorch functions Kiln writes as compositions of its ops: each case names the op its
+# result comes from last (where, div, mul, add, sub, reduce_sum, matmul, gather, concat,
+# slice), and is checked against torch in float64 like the primitives.
+
+def comp(op, name, expr, ref, g="n", shape=(3, 5), tol=None, also=()):
+    add(op, "composite_" + name, expr, [("x", list(shape), "f32", g)], ref=lambda x: N(ref(T(x))),
+        tol=tol or Tol.ew(mag_abs), also=also)
+
+
+_SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, -3.0, 3.0, 6.5, -1.0, 0.5, 20.5, -20.5]
+comp("where", "clamp", "kiln.clamp(x, -0.5, 0.5)", lambda t: t.clamp(-0.5, 0.5), tol=Tol.exact())
+comp("where", "clamp_nan", "x:clamp(-1, 2)", lambda t: t.clamp(-1, 2), g=_SPECIAL, shape=(12,), tol=Tol.exact())
+comp("where", "clamp_min_only", "kiln.clip(x, 0)", lambda t: t.clamp(min=0), tol=Tol.exact())
+comp("where", "relu6", "kiln.relu6(x * 4)", lambda t: F.relu6(t * 4), tol=Tol.exact(), also=("mul",))
+comp("where", "hardtanh", "kiln.hardtanh(x, -0.25, 0.75)", lambda t: F.hardtanh(t, -0.25, 0.75), tol=Tol.exact())
+comp("div", "hardsigmoid", "kiln.hardsigmoid(x * 4)", lambda t: F.hardsigmoid(t * 4), tol=Tol.ew())
+comp("div", "hardswish", "x:hardswish()", lambda t: F.hardswish(t), g="u:-5:5", tol=Tol.ew(mag_abs))
+comp("where", "leaky_relu", "kiln.leaky_relu(x, 0.2)", lambda t: F.leaky_relu(t, 0.2), tol=Tol.ew())
+comp("where", "leaky_relu_special", "x:leaky_relu()", lambda t: F.leaky_relu(t), g=_SPECIAL, shape=(12,), tol=Tol.ew())
+# elu: exp(x) - 1 near 0 loses what expm1 keeps; the bound is absolute (ulps of 1).
+comp("where", "elu", "kiln.elu(x, 1.5)", lambda t: F.elu(t, 1.5), g="u:-4:4", tol=Tol.ew(lambda x: 1.5 + np.abs(x)))
+comp("where", "softplus", "kiln.softplus(x)", lambda t: F.softplus(t), g="u:-30:30", tol=Tol.ew(lambda x: 1 + np.abs(x)))
+comp("where", "softplus_beta", "kiln.softplus(x, 2, 10)", lambda t: F.softplus(t, 2, 10), g="u:-10:10",
+     tol=Tol.ew(lambda x: 1 + np.abs(x)))
+comp("mul", "mish", "kiln.mish(x)", lambda t: F.mish(t), g="u:-8:8", tol=Tol.ew(lambda x: 1 + np.abs(x)))
+comp("div", "reciprocal", "x:reciprocal()", lambda t: t.reciprocal(), g="nz", tol=Tol.ew())
+comp("where", "sign", "kiln.sign(x)", lambda t: t.sign(), g=_SPECIAL, shape=(12,), tol=Tol.exact())
+comp("add", "logsumexp", "x:logsumexp(1)", lambda t: torch.logsumexp(t, 1), shape=(3, 7), tol=Tol.norm(7, mag_max))
+comp("add", "logsumexp_keep", "kiln.logsumexp(x, -2, true)", lambda t: torch.logsumexp(t, -2, keepdim=True),
+     shape=(4, 3), tol=Tol.norm(4, mag_max))
+comp("sub", "log_softmax", "x:log_softmax(-1)", lambda t: F.log_softmax(t, -1), shape=(2, 9), tol=Tol.norm(9, mag_max))
+comp("sub", "log_softmax_dim0", "kiln.log_softmax(x * 30, 0)", lambda t: F.log_softmax(t * 30, 0), shape=(5, 2),
+     tol=Tol.norm(5, lambda x: 30 * mag_max(x)))
+comp("neg", "amin", "x:amin(1, true)", lambda t: torch.amin(t, 1, keepdim=True), tol=Tol.exact())
+comp("div", "var", "x:var(1)", lambda t: t.var(1), shape=(3, 8), tol=Tol.norm(8, lambda x: np.max(x * x)))
+comp("div", "var_biased_keep", "kiln.var(x, 0, {unbiased = false, keepdim = true})",
+     lambda t: t.var(0, unbiased=False, keepdim=True), shape=(6, 2), tol=Tol.norm(6, lambda x: np.max(x * x)))
+comp("sqrt", "std", "x:std(-1)", lambda t: t.std(-1), shape=(2, 10), tol=Tol.norm(10, lambda x: np.max(np.abs(x))))
+comp("matmul", "cumsum", "x:cumsum(1)", lambda t: t.cumsum(1), shape=(3, 6), tol=Tol.red(6, mag_abs_sum))
+comp("matmul", "cumsum_dim0", "kiln.cumsum(x, 0)", lambda t: t.cumsum(0), shape=(5, 3), tol=Tol.red(5, mag_abs_sum),
+     also=("transpose",))
+comp("where", "tril", "x:tril()", lambda t: t.tril(), shape=(4, 5), tol=Tol.exact())
+comp("where", "triu_diag", "kiln.triu(x, 1)", lambda t: t.triu(1), shape=(2, 3, 4), tol=Tol.exact())
+comp("where", "tril_neg", "x:tril(-1)", lambda t: t.tril(-1), shape=(5, 3), tol=Tol.exact())
+comp("gather", "flip", "x:flip({0, 1})", lambda t: t.flip([0, 1]), tol=Tol.exact())
+comp("gather", "flip_neg", "kiln.flip(x, -1)", lambda t: t.flip(-1), shape=(2, 3, 4), tol=Tol.exact())
+comp("concat", "tile", "x:tile({2, 3})", lambda t: t.repeat(2, 3), shape=(2, 3), tol=Tol.exact())
+comp("concat", "repeat_lead", "kiln.repeat_(x, {2, 1, 2})", lambda t: t.repeat(2, 1, 2), shape=(3, 2), tol=Tol.exact())
+add("where", "composite_nn_modules", "kiln.nn.Sequential{kiln.nn.Hardtanh(-2, 2), kiln.nn.LeakyReLU(0.3), kiln.nn.ELU(0.5), "
+    "kiln.nn.Softplus(2), kiln.nn.Mish(), kiln.nn.Hardswish(), kiln.nn.Hardsigmoid(), kiln.nn.ReLU6(), kiln.nn.LogSoftmax(1)}(x)",
+    [("x", [3, 6], "f32", "u:-4:4")], tol=Tol.norm(6, lambda x: 8.0),
+    ref=lambda x: N(torch.nn.Sequential(torch.nn.Hardtanh(-2, 2), torch.nn.LeakyReLU(0.3), torch.nn.ELU(0.5),
+                                        torch.nn.Softplus(2), torch.nn.Mish(), torch.nn.Hardswish(), torch.nn.Hardsigmoid(),
+                                        torch.nn.ReLU6(), torch.nn.LogSoftmax(1))(T(x))))
+add("slice", "composite_split", "", [("x", [7, 3], "f32", "n")], tol=Tol.exact(),
+    body="local a, b, c = x:split({2, 4, 1}, 0)\nkiln.output(\"a\", a)\nkiln.output(\"b\", b)\nkiln.output(\"c\", c)",
+    outputs=("a", "b", "c"), dtypes=("f32", "f32", "f32"), ref=lambda x: (x[:2], x[2:6], x[6:]))
+add("slice", "composite_split_size", "", [("x", [2, 5], "f32", "n")], tol=Tol.exact(),
+    body="local a, b, c = kiln.split(x, 2, 1)\nkiln.output(\"a\", a)\nkiln.output(\"b\", b)\nkiln.output(\"c\", c)",
+    outputs=("a", "b", "c"), dtypes=("f32", "f32", "f32"), ref=lambda x: tuple(N(p) for p in T(x).split(2, 1)))
+comp("slice", "select_neg", "x:select(1, -2)", lambda t: t.select(1, -2), shape=(3, 4, 2), tol=Tol.exact(),
+     also=("reshape",))
 
 # ---------------------------------------------------------------- random programs (random_graphs.py)
 import random_graphs  # noqa: E402
