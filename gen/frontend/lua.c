@@ -680,6 +680,7 @@ typedef struct {
   bool shape_known;
   double *v;
   int64_t n, cap;
+  int64_t nbool;                /* values given as Lua booleans */
 } Flat;
 
 /* Appends one value, doubling the arena array as needed. */
@@ -707,6 +708,7 @@ static void flatten_values(lua_State *L, int idx, int d, Flat *f) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx) || fe_is_tensor(L, idx)) {
     if (d != f->shape.rank) fe_error(L, "kiln.constant: nested values are not rectangular");
+    f->nbool += lua_type(L, idx) == LUA_TBOOLEAN;
     flat_put(f, scalar_value(L, idx));
     return;
   }
@@ -741,7 +743,8 @@ static void store_value(lua_State *L, void *dst, int64_t i, DType t, double x) {
 }
 
 /* kiln.constant(values, shape [, dtype]) -> tensor. values: a number or boolean
- * (filled; shape nil means a scalar) or an array, flat or nested. */
+ * (filled; shape nil means a scalar) or an array, flat or nested. Without dtype, values
+ * that are all booleans make a bool tensor (torch.tensor([True, False])), else f32. */
 static int l_constant(lua_State *L) {
   DType t = dtype_arg(L, 3, "kiln.constant");
   Flat f = {0};
@@ -756,9 +759,11 @@ static int l_constant(lua_State *L) {
       return fe_error(L, "kiln.constant: %lld values do not fill shape %s (%lld elements)", (long long)f.n, shape_str(&s),
                       (long long)shape_numel(&s));
   } else {
+    f.nbool += lua_type(L, 1) == LUA_TBOOLEAN;
     double x = scalar_value(L, 1);
     flat_put(&f, x);
   }
+  if (lua_isnoneornil(L, 3) && f.nbool == f.n) t = DT_BOOL;   /* all booleans, no dtype: a bool tensor */
   int64_t numel = shape_numel(&s);
   void *data = kiln_alloc((size_t)(numel * dtype_size(t)));
   for (int64_t i = 0; i < numel; i++) store_value(L, data, i, t, f.v[f.n == 1 ? 0 : i]);
@@ -1018,6 +1023,13 @@ static void check_model_name(const Frontend *fe, const char *name, bool from_opt
     }
 }
 
+/* A tensor a PyTorch state_dict holds for training only, which PyTorch's own strict
+ * load_state_dict accepts without a parameter for it: BatchNorm's batch counter. */
+static bool bookkeeping(const char *name) {
+  const char *dot = strrchr(name, '.');
+  return strcmp(dot ? dot + 1 : name, "num_batches_tracked") == 0;
+}
+
 /* After the script: it declared outputs (or entries that have some or write state),
  * nothing of an entry's leaked to the top level, and strict files matched the
  * parameters both ways. */
@@ -1029,7 +1041,7 @@ static void check_finished(Frontend *fe) {
     Loaded *lf = &fe->files[i];
     if (!lf->strict) continue;
     for (int k = 0; k < lf->file->ntensors; k++)
-      if (!lf->used[k])
+      if (!lf->used[k] && !bookkeeping(lf->file->tensors[k].name))
         kiln_error_at(lf->loc, "%s: tensor '%s' is not used by any parameter (strict load)", lf->shown,
                       one_line(lf->file->tensors[k].name));
     for (int k = 0; k < fe->nparams; k++)

@@ -237,24 +237,78 @@ function Conv2d:forward(x)
   return kiln.conv2d(x, w, b, self.conv)
 end
 
-local BatchNorm2d = nn.Module("BatchNorm2d")
-nn.BatchNorm2d = BatchNorm2d
+-- Conv1d(cin, cout, kernel [, {stride, padding, dilation, groups, bias}]): kiln.conv1d with
+-- torch's weight [cout, cin/groups, kernel].
+local Conv1d = nn.Module("Conv1d")
+nn.Conv1d = Conv1d
 
-function BatchNorm2d:init(c, opts)
-  self.num_features = check_int(c, "nn.BatchNorm2d: num_features")
-  opts = check_opts(opts, "nn.BatchNorm2d", {eps = true, momentum = true})
+function Conv1d:init(cin, cout, kernel, opts)
+  self.in_channels = check_int(cin, "nn.Conv1d: in_channels")
+  self.out_channels = check_int(cout, "nn.Conv1d: out_channels")
+  self.kernel_size = check_int(type(kernel) == "table" and kernel[1] or kernel, "nn.Conv1d: kernel_size")
+  opts = check_opts(opts, "nn.Conv1d", {stride = true, padding = true, dilation = true, groups = true, bias = true})
+  self.groups = check_int(opts.groups or 1, "nn.Conv1d: groups")
+  if cin % self.groups ~= 0 or cout % self.groups ~= 0 then
+    fail("nn.Conv1d: groups %d must divide in_channels %d and out_channels %d", self.groups, cin, cout)
+  end
+  self.has_bias = opts.bias ~= false
+  self.conv = {stride = opts.stride, padding = opts.padding, dilation = opts.dilation, groups = self.groups}
+end
+
+function Conv1d:forward(x)
+  local cin_g = self.in_channels // self.groups
+  local init = fan_in_uniform(cin_g * self.kernel_size)
+  local w = self:param("weight", {self.out_channels, cin_g, self.kernel_size}, init)
+  local b = nil
+  if self.has_bias then b = self:param("bias", {self.out_channels}, init) end
+  return kiln.conv1d(x, w, b, self.conv)
+end
+
+-- GroupNorm(groups, channels [, {eps = 1e-5, affine = true}])
+local GroupNorm = nn.Module("GroupNorm")
+nn.GroupNorm = GroupNorm
+
+function GroupNorm:init(groups, c, opts)
+  self.num_groups = check_int(groups, "nn.GroupNorm: num_groups")
+  self.num_channels = check_int(c, "nn.GroupNorm: num_channels")
+  if c % groups ~= 0 then fail("nn.GroupNorm: num_groups %d must divide num_channels %d", groups, c) end
+  opts = check_opts(opts, "nn.GroupNorm", {eps = true, affine = true})
   self.eps = opts.eps or 1e-5
+  self.affine = opts.affine ~= false
 end
 
-function BatchNorm2d:forward(x)
-  if x.rank ~= 4 then fail("nn.BatchNorm2d: expects x [N, C, H, W], got rank %d", x.rank) end
-  local c = self.num_features
-  local w = self:param("weight", {c}, {"ones"})
-  local b = self:param("bias", {c}, {"zeros"})
-  local mean = self:param("running_mean", {c}, {"zeros"})
-  local var = self:param("running_var", {c}, {"ones"})
-  return kiln.batchnorm(x, mean, var, w, b, {eps = self.eps})
+function GroupNorm:forward(x)
+  local w, b = nil, nil
+  if self.affine then
+    w = self:param("weight", {self.num_channels}, {"ones"})
+    b = self:param("bias", {self.num_channels}, {"zeros"})
+  end
+  return kiln.group_norm(x, self.num_groups, w, b, self.eps)
 end
+
+-- BatchNorm2d / BatchNorm1d(c [, {eps, momentum}]): inference with the running
+-- statistics; 2d takes x [N, C, H, W], 1d x [N, C] or [N, C, L].
+local function batchnorm_class(name, ranks, shape_doc)
+  local cls = nn.Module(name)
+  nn[name] = cls
+  function cls:init(c, opts)
+    self.num_features = check_int(c, "nn." .. name .. ": num_features")
+    opts = check_opts(opts, "nn." .. name, {eps = true, momentum = true})
+    self.eps = opts.eps or 1e-5
+  end
+  function cls:forward(x)
+    if not ranks[x.rank] then fail("nn.%s: expects x %s, got rank %d", name, shape_doc, x.rank) end
+    local c = self.num_features
+    local w = self:param("weight", {c}, {"ones"})
+    local b = self:param("bias", {c}, {"zeros"})
+    local mean = self:param("running_mean", {c}, {"zeros"})
+    local var = self:param("running_var", {c}, {"ones"})
+    return kiln.batchnorm(x, mean, var, w, b, {eps = self.eps})
+  end
+  return cls
+end
+batchnorm_class("BatchNorm2d", {[4] = true}, "[N, C, H, W]")
+batchnorm_class("BatchNorm1d", {[2] = true, [3] = true}, "[N, C] or [N, C, L]")
 
 -- normalized_shape: a number or an array.
 local function norm_shape(d, who)
@@ -512,6 +566,15 @@ simple("LogSoftmax", function(x, self) return kiln.log_softmax(x, self.dim) end,
   self.dim = check_int(dim or -1, "nn.LogSoftmax: dim", -64)
 end)
 
+-- Upsample({size = .. | scale_factor = .., mode = "nearest" | "bilinear", align_corners})
+simple("Upsample", function(x, self) return kiln.interpolate(x, self.opts) end, function(self, opts)
+  self.opts = check_opts(opts, "nn.Upsample", {size = true, scale_factor = true, mode = true, align_corners = true})
+end)
+
+-- AdaptiveAvgPool2d(size)
+simple("AdaptiveAvgPool2d", function(x, self) return kiln.adaptive_avg_pool2d(x, self.output_size) end,
+  function(self, size) self.output_size = size end)
+
 -- MaxPool2d(kernel [, {stride, padding}]) / AvgPool2d(kernel [, {stride, padding, count_include_pad}])
 local function pool(name, op, known)
   simple(name, function(x, self) return op(x, self.opts) end, function(self, kernel, opts)
@@ -532,7 +595,9 @@ local function module_list(who, ...)
   if select("#", ...) ~= 1 or is_module(list) then list = {...} end
   if type(list) ~= "table" then fail("%s: expects an array of modules, got %s", who, type(list)) end
   for i, m in ipairs(list) do
-    if not is_module(m) then fail("%s: entry %d is a %s, not a module", who, i, type(m)) end
+    if not is_module(m) and not (who == "nn.Sequential" and type(m) == "function") then
+      fail("%s: entry %d is a %s, not a module", who, i, type(m))
+    end
   end
   return list
 end
@@ -540,7 +605,10 @@ end
 local Sequential = nn.Module("Sequential")
 nn.Sequential = Sequential
 
--- nn.Sequential{m1, m2, ...}: children named "0", "1", ... (seq[1] is child "0").
+-- nn.Sequential{m1, m2, ...}: children named "0", "1", ... (seq[1] is child "0"). An entry
+-- may be a plain function of the tensor (kiln.relu, function(x) return x * 2 end): it has
+-- no parameters and takes no name, but keeps its place in the numbering, as a
+-- parameter-free torch module would.
 function Sequential:init(...)
   for i, m in ipairs(module_list("nn.Sequential", ...)) do self[i] = m end
 end

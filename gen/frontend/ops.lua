@@ -233,3 +233,231 @@ def("select", function(x, dim, index)
   if i < 0 then i = i + n end
   return x:slice(d, i, i + 1):squeeze(d)
 end)
+
+-- ---- constants and broadcasting ----
+
+local function shape_arg(shape, who)
+  if type(shape) ~= "table" then fail("%s: shape must be an array of sizes, got %s", who, type(shape)) end
+  return shape
+end
+-- full(shape, value [, dtype]), zeros(shape), ones(shape): constant tensors.
+def("full", function(shape, value, dtype) return kiln.constant(value, shape_arg(shape, "full"), dtype) end, false)
+def("zeros", function(shape, dtype) return kiln.constant(0, shape_arg(shape, "zeros"), dtype) end, false)
+def("ones", function(shape, dtype) return kiln.constant(1, shape_arg(shape, "ones"), dtype) end, false)
+
+-- expand(x, shape) / broadcast_to: x repeated along its size-1 dims (and new leading
+-- dims) to shape, numpy rules; -1 keeps a dim. A where() with a small all-true mask
+-- whose only non-1 dims are the expanded ones does it without storing shape's bytes.
+local function expand(x, shape)
+  check_tensor(x, "expand")
+  shape_arg(shape, "expand")
+  local r, lead = #shape, #shape - x.rank
+  if lead < 0 then fail("expand: shape has %d dims, x has %d", r, x.rank) end
+  local mask = {}
+  for i = 1, r do
+    local want, have = shape[i], i > lead and x.shape[i - lead] or 1
+    if want == -1 then want = have end
+    if have ~= 1 and have ~= want then fail("expand: dim %d of size %d cannot become %d", i - 1, have, want) end
+    mask[i] = have == want and 1 or want
+  end
+  return kiln.where(kiln.constant(true, mask), x, 0)
+end
+def("expand", expand)
+def("broadcast_to", expand)
+
+-- ---- indexing ----
+
+-- take_along_dim(x, idx, dim) (torch.gather): out[..i..] = x[..idx[..i..]..] along dim,
+-- per element; idx has x's rank and i32 dtype, and its other dims broadcast with x's.
+-- Written as a one-hot select and sum (exactly one term is nonzero, so the result is
+-- exact); an index out of range selects nothing and gives 0.
+def("take_along_dim", function(x, idx, dim)
+  check_tensor(x, "take_along_dim")
+  if not is_tensor(idx) or idx.dtype ~= "i32" then fail("take_along_dim: the index must be an i32 tensor") end
+  if idx.rank ~= x.rank then fail("take_along_dim: the index has rank %d, x rank %d", idx.rank, x.rank) end
+  local d = dim_of(x, dim, "take_along_dim")
+  local order = {}                                                   -- x's dims, d moved last
+  for i = 0, x.rank - 1 do if i ~= d then order[#order + 1] = i end end
+  order[#order + 1] = d
+  local xs = x:permute(table.unpack(order)):unsqueeze(d)             -- [.., 1 at d, .., n]
+  local hot = idx:unsqueeze(x.rank):eq(kiln.arange(x.shape[d + 1]))   -- [..., n]: idx == j
+  return kiln.sum(kiln.where(hot, xs, 0), x.rank)
+end)
+
+-- ---- padding ----
+
+-- pad(x, pads [, mode = "constant" [, value = 0]]) as torch.nn.functional.pad: pads lists
+-- (before, after) pairs starting from the last dim; mode "constant", "reflect" (the edge
+-- not repeated) or "replicate" (the edge repeated).
+def("pad", function(x, pads, mode, value)
+  check_tensor(x, "pad")
+  if type(pads) ~= "table" or #pads % 2 ~= 0 or #pads // 2 > x.rank then
+    fail("pad: pads must hold (before, after) pairs for at most %d dims", x.rank)
+  end
+  mode = mode or "constant"
+  if mode ~= "constant" and mode ~= "reflect" and mode ~= "replicate" then
+    fail("pad: mode must be \"constant\", \"reflect\" or \"replicate\", got %s", tostring(mode))
+  end
+  local y = x
+  for k = 1, #pads // 2 do
+    local d = x.rank - k
+    local before, after = math.tointeger(pads[2 * k - 1]), math.tointeger(pads[2 * k])
+    if before == nil or after == nil or before < 0 or after < 0 then fail("pad: sizes must be integers >= 0") end
+    local n = y.shape[d + 1]
+    if mode == "reflect" and (before >= n or after >= n) then
+      fail("pad: reflect padding %d, %d must be smaller than dim %d's size %d", before, after, d, n)
+    end
+    local function edge(count, at_start)
+      if count == 0 then return nil end
+      if mode == "constant" then
+        local s = y.shape
+        s[d + 1] = count
+        return kiln.full(s, value or 0)
+      end
+      local idx = {}
+      for i = 1, count do
+        if mode == "replicate" then idx[i] = at_start and 0 or n - 1
+        elseif at_start then idx[i] = count - i + 1
+        else idx[i] = n - 2 - (i - 1) end
+      end
+      return kiln.gather(y, kiln.constant(idx, {count}, "i32"), d)
+    end
+    local parts = {}
+    local b, a = edge(before, true), edge(after, false)
+    if b then parts[#parts + 1] = b end
+    parts[#parts + 1] = y
+    if a then parts[#parts + 1] = a end
+    if #parts > 1 then y = kiln.concat(parts, d) end
+  end
+  return y
+end)
+
+-- ---- resampling ----
+
+-- The [out, n] matrix of linear interpolation weights along one dim, as
+-- torch.nn.functional.interpolate computes the source coordinate: align_corners maps the
+-- corners onto each other, else pixel centres (scale n/out; a negative coordinate clamps
+-- to 0).
+local function linear_weights(n, out, align_corners)
+  local w = {}
+  for i = 0, out - 1 do
+    local src
+    if align_corners then src = out > 1 and i * (n - 1) / (out - 1) or 0
+    else src = math.max((i + 0.5) * n / out - 0.5, 0) end
+    local i0 = math.min(math.floor(src), n - 1)
+    local i1 = math.min(i0 + 1, n - 1)
+    local f = src - i0
+    for j = 0, n - 1 do
+      local v = 0
+      if j == i0 then v = v + (1 - f) end
+      if j == i1 then v = v + f end
+      w[#w + 1] = v
+    end
+  end
+  return kiln.constant(w, {out, n})
+end
+
+-- The [out, n] averaging matrix of adaptive average pooling: output i averages inputs
+-- floor(i n / out) .. ceil((i + 1) n / out) - 1, as torch does.
+local function adaptive_weights(n, out)
+  local w = {}
+  for i = 0, out - 1 do
+    local s, e = (i * n) // out, -((-(i + 1) * n) // out)
+    for j = 0, n - 1 do w[#w + 1] = (j >= s and j < e) and 1 / (e - s) or 0 end
+  end
+  return kiln.constant(w, {out, n})
+end
+
+-- Applies [out, n] matrices along the last two dims of x [N, C, H, W].
+local function resample2d(x, mh, mw)
+  local y = kiln.matmul(mh, x)                          -- [N, C, Ho, W]
+  return kiln.matmul(y, mw, {trans_b = true})           -- [N, C, Ho, Wo]
+end
+
+local function out_size(x, opts, who)
+  local h, w = x.shape[3], x.shape[4]
+  if opts.size then
+    local s = type(opts.size) == "table" and opts.size or {opts.size, opts.size}
+    return s[1], s[2]
+  end
+  local f = opts.scale_factor
+  if f == nil then fail("%s: give size or scale_factor", who) end
+  local fh, fw = type(f) == "table" and f[1] or f, type(f) == "table" and f[2] or f
+  return math.floor(h * fh), math.floor(w * fw)
+end
+
+-- interpolate(x, {size = {h, w} | scale_factor = s, mode = "nearest" | "bilinear",
+-- align_corners = false}) on x [N, C, H, W]. nearest takes input floor(i in / out)
+-- (a gather per dim); bilinear multiplies by interpolation matrices along H and W.
+def("interpolate", function(x, opts)
+  check_tensor(x, "interpolate")
+  if x.rank ~= 4 then fail("interpolate: expects x [N, C, H, W], got rank %d", x.rank) end
+  opts = opts or {}
+  local mode = opts.mode or "nearest"
+  local ho, wo = out_size(x, opts, "interpolate")
+  local h, w = x.shape[3], x.shape[4]
+  if mode == "nearest" then
+    local function pick(n, out)
+      local idx = {}
+      for i = 0, out - 1 do idx[i + 1] = math.min((i * n) // out, n - 1) end
+      return kiln.constant(idx, {out}, "i32")
+    end
+    return kiln.gather(kiln.gather(x, pick(h, ho), 2), pick(w, wo), 3)
+  elseif mode == "bilinear" then
+    local ac = opts.align_corners == true
+    return resample2d(x, linear_weights(h, ho, ac), linear_weights(w, wo, ac))
+  end
+  fail("interpolate: mode must be \"nearest\" or \"bilinear\", got %s", tostring(mode))
+end)
+
+-- adaptive_avg_pool2d(x, size) on x [N, C, H, W]: averages over torch's adaptive windows.
+def("adaptive_avg_pool2d", function(x, size)
+  check_tensor(x, "adaptive_avg_pool2d")
+  if x.rank ~= 4 then fail("adaptive_avg_pool2d: expects x [N, C, H, W], got rank %d", x.rank) end
+  local s = type(size) == "table" and size or {size, size}
+  return resample2d(x, adaptive_weights(x.shape[3], s[1]), adaptive_weights(x.shape[4], s[2]))
+end)
+
+-- ---- convolution and normalisation ----
+
+-- conv1d(x [N, C, L], w [O, C/g, K] [, bias] [, {stride, padding, dilation, groups}]): a
+-- conv2d over a height of 1.
+def("conv1d", function(x, w, bias, opts)
+  check_tensor(x, "conv1d")
+  if x.rank ~= 3 then fail("conv1d: expects x [N, C, L], got rank %d", x.rank) end
+  if not is_tensor(w) or w.rank ~= 3 then fail("conv1d: expects w [O, C/groups, K]") end
+  if type(bias) == "table" and not is_tensor(bias) then bias, opts = nil, bias end
+  opts = opts or {}
+  local function one(v, default)
+    if v == nil then return default end
+    if type(v) == "table" then return v[1] end
+    return v
+  end
+  local pad = opts.padding
+  if type(pad) ~= "string" then pad = {0, one(pad, 0)} end
+  local y = kiln.conv2d(x:unsqueeze(2), w:unsqueeze(2), bias,
+                        {stride = {1, one(opts.stride, 1)}, padding = pad, dilation = {1, one(opts.dilation, 1)},
+                         groups = opts.groups})
+  return y:squeeze(2)
+end)
+
+-- group_norm(x, groups, weight, bias [, eps = 1e-5]) on x [N, C, ...]: each group of C /
+-- groups channels normalised over its channels and positions (biased variance), then
+-- the per-channel affine.
+def("group_norm", function(x, groups, weight, bias, eps)
+  check_tensor(x, "group_norm")
+  if x.rank < 2 then fail("group_norm: expects x [N, C, ...], got rank %d", x.rank) end
+  local n, c = x.shape[1], x.shape[2]
+  local g = math.tointeger(groups)
+  if g == nil or g < 1 or c % g ~= 0 then fail("group_norm: groups %s must divide the %d channels", tostring(groups), c) end
+  local grouped = x:reshape(n, g, -1)
+  local mean = kiln.mean(grouped, 2, true)
+  local dev = grouped - mean
+  local var = kiln.mean(dev * dev, 2, true)
+  local y = (dev / kiln.sqrt(var + (eps or 1e-5))):reshape(table.unpack(x.shape))
+  local per = {c}
+  for _ = 3, x.rank do per[#per + 1] = 1 end
+  if weight then y = y * weight:reshape(table.unpack(per)) end
+  if bias then y = y + bias:reshape(table.unpack(per)) end
+  return y
+end)

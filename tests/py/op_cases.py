@@ -1036,6 +1036,53 @@ add("where", "composite_nn_modules", "kiln.nn.Sequential{kiln.nn.Hardtanh(-2, 2)
     ref=lambda x: N(torch.nn.Sequential(torch.nn.Hardtanh(-2, 2), torch.nn.LeakyReLU(0.3), torch.nn.ELU(0.5),
                                         torch.nn.Softplus(2), torch.nn.Mish(), torch.nn.Hardswish(), torch.nn.Hardsigmoid(),
                                         torch.nn.ReLU6(), torch.nn.LogSoftmax(1))(T(x))))
+comp("gather", "interp_nearest", 'kiln.interpolate(x, {scale_factor = 2})', lambda t: F.interpolate(t, scale_factor=2),
+     shape=(1, 2, 3, 4), tol=Tol.exact())
+comp("gather", "interp_nearest_size", 'kiln.interpolate(x, {size = {5, 3}})', lambda t: F.interpolate(t, size=(5, 3)),
+     shape=(2, 1, 4, 6), tol=Tol.exact())
+comp("matmul", "interp_bilinear", 'kiln.interpolate(x, {scale_factor = 2, mode = "bilinear"})',
+     lambda t: F.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False), shape=(1, 2, 3, 5),
+     tol=Tol.red(4, lambda x: np.max(np.abs(x))))
+comp("matmul", "interp_bilinear_ac", 'x:interpolate({size = {7, 4}, mode = "bilinear", align_corners = true})',
+     lambda t: F.interpolate(t, size=(7, 4), mode="bilinear", align_corners=True), shape=(1, 3, 4, 6),
+     tol=Tol.red(4, lambda x: np.max(np.abs(x))))
+comp("matmul", "adaptive_avg_pool", "kiln.adaptive_avg_pool2d(x, {2, 3})", lambda t: F.adaptive_avg_pool2d(t, (2, 3)),
+     shape=(2, 3, 4, 6), tol=Tol.red(8, lambda x: np.max(np.abs(x))))
+comp("matmul", "adaptive_avg_pool_uneven", "kiln.adaptive_avg_pool2d(x, 3)", lambda t: F.adaptive_avg_pool2d(t, 3),
+     shape=(1, 2, 5, 7), tol=Tol.red(12, lambda x: np.max(np.abs(x))))
+comp("concat", "pad_constant", "kiln.pad(x, {1, 2, 0, 1}, \"constant\", 0.5)", lambda t: F.pad(t, (1, 2, 0, 1), value=0.5),
+     shape=(2, 3, 4), tol=Tol.exact())
+comp("concat", "pad_reflect", 'x:pad({2, 1, 1, 2}, "reflect")', lambda t: F.pad(t, (2, 1, 1, 2), mode="reflect"),
+     shape=(1, 2, 4, 5), tol=Tol.exact())
+comp("concat", "pad_replicate", 'kiln.pad(x, {3, 0}, "replicate")', lambda t: F.pad(t, (3, 0), mode="replicate"),
+     shape=(1, 2, 4), tol=Tol.exact())
+comp("where", "expand", "x:expand({2, 3, 4})", lambda t: t.expand(2, 3, 4), shape=(3, 1), tol=Tol.exact())
+comp("where", "broadcast_keep", "kiln.broadcast_to(x, {-1, 5})", lambda t: torch.broadcast_to(t, (4, 5)), shape=(4, 1),
+     tol=Tol.exact())
+comp("div", "group_norm", "kiln.group_norm(x, 2)", lambda t: F.group_norm(t, 2), shape=(2, 4, 3, 3),
+     tol=Tol.norm(18, lambda x: 1.0))
+comp("mul", "instance_norm_as_groups", "kiln.group_norm(x, 3, nil, nil, 1e-3)", lambda t: F.instance_norm(t, eps=1e-3),
+     shape=(2, 3, 5), tol=Tol.norm(5, lambda x: 1.0))
+add("conv2d", "composite_conv1d", "kiln.conv1d(x, w, b, {stride = 2, padding = 1, dilation = 2})",
+    [("x", [2, 4, 11], "f32", "n")], params={"w": np.random.default_rng(5).standard_normal((6, 4, 3)).astype(np.float32),
+                                             "b": np.random.default_rng(6).standard_normal(6).astype(np.float32)},
+    ref=lambda x, w, b: N(F.conv1d(T(x), T(w), T(b), stride=2, padding=1, dilation=2)),
+    tol=Tol.red(12, lambda x, w, b: 16.0), also=("reshape",))
+add("conv2d", "composite_conv1d_groups_same", 'kiln.conv1d(x, w, {padding = "same", groups = 2})',
+    [("x", [1, 4, 9], "f32", "n")], params={"w": np.random.default_rng(7).standard_normal((6, 2, 5)).astype(np.float32)},
+    ref=lambda x, w: N(F.conv1d(T(x), T(w), padding="same", groups=2)), tol=Tol.red(10, lambda x, w: 16.0))
+add("batchnorm", "composite_batchnorm1d", "kiln.batchnorm(x, m, v, g, b)", [("x", [3, 4, 5], "f32", "n")],
+    params={"m": np.arange(4, dtype=np.float32) / 4, "v": np.arange(1, 5, dtype=np.float32),
+            "g": np.full(4, 1.5, np.float32), "b": np.full(4, -0.25, np.float32)},
+    ref=lambda x, m, v, g, b: N(F.batch_norm(T(x), T(m), T(v), T(g), T(b), eps=1e-5)), tol=Tol.ew(mag_abs))
+add("reduce_sum", "composite_take_along_dim", "kiln.take_along_dim(x, i, 1)",
+    [("x", [3, 5, 2], "f32", "n"), ("i", [3, 4, 2], "i32", lambda rng, s: rng.integers(0, 5, s))],
+    ref=lambda x, i: N(torch.gather(T(x), 1, torch.from_numpy(np.asarray(i, dtype=np.int64)))), tol=Tol.exact(),
+    also=("eq", "where", "permute"))
+add("const", "composite_full", "kiln.full({2, 3}, 1.5) + kiln.ones({3}) - kiln.zeros({2, 1})", [],
+    ref=lambda: np.full((2, 3), 2.5), tol=Tol.exact())
+add("const", "bool_constant", "kiln.constant({true, false, true})", [], ref=lambda: np.array([True, False, True]),
+    dtypes=("bool",), tol=Tol.exact())
 add("slice", "composite_split", "", [("x", [7, 3], "f32", "n")], tol=Tol.exact(),
     body="local a, b, c = x:split({2, 4, 1}, 0)\nkiln.output(\"a\", a)\nkiln.output(\"b\", b)\nkiln.output(\"c\", c)",
     outputs=("a", "b", "c"), dtypes=("f32", "f32", "f32"), ref=lambda x: (x[:2], x[2:6], x[6:]))
