@@ -64,6 +64,12 @@
   X(GELU,       "gelu",       1, 1, FAM_UNARY,   OPF_F32, "0.5f * x * (1.0f + erf(x * 0.70710678118654752f))", NULL, "exact GELU, x * Phi(x) with erf") \
   X(GELU_TANH,  "gelu_tanh",  1, 1, FAM_UNARY,   OPF_F32, "0.5f * x * (1.0f + tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)))", NULL, "GELU, tanh approximation") \
   X(SILU,       "silu",       1, 1, FAM_UNARY,   OPF_F32, "x / (1.0f + exp(-x))", NULL, "x * sigmoid(x)") \
+  X(SIN,        "sin",        1, 1, FAM_UNARY,   OPF_F32, "sin(x)", NULL, "sine (radians)") \
+  X(COS,        "cos",        1, 1, FAM_UNARY,   OPF_F32, "cos(x)", NULL, "cosine (radians)") \
+  X(ERF,        "erf",        1, 1, FAM_UNARY,   OPF_F32, "erf(x)", NULL, "error function (Metal: a polynomial, |error| < 1.5e-7)") \
+  X(FLOOR,      "floor",      1, 1, FAM_UNARY,   OPF_F32, "floor(x)", NULL, "largest integer <= x") \
+  X(CEIL,       "ceil",       1, 1, FAM_UNARY,   OPF_F32, "ceil(x)", NULL, "smallest integer >= x") \
+  X(ROUND,      "round",      1, 1, FAM_UNARY,   OPF_F32, "rint(x)", NULL, "nearest integer, halves to even (torch.round)") \
   X(CAST,       "cast",       1, 1, FAM_CAST,    0, NULL, NULL, "convert to dtype a.to (f32->i32 truncates toward zero; to bool: x != 0)") \
   X(COPY,       "copy",       1, 1, FAM_UNARY,   0, "x", NULL, "identity copy (materialises an output that would alias)") \
   /* contractions and windows */ \

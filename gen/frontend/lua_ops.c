@@ -800,7 +800,8 @@ static const struct { const char *name; OpKind op; } binary_ops[] = {
     {"eq", OP_EQ}, {"ne", OP_NE}, {"lt", OP_LT}, {"le", OP_LE}, {"gt", OP_GT}, {"ge", OP_GE}};
 static const struct { const char *name; OpKind op; } unary_ops[] = {
     {"neg", OP_NEG}, {"abs", OP_ABS}, {"exp", OP_EXP}, {"log", OP_LOG}, {"sqrt", OP_SQRT},
-    {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH}, {"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"silu", OP_SILU}};
+    {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH}, {"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"silu", OP_SILU},
+    {"sin", OP_SIN}, {"cos", OP_COS}, {"erf", OP_ERF}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND}};
 static const struct { const char *name; OpKind op; } reduce_ops[] = {
     {"sum", OP_REDUCE_SUM}, {"mean", OP_REDUCE_MEAN}, {"amax", OP_REDUCE_MAX}};
 static const luaL_Reg plain_ops[] = {
@@ -814,6 +815,7 @@ static const luaL_Reg plain_ops[] = {
 static const char *const method_names[] = {
     "add", "sub", "mul", "div", "pow", "max", "min", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
+    "sin", "cos", "erf", "floor", "ceil", "round",
     "sum", "mean", "amax", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
     "slice", "chunk", "gather", "layernorm", "rmsnorm", "linear", "conv2d", "maxpool2d", "avgpool2d", NULL};
 

@@ -88,6 +88,12 @@ static double scalar(OpKind op, double x, double y) {
   case OP_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
   case OP_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
   case OP_SILU: return x / (1.0 + exp(-x));
+  case OP_SIN: return sin(x);
+  case OP_COS: return cos(x);
+  case OP_ERF: return erf(x);
+  case OP_FLOOR: return floor(x);
+  case OP_CEIL: return ceil(x);
+  case OP_ROUND: return nearbyint(x);   /* the default rounding mode: halves to even */
   default: die("interp: %s is not a scalar op", kiln_ops[op].name);
   }
 }
@@ -170,6 +176,12 @@ static bool interp_unary(const Node *n, const Tensor *in, Tensor *out, char *err
 #define interp_GELU interp_unary
 #define interp_GELU_TANH interp_unary
 #define interp_SILU interp_unary
+#define interp_SIN interp_unary
+#define interp_COS interp_unary
+#define interp_ERF interp_unary
+#define interp_FLOOR interp_unary
+#define interp_CEIL interp_unary
+#define interp_ROUND interp_unary
 
 /* WHERE: any dtype for the branches, so elements move as bytes. */
 static bool interp_WHERE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {

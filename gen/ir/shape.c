@@ -145,6 +145,12 @@ static bool shape_unary(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_GELU shape_unary
 #define shape_GELU_TANH shape_unary
 #define shape_SILU shape_unary
+#define shape_SIN shape_unary
+#define shape_COS shape_unary
+#define shape_ERF shape_unary
+#define shape_FLOOR shape_unary
+#define shape_CEIL shape_unary
+#define shape_ROUND shape_unary
 #define shape_COPY shape_unary
 
 /* out keeps in0's shape and takes dtype a.to; fails only on a target outside DType. */

@@ -13,7 +13,8 @@
  * (conv, pool, matmul sizes), the mapping lives here too.
  *
  * Expressions in ops.h are written once in a neutral C-like dialect over the
- * operands x, y, z and the functions exp log sqrt tanh erf fabs fmax fmin pow.
+ * operands x, y, z and the functions exp log sqrt tanh erf fabs fmax fmin pow sin cos
+ * floor ceil rint.
  * A target differs only in a table that spells those functions (tinygrad's idea
  * of one rewrite table per language, kept as data here): C maps exp to expf, MSL
  * to metal::exp. The renderer is a tiny tokenizer, not a parser: identifiers are
@@ -39,7 +40,8 @@
 
 const EmitFn emit_c_fns[] = {
     {"exp", "expf"},   {"log", "logf"},   {"sqrt", "sqrtf"}, {"tanh", "tanhf"}, {"erf", "erff"},
-    {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"},
+    {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"}, {"sin", "sinf"},
+    {"cos", "cosf"},   {"floor", "floorf"}, {"ceil", "ceilf"}, {"rint", "rintf"},
     {"i64", "(int64_t)"}, {"i32", "(int32_t)"},   /* i32 arithmetic: widen, then wrap back */
     {NULL, NULL},
 };

@@ -167,7 +167,8 @@ static void lower_unary(Lower *L, const Node *n) {
   }
   static const struct { OpKind op; const char *type; } direct[] = {
       {OP_ABS, "abs"}, {OP_EXP, "exp"}, {OP_SQRT, "sqrt"}, {OP_TANH, "tanh"}, {OP_SIGMOID, "sigmoid"},
-      {OP_RELU, "relu"}, {OP_SILU, "silu"}, {OP_COPY, "identity"},
+      {OP_RELU, "relu"}, {OP_SILU, "silu"}, {OP_COPY, "identity"}, {OP_SIN, "sin"}, {OP_COS, "cos"},
+      {OP_ERF, "erf"}, {OP_FLOOR, "floor"}, {OP_CEIL, "ceil"}, {OP_ROUND, "round"},
   };
   const char *x = X(L, n, 0);
   for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++)

@@ -38,6 +38,8 @@ static const EmitFn msl_fns[] = {
     {"exp", "metal::exp"},   {"log", "metal::log"},   {"sqrt", "metal::sqrt"}, {"tanh", "metal::tanh"},
     {"erf", "kiln_erf"},     {"fabs", "metal::fabs"}, {"fmax", "metal::fmax"}, {"fmin", "metal::fmin"},
     {"pow", "metal::precise::pow"}, {"i64", "long"}, {"i32", "int"},   /* i32 arithmetic: widen, wrap back */
+    {"sin", "metal::precise::sin"}, {"cos", "metal::precise::cos"},   /* fast math's are coarse far from 0 */
+    {"floor", "metal::floor"}, {"ceil", "metal::ceil"}, {"rint", "metal::rint"},
     {NULL, NULL},
 };
 

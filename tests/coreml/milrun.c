@@ -405,6 +405,12 @@ static const OpDef defs[] = {
     {"sqrt", ev_unary, {X_}},
     {"tanh", ev_unary, {X_}},
     {"sigmoid", ev_unary, {X_}},
+    {"sin", ev_unary, {X_}},
+    {"cos", ev_unary, {X_}},
+    {"erf", ev_unary, {X_}},
+    {"floor", ev_unary, {X_}},
+    {"ceil", ev_unary, {X_}},
+    {"round", ev_unary, {X_}},
     {"relu", ev_unary, {X_}},
     {"silu", ev_unary, {X_}},
     {"identity", ev_unary, {X_}},
@@ -545,6 +551,12 @@ static Tensor *ev_unary(Ctx *c, const char *type) {
     else if (!strcmp(type, "sqrt")) z = sqrt(v);
     else if (!strcmp(type, "tanh")) z = tanh(v);
     else if (!strcmp(type, "sigmoid")) z = 1 / (1 + exp(-v));
+    else if (!strcmp(type, "sin")) z = sin(v);
+    else if (!strcmp(type, "cos")) z = cos(v);
+    else if (!strcmp(type, "erf")) z = erf(v);
+    else if (!strcmp(type, "floor")) z = floor(v);
+    else if (!strcmp(type, "ceil")) z = ceil(v);
+    else if (!strcmp(type, "round")) z = nearbyint(v);   /* assumed halves-to-even, as numpy: unverified on device */
     else if (!strcmp(type, "relu")) z = v > 0 ? v : 0;
     else if (!strcmp(type, "silu")) z = v / (1 + exp(-v));
     else if (!strcmp(type, "identity")) z = v;

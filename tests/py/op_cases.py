@@ -332,6 +332,14 @@ UNARY = {  # op: (reference on float64 torch, generator, tolerance)
     "gelu": (F.gelu, "u:-6:6", Tol.ew(mag_abs)),
     "gelu_tanh": (lambda t: F.gelu(t, approximate="tanh"), "u:-6:6", Tol.ew(mag_abs)),
     "silu": (F.silu, "u:-20:20", Tol.ew(mag_abs)),
+    # sin/cos: libm's sinf is within an ulp of the value, but the argument reduction of a
+    # large |x| magnifies its rounding: bounded by |x| ulps (8 eps (|ref| + |x|)).
+    "sin": (torch.sin, "u:-10:10", Tol.ew(mag_abs)),
+    "cos": (torch.cos, "u:-10:10", Tol.ew(mag_abs)),
+    "erf": (torch.erf, "u:-4:4", Tol.ew()),
+    "floor": (torch.floor, "u:-5:5", Tol.exact()),
+    "ceil": (torch.ceil, "u:-5:5", Tol.exact()),
+    "round": (torch.round, "u:-5:5", Tol.exact()),
 }
 UNARY_SPECIAL = {  # inputs with zeros, infinities, NaN (IEEE semantics of C's libm)
     "neg": [0.0, -0.0, np.inf, np.nan],
@@ -346,6 +354,12 @@ UNARY_SPECIAL = {  # inputs with zeros, infinities, NaN (IEEE semantics of C's l
     "gelu": [np.inf, -np.inf, 0.0, 20.0, -20.0, np.nan],
     "gelu_tanh": [np.inf, -np.inf, 0.0, 20.0, -20.0, np.nan],
     "silu": [np.inf, 0.0, 100.0, -100.0, np.nan, 1e-30],
+    "sin": [0.0, -0.0, 1e-30, 3.14159265, 100.0, np.nan],
+    "cos": [0.0, -0.0, 1e-30, 3.14159265, 100.0, np.nan],
+    "erf": [0.0, -0.0, 10.0, -10.0, np.inf, np.nan],
+    "floor": [-0.5, 0.5, -0.0, 2.0, -2.5, 1e30, np.inf, np.nan],
+    "ceil": [-0.5, 0.5, -0.0, 2.0, -2.5, 1e30, -np.inf, np.nan],
+    "round": [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 8388609.0, np.inf, np.nan],   # halves to even
 }
 for op, (f, g, tol) in UNARY.items():
     fn = "gelu(x, {approximate = \"tanh\"})" if op == "gelu_tanh" else "%s(x)" % op
