@@ -459,7 +459,7 @@ uint64_t weights_blob(Graph *const *gs, int ng, int64_t size, Buf *out);
 uint64_t kiln_fnv1a64(const void *p, size_t n);
 void emit_c(Program *p, const EmitOptions *o);
 void emit_json(Program *p, const EmitOptions *o);
-void emit_metal(Graph *g, const EmitOptions *o);
+void emit_metal(Program *p, const EmitOptions *o);
 void emit_coreml(Graph *g, const EmitOptions *o);
 
 /* ---- escaping user-derived text for each output language (escape.c) ---- */
@@ -545,6 +545,21 @@ void emit_varl(EmitVars *v, const char *name, int64_t value);   /* any 64-bit va
  * fused after it: "matmul f32 [2, 8], [4, 8] -> [2, 4], transposed: y, then add +
  * relu". Arena string, no newline. */
 char *emit_describe(Graph *g, const Kernel *k);
+
+/* A range check an entry makes before running anything (C: in the entry function,
+ * Metal: on the host before encoding): the i32 scalar input `input` (a kiln.write's
+ * run-time offset) must lie in [0, max]; `what` says which write, for comments and
+ * messages ("cache: rows pos .. pos + 1 of 6 along axis 0, m.lua:15", the input
+ * spelled `param`). */
+typedef struct {
+  int input;                    /* Graph.inputs index */
+  int64_t max;                  /* the state's length along the axis minus the rows written */
+  const char *what;
+} EmitRangeCheck;
+/* The distinct (offset input, max) pairs among g's live writes, in node order, into
+ * *out (arena); returns how many. param[i] spells input i in `what` (NULL: its name).
+ * Constant offsets are not here: the frontend checked them. */
+int emit_range_checks(Graph *g, const char *const *param, EmitRangeCheck **out);
 /* A target's spelling of conversions, each a template over $X (the value):
  * to_bool, to_f32, to_i32 from i32/bool, f32_to_i32 (truncating, NaN -> 0,
  * saturating at the int32 range, as the interpreter defines it). */

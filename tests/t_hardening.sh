@@ -10,6 +10,11 @@
 #            symbol that a name spelled (nm); the .metal compiles under the MSL shim
 #            and its dispatch table runs on the emulator and matches the C target;
 #            the JSON parses; the Core ML package decodes and evaluates like the C.
+#            tests/hardening/evil_state.lua: entry, input, output and state names that
+#            collide with the Metal wrappers' names, parameters, locals, the table and
+#            the include guard, or would end a comment: built for C and Metal, every
+#            file and one unit including both headers compile (gcc, clang, strict), and
+#            every entry runs on the Metal emulator, one out of range (E_RANGE).
 #  runtime   a model name whose generated files would shadow a runtime header is refused.
 #  publish   tests/hardening/publish.py: interrupted, concurrent and repeated builds into one
 #            output directory; never a mixed directory, stale files or leftovers.
@@ -67,6 +72,38 @@ if sh tests/metal/mkemu.sh "$E" evil_names "$WORK/emu" > "$WORK/out" 2>&1 &&
   pass "names/metal"
 else
   fail "names/metal" "$(tail -n 3 "$WORK/out" | tr '\n' ' ')"
+fi
+ES=$WORK/evil_state
+if "$KILN" build tests/hardening/evil_state.lua -o "$ES" --target c --target metal > "$WORK/out" 2>&1; then
+  printf '#include "evil_state.h"\n#include "evil_state_metal.h"\n' > "$ES/both.c"
+  probs=""
+  for cc in gcc clang; do
+    for f in evil_state.c evil_state_metal.c both.c; do
+      $cc $STRICT -I"$ES" -Iruntime/metal -c "$ES/$f" -o "$WORK/es.o" > "$WORK/out" 2>&1 ||
+        probs="$probs $cc/$f: $(grep -m 1 error "$WORK/out")"
+    done
+  done
+  if [ -z "$probs" ]; then pass "names/state_compiles"; else fail "names/state_compiles" "$probs"; fi
+  printf '\001\000\000\000' > "$ES/one.i32"; printf '\003\000\000\000' > "$ES/three.i32"
+  : > "$ES/x"; i=0; while [ $i -lt 24 ]; do printf '\000\000\200\077' >> "$ES/x"; i=$((i + 1)); done   # 1.0f
+  runs=""
+  if sh tests/metal/mkemu.sh "$ES" evil_state "$ES/emu" > "$WORK/out" 2>&1; then
+    for e in model:8 h:16 prefill:24 metal_prefill:8; do
+      head -c "${e#*:}" "$ES/x" > "$ES/k"
+      "$ES/emu" "$ES/evil_state.weights" --entry "${e%:*}" --state-in - --in "$ES/k" --in "$ES/one.i32" \
+        --out "$ES/o1" --out "$ES/o2" --state-out "$ES/s" > "$WORK/out" 2>&1 || runs="$runs ${e%:*}: $(tail -n 1 "$WORK/out")"
+    done
+    "$ES/emu" "$ES/evil_state.weights" --entry errlen --state-in "$ES/s" --out "$ES/o1" > "$WORK/out" 2>&1 || runs="$runs errlen"
+    head -c 24 "$ES/x" > "$ES/k"
+    "$ES/emu" "$ES/evil_state.weights" --entry prefill --state-in - --in "$ES/k" --in "$ES/three.i32" \
+      --out "$ES/o1" --out "$ES/o2" > "$WORK/out" 2>&1
+    [ $? -eq 6 ] || runs="$runs prefill at 3 not E_RANGE: $(tail -n 1 "$WORK/out")"
+  else
+    runs="mkemu: $(tail -n 2 "$WORK/out" | tr '\n' ' ')"
+  fi
+  if [ -z "$runs" ]; then pass "names/state_metal_runs"; else fail "names/state_metal_runs" "$runs"; fi
+else
+  fail "names/state_build" "$(tail -n 2 "$WORK/out" | tr '\n' ' ')"
 fi
 mkdir -p "$WORK/pb"
 if protoc-c --proto_path=gen/target --c_out="$WORK/pb" gen/target/coreml.proto gen/target/coreml_mil.proto &&

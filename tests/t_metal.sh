@@ -12,8 +12,12 @@
 #     OpenCL (-Werror) under the metal_stdlib shim, run the generated dispatch table
 #     on the fiber emulator under forward, reverse and random thread orders, and
 #     compare every output with the C target's (|d| <= 2e-6 max(1, max|c|) + 1e-5 |c|);
-#     every op of the op table must have run in some kernel; the exact text of a
-#     golden model (tests/metal/golden/) is compared byte for byte;
+#     a model with state or entry points (models/stories.lua, tests/golden/tinystate.lua,
+#     tests/state/*.lua) runs sequences of calls that carry the state block, compared
+#     after every call with the C target and the interpreter, and out-of-range offsets
+#     (tests/py/run_metal_state.py); every op of the op table must have run in some
+#     kernel; the exact text of a golden model (tests/metal/golden/) is compared byte
+#     for byte;
 #  4. a barrier removed from a generated kernel is caught (a test of the test).
 cd "$(dirname "$0")/.." || exit 2
 KILN=${KILN:-$PWD/build/kiln}
@@ -113,33 +117,21 @@ else fail metal_tgmem_limit "$(tail -n 1 "$T/out")"; fi
 objc() { clang -fsyntax-only -x objective-c -fobjc-arc -fobjc-runtime=macosx-11.0 -Wall -Wextra -Werror \
            -I"$M/stub" -Iruntime/metal "$@"; }
 check metal_objc_runtime_typechecks objc runtime/metal/kiln_metal.m
-sed 's/setBuffer:region_buffer(s, b) offset:/setBuffer:region_buffer(s, b) offsets:/' runtime/metal/kiln_metal.m > "$T/bad.m"
+sed 's/setBuffer:region_buffer(s, e, b) offset:/setBuffer:region_buffer(s, e, b) offsets:/' runtime/metal/kiln_metal.m > "$T/bad.m"
 if objc "$T/bad.m" > /dev/null 2>&1; then fail metal_objc_stub_catches_misuse "a misspelt Metal selector compiled"
 else pass metal_objc_stub_catches_misuse; fi
 
 # ---- 3. every model ----
-# A model with state or entry points (models/stories.lua) is not supported by the Metal
-# target yet: its build must fail with the one-line error naming the script, writing
-# nothing (metal_refuses_state_<m>), and a NOTE says the model is not emulated; the
-# stateless fixed-length TinyStories, models/stories_fixed.lua, covers its network.
+# A model with state or entry points is built, compiled and checked like the others here,
+# and its calls run afterwards (tests/py/run_metal_state.py: the harness makes one call
+# per run, so the sequences are driven from Python, next to the C target and `kiln run`).
 tested=""
+programs=""
 mkdir -p "$T/m" "$T/g"
-for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua; do
+for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua tests/golden/tinystate.lua tests/state/*.lua; do
   [ -f "$script" ] || continue
   m=$(basename "$script" .lua)
   d=$T/m/$m
-  if "$KILN" graph "$script" 2>/dev/null | grep -q '^entry '; then
-    "$KILN" build "$script" -o "$d" --target metal > "$T/out" 2>&1
-    rc=$?
-    want="$script: error: the Metal target does not support state/entry points yet (use --target c)"
-    if [ $rc -eq 1 ] && [ "$(cat "$T/out")" = "$want" ] && [ ! -e "$d" ] && [ ! -e "$d.kiln-tmp" ]; then
-      pass "metal_refuses_state_$m"
-    else
-      fail "metal_refuses_state_$m" "exit $rc, output '$(head -n 2 "$T/out" | tr '\n' ' ')' (want '$want', nothing written)"
-    fi
-    echo "NOTE metal: $m has state or entry points, which the Metal target does not support yet: not emulated"
-    continue
-  fi
   if ! "$KILN" build "$script" -o "$d" --target metal > "$T/out" 2>&1; then
     fail "metal_build_$m" "$(tail -n 2 "$T/out" | tr '\n' ' ')"; continue
   fi
@@ -153,6 +145,7 @@ for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua; do
   pass "metal_compile_$m"
   "$d/emu" --msl > "$d/embedded.metal"
   check "metal_table_embeds_msl_$m" cmp "$d/embedded.metal" "$d/$m.metal"
+  if grep -q '_METAL_NUM_ENTRIES ' "$d/${m}_metal.h"; then programs="$programs $m"; continue; fi
   "$d/emu" "$d/$m.weights" --seed 7 > "$T/out" 2>&1
   rc=$?
   n=$(sed -n 's/^model .*: \([0-9]*\) dispatches.*/\1/p' "$T/out")
@@ -165,6 +158,20 @@ for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua; do
   fi
 done
 
+# the calls of the models with state or entry points
+if [ -n "$programs" ]; then
+  # shellcheck disable=SC2086
+  $PY tests/py/run_metal_state.py "$T/m" $programs > "$T/prog" 2>&1
+  cat "$T/prog"
+  for m in $programs; do grep -q "^PASS metal_state/$m/sequence" "$T/prog" && tested="$tested $m"; done
+  for m in $programs; do
+    if ! grep -q "^\(PASS\|FAIL\) metal_state/$m/sequence" "$T/prog"; then
+      fail "metal_state/$m/sequence" "no result: $(tail -n 3 "$T/prog" | tr '\n' ' ')"
+    fi
+  done
+fi
+case " $programs " in *" stories "*) ;; *) fail metal_state_stories "models/stories.lua was not built and compiled for Metal" ;; esac
+
 # every op of the op table (but leaves and views) ran in some emulated kernel: the
 # first comment line of each kernel names its op ("// name: op dtype ..."), each step
 # of a fused kernel's epilogue helper its op ("  const float v1 = ...;  // add, m.lua:3")
@@ -172,16 +179,16 @@ ran=$(for m in $tested; do sed -n -e 's|^// [A-Za-z0-9_]*: \([a-z0-9_]*\) [a-z0-
         -e 's|^  const [a-z0-9]* v[0-9]* = .*;  // \([a-z0-9_]*\), .*|\1|p' "$T/m/$m/$m.metal"; done | sort -u)
 missing=""
 for op in $("$KILN" ops | awk '{print $1}'); do
-  case $op in input|weight|const|reshape) continue ;; esac
-  case $op in state|write) echo "NOTE metal: op $op (state) is not supported by the Metal target yet"; continue ;; esac
+  case $op in input|weight|const|reshape|state) continue ;; esac
   echo "$ran" | grep -qx "$op" || missing="$missing $op"
 done
 if [ -z "$missing" ]; then pass metal_every_op_emulated; else fail metal_every_op_emulated "never run:$missing"; fi
 
-# golden text: the exact emitted MSL and table of tests/metal/golden/*.lua.
+# golden text: the exact emitted MSL and table of tests/metal/golden/*.lua and of
+# tests/golden/tinystate.lua (state and two entry points: the entries table).
 # To accept a change after reviewing it: UPDATE_GOLDEN=1 sh tests/t_metal.sh
 exp=tests/metal/golden/expected
-for script in tests/metal/golden/*.lua; do
+for script in tests/metal/golden/*.lua tests/golden/tinystate.lua; do
   m=$(basename "$script" .lua)
   if ! "$KILN" build "$script" -o "$T/g/$m" --target metal > "$T/out" 2>&1; then
     fail "metal_golden_$m" "$(tail -n 2 "$T/out" | tr '\n' ' ')"; continue

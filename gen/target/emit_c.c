@@ -1017,30 +1017,16 @@ static char *entry_params(const Ctx *c, bool vargs) {
  * write outside a state returns E_RANGE with nothing touched. Constant offsets were
  * checked by the frontend. */
 static char *entry_checks(const PCtx *pc, const Ctx *c) {
-  Graph *g = c->g;
   Buf b = {0};
-  int *seen_at = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1)), nseen = 0;
-  int64_t *seen_max = kiln_alloc(sizeof(int64_t) * (size_t)(g->nnodes + 1));
-  for (int i = 0; i < g->nnodes; i++) {
-    const Node *n = g->nodes[i];
-    if (n->dead || n->op != OP_WRITE) continue;
-    const Node *at = input(g, n, 2), *x = input(g, n, 1);
-    if (at->op != OP_INPUT) continue;
-    int64_t rows = x->shape.dim[n->a.axis], max = n->shape.dim[n->a.axis] - rows;
-    bool dup = false;
-    for (int k = 0; k < nseen && !dup; k++) dup = seen_at[k] == at->io_index && seen_max[k] == max;
-    if (dup) continue;
-    seen_at[nseen] = at->io_index, seen_max[nseen++] = max;
-    const char *p = c->in_param[at->io_index];
-    c->in_read[at->io_index] = true;
+  EmitRangeCheck *rc;
+  int n = emit_range_checks(c->g, c->in_param, &rc);
+  for (int i = 0; i < n; i++) {
+    c->in_read[rc[i].input] = true;
     EmitVars v = {0};
-    emit_var(&v, "AT", p);
-    emit_vari(&v, "MAX", max);
+    emit_var(&v, "AT", c->in_param[rc[i].input]);
+    emit_vari(&v, "MAX", rc[i].max);
     emit_var(&v, "UPPER", pc->upper);
-    const char *rowtext = rows == 1 ? kiln_fmt("row %s", p) : kiln_fmt("rows %s .. %s + %lld", p, p, (long long)(rows - 1));
-    emit_var(&v, "WHAT", esc_comment(kiln_fmt("%s: %s of %lld along axis %d, %s:%d", pc->p->states[n->a.state].name,
-                                                rowtext, (long long)n->shape.dim[n->a.axis], n->a.axis,
-                                                graph_src_name(g, n->loc.file), n->loc.line)));
+    emit_var(&v, "WHAT", esc_comment(rc[i].what));
     expand(&b, "c/entry_check.c.tmpl", &v);
   }
   char *s = kiln_strdup(b.data ? b.data : "");

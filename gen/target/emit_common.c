@@ -469,6 +469,29 @@ char *emit_describe(Graph *g, const Kernel *k) {
   return s;
 }
 
+/* See kiln.h. A pair (input, max) checked once however many writes share it. */
+int emit_range_checks(Graph *g, const char *const *param, EmitRangeCheck **out) {
+  *out = kiln_alloc(sizeof(EmitRangeCheck) * (size_t)(g->nnodes + 1));
+  int n = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const Node *w = g->nodes[i];
+    if (w->dead || w->op != OP_WRITE) continue;
+    const Node *at = graph_node(g, w->in[2]), *x = graph_node(g, w->in[1]);
+    if (at->op != OP_INPUT) continue;
+    int64_t rows = x->shape.dim[w->a.axis], max = w->shape.dim[w->a.axis] - rows;
+    bool dup = false;
+    for (int k = 0; k < n && !dup; k++) dup = (*out)[k].input == at->io_index && (*out)[k].max == max;
+    if (dup) continue;
+    const char *p = param ? param[at->io_index] : g->inputs[at->io_index].name;
+    const char *rowtext = rows == 1 ? kiln_fmt("row %s", p) : kiln_fmt("rows %s .. %s + %lld", p, p, (long long)(rows - 1));
+    const char *state = g->prog ? g->prog->states[w->a.state].name : "?";
+    (*out)[n++] = (EmitRangeCheck){at->io_index, max, kiln_fmt("%s: %s of %lld along axis %d, %s:%d", state, rowtext,
+                                                                 (long long)w->shape.dim[w->a.axis], w->a.axis,
+                                                                 graph_src_name(g, w->loc.file), w->loc.line)};
+  }
+  return n;
+}
+
 /* name as a C identifier: bytes not legal become '_', a leading '_' if empty or
  * starting with a digit. Does not check keywords or uniqueness. Arena string. */
 char *emit_ident(const char *name) {

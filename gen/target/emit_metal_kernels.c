@@ -13,7 +13,9 @@
  *       per output for a row vector times a transposed matrix (nn.Linear, batch 1);
  *   conv    16x16 tiles as an implicit GEMM;
  *   softmax, layernorm, rmsnorm, large reductions  a threadgroup per line with
- *       SIMD-group and threadgroup reductions; small reductions a thread each.
+ *       SIMD-group and threadgroup reductions; small reductions a thread each;
+ *   sdpa    a thread per (head, query row), looping over the valid keys only;
+ *   write   a thread per element of the value, stored in place into the state.
  * Threadgroups are sized to the work (never above 256), so a short line gets a
  * threadgroup that is not a multiple of 32 and SIMD groups with idle lanes.
  */
@@ -417,6 +419,24 @@ static const char *k_attention(MtlKernel *k) {
   return "metal/sdpa.metal.tmpl";
 }
 
+/* Write: one thread per element of the value, stored at the run-time row offset. The
+ * state version it updates (operand 0) is not bound: the result, `out`, is the same
+ * bytes of the state block, written in place; x and at are the operands. */
+static const char *k_write(MtlKernel *k) {
+  AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
+  Node *x = in(k, 1);
+  k->op[0] = x, k->opname[0] = "x";
+  k->op[1] = in(k, 2), k->opname[1] = "at";
+  k->nops = 2;
+  emit_var(&k->v, "STATE", esc_comment(k->g->prog ? k->g->prog->states[k->n->a.state].name : "?"));
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "ROWS", x->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "TOTAL", node_numel(x));
+  grid_1d(k, node_numel(x));
+  return "metal/write.metal.tmpl";
+}
+
 typedef const char *RenderFn(MtlKernel *k);
 static RenderFn *const render[FAM__COUNT] = {
     [FAM_UNARY] = k_elementwise,   [FAM_BINARY] = k_elementwise, [FAM_SELECT] = k_elementwise,
@@ -424,7 +444,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,      [FAM_SOFTMAX] = k_softmax,
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
-    [FAM_ATTENTION] = k_attention,
+    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
 };
 
 /* Fills k's variables and grid for its anchor's family and returns the template;

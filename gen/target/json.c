@@ -238,9 +238,10 @@ static void put_entries(Buf *b, const Program *p, const EmitOptions *o) {
     }
     buf_puts(b, "],\n  \"kernels\": [");
     put_kernels(b, g);
-    buf_printf(b, ",\n  \"dispatches\": {\"c\": %d}}", g->nkernels);
+    buf_printf(b, ",\n  \"dispatches\": {\"c\": %d", g->nkernels);
+    if (o->targets & TGT_METAL) buf_printf(b, ", \"metal\": %d", g->nkernels);
+    buf_puts(b, "}}");
   }
-  (void)o;
   buf_puts(b, p->nentries ? "\n  ]" : "]");
 }
 

@@ -4,14 +4,18 @@
  * Interprets any model's dispatch table (kiln_metal.h): at open, one device, one
  * command queue, the library (from a .metallib file, or compiled from the MSL
  * text embedded in the table), one compute pipeline per kernel, and shared-storage
- * buffers for the weights (copied once), the arena and every input and output. A
- * run copies the inputs in, encodes every dispatch in table order into one serial
- * compute encoder of one command buffer (serial dispatches see each other's
- * writes), commits, waits, and copies the outputs out: the same caller-owned
- * host-memory shape as the C target's <m>_run.
+ * buffers for the weights (copied once), the arena, every entry's inputs and
+ * outputs, and the state block (zero: a fresh state). A call of an entry first
+ * makes its range checks on the caller's inputs (returning KILN_MTL_E_RANGE before
+ * anything is touched), then copies the inputs in, encodes the entry's dispatches
+ * in table order into one serial compute encoder of one command buffer (serial
+ * dispatches see each other's writes), commits, waits, and copies the outputs
+ * out: the same caller-owned host-memory shape as the C target's <m>_run. The
+ * state block stays on the device side between calls (shared storage, so the
+ * host reads and writes it directly between calls).
  *
- * When a command buffer fails, Metal does not say which dispatch failed; the run
- * then replays the dispatches one command buffer each to name the kernel.
+ * When a command buffer fails, Metal does not say which dispatch failed; the call
+ * then replays the entry's dispatches one command buffer each to name the kernel.
  *
  * Build (macOS 11+ / iOS 14+):  clang -fobjc-arc -c kiln_metal.m
  * and link with -framework Metal -framework Foundation; see docs/metal.md.
@@ -35,8 +39,9 @@
 @property(nonatomic, strong) NSMutableArray *pipelines;   /* id<MTLComputePipelineState>, per kernel */
 @property(nonatomic, strong) id<MTLBuffer> weights;
 @property(nonatomic, strong) id<MTLBuffer> arena;
-@property(nonatomic, strong) NSMutableArray *inputs;      /* id<MTLBuffer>, per input */
-@property(nonatomic, strong) NSMutableArray *outputs;     /* id<MTLBuffer>, per output */
+@property(nonatomic, strong) id<MTLBuffer> state;          /* the state block (a model with kiln.state) */
+@property(nonatomic, strong) NSMutableArray *inputs;      /* per entry: NSMutableArray of id<MTLBuffer>, per input */
+@property(nonatomic, strong) NSMutableArray *outputs;     /* per entry: the same, per output */
 @end
 
 @implementation KilnMetalState
@@ -145,22 +150,35 @@ static BOOL make_pipelines(KilnMetalState *s, id<MTLLibrary> lib, const KilnMtlM
   return YES;
 }
 
+/* One fresh buffer per I/O record into list; NO when one cannot be allocated. */
+static BOOL io_buffers(id<MTLDevice> dev, NSMutableArray *list, const KilnMtlIO *io, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    id<MTLBuffer> b = new_buffer(dev, NULL, io[i].size);
+    if (!b) return NO;
+    [list addObject:b];
+  }
+  return YES;
+}
+
+/* The weights (copied), the arena, the state block (zeroed: a fresh state)
+ * and every entry's input and output buffers. */
 static BOOL make_buffers(KilnMetalState *s, const KilnMtlModel *m, const void *weights, char *err, size_t errlen) {
   s.weights = new_buffer(s.device, weights, m->weights_size);
   s.arena = new_buffer(s.device, NULL, m->arena_size);
-  s.inputs = [NSMutableArray arrayWithCapacity:m->ninputs];
-  s.outputs = [NSMutableArray arrayWithCapacity:m->noutputs];
-  BOOL ok = s.weights && s.arena;
-  for (uint32_t i = 0; i < m->ninputs && ok; i++) {
-    id<MTLBuffer> b = new_buffer(s.device, NULL, m->inputs[i].size);
-    if (b) [s.inputs addObject:b];
-    ok = b != nil;
+  s.state = m->state_size ? new_buffer(s.device, NULL, m->state_size) : nil;
+  uint32_t n = kiln_mtl_nentries(m);
+  s.inputs = [NSMutableArray arrayWithCapacity:n];
+  s.outputs = [NSMutableArray arrayWithCapacity:n];
+  BOOL ok = s.weights && s.arena && (s.state || !m->state_size);
+  for (uint32_t e = 0; e < n && ok; e++) {
+    KilnMtlEntry en = kiln_mtl_entry(m, e);
+    NSMutableArray *in = [NSMutableArray arrayWithCapacity:en.ninputs];
+    NSMutableArray *out = [NSMutableArray arrayWithCapacity:en.noutputs];
+    ok = io_buffers(s.device, in, en.inputs, en.ninputs) && io_buffers(s.device, out, en.outputs, en.noutputs);
+    [s.inputs addObject:in];
+    [s.outputs addObject:out];
   }
-  for (uint32_t i = 0; i < m->noutputs && ok; i++) {
-    id<MTLBuffer> b = new_buffer(s.device, NULL, m->outputs[i].size);
-    if (b) [s.outputs addObject:b];
-    ok = b != nil;
-  }
+  if (ok && s.state) memset([s.state contents], 0, (size_t)m->state_size);
   if (!ok) set_err(err, errlen, "kiln_metal: model %s: cannot allocate device buffers", m->name);
   return ok;
 }
@@ -193,17 +211,20 @@ KilnMetal *kiln_metal_open(const KilnMtlModel *m, const void *weights, const cha
   }
 }
 
-static id<MTLBuffer> region_buffer(KilnMetalState *s, const KilnMtlBinding *b) {
+/* The buffer a binding of entry e's dispatch refers to. */
+static id<MTLBuffer> region_buffer(KilnMetalState *s, uint32_t e, const KilnMtlBinding *b) {
   switch (b->region) {
   case KILN_MTL_WEIGHTS: return s.weights;
   case KILN_MTL_ARENA: return s.arena;
-  case KILN_MTL_INPUT: return s.inputs[b->slot];
-  default: return s.outputs[b->slot];
+  case KILN_MTL_STATE: return s.state;
+  case KILN_MTL_INPUT: return s.inputs[e][b->slot];
+  default: return s.outputs[e][b->slot];
   }
 }
 
-/* Encodes dispatches [from, to) into one command buffer and waits for it. */
-static id<MTLCommandBuffer> encode_and_wait(KilnMetalState *s, const KilnMtlModel *m, uint32_t from, uint32_t to) {
+/* Encodes dispatches [from, to) of entry e into one command buffer and waits for it. */
+static id<MTLCommandBuffer> encode_and_wait(KilnMetalState *s, const KilnMtlModel *m, uint32_t e, uint32_t from,
+                                            uint32_t to) {
   id<MTLCommandBuffer> cb = [s.queue commandBuffer];
   id<MTLComputeCommandEncoder> enc = [cb computeCommandEncoder];
   if (!cb || !enc) return nil;
@@ -212,7 +233,7 @@ static id<MTLCommandBuffer> encode_and_wait(KilnMetalState *s, const KilnMtlMode
     [enc setComputePipelineState:s.pipelines[dp->kernel]];
     for (uint32_t j = 0; j < dp->nbindings; j++) {
       const KilnMtlBinding *b = &m->bindings[dp->first_binding + j];
-      [enc setBuffer:region_buffer(s, b) offset:(NSUInteger)b->offset atIndex:b->index];
+      [enc setBuffer:region_buffer(s, e, b) offset:(NSUInteger)b->offset atIndex:b->index];
     }
     [enc dispatchThreadgroups:MTLSizeMake(dp->groups[0], dp->groups[1], dp->groups[2])
         threadsPerThreadgroup:MTLSizeMake(dp->threads[0], dp->threads[1], dp->threads[2])];
@@ -223,10 +244,13 @@ static id<MTLCommandBuffer> encode_and_wait(KilnMetalState *s, const KilnMtlMode
   return cb;
 }
 
-/* After a failed command buffer: runs each dispatch alone to find the first that fails. */
-static void attribute_failure(KilnMetalState *s, const KilnMtlModel *m, NSError *first, char *err, size_t errlen) {
-  for (uint32_t d = 0; d < m->ndispatches; d++) {
-    id<MTLCommandBuffer> cb = encode_and_wait(s, m, d, d + 1);
+/* After a failed command buffer: runs each dispatch of entry e alone to find the first
+ * that fails. */
+static void attribute_failure(KilnMetalState *s, const KilnMtlModel *m, uint32_t e, NSError *first, char *err,
+                              size_t errlen) {
+  KilnMtlEntry en = kiln_mtl_entry(m, e);
+  for (uint32_t d = en.first_dispatch; d < en.first_dispatch + en.ndispatches; d++) {
+    id<MTLCommandBuffer> cb = encode_and_wait(s, m, e, d, d + 1);
     if (!cb || cb.status != MTLCommandBufferStatusCompleted) {
       set_err(err, errlen, "kiln_metal: dispatch %u, kernel %s: %s", d, m->dispatches[d].what,
               describe_error(cb ? cb.error : first));
@@ -237,30 +261,57 @@ static void attribute_failure(KilnMetalState *s, const KilnMtlModel *m, NSError 
           describe_error(first));
 }
 
-int kiln_metal_run(KilnMetal *k, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
+int kiln_metal_call(KilnMetal *k, uint32_t entry, const void *const *inputs, void *const *outputs, char *err,
+                    size_t errlen) {
   @autoreleasepool {
     KilnMetalState *s = (__bridge KilnMetalState *)k->state;
     const KilnMtlModel *m = k->m;
-    for (uint32_t i = 0; i < m->ninputs; i++) {
-      id<MTLBuffer> b = s.inputs[i];
-      memcpy([b contents], inputs[i], (size_t)m->inputs[i].size);
+    if (entry >= kiln_mtl_nentries(m)) {
+      set_err(err, errlen, "kiln_metal: model %s has no entry %u", m->name, entry);
+      return KILN_MTL_FAILED;
     }
-    id<MTLCommandBuffer> cb = encode_and_wait(s, m, 0, m->ndispatches);
+    KilnMtlEntry en = kiln_mtl_entry(m, entry);
+    const KilnMtlCheck *bad = NULL;
+    int32_t at = 0;
+    if (kiln_mtl_check_inputs(&en, inputs, &bad, &at) != KILN_MTL_OK) {
+      set_err(err, errlen, "kiln_metal: %s_%s: %s = %d is outside [0, %d] (%s); nothing was run", m->name, en.name,
+              en.inputs[bad->input].name, (int)at, (int)bad->max, bad->what);
+      return KILN_MTL_E_RANGE;
+    }
+    for (uint32_t i = 0; i < en.ninputs; i++) {
+      id<MTLBuffer> b = s.inputs[entry][i];
+      memcpy([b contents], inputs[i], (size_t)en.inputs[i].size);
+    }
+    id<MTLCommandBuffer> cb = encode_and_wait(s, m, entry, en.first_dispatch, en.first_dispatch + en.ndispatches);
     if (!cb) {
       set_err(err, errlen, "kiln_metal: model %s: cannot create a command buffer", m->name);
-      return -1;
+      return KILN_MTL_FAILED;
     }
     if (cb.status != MTLCommandBufferStatusCompleted) {
-      attribute_failure(s, m, cb.error, err, errlen);
-      return -1;
+      attribute_failure(s, m, entry, cb.error, err, errlen);
+      return KILN_MTL_FAILED;
     }
     k->gpu_seconds = cb.GPUEndTime - cb.GPUStartTime;
-    for (uint32_t i = 0; i < m->noutputs; i++) {
-      id<MTLBuffer> b = s.outputs[i];
-      memcpy(outputs[i], [b contents], (size_t)m->outputs[i].size);
+    for (uint32_t i = 0; i < en.noutputs; i++) {
+      id<MTLBuffer> b = s.outputs[entry][i];
+      memcpy(outputs[i], [b contents], (size_t)en.outputs[i].size);
     }
-    return 0;
+    return KILN_MTL_OK;
   }
+}
+
+int kiln_metal_run(KilnMetal *k, const void *const *inputs, void *const *outputs, char *err, size_t errlen) {
+  return kiln_metal_call(k, 0, inputs, outputs, err, errlen);
+}
+
+void *kiln_metal_state(KilnMetal *k) {
+  KilnMetalState *s = (__bridge KilnMetalState *)k->state;
+  return s.state ? [s.state contents] : NULL;
+}
+
+void kiln_metal_reset(KilnMetal *k) {
+  void *p = kiln_metal_state(k);
+  if (p) memset(p, 0, (size_t)k->m->state_size);
 }
 
 double kiln_metal_last_gpu_seconds(const KilnMetal *k) { return k->gpu_seconds; }

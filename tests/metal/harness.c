@@ -1,23 +1,36 @@
 /*
- * harness.c — runs a model's Metal dispatch table on the emulator and compares
- * its outputs with the C target's.
+ * harness.c — runs a model's Metal dispatch table on the emulator: compares a plain
+ * model's outputs with the C target's, or makes one call of an entry of a model
+ * with state or entry points on files (the caller compares those).
  *
  * Built once per model by tests/metal/mkemu.sh with
- *   -include <m>.h -include <m>_metal.h -DKH_MODEL=<m>_metal_model -DKH_RUN_V=<m>_run_v
- * and linked with the generated <m>.c, <m>_metal.c, the clang-compiled kernels
- * and the tables of tests/metal/mslreflect.py. It interprets the table exactly as
- * runtime/metal/kiln_metal.m does — regions, byte offsets, buffer indices, grid —
- * and checks what the Objective-C runtime cannot: that every binding matches the
- * kernel's reflected signature (count, element type, const for reads), stays in
- * its region, and does not alias a written binding. Each binding runs in its own
- * guarded copy (end against a PROT_NONE page, read-only ones write-protected), so
- * any access outside the bound bytes faults with the buffer's name.
+ *   -include <m>.h -include <m>_metal.h -DKH_MODEL=<m>_metal_model [-DKH_RUN_V=<m>_run_v]
+ * (KH_RUN_V for a plain model only) and linked with the generated <m>.c,
+ * <m>_metal.c, the clang-compiled kernels and the tables of tests/metal/mslreflect.py.
+ * It interprets the table exactly as runtime/metal/kiln_metal.m does — entries,
+ * range checks (the same kiln_mtl_check_inputs), regions, byte offsets, buffer
+ * indices, grid — and checks what the Objective-C runtime cannot: that every
+ * binding matches the kernel's reflected signature (count, element type, const for
+ * reads), stays in its region, and does not alias a written binding. Each binding
+ * runs in its own guarded copy (end against a PROT_NONE page, read-only ones
+ * write-protected), so any access outside the bound bytes faults with the buffer's
+ * name.
  *
  *   harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A]
  *                        [--int-max K] [--quiet]
+ *       random inputs through every order, each output compared with the C target's
+ *       (KH_RUN_V); one line per order and output
+ *   harness WEIGHTS_FILE --entry NAME --state-in FILE|- [--state-out FILE]
+ *                        [--in FILE]... [--out FILE]... [--orders ...] [--seed N]
+ *       one call of entry NAME: inputs from raw files (exactly their sizes, in the
+ *       entry's order), the state block from FILE ("-": fresh, all zero). Every order
+ *       starts from the same state, arena NaN-filled; their outputs and state blocks
+ *       must be the same bytes; the outputs and the state after go to the files
  *   harness --msl        prints the MSL text embedded in the table
- * Prints one line per order and output; exit 0 when all match, 1 on a mismatch,
- * 2 on a usage or table error, 3 when the emulator caught a fault.
+ * Exit 0 when all match, 1 on a mismatch, 2 on a usage or table error, 3 when the
+ * emulator caught a fault, 6 when the call returned KILN_MTL_E_RANGE and the state,
+ * arena, device buffers and outputs were verified untouched (its message printed),
+ * 7 when it returned E_RANGE after touching something.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -39,7 +52,7 @@
 #endif
 
 static const KilnMtlModel *M = &KH_MODEL;
-static const char *const region_names[] = {"weights", "arena", "input", "output"};
+static const char *const region_names[] = {"weights", "arena", "input", "output", "state"};
 
 static _Noreturn void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static _Noreturn void bad(const char *fmt, ...) {
@@ -74,26 +87,6 @@ static unsigned char *load_weights(const char *path) {
   return all + 64;
 }
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static uint64_t next(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
-}
-
-static int type_size(int t) { return t == KILN_MTL_U8 ? 1 : 4; }
-
-/* Random inputs: f32 uniform in [-1, 1), i32 in [0, int_max), bool 0/1. */
-static void fill_input(void *p, const KilnMtlIO *io, int int_max) {
-  size_t n = io->size / (size_t)type_size(io->type);
-  for (size_t i = 0; i < n; i++) {
-    uint64_t r = next();
-    if (io->type == KILN_MTL_F32) ((float *)p)[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    else if (io->type == KILN_MTL_I32) ((int32_t *)p)[i] = (int32_t)(r % (uint64_t)int_max);
-    else ((uint8_t *)p)[i] = (uint8_t)(r & 1);
-  }
-}
 
 /* ---- checking the table against reflection ---- */
 
@@ -119,18 +112,20 @@ static void sig_of(const EmuKernelInfo *k, uint32_t i, char *elem, size_t n, cha
   *acc = colon[1];
 }
 
-static uint64_t region_size(int region, uint32_t slot) {
+/* The bytes of a region as entry e sees it. */
+static uint64_t region_size(const KilnMtlEntry *e, int region, uint32_t slot) {
   switch (region) {
   case KILN_MTL_WEIGHTS: return M->weights_size;
   case KILN_MTL_ARENA: return M->arena_size;
-  case KILN_MTL_INPUT: if (slot >= M->ninputs) bad("input slot %u", slot); return M->inputs[slot].size;
-  case KILN_MTL_OUTPUT: if (slot >= M->noutputs) bad("output slot %u", slot); return M->outputs[slot].size;
+  case KILN_MTL_STATE: if (!M->state_size) bad("a binding of the state block, which the model has not"); return M->state_size;
+  case KILN_MTL_INPUT: if (slot >= e->ninputs) bad("input slot %u", slot); return e->inputs[slot].size;
+  case KILN_MTL_OUTPUT: if (slot >= e->noutputs) bad("output slot %u", slot); return e->outputs[slot].size;
   }
   bad("bad region %d", region);
 }
 
-/* Every rule a dispatch must keep before it may run (exit 2 otherwise). */
-static int check_dispatch(uint32_t di) {
+/* Every rule a dispatch of entry e must keep before it may run (exit 2 otherwise). */
+static int check_dispatch(const KilnMtlEntry *e, uint32_t di) {
   const KilnMtlDispatch *d = &M->dispatches[di];
   if (d->kernel >= M->nkernels) bad("dispatch %u: kernel %u of %u", di, d->kernel, M->nkernels);
   const char *name = M->kernels[d->kernel];
@@ -155,10 +150,11 @@ static int check_dispatch(uint32_t di) {
           acc == 'w' ? "writable" : "const");
     if (b->access == KILN_MTL_WRITE && (b->region == KILN_MTL_WEIGHTS || b->region == KILN_MTL_INPUT))
       bad("dispatch %u (%s): writes into the %s", di, name, region_names[b->region]);
-    if (b->offset % 4 || b->offset + b->size > region_size(b->region, b->slot) || b->size == 0)
+    if (b->region > KILN_MTL_STATE) bad("dispatch %u (%s): buffer(%u) in region %u", di, name, b->index, b->region);
+    if (b->offset % 4 || b->offset + b->size > region_size(e, b->region, b->slot) || b->size == 0)
       bad("dispatch %u (%s): buffer(%u) %s+%llu size %llu is outside its region (%llu bytes)", di, name, b->index,
           region_names[b->region], (unsigned long long)b->offset, (unsigned long long)b->size,
-          (unsigned long long)region_size(b->region, b->slot));
+          (unsigned long long)region_size(e, b->region, b->slot));
     for (uint32_t i = 0; i < j; i++) {
       const KilnMtlBinding *o = &M->bindings[d->first_binding + i];
       bool same = o->region == b->region && o->slot == b->slot;
@@ -172,8 +168,10 @@ static int check_dispatch(uint32_t di) {
 
 /* ---- running ---- */
 
+/* The device-side memory: what kiln_metal.m keeps in MTLBuffers (in, out: one
+ * entry's input and output buffers). */
 typedef struct {
-  unsigned char *weights, *arena;
+  unsigned char *weights, *arena, *state;
   unsigned char **in, **out;
 } Regions;
 
@@ -181,6 +179,7 @@ static unsigned char *region_base(const Regions *r, const KilnMtlBinding *b) {
   switch (b->region) {
   case KILN_MTL_WEIGHTS: return r->weights;
   case KILN_MTL_ARENA: return r->arena;
+  case KILN_MTL_STATE: return r->state;
   case KILN_MTL_INPUT: return r->in[b->slot];
   default: return r->out[b->slot];
   }
@@ -231,6 +230,192 @@ static void run_dispatch(uint32_t di, int ki, const Regions *r, EmuOrder order, 
   }
 }
 
+
+/* The order named by the first len bytes of p; a usage error for any other. */
+static EmuOrder parse_order(const char *p, size_t len) {
+  if (len == 3 && strncmp(p, "fwd", 3) == 0) return EMU_FORWARD;
+  if (len == 3 && strncmp(p, "rev", 3) == 0) return EMU_REVERSE;
+  if (len == 4 && strncmp(p, "rand", 4) == 0) return EMU_RANDOM;
+  bad("unknown order %.*s", (int)len, p);
+}
+
+/* A 64-byte-aligned buffer of n bytes (at least 64) filled with `fill`. */
+static unsigned char *region_alloc(uint64_t n, int fill) {
+  size_t r = (size_t)(n + 63) / 64 * 64 + 64;
+  unsigned char *p = aligned_alloc(64, r);
+  if (!p) bad("out of memory");
+  memset(p, fill, r);
+  return p;
+}
+
+/* One call of entry en as kiln_metal_call makes it: the range checks on the caller's
+ * inputs (returning KILN_MTL_E_RANGE before anything is touched), the inputs copied
+ * into the entry's device buffers, its dispatches in order, the outputs copied out. */
+static int call(const KilnMtlEntry *en, const int *kidx, const Regions *r, const void *const *inputs,
+                void *const *outputs, EmuOrder o, uint64_t seed, const KilnMtlCheck **failed, int32_t *value) {
+  int rc = kiln_mtl_check_inputs(en, inputs, failed, value);
+  if (rc != KILN_MTL_OK) return rc;
+  for (uint32_t i = 0; i < en->ninputs; i++) memcpy(r->in[i], inputs[i], en->inputs[i].size);
+  for (uint32_t d = en->first_dispatch; d < en->first_dispatch + en->ndispatches; d++) run_dispatch(d, kidx[d], r, o, seed);
+  for (uint32_t i = 0; i < en->noutputs; i++) memcpy(outputs[i], r->out[i], en->outputs[i].size);
+  return KILN_MTL_OK;
+}
+
+/* Reads a whole raw file of exactly n bytes into a 64-aligned buffer. */
+static unsigned char *read_exact(const char *path, uint64_t n, const char *what) {
+  FILE *f = fopen(path, "rb");
+  if (!f) bad("cannot open %s", path);
+  unsigned char *p = region_alloc(n, 0);
+  size_t got = fread(p, 1, (size_t)n + 1, f);
+  fclose(f);
+  if (got != n) bad("%s %s: %zu bytes, expected %llu", what, path, got, (unsigned long long)n);
+  return p;
+}
+
+static void write_file(const char *path, const void *p, uint64_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, (size_t)n, f) != n || fclose(f) != 0) bad("cannot write %s", path);
+}
+
+typedef struct {
+  const char *orders, *entry, *state_in, *state_out;
+  const char *in[64], *out[64];
+  int nin, nout;
+  uint64_t seed;
+  double rtol, atol;
+  int int_max;
+  bool quiet;
+} Opts;
+
+/* Every dispatch of every entry checked against reflection; kidx[d] = its kernel. */
+static int *check_table(void) {
+  int *kidx = malloc(sizeof(int) * (M->ndispatches + 1));
+  for (uint32_t d = 0; d < M->ndispatches; d++) kidx[d] = -1;
+  for (uint32_t e = 0; e < kiln_mtl_nentries(M); e++) {
+    KilnMtlEntry en = kiln_mtl_entry(M, e);
+    if (en.first_dispatch + en.ndispatches > M->ndispatches) bad("entry %s: dispatches out of the table", en.name);
+    for (uint32_t d = en.first_dispatch; d < en.first_dispatch + en.ndispatches; d++) {
+      if (kidx[d] >= 0) bad("dispatch %u belongs to two entries", d);
+      kidx[d] = check_dispatch(&en, d);
+    }
+    for (uint32_t c = 0; c < en.nchecks; c++)
+      if (en.checks[c].input >= en.ninputs || en.inputs[en.checks[c].input].type != KILN_MTL_I32 ||
+          en.inputs[en.checks[c].input].size != 4)
+        bad("entry %s: check %u does not name an i32 scalar input", en.name, c);
+  }
+  for (uint32_t d = 0; d < M->ndispatches; d++)
+    if (kidx[d] < 0) bad("dispatch %u belongs to no entry", d);
+  return kidx;
+}
+
+/* --entry: one call on files (see the file comment). */
+static int entry_main(const Opts *op, unsigned char *weights, const int *kidx) {
+  uint32_t e = 0;
+  while (e < kiln_mtl_nentries(M) && strcmp(kiln_mtl_entry(M, e).name, op->entry) != 0) e++;
+  if (e == kiln_mtl_nentries(M)) bad("model %s has no entry %s", M->name, op->entry);
+  KilnMtlEntry en = kiln_mtl_entry(M, e);
+  if ((uint32_t)op->nin != en.ninputs || (uint32_t)op->nout != en.noutputs)
+    bad("entry %s takes %u inputs and %u outputs (given %d, %d)", en.name, en.ninputs, en.noutputs, op->nin, op->nout);
+  if (!M->state_size && (strcmp(op->state_in, "-") != 0 || op->state_out)) bad("model %s has no state", M->name);
+  const void *ins[64];
+  for (uint32_t i = 0; i < en.ninputs; i++) ins[i] = read_exact(op->in[i], en.inputs[i].size, "input");
+  unsigned char *state0 = strcmp(op->state_in, "-") == 0 ? region_alloc(M->state_size, 0)
+                                                          : read_exact(op->state_in, M->state_size, "state");
+  Regions r = {.weights = weights, .arena = region_alloc(M->arena_size, 0xff), .state = region_alloc(M->state_size, 0)};
+  unsigned char *dev_in[64], *dev_out[64], *outs[2][64];
+  for (uint32_t i = 0; i < en.ninputs; i++) dev_in[i] = region_alloc(en.inputs[i].size, 0x5a);
+  for (uint32_t i = 0; i < en.noutputs; i++) {
+    dev_out[i] = region_alloc(en.outputs[i].size, 0xff);
+    outs[0][i] = region_alloc(en.outputs[i].size, 0xa5), outs[1][i] = region_alloc(en.outputs[i].size, 0xa5);
+  }
+  r.in = dev_in, r.out = dev_out;
+  unsigned char *state_first = region_alloc(M->state_size, 0);
+
+  /* Out of range: nothing may be touched. Snapshots of every byte the call could reach. */
+  memcpy(r.state, state0, M->state_size);
+  const KilnMtlCheck *failed = NULL;
+  int32_t at = 0;
+  if (kiln_mtl_check_inputs(&en, ins, NULL, NULL) != KILN_MTL_OK) {
+    size_t an = (size_t)(M->arena_size + 63) / 64 * 64 + 64;
+    unsigned char *arena = malloc(an), *outs_before[64];
+    memcpy(arena, r.arena, an);
+    for (uint32_t i = 0; i < en.noutputs; i++) {
+      outs_before[i] = malloc(en.outputs[i].size);
+      memcpy(outs_before[i], outs[0][i], en.outputs[i].size);
+    }
+    int rc = call(&en, kidx, &r, ins, (void *const *)outs[0], EMU_FORWARD, op->seed, &failed, &at);
+    bool same = memcmp(r.state, state0, M->state_size) == 0 && memcmp(r.arena, arena, an) == 0;
+    for (uint32_t i = 0; i < en.ninputs; i++)
+      for (uint64_t b = 0; b < en.inputs[i].size; b++) same &= dev_in[i][b] == 0x5a;
+    for (uint32_t i = 0; i < en.noutputs; i++) {
+      same &= memcmp(outs_before[i], outs[0][i], en.outputs[i].size) == 0;
+      for (uint64_t b = 0; b < en.outputs[i].size; b++) same &= dev_out[i][b] == 0xff;
+    }
+    if (rc != KILN_MTL_E_RANGE) bad("the checks failed, then the call returned %d", rc);
+    printf("range: %s_%s: %s = %d is outside [0, %d] (%s); %s\n", M->name, en.name, en.inputs[failed->input].name,
+           (int)at, (int)failed->max, failed->what, same ? "nothing was touched" : "BUT BYTES CHANGED");
+    return same ? 6 : 7;
+  }
+
+  int norders = 0;
+  bool all_same = true;
+  for (const char *p = op->orders; *p;) {
+    size_t len = strcspn(p, ",");
+    EmuOrder o = parse_order(p, len);
+    unsigned char **got = outs[norders ? 1 : 0];
+    memcpy(r.state, state0, M->state_size);
+    memset(r.arena, 0xff, (size_t)(M->arena_size + 63) / 64 * 64 + 64);   /* NaN: reads of unwritten bytes show */
+    for (uint32_t i = 0; i < en.noutputs; i++) memset(dev_out[i], 0xff, en.outputs[i].size);
+    int rc = call(&en, kidx, &r, ins, (void *const *)got, o, op->seed * 1000003u, &failed, &at);
+    if (rc != KILN_MTL_OK) bad("the call returned %d", rc);
+    if (norders == 0) memcpy(state_first, r.state, M->state_size);
+    else {
+      for (uint32_t i = 0; i < en.noutputs; i++)
+        if (memcmp(got[i], outs[0][i], en.outputs[i].size) != 0) {
+          printf("MISMATCH order=%.*s output=%s: differs from the first order's\n", (int)len, p, en.outputs[i].name);
+          all_same = false;
+        }
+      if (memcmp(r.state, state_first, M->state_size) != 0) {
+        printf("MISMATCH order=%.*s: the state block differs from the first order's\n", (int)len, p);
+        all_same = false;
+      }
+    }
+    norders++;
+    p += len;
+    if (*p == ',') p++;
+  }
+  for (uint32_t i = 0; i < en.noutputs; i++) write_file(op->out[i], outs[0][i], en.outputs[i].size);
+  if (op->state_out) write_file(op->state_out, state_first, M->state_size);
+  EmuStats s = emu_stats();
+  printf("call %s_%s: %u dispatches, %d orders%s; %llu threadgroups, %llu threads, %llu barriers, %llu SIMD collectives\n",
+         M->name, en.name, en.ndispatches, norders, all_same ? ", outputs and state the same bytes in each" : "",
+         (unsigned long long)s.threadgroups, (unsigned long long)s.threads, (unsigned long long)s.barriers,
+         (unsigned long long)s.collectives);
+  return all_same ? 0 : 1;
+}
+
+#ifdef KH_RUN_V
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint64_t next(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+static int type_size(int t) { return t == KILN_MTL_U8 ? 1 : 4; }
+
+/* Random inputs: f32 uniform in [-1, 1), i32 in [0, int_max), bool 0/1. */
+static void fill_input(void *p, const KilnMtlIO *io, int int_max) {
+  size_t n = io->size / (size_t)type_size(io->type);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t r = next();
+    if (io->type == KILN_MTL_F32) ((float *)p)[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    else if (io->type == KILN_MTL_I32) ((int32_t *)p)[i] = (int32_t)(r % (uint64_t)int_max);
+    else ((uint8_t *)p)[i] = (uint8_t)(r & 1);
+  }
+}
+
 static const char *order_name(EmuOrder o) { return o == EMU_FORWARD ? "fwd" : o == EMU_REVERSE ? "rev" : "rand"; }
 
 /* Compares got with ref for output i; prints one line; returns true when they match. */
@@ -276,43 +461,16 @@ static bool compare(uint32_t i, const void *got, const void *ref, EmuOrder o, do
   return true;
 }
 
-int main(int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "--msl") == 0) {   /* the embedded MSL text, to compare with the .metal file */
-    for (const char *const *l = M->msl; *l; l++) fputs(*l, stdout);
-    return 0;
-  }
-  if (argc < 2) bad("usage: harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A] [--int-max K]");
-  const char *orders = "fwd,rev,rand";
-  uint64_t seed = 1;
-  /* The emulator runs the same libm as the C target; only summation order differs
-   (measured <= 1e-5 x max(1, max|c|) on every model): this is tight enough that a
-   lost partial sum or a wrong epsilon fails. Real GPUs need the looser fast-math
-   expectation stated in docs/metal.md. */
-  double rtol = 1e-5, atol = 2e-6;
-  int int_max = 4;
-  bool quiet = false;
-  for (int i = 2; i < argc; i++) {
-    if (strcmp(argv[i], "--quiet") == 0) { quiet = true; continue; }
-    if (i + 1 >= argc) bad("%s needs a value", argv[i]);
-    if (strcmp(argv[i], "--orders") == 0) orders = argv[++i];
-    else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[++i], NULL, 10);
-    else if (strcmp(argv[i], "--rtol") == 0) rtol = atof(argv[++i]);
-    else if (strcmp(argv[i], "--atol") == 0) atol = atof(argv[++i]);
-    else if (strcmp(argv[i], "--int-max") == 0) int_max = atoi(argv[++i]);
-    else bad("unknown option %s", argv[i]);
-  }
-  rng ^= seed * 0x9E3779B97F4A7C15ull;
-  unsigned char *weights = load_weights(argv[1]);
-  int *kidx = malloc(sizeof(int) * (M->ndispatches + 1));
-  for (uint32_t d = 0; d < M->ndispatches; d++) kidx[d] = check_dispatch(d);
-
+/* Random inputs through every order, compared with the C target's KH_RUN_V. */
+static int compare_main(const Opts *op, unsigned char *weights, const int *kidx) {
+  rng ^= op->seed * 0x9E3779B97F4A7C15ull;
   Regions r = {.weights = weights};
   r.in = calloc(M->ninputs + 1, sizeof(void *));
   r.out = calloc(M->noutputs + 1, sizeof(void *));
   unsigned char **ref = calloc(M->noutputs + 1, sizeof(void *));
   for (uint32_t i = 0; i < M->ninputs; i++) {
     r.in[i] = aligned_alloc(64, (M->inputs[i].size + 63) / 64 * 64);
-    fill_input(r.in[i], &M->inputs[i], int_max);
+    fill_input(r.in[i], &M->inputs[i], op->int_max);
   }
   for (uint32_t i = 0; i < M->noutputs; i++) {
     r.out[i] = aligned_alloc(64, (M->outputs[i].size + 63) / 64 * 64);
@@ -327,14 +485,13 @@ int main(int argc, char **argv) {
 
   bool all_ok = true;
   int norders = 0;
-  for (const char *p = orders; *p;) {
+  for (const char *p = op->orders; *p;) {
     size_t len = strcspn(p, ",");
-    EmuOrder o = strncmp(p, "fwd", len) == 0 ? EMU_FORWARD : strncmp(p, "rev", len) == 0 ? EMU_REVERSE
-               : strncmp(p, "rand", len) == 0 ? EMU_RANDOM : (bad("unknown order %.*s", (int)len, p), EMU_FORWARD);
+    EmuOrder o = parse_order(p, len);
     memset(r.arena, 0xff, arena_bytes);                 /* NaN everywhere: reads of unwritten bytes show */
     for (uint32_t i = 0; i < M->noutputs; i++) memset(r.out[i], 0xff, M->outputs[i].size);
-    for (uint32_t d = 0; d < M->ndispatches; d++) run_dispatch(d, kidx[d], &r, o, seed * 1000003u);
-    for (uint32_t i = 0; i < M->noutputs; i++) all_ok &= compare(i, r.out[i], ref[i], o, rtol, atol, quiet);
+    for (uint32_t d = 0; d < M->ndispatches; d++) run_dispatch(d, kidx[d], &r, o, op->seed * 1000003u);
+    for (uint32_t i = 0; i < M->noutputs; i++) all_ok &= compare(i, r.out[i], ref[i], o, op->rtol, op->atol, op->quiet);
     norders++;
     p += len;
     if (*p == ',') p++;
@@ -344,4 +501,45 @@ int main(int argc, char **argv) {
          M->name, M->ndispatches, norders, (unsigned long long)s.threadgroups, (unsigned long long)s.threads,
          (unsigned long long)s.barriers, (unsigned long long)s.collectives);
   return all_ok ? 0 : 1;
+}
+#endif
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--msl") == 0) {   /* the embedded MSL text, to compare with the .metal file */
+    for (const char *const *l = M->msl; *l; l++) fputs(*l, stdout);
+    return 0;
+  }
+  if (argc < 2) bad("usage: harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A] [--int-max K] "
+                    "| --entry NAME --state-in FILE|- [--state-out FILE] [--in FILE]... [--out FILE]...");
+  /* The emulator runs the same libm as the C target; only summation order differs
+   (measured <= 1e-5 x max(1, max|c|) on every model): this is tight enough that a
+   lost partial sum or a wrong epsilon fails. Real GPUs need the looser fast-math
+   expectation stated in docs/metal.md. */
+  Opts op = {.orders = "fwd,rev,rand", .seed = 1, .rtol = 1e-5, .atol = 2e-6, .int_max = 4};
+  for (int i = 2; i < argc; i++) {
+    if (strcmp(argv[i], "--quiet") == 0) { op.quiet = true; continue; }
+    if (i + 1 >= argc) bad("%s needs a value", argv[i]);
+    if (strcmp(argv[i], "--orders") == 0) op.orders = argv[++i];
+    else if (strcmp(argv[i], "--seed") == 0) op.seed = strtoull(argv[++i], NULL, 10);
+    else if (strcmp(argv[i], "--rtol") == 0) op.rtol = atof(argv[++i]);
+    else if (strcmp(argv[i], "--atol") == 0) op.atol = atof(argv[++i]);
+    else if (strcmp(argv[i], "--int-max") == 0) op.int_max = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--entry") == 0) op.entry = argv[++i];
+    else if (strcmp(argv[i], "--state-in") == 0) op.state_in = argv[++i];
+    else if (strcmp(argv[i], "--state-out") == 0) op.state_out = argv[++i];
+    else if (strcmp(argv[i], "--in") == 0 && op.nin < 64) op.in[op.nin++] = argv[++i];
+    else if (strcmp(argv[i], "--out") == 0 && op.nout < 64) op.out[op.nout++] = argv[++i];
+    else bad("unknown option %s", argv[i]);
+  }
+  unsigned char *weights = load_weights(argv[1]);
+  int *kidx = check_table();
+  if (op.entry) {
+    if (!op.state_in) bad("--entry needs --state-in FILE (or - for a fresh state)");
+    return entry_main(&op, weights, kidx);
+  }
+#ifdef KH_RUN_V
+  return compare_main(&op, weights, kidx);
+#else
+  bad("model %s has state or entry points: run one call with --entry", M->name);
+#endif
 }

@@ -37,5 +37,5 @@ static const KilnMtlIO outputs[] = {{"out", KILN_MTL_F32, 37 * 45 * 4}};
 
 const KilnMtlModel selftest_metal_model = {
     "selftest", 0, kernels, 3, dispatches, 3, bindings, 7, inputs, outputs, 1, 1,
-    29 * 45 * 4, SELFTEST_CHECKSUM, 2 * 6720,
+    29 * 45 * 4, SELFTEST_CHECKSUM, 2 * 6720, NULL, 0, 0,   /* no entries list (one entry), no state */
 };
