@@ -587,6 +587,115 @@ end
 pool("MaxPool2d", kiln.maxpool2d, {stride = true, padding = true})
 pool("AvgPool2d", kiln.avgpool2d, {stride = true, padding = true, count_include_pad = true})
 
+-- ---- recurrent layers ----
+
+-- LSTM / GRU(input_size, hidden_size [, {num_layers = 1, bias = true, batch_first = false,
+-- bidirectional = false}]) as torch.nn's, unrolled over the sequence: the input
+-- projections of all steps are one matmul per layer and direction, then each step adds
+-- the hidden projection and applies the gates (LSTM i, f, g, o; GRU r, z, n, in torch's
+-- order and formulas). forward(x [, h0 [, c0]]) -> output, h_n (, c_n for LSTM); x is
+-- [T, B, in] ([B, T, in] with batch_first, or unbatched [T, in]). Parameters are torch's:
+-- weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0 (and _reverse), initialised
+-- U(-1/sqrt(hidden), 1/sqrt(hidden)).
+local function recurrent(name, ngates)
+  local cls = nn.Module(name)
+  nn[name] = cls
+  function cls:init(input_size, hidden_size, opts)
+    self.input_size = check_int(input_size, "nn." .. name .. ": input_size")
+    self.hidden_size = check_int(hidden_size, "nn." .. name .. ": hidden_size")
+    opts = check_opts(opts, "nn." .. name, {num_layers = true, bias = true, batch_first = true, bidirectional = true,
+                                            dropout = true})
+    self.num_layers = check_int(opts.num_layers or 1, "nn." .. name .. ": num_layers")
+    self.has_bias = opts.bias ~= false
+    self.batch_first = opts.batch_first == true
+    self.directions = opts.bidirectional and 2 or 1
+  end
+
+  -- One direction of one layer over the steps xs[1..T] ([B, in] each): the outputs [B, H]
+  -- in step order, and the last hidden (and cell) state.
+  function cls:run(xs, layer, suffix, h, c)
+    local hs, g = self.hidden_size, ngates * self.hidden_size
+    local in_size = layer == 0 and self.input_size or self.hidden_size * self.directions
+    local bound = 1 / math.sqrt(hs)
+    local init = {"uniform", -bound, bound}
+    local tag = "_l" .. layer .. suffix
+    local w_ih = self:param("weight_ih" .. tag, {g, in_size}, init)
+    local w_hh = self:param("weight_hh" .. tag, {g, hs}, init)
+    local b_ih, b_hh = nil, nil
+    if self.has_bias then
+      b_ih = self:param("bias_ih" .. tag, {g}, init)
+      b_hh = self:param("bias_hh" .. tag, {g}, init)
+    end
+    local steps = #xs
+    local xw = kiln.linear(kiln.stack(xs, 0), w_ih, b_ih)            -- [T, B, g]: every step's input part
+    local out = {}
+    for t = 1, steps do
+      local xt = xw:select(0, t - 1)
+      local hw = kiln.linear(h, w_hh, b_hh)
+      if ngates == 4 then
+        local i, f, gg, o = (xt + hw):chunk(4, -1)
+        c = kiln.sigmoid(f) * c + kiln.sigmoid(i) * kiln.tanh(gg)
+        h = kiln.sigmoid(o) * kiln.tanh(c)
+      else
+        local xr, xz, xn = xt:chunk(3, -1)
+        local hr, hz, hn = hw:chunk(3, -1)
+        local r, z = kiln.sigmoid(xr + hr), kiln.sigmoid(xz + hz)
+        local n = kiln.tanh(xn + r * hn)
+        h = (1 - z) * n + z * h
+      end
+      out[t] = h
+    end
+    return out, h, c
+  end
+
+  function cls:forward(x, h0, c0)
+    local unbatched = x.rank == 2
+    if unbatched then x = x:unsqueeze(1) elseif self.batch_first then x = x:transpose(0, 1) end
+    if x.rank ~= 3 or x:size(2) ~= self.input_size then
+      fail("nn.%s: expects x [T, B, %d] (batch_first: [B, T, %d]; unbatched [T, %d])", name, self.input_size,
+           self.input_size, self.input_size)
+    end
+    local steps, batch, hs = x:size(0), x:size(1), self.hidden_size
+    local function initial(v, k)
+      if v == nil then return kiln.zeros({batch, hs}) end
+      if unbatched then v = v:unsqueeze(1) end
+      return v:select(0, k)
+    end
+    local xs = {}
+    for t = 1, steps do xs[t] = x:select(0, t - 1) end
+    local hn, cn = {}, {}
+    for layer = 0, self.num_layers - 1 do
+      local outs = {}
+      for d = 0, self.directions - 1 do
+        local k = layer * self.directions + d
+        local seq = xs
+        if d == 1 then seq = {} for t = 1, steps do seq[t] = xs[steps + 1 - t] end end
+        local o, h, c = self:run(seq, layer, d == 1 and "_reverse" or "", initial(h0, k), initial(c0, k))
+        if d == 1 then local r = {} for t = 1, steps do r[t] = o[steps + 1 - t] end o = r end
+        outs[d + 1] = o
+        hn[#hn + 1], cn[#cn + 1] = h, c
+      end
+      for t = 1, steps do
+        xs[t] = self.directions == 1 and outs[1][t] or kiln.concat({outs[1][t], outs[2][t]}, -1)
+      end
+    end
+    local output = kiln.stack(xs, 0)                                  -- [T, B, H * directions]
+    local h_n = kiln.stack(hn, 0)
+    local c_n = ngates == 4 and kiln.stack(cn, 0) or nil
+    if unbatched then
+      output, h_n = output:squeeze(1), h_n:squeeze(1)
+      if c_n then c_n = c_n:squeeze(1) end
+    elseif self.batch_first then
+      output = output:transpose(0, 1)
+    end
+    if ngates == 4 then return output, h_n, c_n end
+    return output, h_n
+  end
+  return cls
+end
+recurrent("LSTM", 4)
+recurrent("GRU", 3)
+
 -- ---- containers ----
 
 -- The modules of a container's arguments: one array, or the modules themselves.

@@ -439,10 +439,8 @@ static void emit_program(Program *p, const EmitOptions *o) {
   if (nin) template_expand(&tables, template_get("metal/io_table.c.tmpl"), tv[0]);
   if (nout) template_expand(&tables, template_get("metal/io_table.c.tmpl"), tv[1]);
   if (nchk) template_expand(&tables, template_get("metal/check_table.c.tmpl"), tv[2]);
-  Buf blob = {0}, msl = {0}, hdr = {0}, tab = {0};
-  uint64_t checksum = 0;
-  program_weights_blob(p, &blob, &checksum);
-  buf_free(&blob);
+  Buf msl = {0}, hdr = {0}, tab = {0};
+  uint64_t checksum = weights_checksum(p->entries, p->nentries, p->weights_size);
 
   EmitVars v = {0};
   emit_var(&v, "MODEL", p->model);

@@ -127,6 +127,17 @@ class Block(tnn.Module):
         return torch.relu(h + self.down(x))
 
 
+class Recurrent(tnn.Module):
+    """tm_lstm / tm_gru: a recurrent layer's output and final states, as a tuple."""
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x):
+        out, state = self.rnn(x)
+        return (out,) + (tuple(state) if isinstance(state, tuple) else (state,))
+
+
 def half_linear():
     """Linear(16, 8) whose weight is bf16-exact and bias f16-exact; file entries to match."""
     m = tnn.Linear(16, 8)
@@ -165,6 +176,10 @@ def twins():
         "tm_norms": (randomise(Net()), [("ids", [2, 7], "i32", "ids50")], None, None),
         "tm_resblock": (randomise(Block(8, 16)), [("x", [1, 8, 10, 10], "f32", "n")], None, None),
         "tm_halfweights": (hl, [("x", [3, 16], "f32", "n")], lambda m, x: torch.sigmoid(m(x)), hl_files),
+        "tm_lstm": (randomise(Recurrent(tnn.LSTM(3, 5, num_layers=2, bidirectional=True))),
+                    [("x", [6, 2, 3], "f32", "n")], None, None),
+        "tm_gru": (randomise(Recurrent(tnn.GRU(4, 6, batch_first=True, bias=True))),
+                   [("x", [2, 7, 4], "f32", "n")], None, None),
     }
 
 
