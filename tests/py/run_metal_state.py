@@ -53,7 +53,7 @@ import run_state  # noqa: E402
 
 ATOL, RTOL = 2e-6, 1e-5          # Metal vs C: the harness's bound (tests/metal/harness.c)
 SMALL_TOL, MODEL_TOL = 1e-5, 1e-4  # vs the interpreter (and numpy): run_state.py's
-SCRIPTS = {"tinystate": "tests/golden/tinystate.lua", "stories": "models/stories.lua"}
+SCRIPTS = {"tinystate": "tests/golden/tinystate.lua", "stories": "models/stories.lua", "llm": "models/llm.lua"}
 STORIES_DECODES = 16
 
 
@@ -155,15 +155,16 @@ def compare_call(meta, k, entry, m_out, m_state, c_out, c_state, i_out, i_state,
         probs.append("call %d (%s): Metal wrote state bytes outside the states" % (k, entry))
 
 
-def stories_calls(d, meta, rng):
-    """The stories sequence as a generator of (entry, inputs); sends back the C outputs so
-    each decode's token is the C target's arg-max of the previous logits."""
-    c_out = yield ("prefill", {"tokens": rng.integers(0, 512, 32).astype(np.int32), "pos": run_state.i32(0)})
+def stories_calls(d, meta, rng, vocab=512):
+    """The stories sequence (also models/llm.lua's, with its default tiny checkpoint's
+    vocabulary) as a generator of (entry, inputs); sends back the C outputs so each
+    decode's token is the C target's arg-max of the previous logits."""
+    c_out = yield ("prefill", {"tokens": rng.integers(0, vocab, 32).astype(np.int32), "pos": run_state.i32(0)})
     token = int(np.argmax(c_out[0][-1]))
     for p in range(32, 32 + STORIES_DECODES):
         c_out = yield ("decode", {"token": np.array([token], np.int32), "pos": run_state.i32(p)})
         token = int(np.argmax(c_out[0][-1]))
-    yield ("prefill", {"tokens": rng.integers(0, 512, 32).astype(np.int32), "pos": run_state.i32(32 + STORIES_DECODES)})
+    yield ("prefill", {"tokens": rng.integers(0, vocab, 32).astype(np.int32), "pos": run_state.i32(32 + STORIES_DECODES)})
 
 
 def valid_rows_only(h, meta, last):
@@ -199,6 +200,10 @@ def sequence(builds, m):
             ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(512)}),
             ("prefill", {"tokens": np.zeros(32, np.int32), "pos": run_state.i32(481)}),
             ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(-3)})], MODEL_TOL
+    elif m == "llm":   # models/llm.lua on its default tiny-llm checkpoint (vocabulary 64, 256 positions)
+        calls, ref, bad, tol = stories_calls(d, meta, np.random.default_rng(5), vocab=64), None, [
+            ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(256)}),
+            ("prefill", {"tokens": np.zeros(32, np.int32), "pos": run_state.i32(225)})], MODEL_TOL
     else:
         _, ref, seq, bad = run_state.cases()[m]
         calls, tol = (c for c in seq), SMALL_TOL   # a generator: send() is ignored
