@@ -23,6 +23,9 @@ Part 2, models/stories.lua (the TinyStories 260K Llama with a KV cache):
                           full-forward row (Tol.model(1e-4): the whole-model tolerance of
                           docs/testing.md), and every token is the reference's arg-max after
                           the same prefix, which makes the two greedy sequences equal
+  state/stories/torch-kv  the same greedy ids (after BOS) from tests/state/torch_stories.py,
+                          an independent PyTorch implementation with its own KV cache
+                          (float64, one token at a time), loading the checkpoint itself
   state/stories/interp    prefill then decodes, and a second prefill chunk at position 8,
                           C (ASan/UBSan build) vs the interpreter, outputs and state block
   state/stories/range     decode at 512 and -3, prefill at 481 return STORIES_E_RANGE
@@ -38,6 +41,7 @@ import numpy as np
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import kt  # noqa: E402
+sys.path.insert(0, os.path.join(kt.ROOT, "tests", "state"))
 sys.path.insert(0, os.path.join(kt.ROOT, "bench"))
 import peers  # noqa: E402
 
@@ -282,6 +286,15 @@ def stories_greedy(work):
                 p, tokens[p + 1], best, top[1] - top[0]))
     kt.report(not probs, "state/stories/greedy", "; ".join(probs[:3]) if probs else
               "%d tokens: every C token is the float64 full forward's arg-max; logits err/tol %.2g" % (STORIES_N, worst))
+    # The same 256 ids from tests/state/torch_stories.py, PyTorch with its own KV cache,
+    # decoding one token at a time from BOS in float64 from the checkpoint itself.
+    import torch_stories
+    ref_ids = torch_stories.Stories(os.path.join(kt.ROOT, "models", "weights", "stories260K.safetensors")).greedy(len(tokens) - 1)
+    got = [int(t) for t in tokens[1:]]
+    first = next((i for i, (a, b) in enumerate(zip(got, ref_ids)) if a != b), None)
+    kt.report(first is None and len(got) == len(ref_ids), "state/stories/torch-kv",
+              "%d greedy ids after BOS equal PyTorch's KV-cache decode (tests/state/torch_stories.py)" % len(got)
+              if first is None else "id %d differs: C %d, PyTorch %d" % (first, got[first], ref_ids[first]))
     return True, d
 
 
