@@ -11,6 +11,9 @@
 #           a 125M Llama prefill, GEMM, GEMV), interleaved, paired per round; installs its
 #           extras first (install-deps.sh --bench, npm into .cache/bench); writes
 #           bench/results/<name>.json. See docs/bench.md.
+#   llm     bench/llm/run.py: Kiln's KV-cache decode (positions 1, 128, 511) and prefill of
+#           stories260K, and decode of a seeded 100M Llama, next to a plain scalar C loop
+#           (bench/llm/plain_llama.c) and PyTorch eager with a KV cache; bench/results/llm-*.json.
 #   llamacpp bench/llamacpp/run.py: stories260K written as GGUF (F32, Q8_0, Q4_0), 256
 #           greedy tokens in llama.cpp (npm node-llama-cpp, installed into .cache/bench) and in
 #           Kiln built from the same file: ids compared (F32 must agree) and decode tokens/s.
@@ -27,7 +30,7 @@ if [ ! -x "$KILN" ]; then
 fi
 quick=""
 case "${BENCH_QUICK:-}" in ""|0) ;; *) quick=1 ;; esac
-for part in ${BENCH:-models peers llamacpp}; do
+for part in ${BENCH:-models peers llm llamacpp}; do
   case "$part" in
     models)
       if [ -n "$quick" ]; then
@@ -38,11 +41,13 @@ for part in ${BENCH:-models peers llamacpp}; do
     peers)
       sh scripts/install-deps.sh --bench
       /usr/bin/python3 bench/peerbench/run.py ;;
+    llm)
+      /usr/bin/python3 bench/llm/run.py ;;
     llamacpp)
       sh scripts/install-deps.sh --bench
       /usr/bin/python3 bench/llamacpp/run.py ;;
     *)
-      echo "bench: unknown part '$part' in BENCH (known: models peers llamacpp)" >&2
+      echo "bench: unknown part '$part' in BENCH (known: models peers llm llamacpp)" >&2
       exit 2 ;;
   esac
 done

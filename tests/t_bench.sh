@@ -8,7 +8,8 @@
 # gcc with ASan + UBSan) and driven through the line protocol of worker.h, including its
 # errors; its output must match PyTorch's within the benchmark's tolerance. Then the
 # driver's output check must refuse an output that is off by 1%, and the paired ratio
-# must be the median of the per-round ratios.
+# must be the median of the per-round ratios. Last, the LLM decode bench's peers
+# (bench/llm/: the plain C loop and Kiln's driver) give PyTorch's logits (no timing).
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln bench
 kt_work bench
@@ -97,3 +98,46 @@ b = {"round_wall_us": [1.0, 10.0, 2.0], "round_cpu_us": [2.0, 4.0, 1.0]}
 got = (report.paired(a, b, "wall"), report.paired(a, b, "cpu"))
 print("PASS bench/paired-ratio" if got == (3.0, 0.5) else f"FAIL bench/paired-ratio: {got}, expected (3.0, 0.5)")
 EOF
+
+# The LLM decode bench's peers (bench/llm/, no timing): the plain C loop and Kiln's
+# driver, each on stories260K at position 5 after 5 tokens, must give the logits of
+# tests/state/torch_stories.py's float64 KV-cache decode (within 1e-4 of the largest).
+$PY - "$WORK" "$KILN" <<'EOF2'
+import os, subprocess, sys
+import numpy as np
+sys.path.insert(0, "bench/llm")
+sys.path.insert(0, "tests/state")
+import prep, torch_stories
+work, kiln = sys.argv[1], sys.argv[2]
+raw = os.path.join(work, "stories.raw")
+prep.raw_stories(raw)
+tokens = np.array([1, 403, 407, 261, 378, 432], np.int32)
+tokens.tofile(os.path.join(work, "tok.bin"))
+m = torch_stories.Stories("models/weights/stories260K.safetensors")
+for p in range(5):
+    m.step(int(tokens[p]), p)
+ref = m.step(int(tokens[5]), 5).numpy()
+def check(name, cmd):
+    p = subprocess.run(cmd + [os.path.join(work, "tok.bin"), "5", "1", os.path.join(work, name + ".bin")],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return print(f"FAIL bench/llm-{name}: {(p.stderr or p.stdout)[-300:]}")
+    got = np.fromfile(os.path.join(work, name + ".bin"), np.float32)
+    err, bound = float(np.max(np.abs(got - ref))), 1e-4 * float(np.max(np.abs(ref)))
+    print(f"PASS bench/llm-{name} (max |difference| {err:.1e})" if err <= bound
+          else f"FAIL bench/llm-{name}: logits differ by {err:.3g} (bound {bound:.3g})")
+exe = os.path.join(work, "plain_llama")
+c = subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-o", exe, "bench/llm/plain_llama.c", "-lm"],
+                   capture_output=True, text=True)
+if c.returncode: print("FAIL bench/llm-plain: " + c.stderr[-300:])
+else: check("plain", [exe, raw])
+out = os.path.join(work, "ks")
+b = subprocess.run([kiln, "build", "models/stories.lua", "-o", out], capture_output=True, text=True)
+kexe = os.path.join(work, "kiln_llm")
+c = subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-I" + out,
+                    "-Iruntime", "-DKM=stories", "-DKMU=STORIES", '-DMODEL_HEADER="stories.h"', "-o", kexe,
+                    "bench/llm/kiln_llm.c", os.path.join(out, "stories.c"), "runtime/kiln_runtime.c", "-lm"],
+                   capture_output=True, text=True)
+if b.returncode or c.returncode: print("FAIL bench/llm-kiln: " + (b.stderr + c.stderr)[-300:])
+else: check("kiln", [kexe, os.path.join(out, "stories.weights")])
+EOF2
