@@ -461,3 +461,79 @@ def("group_norm", function(x, groups, weight, bias, eps)
   if bias then y = y + bias:reshape(table.unpack(per)) end
   return y
 end)
+
+-- ---- einsum ----
+
+-- einsum(spec, a [, b, ...]) as torch.einsum, for explicit specs ("bij,bjk->bik") or
+-- implicit ones ("ij,jk": the output is the indices seen once, sorted): every operand is
+-- permuted and unsqueezed onto one index order (output indices first, then the summed
+-- ones), multiplied with broadcasting, and summed over the indices not in the output.
+-- Repeated indices within one operand (diagonals) and "..." are not supported.
+def("einsum", function(spec, ...)
+  if type(spec) ~= "string" then fail("einsum: the first argument must be the subscript string") end
+  local ops = {...}
+  local clean = spec:gsub("%s", "")
+  local arrow = clean:find("->", 1, true)
+  local has_arrow = arrow ~= nil
+  local lhs, rhs = clean, ""
+  if arrow then lhs, rhs = clean:sub(1, arrow - 1), clean:sub(arrow + 2) end
+  local inputs = {}
+  for term in (lhs .. ","):gmatch("([^,]*),") do inputs[#inputs + 1] = term end
+  if #inputs ~= #ops then fail("einsum: %s names %d operands, %d given", spec, #inputs, #ops) end
+  local count, size = {}, {}
+  for k, term in ipairs(inputs) do
+    local x = check_tensor(ops[k], "einsum")
+    if term:find("%.") then fail("einsum: '...' is not supported") end
+    if #term ~= x.rank then fail("einsum: operand %d has rank %d, %q names %d dims", k, x.rank, term, #term) end
+    local seen = {}
+    for i = 1, #term do
+      local c = term:sub(i, i)
+      if not c:match("%a") then fail("einsum: subscripts are letters, got %q", c) end
+      if seen[c] then fail("einsum: index %s repeats within operand %d (diagonals are not supported)", c, k) end
+      seen[c] = true
+      local n = x.shape[i]
+      if size[c] and size[c] ~= n and size[c] ~= 1 and n ~= 1 then
+        fail("einsum: index %s is %d in one operand and %d in another", c, size[c], n)
+      end
+      size[c] = math.max(size[c] or 1, n)
+      count[c] = (count[c] or 0) + 1
+    end
+  end
+  if not has_arrow then                        -- implicit output: indices seen once, sorted
+    local once = {}
+    for c, n in pairs(count) do if n == 1 then once[#once + 1] = c end end
+    table.sort(once)
+    rhs = table.concat(once)
+  end
+  local order = {}
+  for i = 1, #rhs do
+    local c = rhs:sub(i, i)
+    if not size[c] then fail("einsum: output index %s appears in no operand", c) end
+    order[#order + 1] = c
+  end
+  local summed = {}
+  for c in pairs(size) do if not rhs:find(c, 1, true) then summed[#summed + 1] = c end end
+  table.sort(summed)
+  for _, c in ipairs(summed) do order[#order + 1] = c end
+  local product
+  for k, term in ipairs(inputs) do
+    local x, dims = ops[k], {}
+    for i = 1, #term do dims[term:sub(i, i)] = i - 1 end
+    local perm, present = {}, {}
+    for _, c in ipairs(order) do
+      if dims[c] then perm[#perm + 1] = dims[c]; present[#present + 1] = c end
+    end
+    if #perm > 1 then x = x:permute(table.unpack(perm)) end
+    local at = 0                               -- insert size-1 dims for the absent indices
+    for i, c in ipairs(order) do
+      if present[at + 1] == c then at = at + 1 else x = x:unsqueeze(i - 1) end
+    end
+    product = product and product * x or x
+  end
+  if #summed > 0 then
+    local axes = {}
+    for i = #rhs, #order - 1 do axes[#axes + 1] = i end
+    product = kiln.sum(product, axes)
+  end
+  return product
+end, false)

@@ -1097,6 +1097,20 @@ add("const", "composite_full", "kiln.full({2, 3}, 1.5) + kiln.ones({3}) - kiln.z
     ref=lambda: np.full((2, 3), 2.5), tol=Tol.exact())
 add("const", "bool_constant", "kiln.constant({true, false, true})", [], ref=lambda: np.array([True, False, True]),
     dtypes=("bool",), tol=Tol.exact())
+def _einsum_case(name, spec, shapes):
+    ins = [(chr(ord("a") + i), list(sh), "f32", "n") for i, sh in enumerate(shapes)]
+    args = ", ".join(n for n, *_ in ins)
+    add("reduce_sum", "composite_einsum_" + name, 'kiln.einsum("%s", %s)' % (spec, args), ins,
+        ref=lambda *xs: N(torch.einsum(spec, *[T(x) for x in xs])),
+        tol=Tol.red(16, lambda *xs: float(np.prod([np.max(np.abs(x)) for x in xs])) * 16), also=("mul", "permute"))
+
+
+_einsum_case("bmm", "bij,bjk->bik", [(2, 3, 4), (2, 4, 5)])
+_einsum_case("implicit", "ij,jk", [(3, 4), (4, 2)])
+_einsum_case("outer", "i,j->ij", [(3,), (4,)])
+_einsum_case("trace_free", "ijk->kj", [(2, 3, 4)])
+_einsum_case("attn", "bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)])
+_einsum_case("three", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)])
 add("slice", "composite_split", "", [("x", [7, 3], "f32", "n")], tol=Tol.exact(),
     body="local a, b, c = x:split({2, 4, 1}, 0)\nkiln.output(\"a\", a)\nkiln.output(\"b\", b)\nkiln.output(\"c\", c)",
     outputs=("a", "b", "c"), dtypes=("f32", "f32", "f32"), ref=lambda x: (x[:2], x[2:6], x[6:]))
