@@ -15,7 +15,7 @@ CFLAGS  ?= -O2 -g
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4)
 LUA_LIBS   := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
 PBC_LIBS   := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
-CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Igen -I$(BUILD) $(LUA_CFLAGS)
+CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Igen -Iruntime/llm -I$(BUILD) $(LUA_CFLAGS)
 LDLIBS  = $(LUA_LIBS) $(PBC_LIBS) -lm
 
 SRCS    = $(sort $(wildcard gen/*.c gen/*/*.c))
@@ -33,8 +33,13 @@ all: deps
 deps:
 	@sh scripts/install-deps.sh
 
-$(BUILD)/kiln: $(OBJS) $(PB_OBJS) $(BUILD)/embedded.o
+$(BUILD)/kiln: $(OBJS) $(PB_OBJS) $(BUILD)/embedded.o $(BUILD)/runtime/kiln_tokenizer.o
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# `kiln tokenize` runs the runtime's own tokenizer: one implementation for both.
+$(BUILD)/runtime/kiln_tokenizer.o: runtime/llm/kiln_tokenizer.c runtime/llm/kiln_tokenizer.h | $(BUILD)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 
 # Objects depend on every header: the core types change rarely, and a full rebuild is cheap.
 $(BUILD)/%.o: gen/%.c gen/*.h gen/*/*.h $(PB_SRCS) | $(BUILD)

@@ -487,6 +487,9 @@ void npy_write(const char *dir, const char *name, const Tensor *t);
 /* Reads at most max bytes of a file or stream (util.c); NULL and "path: why" in err. */
 unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
 
+/* `kiln tokenize FILE [--decode]` (tokenize.c): text lines on stdin to ids, or back. */
+int cmd_tokenize(const char *path, bool decode);
+
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
 

@@ -31,6 +31,8 @@ static const char usage[] =
     "                                or raw little-endian bytes of the input's exact size\n"
     "                                (a model with kiln.entry: one entry per run, --entry)\n"
     "  kiln ops                      list the op table\n"
+    "  kiln tokenize FILE [--decode] text lines on stdin -> token ids (--decode: ids -> text);\n"
+    "                                FILE a llama2.c tokenizer (tok512.bin)\n"
     "  kiln --help                   this text;  kiln --version  the version\n"
     "\n"
     "build options:\n"
@@ -82,7 +84,7 @@ typedef struct {
   const char *defines[64];      /* -D NAME=VALUE */
   int ndefines;
   unsigned targets;
-  bool embed, dot, fp16, no_fuse;
+  bool embed, dot, fp16, no_fuse, decode;
   const char *min_os;
   long limit;
   SandboxOptions sandbox;
@@ -128,12 +130,13 @@ static const struct {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
-    {"-D", "bgr"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
+    {"-D", "bgr"}, {"--decode", "t"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
 static void check_option(const char *cmd, const char *opt) {
-  char c = strcmp(cmd, "build") == 0 ? 'b' : strcmp(cmd, "graph") == 0 ? 'g' : strcmp(cmd, "run") == 0 ? 'r' : 0;
+  char c = strcmp(cmd, "build") == 0 ? 'b' : strcmp(cmd, "graph") == 0 ? 'g' : strcmp(cmd, "run") == 0 ? 'r'
+         : strcmp(cmd, "tokenize") == 0 ? 't' : 0;
   for (size_t i = 0; i < sizeof option_cmds / sizeof option_cmds[0]; i++)
     if (strcmp(option_cmds[i].opt, opt) == 0 && c && !strchr(option_cmds[i].cmds, c))
       kiln_error("%s: option %s does not apply to this command (see kiln --help)", cmd, opt);
@@ -163,6 +166,7 @@ static Args parse_args(int argc, char **argv) {
     } else if (strcmp(s, "--dump-after") == 0 || strcmp(s, "--after") == 0) a.dump_after = need_value(argc, argv, &i);
     else if (strcmp(s, "--dot") == 0) a.dot = true;
     else if (strcmp(s, "--no-fuse") == 0) a.no_fuse = true;
+    else if (strcmp(s, "--decode") == 0) a.decode = true;
     else if (strcmp(s, "--input") == 0) {
       if (a.ninputs == 64) kiln_error("too many --input options");
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
@@ -493,5 +497,6 @@ int main(int argc, char **argv) {
   if (strcmp(a.cmd, "graph") == 0) return cmd_graph(&a);
   if (strcmp(a.cmd, "run") == 0) return cmd_run(&a);
   if (strcmp(a.cmd, "ops") == 0) return cmd_ops();
+  if (strcmp(a.cmd, "tokenize") == 0) return cmd_tokenize(a.script, a.decode);
   kiln_error("unknown command '%s' (see kiln --help)", a.cmd);
 }

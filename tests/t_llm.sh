@@ -17,3 +17,36 @@ for cc in gcc clang; do
     echo "FAIL sample/$cc-build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
   fi
 done
+
+# The tokenizer (runtime/llm/kiln_tokenizer.c) on tok512.bin: 208 varied lines encode to
+# llama.cpp's ids for the same vocabulary (tests/llm/tok512_ids.txt, see
+# tests/llm/make_tok_fixture.py) and decode back to their text; damaged files refused.
+if out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+         -D_POSIX_C_SOURCE=200809L -Iruntime/llm -o "$WORK/tokenize_test" tests/llm/tokenize_test.c \
+         runtime/llm/kiln_tokenizer.c 2>&1); then
+  "$WORK/tokenize_test" models/weights/tok512.bin tests/llm/tok512_texts.txt tests/llm/tok512_ids.txt
+else
+  echo "FAIL tokenize/build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
+fi
+
+# `kiln tokenize` (the same tokenizer, through the CLI): the fixture's texts give its ids,
+# and --decode gives the texts back; a bad id and a bad file are one-line errors.
+if "$KILN" tokenize models/weights/tok512.bin < tests/llm/tok512_texts.txt > "$WORK/cli_ids" 2> "$WORK/cli_err" &&
+   cmp -s "$WORK/cli_ids" tests/llm/tok512_ids.txt; then
+  echo "PASS tokenize/cli-encode ($(wc -l < tests/llm/tok512_ids.txt) lines equal llama.cpp's ids)"
+else
+  echo "FAIL tokenize/cli-encode: $(head -c 200 "$WORK/cli_err") $(cmp "$WORK/cli_ids" tests/llm/tok512_ids.txt 2>&1 | head -n 1)"
+fi
+if "$KILN" tokenize models/weights/tok512.bin --decode < tests/llm/tok512_ids.txt > "$WORK/cli_text" 2> "$WORK/cli_err" &&
+   cmp -s "$WORK/cli_text" tests/llm/tok512_texts.txt; then
+  echo "PASS tokenize/cli-decode"
+else
+  echo "FAIL tokenize/cli-decode: $(head -c 200 "$WORK/cli_err") $(cmp "$WORK/cli_text" tests/llm/tok512_texts.txt 2>&1 | head -n 1)"
+fi
+got=$(echo "1 512" | "$KILN" tokenize models/weights/tok512.bin --decode 2>&1 >/dev/null)
+want="kiln: error: tokenize --decode: line 1: id 512 is outside the vocabulary (0..511)"
+if [ "$got" = "$want" ]; then echo "PASS tokenize/cli-bad-id"; else echo "FAIL tokenize/cli-bad-id: $got"; fi
+head -c 20 models/weights/tok512.bin > "$WORK/cut.bin"
+got=$("$KILN" tokenize "$WORK/cut.bin" < /dev/null 2>&1)
+case $got in "kiln: error: "*"cut.bin: tokenizer: truncated token record"*) echo "PASS tokenize/cli-truncated" ;;
+  *) echo "FAIL tokenize/cli-truncated: $got" ;; esac
