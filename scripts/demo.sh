@@ -26,14 +26,17 @@ out/mlp_demo "$OUT/mlp.weights" models/data/fashion_test_1000.images.npy \
   models/data/fashion_test_1000.labels.npy
 
 # TinyStories 260K: a real trained Llama (models/stories.lua, weights from llama2.c, MIT; see
-# models/weights/README.md), 256 tokens greedily from BOS by scripts/stories_main.c: one
+# models/weights/README.md), 256 tokens greedily from BOS by scripts/llm_main.c (the
+# generation program for any Kiln-built LLM, with runtime/llm's tokenizer and sampler): one
 # prefill, then one decode call per token over the KV cache.
 SOUT=out/stories
 echo
 echo "demo: $KILN build models/stories.lua -o $SOUT"
 "$KILN" build models/stories.lua -o "$SOUT"
-echo "demo: $CC -O2 $SOUT/stories.c runtime/kiln_runtime.c scripts/stories_main.c -> out/stories_demo"
-"$CC" -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I"$SOUT" -Iruntime -o out/stories_demo \
-  scripts/stories_main.c "$SOUT/stories.c" runtime/kiln_runtime.c -lm
+echo "demo: $CC -O2 $SOUT/stories.c runtime/kiln_runtime.c runtime/llm/*.c scripts/llm_main.c -> out/stories_demo"
+"$CC" -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I"$SOUT" -Iruntime -Iruntime/llm -DKM=stories -DKMU=STORIES \
+  '-DMODEL_HEADER="stories.h"' -o out/stories_demo scripts/llm_main.c "$SOUT/stories.c" runtime/kiln_runtime.c \
+  runtime/llm/kiln_tokenizer.c runtime/llm/kiln_sample.c -lm
 echo
-out/stories_demo "$SOUT/stories.weights" models/weights/tok512.bin
+echo "TinyStories 260K (Llama, 5 layers), 256 tokens greedily from BOS with a KV cache:"
+out/stories_demo "$SOUT/stories.weights" models/weights/tok512.bin --max-tokens 256 --ids --speed

@@ -83,10 +83,13 @@ def kiln(fmt, work):
     open(os.path.join(d, "stories.lua"), "w").write(src.replace(old, new))
     sh([KILN, "build", "stories.lua", "-o", "out"], cwd=d)
     exe = os.path.join(d, "stories_demo")
-    sh([CC, "-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Iout", "-I" + os.path.join(ROOT, "runtime"), "-o", exe,
-        os.path.join(ROOT, "scripts", "stories_main.c"), "out/stories.c", os.path.join(ROOT, "runtime", "kiln_runtime.c"),
-        "-lm"], cwd=d)
-    out = sh([exe, "out/stories.weights", os.path.join(ROOT, "models", "weights", "tok512.bin")], cwd=d)
+    rt = os.path.join(ROOT, "runtime")
+    sh([CC, "-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Iout", "-I" + rt, "-I" + os.path.join(rt, "llm"),
+        "-DKM=stories", "-DKMU=STORIES", '-DMODEL_HEADER="stories.h"', "-o", exe,
+        os.path.join(ROOT, "scripts", "llm_main.c"), "out/stories.c", os.path.join(rt, "kiln_runtime.c"),
+        os.path.join(rt, "llm", "kiln_tokenizer.c"), os.path.join(rt, "llm", "kiln_sample.c"), "-lm"], cwd=d)
+    out = sh([exe, "out/stories.weights", os.path.join(ROOT, "models", "weights", "tok512.bin"), "--max-tokens", str(N),
+              "--ids", "--speed"], cwd=d)
     ids = [int(t) for t in re.search(r"^tokens: (.*)$", out, re.M).group(1).split()][1:]   # after BOS
     tps = float(re.search(r"^decode: ([\d.]+) tokens/s", out, re.M).group(1))
     return ids, tps, os.path.getsize(os.path.join(d, "stories.gguf"))

@@ -16,7 +16,7 @@
 
   build/wide-offsets   models/stories.lua built with KILN_TEST_WIDE_OFFSETS=1 (the 64-bit
                        #define offsets a region past 2 GiB gets, forced for a small model):
-                       compiles under gcc and clang -Werror, and the demo driver's 256
+                       compiles under gcc and clang -Werror, and scripts/llm_main.c's 256
                        greedy ids and timings line format equal the normal build's ids
 
   build/big-arena      tests/build/big_arena.lua needs a 4 GiB arena: it builds (the 2 GiB
@@ -113,11 +113,13 @@ def check_wide(work, env):
         for cc in ["gcc", "clang"]:
             exe = os.path.join(d, "demo_" + cc)
             p = subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L",
-                                "-I" + d, "-Iruntime", "-o", exe, "scripts/stories_main.c", os.path.join(d, "stories.c"),
-                                "runtime/kiln_runtime.c", "-lm"], cwd=ROOT, capture_output=True, text=True)
+                                "-I" + d, "-Iruntime", "-Iruntime/llm", "-DKM=stories", "-DKMU=STORIES",
+                                '-DMODEL_HEADER="stories.h"', "-o", exe, "scripts/llm_main.c", os.path.join(d, "stories.c"),
+                                "runtime/kiln_runtime.c", "runtime/llm/kiln_tokenizer.c", "runtime/llm/kiln_sample.c", "-lm"],
+                               cwd=ROOT, capture_output=True, text=True)
             if p.returncode != 0:
                 return report(False, "build/wide-offsets", "%s %s: %s" % (tag, cc, p.stderr.strip()[:300]))
-        p = subprocess.run([exe, os.path.join(d, "stories.weights"), "models/weights/tok512.bin"], cwd=ROOT,
+        p = subprocess.run([exe, os.path.join(d, "stories.weights"), "models/weights/tok512.bin", "--ids"], cwd=ROOT,
                            capture_output=True, text=True)
         line = [l for l in p.stdout.splitlines() if l.startswith("tokens: ")]
         ids[tag] = line[0] if line else p.stdout[-200:] + p.stderr[-200:]
