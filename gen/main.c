@@ -274,7 +274,7 @@ static int cmd_build(const Args *a) {
   static const struct { unsigned bit; const char *name; } apple[] = {{TGT_COREML, "CoreML"}};
   for (int i = 0; i < 1; i++)
     if ((a->targets & apple[i].bit) && !program_is_plain(p))
-      kiln_error_at((SrcLoc){p->script, 0}, "the %s target does not support state/entry points yet (use --target c)", apple[i].name);
+      kiln_error_at((SrcLoc){p->script, 0}, "the %s target does not support state/entry points yet (use --target c or --target metal)", apple[i].name);
   kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
   Graph *g = p->entries[0];

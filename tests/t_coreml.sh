@@ -58,7 +58,7 @@ for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do
   if "$KILN" graph "$m" 2>/dev/null | grep -q '^entry '; then
     out=$("$KILN" build "$m" -o "$WORK/m-$n" --target coreml 2>&1)
     rc=$?
-    want="$m: error: the CoreML target does not support state/entry points yet (use --target c)"
+    want="$m: error: the CoreML target does not support state/entry points yet (use --target c or --target metal)"
     if [ $rc -eq 1 ] && [ "$out" = "$want" ] && [ ! -e "$WORK/m-$n" ]; then echo "PASS $S/refuses_state/$n"
     else echo "FAIL $S/refuses_state/$n: exit $rc, '$out' (want '$want', nothing written)"; fi
     echo "NOTE $S: $n has state or entry points, which the Core ML target does not support yet: not checked"
