@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "timing.h"
+
 #include "kiln_runtime.h"
 
 #define CAT_(a, b) a##b
@@ -31,16 +33,6 @@ static void die(const char *msg) {
   exit(1);
 }
 
-static double clock_us(clockid_t id) {
-  struct timespec t;
-  clock_gettime(id, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
   if (argc != 6) die("usage: kiln_llm WEIGHTS TOKENS POS REPS OUT_LOGITS");
@@ -73,12 +65,11 @@ int main(int argc, char **argv) {
     if (st != 0) die("call failed");
   }
   if (prefill) memcpy(logits, chunk_logits + (size_t)(CHUNK - 1) * VOCAB, sizeof logits);
-  qsort(t, (size_t)reps, sizeof *t, cmp_double);
-  qsort(c, (size_t)reps, sizeof *c, cmp_double);
+  double wall = median(t, reps), cpu = median(c, reps);
   FILE *o = fopen(argv[5], "wb");
   if (!o || fwrite(logits, sizeof(float), VOCAB, o) != VOCAB) die("cannot write logits");
   fclose(o);
-  printf("us %.3f %.3f\n", t[reps / 2], c[reps / 2]);
+  printf("us %.3f %.3f\n", wall, cpu);
   kiln_weights_free(&w);
   return 0;
 }

@@ -30,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "timing.h"
+
 typedef struct {
   int dim, hidden, layers, heads, kv_heads, vocab, ctx, rope_halves, tied;
   float eps;
@@ -165,16 +167,6 @@ static void forward(Model *m, int token, int pos, float *logits) {
   matvec(logits, m->out, h, m->vocab, d);
 }
 
-static double clock_us(clockid_t id) {
-  struct timespec t;
-  clock_gettime(id, &t);
-  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
   if (argc != 6) die("usage: plain_llama WEIGHTS TOKENS POS REPS OUT_LOGITS");
@@ -200,11 +192,10 @@ int main(int argc, char **argv) {
     t[r] = clock_us(CLOCK_MONOTONIC) - t0;
     c[r] = clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0;
   }
-  qsort(t, (size_t)reps, sizeof *t, cmp_double);
-  qsort(c, (size_t)reps, sizeof *c, cmp_double);
+  double wall = median(t, reps), cpu = median(c, reps);
   FILE *o = fopen(argv[5], "wb");
   if (!o || fwrite(logits, sizeof(float), (size_t)m.vocab, o) != (size_t)m.vocab) die("cannot write logits");
   fclose(o);
-  printf("us %.3f %.3f\n", t[reps / 2], c[reps / 2]);
+  printf("us %.3f %.3f\n", wall, cpu);
   return 0;
 }

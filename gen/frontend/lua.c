@@ -805,28 +805,19 @@ static const luaL_Reg leaf_fns[] = {
     {"input", l_input}, {"output", l_output}, {"param", l_param}, {"load", l_load},
     {"constant", l_constant}, {"seed", l_seed}, {"_scope", l_scope}, {"_where", l_where}, {NULL, NULL}};
 
-/* Runs gen/frontend/nn.lua with the kiln table (top of stack) as its argument; leaves the nn table. */
-static void load_nn(lua_State *L) {
+/* Runs the embedded Lua file path (named name in tracebacks) with the kiln table (top of
+ * the stack) and, when extra is not NULL, the registry value extra as arguments; leaves
+ * nresults results. A failure is a Kiln bug. */
+static void run_embedded(lua_State *L, const char *path, const char *name, const char *extra, int nresults) {
   size_t len;
-  const char *src = embedded_get("gen/frontend/nn.lua", &len);
-  if (!src) die("gen/frontend/nn.lua is not embedded");
-  if (luaL_loadbufferx(L, src, len, "=[kiln] nn.lua", "t") != LUA_OK) die("nn.lua: %s", lua_tostring(L, -1));
+  const char *src = embedded_get(path, &len);
+  if (!src) die("%s is not embedded", path);
+  if (luaL_loadbufferx(L, src, len, name, "t") != LUA_OK) die("%s: %s", path, lua_tostring(L, -1));
   lua_pushvalue(L, -2);
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) die("nn.lua: %s", lua_tostring(L, -1));
-  if (!lua_istable(L, -1)) die("nn.lua did not return a table");
+  if (extra) lua_getfield(L, LUA_REGISTRYINDEX, extra);
+  if (lua_pcall(L, extra ? 2 : 1, nresults, 0) != LUA_OK) die("%s: %s", path, lua_tostring(L, -1));
 }
 
-/* Runs gen/frontend/ops.lua (composite ops: kiln functions and tensor methods written
- * in Lua) with the kiln table (top of the stack) and the tensor methods. */
-static void load_ops(lua_State *L) {
-  size_t len;
-  const char *src = embedded_get("gen/frontend/ops.lua", &len);
-  if (!src) die("gen/frontend/ops.lua is not embedded");
-  if (luaL_loadbufferx(L, src, len, "=[kiln] ops.lua", "t") != LUA_OK) die("ops.lua: %s", lua_tostring(L, -1));
-  lua_pushvalue(L, -2);
-  lua_getfield(L, LUA_REGISTRYINDEX, "kiln.methods");
-  if (lua_pcall(L, 2, 0, 0) != LUA_OK) die("ops.lua: %s", lua_tostring(L, -1));
-}
 
 /* Creates the tensor metatable, the kiln table (global + require "kiln") and kiln.nn. */
 static void open_kiln(lua_State *L, const FrontendOptions *o, const char *script_dir) {
@@ -843,8 +834,9 @@ static void open_kiln(lua_State *L, const FrontendOptions *o, const char *script
   luaL_newmetatable(L, FE_TENSOR_MT);
   fe_register_tensor_mt(L);
   lua_pop(L, 1);
-  load_ops(L);
-  load_nn(L);                                    /* kiln nn */
+  run_embedded(L, "gen/frontend/ops.lua", "=[kiln] ops.lua", "kiln.methods", 0);   /* composite ops */
+  run_embedded(L, "gen/frontend/nn.lua", "=[kiln] nn.lua", NULL, 1);              /* kiln.nn */
+  if (!lua_istable(L, -1)) die("nn.lua did not return a table");
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "nn");
   register_module(L, "kiln.nn");

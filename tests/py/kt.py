@@ -69,6 +69,22 @@ def report(ok, name, detail=""):
 
 # ---------------------------------------------------------------- files
 
+def read_safetensors(path):
+    """{name: f32 array} of a safetensors file whose tensors are all F32 (a test's reader,
+    independent of Kiln's gen/frontend/safetensors.c)."""
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    out = {}
+    for name, v in json.loads(raw[8:8 + n]).items():
+        if name == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        if v["dtype"] != "F32":
+            raise ValueError("%s: tensor %s is %s, not F32" % (path, name, v["dtype"]))
+        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], "<f4").reshape(v["shape"]).copy()
+    return out
+
+
 def write_safetensors(path, tensors):
     """Writes a safetensors file by hand: u64 LE header length, JSON header, raw bytes.
     tensors: name -> numpy array (f32/f16/i32/i64/...) or ("BF16", uint16 array of bits)."""

@@ -22,8 +22,6 @@ usage: /usr/bin/python3 tests/py/run_gguf.py WORKDIR
 """
 import os
 import re
-import shutil
-import struct
 import sys
 
 import numpy as np
@@ -37,18 +35,7 @@ S = "gguf"
 
 
 def load_safetensors(path):
-    import json
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    out = {}
-    for k, v in hdr.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        assert v["dtype"] == "F32", v["dtype"]
-        out[k] = np.frombuffer(raw[8 + n + a:8 + n + b], dtype="<f4").reshape(v["shape"]).copy()
-    return out
+    return kt.read_safetensors(path)
 
 
 def run_outputs(script, names, work, tag):

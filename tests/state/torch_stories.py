@@ -15,25 +15,19 @@ rope.sin [seq_len, head_dim / 2]; causal softmax scaled by 1/sqrt(head_dim).
 Used by t_state (greedy ids against Kiln's generated C) and by make bench (a PyTorch eager
 KV-cache peer).
 """
-import json
 import math
-import struct
 
-import numpy as np
+import os
+import sys
+
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
+import kt  # noqa: E402
 
 
 def load_safetensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    out = {}
-    for name, v in json.loads(raw[8:8 + n]).items():
-        if name == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        assert v["dtype"] == "F32", (name, v["dtype"])
-        out[name] = np.frombuffer(raw[8 + n + a:8 + n + b], "<f4").reshape(v["shape"]).copy()
-    return out
+    return kt.read_safetensors(path)
 
 
 class Stories:
