@@ -16,7 +16,8 @@ status=0
 for spec in "safetensors st -Igen tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/frontend/json.c gen/util.c gen/ops.c gen/escape.c" \
             "weights wt -Iruntime tests/robust/fuzz_weights.c runtime/kiln_runtime.c" \
             "npy npy -Igen tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c" \
-            "gguf gguf -Igen tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c"; do
+            "gguf gguf -Igen tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c" \
+            "tokenizer tok -Iruntime/llm tests/robust/fuzz_tokenizer.c runtime/llm/kiln_tokenizer.c"; do
   set -- $spec
   name=$1 seeds=tests/robust/$2
   shift 2

@@ -96,9 +96,10 @@ static int lookup(const kiln_spm *t, const char *s, size_t len) {
   return -1;
 }
 
-size_t kiln_spm_work_size(const kiln_spm *t, size_t text_len) {
-  return 2 * (size_t)t->max_len + 2 + (text_len + 2) * sizeof(int);
-}
+/* The work area: a merge buffer of two pieces, then (aligned for int) the ids. */
+static size_t ids_offset(const kiln_spm *t) { return (2 * (size_t)t->max_len + 2 + 7) / 8 * 8; }
+
+size_t kiln_spm_work_size(const kiln_spm *t, size_t text_len) { return ids_offset(t) + (text_len + 2) * sizeof(int); }
 
 /* Bytes of the UTF-8 character at s (1 for an invalid lead or continuation). */
 static int utf8_len(const unsigned char *s) {
@@ -110,7 +111,7 @@ static int utf8_len(const unsigned char *s) {
 
 int kiln_spm_encode(const kiln_spm *t, const char *text, int *ids, int max_ids, void *work) {
   char *buf = work;
-  int *tmp = (int *)(buf + 2 * t->max_len + 2);   /* the ids before merging */
+  int *tmp = (int *)(buf + ids_offset(t));   /* the ids before merging */
   size_t len = strlen(text);
   int n = 0;
   if (len == 0) return 0;

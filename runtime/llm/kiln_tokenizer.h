@@ -40,7 +40,8 @@ typedef struct {
 int kiln_spm_load(kiln_spm *t, const void *data, size_t size, char *err, size_t errlen);
 void kiln_spm_free(kiln_spm *t);
 
-/* Bytes of scratch kiln_spm_encode needs for a text of text_len bytes. */
+/* Bytes of scratch kiln_spm_encode needs for a text of text_len bytes (the scratch must be
+ * aligned for int, as malloc's is). */
 size_t kiln_spm_work_size(const kiln_spm *t, size_t text_len);
 /* The ids of text (no BOS; SentencePiece's dummy prefix: a leading space is added), at
  * most max_ids of them: returns how many, or -1 if they would not fit. A character no
