@@ -507,6 +507,38 @@ function TransformerEncoderLayer:forward(x, mask, key_padding_mask)
   return x
 end
 
+local TransformerDecoderLayer = nn.Module("TransformerDecoderLayer")
+nn.TransformerDecoderLayer = TransformerDecoderLayer
+
+-- (d_model, nhead [, dim_feedforward = 2048 [, opts]]) as torch.nn.TransformerDecoderLayer
+-- with batch_first = true: self-attention over the target, attention to the memory
+-- (multihead_attn), the feed-forward; post-norm, or pre-norm with norm_first. Options as
+-- the encoder layer's.
+function TransformerDecoderLayer:init(d, heads, ff, opts)
+  TransformerEncoderLayer.init(self, d, heads, ff, opts)
+  local bias = opts == nil or opts.bias ~= false
+  local eps = opts and (opts.layer_norm_eps or opts.eps) or 1e-5
+  self.multihead_attn = nn.MultiHeadAttention(d, heads, {bias = bias})
+  self.norm3 = nn.LayerNorm(d, {eps = eps, bias = bias})
+end
+
+-- layer(tgt, memory [, tgt_mask [, memory_mask [, tgt_key_padding_mask [, memory_key_padding_mask]]]])
+function TransformerDecoderLayer:forward(x, memory, tgt_mask, memory_mask, tgt_pad, memory_pad)
+  local function sa(y) return self.self_attn(y, y, y, tgt_mask, tgt_pad) end
+  local function ca(y) return self.multihead_attn(y, memory, memory, memory_mask, memory_pad) end
+  local function ff(y) return self.linear2(self._activation(self.linear1(y))) end
+  if self.norm_first then
+    x = x + sa(self.norm1(x))
+    x = x + ca(self.norm2(x))
+    x = x + ff(self.norm3(x))
+  else
+    x = self.norm1(x + sa(x))
+    x = self.norm2(x + ca(x))
+    x = self.norm3(x + ff(x))
+  end
+  return x
+end
+
 -- ---- layers without parameters ----
 
 -- A parameter-free module class calling f(x, self).

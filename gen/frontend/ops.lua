@@ -537,3 +537,22 @@ def("einsum", function(spec, ...)
   end
   return product
 end, false)
+
+-- argmax/argmin(x, dim [, keepdim]) -> i32: the index of the largest (smallest) element
+-- along dim, the first on a tie (torch's). The extreme, then the smallest index holding it
+-- (indices as f32, exact below 2^24). A NaN never wins here (torch's argmax picks it).
+local function arg_extreme(x, dim, keepdim, largest, who)
+  check_tensor(x, who)
+  local d = dim_of(x, dim, who)
+  local n = x.shape[d + 1]
+  if n >= 16777216 then fail("%s: dim %d has %d elements, more than f32 indices hold exactly", who, d, n) end
+  local ext = largest and kiln.amax(x, d, true) or kiln.amin(x, d, true)
+  local shape = {}
+  for i = 1, x.rank do shape[i] = 1 end
+  shape[d + 1] = n
+  local idx = kiln.cast(kiln.arange(n), "f32"):reshape(table.unpack(shape))
+  local first = kiln.amin(kiln.where(x:eq(ext), idx, n), d, keepdim)
+  return kiln.cast(first, "i32")
+end
+def("argmax", function(x, dim, keepdim) return arg_extreme(x, dim, keepdim, true, "argmax") end)
+def("argmin", function(x, dim, keepdim) return arg_extreme(x, dim, keepdim, false, "argmin") end)

@@ -1111,6 +1111,11 @@ _einsum_case("outer", "i,j->ij", [(3,), (4,)])
 _einsum_case("trace_free", "ijk->kj", [(2, 3, 4)])
 _einsum_case("attn", "bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)])
 _einsum_case("three", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)])
+add("cast", "composite_argmax", "x:argmax(1)", [("x", [3, 7], "f32", "n")],
+    ref=lambda x: np.argmax(x, 1).astype(np.int32), dtypes=("i32",), also=("eq", "where", "reduce_max"))
+add("cast", "composite_argmin_ties_keep", "kiln.argmin(x, 0, true)",
+    [("x", [4, 3], "f32", [2, 1, 5, 0, 1, 5, 0, 3, 1, 2, 1, 7])],
+    ref=lambda x: np.argmin(x, 0)[None, :].astype(np.int32), dtypes=("i32",))
 add("slice", "composite_split", "", [("x", [7, 3], "f32", "n")], tol=Tol.exact(),
     body="local a, b, c = x:split({2, 4, 1}, 0)\nkiln.output(\"a\", a)\nkiln.output(\"b\", b)\nkiln.output(\"c\", c)",
     outputs=("a", "b", "c"), dtypes=("f32", "f32", "f32"), ref=lambda x: (x[:2], x[2:6], x[6:]))

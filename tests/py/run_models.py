@@ -127,6 +127,19 @@ class Block(tnn.Module):
         return torch.relu(h + self.down(x))
 
 
+class Decoder(tnn.Module):
+    """tm_decoder: a post-norm and a pre-norm TransformerDecoderLayer over the same memory."""
+    def __init__(self):
+        super().__init__()
+        self.post = tnn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+        self.pre = tnn.TransformerDecoderLayer(16, 4, 24, dropout=0.0, activation="gelu", batch_first=True,
+                                               norm_first=True)
+
+    def forward(self, tgt, mem, causal):
+        h = self.post(tgt, mem, tgt_mask=causal)
+        return self.pre(h, mem)
+
+
 class Recurrent(tnn.Module):
     """tm_lstm / tm_gru: a recurrent layer's output and final states, as a tuple."""
     def __init__(self, rnn):
@@ -176,6 +189,8 @@ def twins():
         "tm_norms": (randomise(Net()), [("ids", [2, 7], "i32", "ids50")], None, None),
         "tm_resblock": (randomise(Block(8, 16)), [("x", [1, 8, 10, 10], "f32", "n")], None, None),
         "tm_halfweights": (hl, [("x", [3, 16], "f32", "n")], lambda m, x: torch.sigmoid(m(x)), hl_files),
+        "tm_decoder": (randomise(Decoder()), [("tgt", [2, 5, 16], "f32", "n"), ("mem", [2, 7, 16], "f32", "n"),
+                                              ("causal", [5, 5], "bool", np.triu(np.ones((5, 5), bool), 1))], None, None),
         "tm_lstm": (randomise(Recurrent(tnn.LSTM(3, 5, num_layers=2, bidirectional=True))),
                     [("x", [6, 2, 3], "f32", "n")], None, None),
         "tm_gru": (randomise(Recurrent(tnn.GRU(4, 6, batch_first=True, bias=True))),
