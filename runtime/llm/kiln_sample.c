@@ -44,16 +44,13 @@ kiln_sampler_params kiln_sampler_defaults(void) {
   return p;
 }
 
-size_t kiln_sampler_scratch_size(int vocab) {
-  return (size_t)vocab * (sizeof(int) + sizeof(float) + sizeof(uint16_t));
-}
+size_t kiln_sampler_scratch_size(int vocab) { return (size_t)vocab * (sizeof(kiln_candidate) + sizeof(uint16_t)); }
 
 void kiln_sampler_init(kiln_sampler *s, int vocab, void *scratch, const kiln_sampler_params *p, uint64_t seed) {
   s->vocab = vocab;
   s->p = *p;
-  s->order = scratch;
-  s->prob = (float *)(s->order + vocab);
-  s->count = (uint16_t *)(s->prob + vocab);
+  s->cand = scratch;
+  s->count = (uint16_t *)(s->cand + vocab);
   kiln_rng_seed(&s->rng, seed, PCG_DEFAULT_SEQ);
 }
 
@@ -73,12 +70,10 @@ static void penalise(kiln_sampler *s, float *logits, const int *history, int n) 
   }
 }
 
-static const float *sort_logits;
 static int by_logit(const void *a, const void *b) {
-  int x = *(const int *)a, y = *(const int *)b;
-  float lx = sort_logits[x], ly = sort_logits[y];
-  if (lx != ly) return lx > ly ? -1 : 1;   /* descending; a NaN logit sorts as neither */
-  return x - y;
+  const kiln_candidate *x = a, *y = b;
+  if (x->value != y->value) return x->value > y->value ? -1 : 1;   /* descending; a NaN sorts as neither */
+  return x->id - y->id;
 }
 
 static int argmax(const float *v, int n) {
@@ -93,28 +88,28 @@ int kiln_sample(kiln_sampler *s, float *logits, const int *history, int n) {
   penalise(s, logits, history, n);
   if (p->temperature <= 0.0f || p->top_k == 1) return argmax(logits, s->vocab);
   for (int t = 0; t < s->vocab; t++) logits[t] /= p->temperature;
-  for (int t = 0; t < s->vocab; t++) s->order[t] = t;
-  sort_logits = logits;
-  qsort(s->order, (size_t)s->vocab, sizeof(int), by_logit);
+  kiln_candidate *c = s->cand;
+  for (int t = 0; t < s->vocab; t++) c[t] = (kiln_candidate){logits[t], t};
+  qsort(c, (size_t)s->vocab, sizeof *c, by_logit);
   int keep = p->top_k > 0 && p->top_k < s->vocab ? p->top_k : s->vocab;
-  float max = logits[s->order[0]], sum = 0.0f;
-  for (int i = 0; i < keep; i++) sum += s->prob[i] = expf(logits[s->order[i]] - max);
+  float max = c[0].value, sum = 0.0f;
+  for (int i = 0; i < keep; i++) sum += c[i].value = expf(c[i].value - max);
   float mass = 0.0f;
   int cut = keep;
   for (int i = 0; i < keep; i++) {
-    s->prob[i] /= sum;
-    if (i > 0 && (s->prob[i] < p->min_p * s->prob[0] || mass >= p->top_p)) {
+    c[i].value /= sum;
+    if (i > 0 && (c[i].value < p->min_p * c[0].value || mass >= p->top_p)) {
       cut = i;
       break;
     }
-    mass += s->prob[i];
+    mass += c[i].value;
   }
   float total = 0.0f;
-  for (int i = 0; i < cut; i++) total += s->prob[i];
+  for (int i = 0; i < cut; i++) total += c[i].value;
   float u = kiln_rng_float(&s->rng) * total, acc = 0.0f;
   for (int i = 0; i < cut; i++) {
-    acc += s->prob[i];
-    if (u < acc) return s->order[i];
+    acc += c[i].value;
+    if (u < acc) return c[i].id;
   }
-  return s->order[cut - 1];   /* rounding left u at the very top */
+  return c[cut - 1].id;   /* rounding left u at the very top */
 }

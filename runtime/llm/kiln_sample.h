@@ -47,11 +47,16 @@ typedef struct {
 kiln_sampler_params kiln_sampler_defaults(void);
 
 typedef struct {
+  float value;               /* a logit, then a probability */
+  int id;
+} kiln_candidate;
+
+typedef struct {
   int vocab;
   kiln_sampler_params p;
   kiln_rng rng;
-  int *order;                /* scratch: token ids, sorted by probability */
-  float *prob;               /* scratch: probabilities */
+  kiln_candidate *cand;      /* scratch: the candidates, sorted (no global state: samplers in */
+                             /* different threads never share anything) */
   uint16_t *count;           /* scratch: per token, its count in the penalty window */
 } kiln_sampler;
 

@@ -20,11 +20,24 @@ static int fail(char *err, size_t errlen, const char *msg, long at) {
 
 static int32_t get_i32(const unsigned char *p) { return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24); }
 
-static const kiln_spm *sort_t;
-static int by_piece(const void *a, const void *b) {
-  int x = *(const int *)a, y = *(const int *)b;
-  int c = strcmp(sort_t->piece[x], sort_t->piece[y]);
-  return c ? c : x - y;
+/* ids[0..n) sorted by piece text (then id): a merge sort through tmp, because qsort takes
+ * no context and a global one would race when two threads load tokenizers. */
+static int before(const kiln_spm *t, int x, int y) {
+  int c = strcmp(t->piece[x], t->piece[y]);
+  return c < 0 || (c == 0 && x < y);
+}
+
+static void sort_ids(const kiln_spm *t, int *ids, int *tmp, int n) {
+  for (int width = 1; width < n; width *= 2) {
+    for (int lo = 0; lo < n; lo += 2 * width) {
+      int mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+      int i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) tmp[k++] = before(t, ids[j], ids[i]) ? ids[j++] : ids[i++];
+      while (i < mid) tmp[k++] = ids[i++];
+      while (j < hi) tmp[k++] = ids[j++];
+    }
+    memcpy(ids, tmp, sizeof(int) * (size_t)n);
+  }
 }
 
 int kiln_spm_load(kiln_spm *t, const void *data, size_t size, char *err, size_t errlen) {
@@ -65,8 +78,13 @@ int kiln_spm_load(kiln_spm *t, const void *data, size_t size, char *err, size_t 
   }
   t->n = (int)n;
   t->max_len = max_len;
-  sort_t = t;
-  qsort(t->sorted, n, sizeof(int), by_piece);
+  int *tmp = malloc(sizeof(int) * n);
+  if (!tmp) {
+    kiln_spm_free(t);
+    return fail(err, errlen, "out of memory", 0);
+  }
+  sort_ids(t, t->sorted, tmp, (int)n);
+  free(tmp);
   for (int b = 0; b < 256; b++) t->bytes[b][0] = (char)b, t->bytes[b][1] = 0;
   t->byte_base = -1;
   for (int i = 0; i + 255 < t->n; i++)

@@ -41,7 +41,7 @@ static void counts(kiln_sampler_params p, int draws, long *c) {
     float l[V] = {logf(1), logf(2), logf(3), logf(4)};
     c[kiln_sample(&s, l, NULL, 0)]++;
   }
-  free(s.order);
+  free(s.cand);
 }
 
 static int near(const long *c, const double *want, int draws) {
@@ -125,6 +125,6 @@ int main(void) {
     differ |= x != z;
   }
   check(same && differ, "seeded", same ? "another seed drew the same ids" : "the same seed drew other ids");
-  free(g.order), free(g1.order), free(s.order), free(pf.order), free(pl.order), free(a.order), free(b.order), free(d.order);
+  free(g.cand), free(g1.cand), free(s.cand), free(pf.cand), free(pl.cand), free(a.cand), free(b.cand), free(d.cand);
   return failures != 0;
 }
