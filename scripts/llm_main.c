@@ -4,17 +4,18 @@
  * runtime's tokenizer (runtime/llm/kiln_tokenizer.c) and sampler (kiln_sample.c).
  *
  * Built per model, naming it: cc -DKM=stories -DKMU=STORIES -DMODEL_HEADER='"stories.h"'
- * scripts/llm_main.c out/stories/stories.c runtime/kiln_runtime.c runtime/llm/kiln_tokenizer.c runtime/llm/kiln_sample.c -lm
+ * scripts/llm_main.c out/stories/stories.c runtime/kiln_runtime.c runtime/llm/kiln_tokenizer.c runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c -lm
  *
  *   llm_main WEIGHTS TOKENIZER [--prompt TEXT] [--max-tokens N] [--temperature T]
  *            [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]
- *            [--ids] [--speed]
+ *            [--stop TEXT]... [--ids] [--speed]
  *
  * BOS, then the prompt's ids, go through prefill in chunks of the entry's length (a
  * partial last chunk is padded; the decodes overwrite the padding's cache rows before
  * anything reads them); then one decode per generated token, until --max-tokens, EOS or
- * the end of the cache. Text streams as it is made (bytes held back until a UTF-8
- * character is whole). --ids adds a line "tokens: <id> <id> ..." (BOS and prompt
+ * the end of the cache, or until the text contains a --stop string (not printed). Text
+ * streams as it is made (bytes held back until a UTF-8 character is whole, and while the
+ * end of the text could still become a stop string). --ids adds a line "tokens: <id> <id> ..." (BOS and prompt
  * included); --speed adds the prefill and decode tokens/s (wall clock).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kiln_chat.h"
 #include "kiln_runtime.h"
 #include "kiln_sample.h"
 #include "kiln_tokenizer.h"
@@ -101,7 +103,8 @@ static void prefill(Model *m, const int32_t *ids, int n, float *logits) {
 int main(int argc, char **argv) {
   if (argc < 3) fail("usage: llm_main WEIGHTS TOKENIZER [--prompt TEXT] [--max-tokens N] [--temperature T] "
                      "[--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids] [--speed]", NULL);
-  const char *prompt = "";
+  const char *prompt = "", *stops[16];
+  int nstops = 0;
   int max_tokens = 256, show_ids = 0, speed = 0;
   uint64_t seed = 0;
   kiln_sampler_params sp = kiln_sampler_defaults();
@@ -118,6 +121,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--min-p")) sp.min_p = (float)atof(v), i++;
     else if (!strcmp(a, "--repeat-penalty")) sp.repetition_penalty = (float)atof(v), i++;
     else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10), i++;
+    else if (!strcmp(a, "--stop")) {
+      if (nstops == 16) fail("too many --stop strings", NULL);
+      stops[nstops++] = v, i++;
+    }
     else fail("unknown option", a);
   }
   kiln_weights w;
@@ -148,14 +155,32 @@ int main(int argc, char **argv) {
   for (int i = 1; i < n; i++) utf8_put(&out, kiln_spm_piece(&t, ids[i - 1], ids[i]));   /* echo the prompt */
 
   prefill(&m, ids, n, logits);
-  int generated = 0, decodes = 0;
+  static char text[1 << 20];   /* the generated text, for the stop strings */
+  size_t tlen = 0, shown = 0;
+  int generated = 0, decodes = 0, stopped = 0;
   uint64_t decode_us = 0;
   while (generated < max_tokens && n < MAX_IDS) {
     int next = kiln_sample(&s, logits, ids, n);
     if (next == EOS) break;
     ids[n] = next;
-    utf8_put(&out, kiln_spm_piece(&t, ids[n - 1], next));
+    const char *piece = kiln_spm_piece(&t, ids[n - 1], next);
+    size_t pl = strlen(piece);
+    if (tlen + pl >= sizeof text) fail("generated text too long", NULL);
+    memcpy(text + tlen, piece, pl + 1);
+    tlen += pl;
+    size_t safe = kiln_stop_scan(text, tlen, stops, nstops, &stopped);
+    if (safe > shown) {
+      char keep = text[safe];
+      text[safe] = 0;
+      utf8_put(&out, text + shown);
+      text[safe] = keep;
+      shown = safe;
+    }
     generated++;
+    if (stopped) {
+      n++;
+      break;
+    }
     if (generated == max_tokens) {
       n++;
       break;
@@ -167,6 +192,7 @@ int main(int argc, char **argv) {
     if (st != 0) break;   /* the end of the cache */
     decodes++;
   }
+  if (!stopped && tlen > shown) utf8_put(&out, text + shown);   /* a held-back tail that never became a stop */
   printf("\n");
   if (show_ids) {
     printf("tokens:");

@@ -50,3 +50,11 @@ head -c 20 models/weights/tok512.bin > "$WORK/cut.bin"
 got=$("$KILN" tokenize "$WORK/cut.bin" < /dev/null 2>&1)
 case $got in "kiln: error: "*"cut.bin: tokenizer: truncated token record"*) echo "PASS tokenize/cli-truncated" ;;
   *) echo "FAIL tokenize/cli-truncated: $got" ;; esac
+
+# Chat templates and stop strings (runtime/llm/kiln_chat.c): exact expected prompts.
+if out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+         -Iruntime/llm -o "$WORK/chat_test" tests/llm/chat_test.c runtime/llm/kiln_chat.c 2>&1); then
+  "$WORK/chat_test"
+else
+  echo "FAIL chat/build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
+fi
