@@ -36,7 +36,7 @@ echo "demo: $KILN build models/stories.lua -o $SOUT"
 echo "demo: $CC -O2 $SOUT/stories.c runtime/kiln_runtime.c runtime/llm/*.c scripts/llm_main.c -> out/stories_demo"
 "$CC" -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -I"$SOUT" -Iruntime -Iruntime/llm -DKM=stories -DKMU=STORIES \
   '-DMODEL_HEADER="stories.h"' -o out/stories_demo scripts/llm_main.c "$SOUT/stories.c" runtime/kiln_runtime.c \
-  runtime/llm/kiln_tokenizer.c runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c -lm
+  runtime/llm/kiln_tokenizer.c runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -lm
 echo
 echo "TinyStories 260K (Llama, 5 layers), 256 tokens greedily from BOS with a KV cache:"
 out/stories_demo "$SOUT/stories.weights" models/weights/tok512.bin --max-tokens 256 --ids --speed

@@ -58,3 +58,15 @@ if out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -g -fsanitize=address,
 else
   echo "FAIL chat/build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
 fi
+
+# The generation API (runtime/llm/kiln_generate.c) with the generated stories260K:
+# greedy ids, streaming, cancel, stop strings, the prompt (tests/llm/generate_test.c).
+if "$KILN" build models/stories.lua -o "$WORK/gen_stories" > /dev/null 2>&1 &&
+   out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+         -D_POSIX_C_SOURCE=200809L -I"$WORK/gen_stories" -Iruntime -Iruntime/llm -o "$WORK/generate_test" \
+         tests/llm/generate_test.c "$WORK/gen_stories/stories.c" runtime/kiln_runtime.c runtime/llm/kiln_tokenizer.c \
+         runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -lm 2>&1); then
+  "$WORK/generate_test" "$WORK/gen_stories/stories.weights" models/weights/tok512.bin
+else
+  echo "FAIL generate/build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
+fi

@@ -88,7 +88,7 @@ def kiln(fmt, work):
         "-DKM=stories", "-DKMU=STORIES", '-DMODEL_HEADER="stories.h"', "-o", exe,
         os.path.join(ROOT, "scripts", "llm_main.c"), "out/stories.c", os.path.join(rt, "kiln_runtime.c"),
         os.path.join(rt, "llm", "kiln_tokenizer.c"), os.path.join(rt, "llm", "kiln_sample.c"),
-        os.path.join(rt, "llm", "kiln_chat.c"), "-lm"], cwd=d)
+        os.path.join(rt, "llm", "kiln_chat.c"), os.path.join(rt, "llm", "kiln_generate.c"), "-lm"], cwd=d)
     out = sh([exe, "out/stories.weights", os.path.join(ROOT, "models", "weights", "tok512.bin"), "--max-tokens", str(N),
               "--ids", "--speed"], cwd=d)
     ids = [int(t) for t in re.search(r"^tokens: (.*)$", out, re.M).group(1).split()][1:]   # after BOS

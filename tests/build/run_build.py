@@ -116,7 +116,7 @@ def check_wide(work, env):
                                 "-I" + d, "-Iruntime", "-Iruntime/llm", "-DKM=stories", "-DKMU=STORIES",
                                 '-DMODEL_HEADER="stories.h"', "-o", exe, "scripts/llm_main.c", os.path.join(d, "stories.c"),
                                 "runtime/kiln_runtime.c", "runtime/llm/kiln_tokenizer.c", "runtime/llm/kiln_sample.c",
-                                "runtime/llm/kiln_chat.c", "-lm"],
+                                "runtime/llm/kiln_chat.c", "runtime/llm/kiln_generate.c", "-lm"],
                                cwd=ROOT, capture_output=True, text=True)
             if p.returncode != 0:
                 return report(False, "build/wide-offsets", "%s %s: %s" % (tag, cc, p.stderr.strip()[:300]))

@@ -1,0 +1,133 @@
+/*
+ * kiln_generate.c — see kiln_generate.h. The loop is the one scripts/llm_main.c had:
+ * BOS and the prompt's ids prefilled in chunks (a partial last chunk padded with 0, whose
+ * cache rows the decodes overwrite before anything reads them), then sample, append,
+ * stream, decode at the next position, until a stop.
+ */
+#include "kiln_generate.h"
+
+#include <string.h>
+
+#include "kiln_chat.h"
+#include "kiln_runtime.h"
+
+enum { STOP_LIMIT, STOP_EOS, STOP_STRING, STOP_CACHE, STOP_CANCEL };
+
+kiln_generate_opts kiln_generate_defaults(void) {
+  kiln_generate_opts o = {0};
+  o.max_tokens = 256;
+  o.bos = 1;
+  o.eos = 2;
+  o.sampler = kiln_sampler_defaults();
+  return o;
+}
+
+static size_t align8(size_t n) { return (n + 7) / 8 * 8; }
+
+static size_t encode_cap(size_t prompt_len) { return prompt_len * 4 + 8; }
+
+kiln_generate_sizes kiln_generate_size(const kiln_llm_model *m, const kiln_spm *t, size_t prompt_len, int max_tokens) {
+  kiln_generate_sizes s;
+  s.state = m->state_size;
+  s.arena = m->arena_size;
+  s.logits = sizeof(float) * (size_t)m->chunk * (size_t)m->vocab;
+  s.ids = sizeof(int32_t) * (1 + encode_cap(prompt_len) + (size_t)max_tokens);
+  s.text = (size_t)max_tokens * (size_t)t->max_len + 1;
+  s.scratch = align8(kiln_sampler_scratch_size(m->vocab)) + align8(kiln_spm_work_size(t, prompt_len)) +
+              sizeof(int) * encode_cap(prompt_len);
+  return s;
+}
+
+/* The end of the longest prefix of text[from..to) that holds only whole UTF-8 characters. */
+static size_t whole_utf8(const char *text, size_t from, size_t to) {
+  size_t end = to;
+  for (size_t back = 1; back <= 3 && back <= to - from; back++) {
+    unsigned char c = (unsigned char)text[to - back];
+    if ((c & 0xc0) == 0x80) continue;               /* a continuation byte: look further back */
+    size_t need = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+    if (need > back) end = to - back;               /* the last character is not complete yet */
+    break;
+  }
+  return end;
+}
+
+int kiln_generate(const kiln_llm_model *m, const void *w, const kiln_spm *t, const char *prompt,
+                  const kiln_generate_opts *o, const kiln_generate_buffers *b, kiln_text_fn on_text, void *user,
+                  kiln_generate_result *r) {
+  memset(r, 0, sizeof *r);
+  memset(b->state, 0, m->state_size);             /* a fresh conversation */
+  size_t plen = strlen(prompt);
+  char *scratch = b->scratch;
+  kiln_sampler s;
+  kiln_sampler_init(&s, m->vocab, scratch, &o->sampler, o->seed);
+  void *work = scratch + align8(kiln_sampler_scratch_size(m->vocab));
+  int *enc = (int *)((char *)work + align8(kiln_spm_work_size(t, plen)));
+  int32_t *ids = b->ids;
+  int n = 0;
+  ids[n++] = o->bos;
+  int k = plen ? kiln_spm_encode(t, prompt, enc, (int)encode_cap(plen), work) : 0;
+  for (int i = 0; i < k; i++) ids[n++] = enc[i];
+  r->prompt_tokens = n;
+  r->ids = ids;
+
+  /* prefill, chunk by chunk; the last real row's logits go first in b->logits */
+  uint64_t t0 = kiln_time_us();
+  for (int p = 0; p < n; p += m->chunk) {
+    int rows = n - p < m->chunk ? n - p : m->chunk;
+    int32_t padded[4096];                           /* entries' chunks are small (32 here) */
+    int32_t *in = ids + p;
+    if (rows < m->chunk) {                          /* pad a partial chunk with id 0 */
+      if (m->chunk > 4096) return -1;
+      memset(padded, 0, sizeof(int32_t) * (size_t)m->chunk);
+      memcpy(padded, ids + p, sizeof(int32_t) * (size_t)rows);
+      in = padded;
+    }
+    int st = m->prefill(w, b->state, b->arena, in, p, b->logits);
+    if (st) return st;
+    if (p + rows == n) memmove(b->logits, b->logits + (size_t)(rows - 1) * m->vocab, sizeof(float) * (size_t)m->vocab);
+  }
+  uint64_t t1 = kiln_time_us();
+  r->prefill_tok_s = t1 > t0 ? n * 1e6 / (double)(t1 - t0) : 0;
+
+  size_t tlen = 0, shown = 0;
+  uint64_t decode_us = 0;
+  int decodes = 0, hit = 0;
+  r->stopped = STOP_LIMIT;
+  while (r->generated < o->max_tokens) {
+    int next = kiln_sample(&s, b->logits, ids, n);
+    if (next == o->eos) {
+      r->stopped = STOP_EOS;
+      break;
+    }
+    ids[n] = next;
+    const char *piece = kiln_spm_piece(t, ids[n - 1], next);
+    size_t pl = strlen(piece);
+    memcpy(b->text + tlen, piece, pl + 1);
+    tlen += pl;
+    n++;
+    r->generated++;
+    size_t safe = whole_utf8(b->text, shown, kiln_stop_scan(b->text, tlen, o->stops, o->nstops, &hit));
+    if (safe > shown && on_text && on_text(b->text + shown, safe - shown, user)) {
+      r->stopped = STOP_CANCEL;
+      break;
+    }
+    if (safe > shown) shown = safe;
+    if (hit) {
+      r->stopped = STOP_STRING;
+      break;
+    }
+    if (r->generated == o->max_tokens) break;
+    uint64_t d0 = kiln_time_us();
+    int st = m->decode(w, b->state, b->arena, &ids[n - 1], n - 1, b->logits);
+    decode_us += kiln_time_us() - d0;
+    if (st) {
+      r->stopped = STOP_CACHE;
+      break;
+    }
+    decodes++;
+  }
+  if (r->stopped != STOP_STRING && r->stopped != STOP_CANCEL && tlen > shown && on_text)
+    on_text(b->text + shown, tlen - shown, user);     /* a held-back tail that never became a stop */
+  r->decode_tok_s = decode_us ? decodes * 1e6 / (double)decode_us : 0;
+  return 0;
+}

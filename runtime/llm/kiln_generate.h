@@ -1,0 +1,86 @@
+/*
+ * kiln_generate.h — text generation over any Kiln-built language model with `prefill` and
+ * `decode` entries (models/stories.lua, models/llm.lua): encode the prompt, prefill it in
+ * chunks, decode token by token with a sampler, stream the text to a callback that may
+ * cancel, stop on EOS, a stop string, the token limit or the end of the cache; report
+ * speeds. libc only; the caller owns every buffer (kiln_generate_sizes says how much).
+ *
+ *   kiln_llm_model model = KILN_LLM_MODEL(stories, STORIES);
+ *   kiln_generate_opts o = kiln_generate_defaults();   o.max_tokens = 200;
+ *   kiln_generate_result r;
+ *   kiln_generate(&model, weights.payload, &tokenizer, "Once upon a time", &o, on_text, NULL, &r);
+ */
+#ifndef KILN_GENERATE_H
+#define KILN_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln_sample.h"
+#include "kiln_tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The model as the generated header defines it; KILN_LLM_MODEL(stories, STORIES) fills it. */
+typedef struct {
+  int (*prefill)(const void *weights, void *state, void *arena, const int32_t *tokens, int32_t pos, float *logits);
+  int (*decode)(const void *weights, void *state, void *arena, const int32_t *token, int32_t pos, float *logits);
+  int chunk;            /* tokens of one prefill call */
+  int vocab;
+  size_t state_size, arena_size;
+} kiln_llm_model;
+
+#define KILN_LLM_MODEL(m, M) KILN_LLM_MODEL_(m, M)   /* one level more: m and M may be macros */
+#define KILN_LLM_MODEL_(m, M) \
+  {m##_prefill, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE}
+
+typedef struct {
+  int max_tokens;                 /* tokens to generate at most */
+  int bos, eos;                   /* ids (1 and 2 in Llama's vocabularies); eos < 0: never stop on it */
+  kiln_sampler_params sampler;
+  uint64_t seed;
+  const char *const *stops;       /* stop strings (not passed to the callback) */
+  int nstops;
+} kiln_generate_opts;
+
+kiln_generate_opts kiln_generate_defaults(void);   /* 256 tokens, BOS 1, EOS 2, greedy, no stops */
+
+typedef struct {
+  int prompt_tokens, generated;   /* BOS included in prompt_tokens */
+  int stopped;                    /* 0 limit, 1 EOS, 2 stop string, 3 end of the cache, 4 cancelled */
+  double prefill_tok_s, decode_tok_s;
+  const int32_t *ids;             /* every id, BOS first (in the caller's ids buffer) */
+} kiln_generate_result;
+
+/* Bytes of the buffers kiln_generate needs for a prompt of prompt_len bytes. */
+typedef struct {
+  size_t state, arena, logits, ids, text, scratch;
+} kiln_generate_sizes;
+kiln_generate_sizes kiln_generate_size(const kiln_llm_model *m, const kiln_spm *t, size_t prompt_len, int max_tokens);
+
+/* The buffers, each at least the size above (state and arena 64-byte aligned). */
+typedef struct {
+  void *state, *arena;
+  float *logits;
+  int32_t *ids;
+  char *text;
+  void *scratch;
+} kiln_generate_buffers;
+
+/* Called with each new piece of text (never part of a stop string, never half a UTF-8
+ * character); a nonzero return cancels. */
+typedef int (*kiln_text_fn)(const char *text, size_t len, void *user);
+
+/* Runs one generation from a fresh state; 0, or the first nonzero status an entry returned
+ * on a prefill (a prompt longer than the cache). */
+int kiln_generate(const kiln_llm_model *m, const void *weights, const kiln_spm *t, const char *prompt,
+                  const kiln_generate_opts *o, const kiln_generate_buffers *b, kiln_text_fn on_text, void *user,
+                  kiln_generate_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_GENERATE_H */

@@ -1,0 +1,89 @@
+/*
+ * generate_test.c — runtime/llm/kiln_generate.c with the generated stories260K (t_llm,
+ * ASan+UBSan): greedy from BOS gives the reference's first 20 ids (Kiln's C, PyTorch's
+ * KV-cache decode and llama.cpp all agree on them: t_state, bench/llamacpp); a callback
+ * that returns nonzero cancels at once; a stop string ends generation and is never
+ * streamed; max_tokens 0 generates nothing; the streamed text equals the pieces of the ids.
+ *
+ *   generate_test WEIGHTS TOK512.BIN      (built with -DKM=stories -DKMU=STORIES)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kiln_generate.h"
+#include "kiln_runtime.h"
+#include "stories.h"
+
+static int failures;
+static void check(int ok, const char *name, const char *why) {
+  if (ok) printf("PASS generate/%s\n", name);
+  else printf("FAIL generate/%s: %s\n", name, why), failures++;
+}
+
+typedef struct {
+  char text[8192];
+  size_t len;
+  int calls, cancel_after;
+} Sink;
+
+static int sink(const char *text, size_t len, void *user) {
+  Sink *s = user;
+  if (s->len + len < sizeof s->text) memcpy(s->text + s->len, text, len), s->len += len, s->text[s->len] = 0;
+  return ++s->calls == s->cancel_after;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) return fprintf(stderr, "usage: generate_test WEIGHTS TOK\n"), 2;
+  kiln_weights w;
+  if (kiln_weights_load(&w, argv[1], STORIES_WEIGHTS_SIZE, STORIES_WEIGHTS_CHECKSUM) != KILN_OK) return puts(w.message), 2;
+  FILE *f = fopen(argv[2], "rb");
+  static char tokbuf[1 << 16];
+  size_t tn = f ? fread(tokbuf, 1, sizeof tokbuf, f) : 0;
+  if (f) fclose(f);
+  kiln_spm t;
+  char err[256];
+  if (kiln_spm_load(&t, tokbuf, tn, err, sizeof err) != 0) return puts(err), 2;
+  kiln_llm_model m = KILN_LLM_MODEL(stories, STORIES);
+  kiln_generate_sizes z = kiln_generate_size(&m, &t, 64, 40);
+  kiln_generate_buffers b = {kiln_arena_alloc(z.state), kiln_arena_alloc(z.arena), malloc(z.logits), malloc(z.ids),
+                             malloc(z.text), malloc(z.scratch)};
+  static const int32_t want[20] = {403, 407, 261, 378, 432, 383, 286, 261, 376, 298,
+                                   315, 421, 395, 317, 426, 338, 401, 396, 267, 337};
+  kiln_generate_opts o = kiln_generate_defaults();
+  o.max_tokens = 20;
+  kiln_generate_result r;
+  Sink s = {{0}, 0, 0, 0};
+  int st = kiln_generate(&m, w.payload, &t, "", &o, &b, sink, &s, &r);
+  check(st == 0 && r.prompt_tokens == 1 && r.generated == 20 && r.stopped == 0 && !memcmp(r.ids + 1, want, sizeof want),
+        "greedy-ids", "the first 20 greedy ids differ from the reference's");
+  char pieces[8192] = "";
+  for (int i = 1; i <= 20; i++) strcat(pieces, kiln_spm_piece(&t, r.ids[i - 1], r.ids[i]));
+  check(!strcmp(pieces, s.text) && !strncmp(s.text, "Once upon a time, there was", 27), "streamed-text", s.text);
+  check(r.prefill_tok_s > 0 && r.decode_tok_s > 0, "metrics", "no speeds reported");
+
+  Sink c = {{0}, 0, 0, 3};
+  kiln_generate(&m, w.payload, &t, "", &o, &b, sink, &c, &r);
+  check(r.stopped == 4 && c.calls == 3 && r.generated == 3, "cancel", "the callback's nonzero return did not stop it");
+
+  const char *stops[] = {" girl"};
+  o.stops = stops, o.nstops = 1;
+  Sink p = {{0}, 0, 0, 0};
+  kiln_generate(&m, w.payload, &t, "", &o, &b, sink, &p, &r);
+  check(r.stopped == 2 && !strstr(p.text, "girl") && !strcmp(p.text, "Once upon a time, there was a little"), "stop-string",
+        p.text);
+  o.nstops = 0;
+
+  o.max_tokens = 0;
+  Sink q = {{0}, 0, 0, 0};
+  kiln_generate(&m, w.payload, &t, "Once upon", &o, &b, sink, &q, &r);
+  check(r.generated == 0 && q.calls == 0 && r.prompt_tokens > 1, "max-tokens-0", "generated something");
+
+  o.max_tokens = 10;
+  kiln_generate(&m, w.payload, &t, "Once upon a time", &o, &b, NULL, NULL, &r);
+  check(r.prompt_tokens == 5 && r.ids[1] == 403 && r.ids[4] == 378, "prompt", "the prompt's ids are not BOS + its encoding");
+  kiln_spm_free(&t);
+  kiln_weights_free(&w);
+  kiln_arena_free(b.state), kiln_arena_free(b.arena), free(b.logits), free(b.ids), free(b.text), free(b.scratch);
+  return failures != 0;
+}
