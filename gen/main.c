@@ -32,7 +32,7 @@ static const char usage[] =
     "                                (a model with kiln.entry: one entry per run, --entry)\n"
     "  kiln ops                      list the op table\n"
     "  kiln tokenize FILE [--decode] text lines on stdin -> token ids (--decode: ids -> text);\n"
-    "                                FILE a llama2.c tokenizer (tok512.bin)\n"
+    "                                FILE a llama2.c tokenizer (tok512.bin) or a GGUF file\n"
     "  kiln --help                   this text;  kiln --version  the version\n"
     "\n"
     "build options:\n"

@@ -2,7 +2,8 @@
  * tokenize.c — `kiln tokenize FILE [--decode]`: the first tool to reach for when a model's
  * output looks wrong. Reads text on standard input and prints, per input line, the token
  * ids separated by spaces (no BOS); with --decode, reads lines of ids and prints their
- * text. FILE is a llama2.c tokenizer file (tok512.bin); the work is the runtime's own
+ * text. FILE is a llama2.c tokenizer file (tok512.bin) or a GGUF file with a SentencePiece
+ * vocabulary (tokenizer.ggml.model "llama"); the work is the runtime's own
  * tokenizer (runtime/llm/kiln_tokenizer.c), so what this prints is what an app gets.
  */
 #include "kiln.h"
@@ -29,12 +30,62 @@ static bool read_line(char **buf, size_t *cap) {
   return true;
 }
 
+/* The metadata value of key in f, or NULL. */
+static const MetaVal *meta(const SafeFile *f, const char *key) {
+  for (int i = 0; i < f->nmeta; i++)
+    if (strcmp(f->meta[i].key, key) == 0) return &f->meta[i].v;
+  return NULL;
+}
+
+/* A GGUF file's SentencePiece vocabulary (tokenizer.ggml.model "llama": tokens and scores)
+ * as the bytes of a llama2.c tokenizer file, U+2581 written back as a space, so the
+ * runtime's loader reads it: one tokenizer, whatever file it came in. */
+static unsigned char *gguf_vocab(const char *path, const unsigned char *data, size_t size, size_t *out_size) {
+  char err[1024];
+  SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
+  if (!f) kiln_error("tokenize: %s", err);
+  const MetaVal *model = meta(f, "tokenizer.ggml.model"), *tokens = meta(f, "tokenizer.ggml.tokens"),
+                *scores = meta(f, "tokenizer.ggml.scores");
+  if (!model || model->kind != MV_STR || strcmp(model->s, "llama") != 0)
+    kiln_error("tokenize: %s: tokenizer.ggml.model is %s; Kiln reads SentencePiece (\"llama\") vocabularies", path,
+               model && model->kind == MV_STR ? esc_message(model->s) : "missing");
+  if (!tokens || tokens->kind != MV_ARR || !scores || scores->kind != MV_ARR || scores->n != tokens->n)
+    kiln_error("tokenize: %s: tokenizer.ggml.tokens and .scores must be arrays of one length", path);
+  Buf b = {0};
+  int32_t max_len = 1;
+  buf_put(&b, &max_len, 4);
+  for (int64_t i = 0; i < tokens->n; i++) {
+    const MetaVal *t = &tokens->items[i], *sc = &scores->items[i];
+    if (t->kind != MV_STR || (sc->kind != MV_FLOAT && sc->kind != MV_INT))
+      kiln_error("tokenize: %s: token %lld is not a string with a number score", path, (long long)i);
+    Buf piece = {0};
+    for (size_t k = 0; k < t->slen;) {
+      if (k + 3 <= t->slen && memcmp(t->s + k, "\xe2\x96\x81", 3) == 0) buf_put(&piece, " ", 1), k += 3;
+      else buf_put(&piece, t->s + k, 1), k++;
+    }
+    float score = sc->kind == MV_FLOAT ? (float)sc->f : (float)sc->i;
+    int32_t len = (int32_t)piece.len;
+    if (len > max_len) max_len = len;
+    buf_put(&b, &score, 4);
+    buf_put(&b, &len, 4);
+    if (len) buf_put(&b, piece.data, piece.len);
+    buf_free(&piece);
+  }
+  memcpy(b.data, &max_len, 4);   /* little-endian hosts only, as the llama2.c format itself */
+  *out_size = b.len;
+  unsigned char *out = kiln_alloc(b.len + 1);
+  memcpy(out, b.data, b.len);
+  buf_free(&b);
+  return out;
+}
+
 int cmd_tokenize(const char *path, bool decode) {
   if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
   char err[1024];
   size_t size;
   unsigned char *data = kiln_read_bounded(path, (size_t)256 << 20, &size, err, sizeof err);
   if (!data) kiln_error("tokenize: %s", err);
+  if (gguf_is(data, size)) data = gguf_vocab(path, data, size, &size);
   kiln_spm t;
   if (kiln_spm_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
   char *line = NULL;

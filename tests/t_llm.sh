@@ -70,3 +70,17 @@ if "$KILN" build models/stories.lua -o "$WORK/gen_stories" > /dev/null 2>&1 &&
 else
   echo "FAIL generate/build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
 fi
+
+# `kiln tokenize` on a GGUF file: the vocabulary of stories260K written as GGUF
+# (bench/llamacpp/stories_gguf.py, SentencePiece tokens and scores in the metadata) gives
+# the same ids as tok512.bin; a GGUF without a vocabulary is a one-line error.
+if "$PY" bench/llamacpp/stories_gguf.py "$WORK/vocab.gguf" > "$WORK/gguf_out" 2>&1 &&
+   "$KILN" tokenize "$WORK/vocab.gguf" < tests/llm/tok512_texts.txt > "$WORK/gguf_ids" 2>> "$WORK/gguf_out" &&
+   cmp -s "$WORK/gguf_ids" tests/llm/tok512_ids.txt; then
+  echo "PASS tokenize/gguf-vocabulary"
+else
+  echo "FAIL tokenize/gguf-vocabulary: $(head -c 300 "$WORK/gguf_out")"
+fi
+got=$("$KILN" tokenize tests/robust/gguf/seed_f32.gguf < /dev/null 2>&1)
+want='kiln: error: tokenize: tests/robust/gguf/seed_f32.gguf: tokenizer.ggml.model is missing; Kiln reads SentencePiece ("llama") vocabularies'
+if [ "$got" = "$want" ]; then echo "PASS tokenize/gguf-no-vocabulary"; else echo "FAIL tokenize/gguf-no-vocabulary: $got"; fi
