@@ -210,9 +210,9 @@ static int cmd_build(const Args *a) {
   if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
   if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
   Program *p = trace(a);
-  /* Metal and CoreML lower one stateless graph; state and entry points come later. */
-  static const struct { unsigned bit; const char *name; } apple[] = {{TGT_METAL, "Metal"}, {TGT_COREML, "CoreML"}};
-  for (int i = 0; i < 2; i++)
+  /* Metal lowers one stateless graph; state and entry points come later. */
+  static const struct { unsigned bit; const char *name; } apple[] = {{TGT_METAL, "Metal"}};
+  for (int i = 0; i < 1; i++)
     if ((a->targets & apple[i].bit) && !program_is_plain(p))
       kiln_error_at((SrcLoc){p->script, 0}, "the %s target does not support state/entry points yet (use --target c)", apple[i].name);
   pipeline_run(p, a->dump_after, stderr);
@@ -229,7 +229,7 @@ static int cmd_build(const Args *a) {
   emit_c(p, &eo);   /* the C header, weights and JSON are the contract every target shares */
   emit_json(p, &eo);
   if (a->targets & TGT_METAL) emit_metal(g, &eo);
-  if (a->targets & TGT_COREML) emit_coreml(g, &eo);
+  if (a->targets & TGT_COREML) emit_coreml(p, &eo);
   publish_commit(pub);
   return 0;
 }
