@@ -13,8 +13,9 @@
 # the host name, and timestamps.
 # Targets: --target all when that works (it is tried first and its failure reported),
 # else c; always with --embed-weights, so <m>_weights.c is compared too. A model with
-# state or entry points is built for C only (Metal and CoreML refuse it for now, which
-# t_metal and t_coreml check), with a NOTE line saying so.
+# state or entry points is built for C and CoreML at --min-os iOS18 (Core ML states and
+# multifunction models need it); Metal refuses it for now (t_metal checks that), which a
+# NOTE line says.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln determinism
 kt_work det
@@ -59,8 +60,8 @@ for script in $(kt_models); do
   dir=$(dirname "$script")
   model_targets=$targets
   if [ "$targets" != "--target c --embed-weights" ] && "$KILN" graph "$script" 2>/dev/null | grep -q '^entry '; then
-    model_targets="--target c --embed-weights"
-    echo "NOTE determinism/$m: state or entry points: built for C only (Metal and CoreML do not support them yet)"
+    model_targets="--target c --target coreml --min-os iOS18 --embed-weights"
+    echo "NOTE determinism/$m: state or entry points: built for C and CoreML (iOS18) only (Metal does not support them yet)"
   fi
   mkdir -p "$WORK/tree"
   rm -rf "$WORK/tree/$dir" && mkdir -p "$WORK/tree/$dir" && cp -R "$dir/." "$WORK/tree/$dir/"
