@@ -15,7 +15,10 @@
 #   golden     the decoded text of tests/coreml/golden/tiny.lua, and the description and op
 #              sequence of tests/golden/tinystate.lua at iOS18 (UPDATE=1 rewrites them)
 #   twice      two builds (different working directories) give identical bytes
-#   checkers   a corrupted weight.bin is rejected by wbcheck and milrun
+#   checkers   a corrupted weight.bin is rejected by wbcheck and milrun; so are stateful
+#              packages with a builder-only op, an fp32 state or an undescribed state
+#   coremltools where `import coremltools` works: its loader reads every package back
+#              (tests/coreml/ctcheck.py); a NOTE otherwise
 #   errors     rank > 5, a MIL keyword as an I/O name, an i32 state and entry points below
 #              iOS18 fail, naming the Lua line
 #   ops        every op of the op table is exercised by some model above
@@ -142,6 +145,42 @@ for b in sentinel dtype version; do
   if "$MILRUN" "$WORK/bad-$b" check >/dev/null 2>&1; then echo "FAIL $S/checkers/milrun-$b: accepted a broken weight.bin"
   else echo "PASS $S/checkers/milrun-$b: rejected"; fi
 done
+
+# milrun's state rules: a stateful package edited through protoc's text form must be
+# rejected when it holds coremltools' builder op coreml_update_state (a saved program has
+# write_state + read_state), when a state is described as FLOAT32 (Core ML states are fp16),
+# and when a function's state input has no description.
+pkg=$WORK/state/tinystate/iOS18-fp32/tinystate.mlpackage
+mutate() {   # mutate NAME SED-SCRIPT: a copy of $pkg with model.mlmodel edited as text
+  rm -rf "$WORK/mut-$1"; cp -r "$pkg" "$WORK/mut-$1"
+  protoc --decode=CoreML.Specification.Model --proto_path=gen/target gen/target/coreml.proto \
+    < "$pkg/Data/com.apple.CoreML/model.mlmodel" | sed "$2" |
+    protoc --encode=CoreML.Specification.Model --proto_path=gen/target gen/target/coreml.proto \
+    > "$WORK/mut-$1/Data/com.apple.CoreML/model.mlmodel"
+}
+if [ -d "$pkg" ] && "$MILRUN" "$pkg" check >/dev/null 2>&1; then
+  mutate same 'p;d'     # the control: decoded and encoded again, unchanged
+  if out=$("$MILRUN" "$WORK/mut-same" check 2>&1); then echo "PASS $S/checkers/milrun-reencoded: accepted"
+  else echo "FAIL $S/checkers/milrun-reencoded: the unchanged package is rejected: $(echo "$out" | tail -n 1)"; fi
+  mutate update_op 's/type: "write_state"/type: "coreml_update_state"/'
+  mutate state_fp32 '/^description {/,/^mlProgram {/s/dataType: FLOAT16/dataType: FLOAT32/'
+  mutate no_state_desc '/^    state {/,/^    }/d'
+  for b in update_op state_fp32 no_state_desc; do
+    if out=$("$MILRUN" "$WORK/mut-$b" check 2>&1); then echo "FAIL $S/checkers/milrun-$b: accepted"
+    else echo "PASS $S/checkers/milrun-$b: rejected: $(echo "$out" | tail -n 1)"; fi
+  done
+else
+  echo "FAIL $S/checkers/state: no valid $pkg to mutate"
+fi
+
+# ---- coremltools, where installed ----
+# tests/coreml/ctcheck.py: Apple's coremltools parses each package with its full schema
+# and loads the program through its own MIL op definitions (types, constness, opsets).
+if $PY -c "import coremltools" >/dev/null 2>&1; then
+  $PY tests/coreml/ctcheck.py "$WORK"/state/*/iOS18-*/*.mlpackage "$WORK"/m-*/iOS1*-*/*.mlpackage
+else
+  echo "NOTE $S: coremltools is not installed here: its loader (tests/coreml/ctcheck.py) did not read the packages"
+fi
 
 # ---- errors name the Lua line ----
 # Programs the Core ML target cannot express: an i32 state (Core ML states are fp16),

@@ -1366,14 +1366,20 @@ int main(int argc, char **argv) {
     if (d->n_input || d->n_output || d->n_state) fail("a multifunction description with top-level inputs/outputs/states");
     if (d->n_functions != p->n_functions) fail("%zu function descriptions for %zu functions", d->n_functions, p->n_functions);
     int found = 0;
-    for (size_t i = 0; i < p->n_functions; i++) {
-      const CoreML__Specification__FunctionDescription *f = d->functions[i];
-      if (strcmp(f->name, p->functions[i]->key) != 0) fail("function %zu: %s vs description %s", i, p->functions[i]->key, f->name);
+    for (size_t i = 0; i < p->n_functions; i++) {   /* Program.functions is a map: match by name */
+      const char *name = p->functions[i]->key;
+      const CoreML__Specification__FunctionDescription *f = NULL;
+      for (size_t k = 0; k < d->n_functions; k++)
+        if (!strcmp(d->functions[k]->name, name)) {
+          if (f) fail("function %s is described twice", name);
+          f = d->functions[k];
+        }
+      if (!f) fail("function %s has no description", name);
       for (size_t k = 0; k < i; k++)
-        if (!strcmp(p->functions[k]->key, f->name)) fail("function %s defined twice", f->name);
-      if (!is_ident(f->name)) fail("function name '%s' is not an identifier", f->name);
+        if (!strcmp(p->functions[k]->key, name)) fail("function %s defined twice", name);
+      if (!is_ident(name)) fail("function name '%s' is not an identifier", name);
       fds[i] = (FnDesc){f->name, f->input, f->output, f->state, f->n_input, f->n_output, f->n_state};
-      if (!strcmp(f->name, d->defaultfunctionname)) found = 1, deflt = i;
+      if (!strcmp(name, d->defaultfunctionname)) found = 1, deflt = i;
     }
     if (!found) fail("defaultFunctionName '%s' names no function", d->defaultfunctionname);
   } else {
