@@ -1008,16 +1008,20 @@ static void bind_outputs(Lower *L) {
   }
 }
 
-/* Function inputs for the program's states, after the ordinary inputs, every state in
- * every function (so each function's state signature, what Core ML's MLState holds, is
- * the same); their names were made unique program-wide by state_names. */
-static void bind_states(Lower *L, const Program *p) {
-  for (int s = 0; s < p->nstates; s++) {
+/* Claims the states' names in the current function, right after its I/O names (before
+ * any op takes a name); they were made unique program-wide by state_names. */
+static void claim_states(Lower *L, const Program *p) {
+  for (int s = 0; s < p->nstates; s++)
     if (!mil_claim(L->m, L->state_in[s]))
       kiln_error_at(p->states[s].loc, "state %s is '%s' in Core ML, which entry '%s' also uses as an input or output name; "
                     "rename one", p->states[s].name, L->state_in[s], L->g->entry);
-    mil_state_input(L->m, L->state_in[s], &p->states[s].shape);
-  }
+}
+
+/* Function inputs for the program's states, after the ordinary inputs, every state in
+ * every function (so each function's state signature, what Core ML's MLState holds, is
+ * the same). */
+static void bind_states(Lower *L, const Program *p) {
+  for (int s = 0; s < p->nstates; s++) mil_state_input(L->m, L->state_in[s], &p->states[s].shape);
 }
 
 /* ---- the Model message ---- */
@@ -1262,6 +1266,7 @@ static void lower_entry(Lower *L, const Program *p) {
   Graph *g = L->g;
   count_uses(L);
   check_limits(L);
+  claim_states(L, p);
   plan_outputs(L);
   bind_inputs(L);
   bind_states(L, p);
