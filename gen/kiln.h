@@ -460,7 +460,7 @@ uint64_t kiln_fnv1a64(const void *p, size_t n);
 void emit_c(Program *p, const EmitOptions *o);
 void emit_json(Program *p, const EmitOptions *o);
 void emit_metal(Program *p, const EmitOptions *o);
-void emit_coreml(Graph *g, const EmitOptions *o);
+void emit_coreml(Program *p, const EmitOptions *o);
 
 /* ---- escaping user-derived text for each output language (escape.c) ---- */
 char *esc_comment(const char *s);           /* inside a C/ObjC/MSL block or line comment */

@@ -41,7 +41,8 @@ static const char usage[] =
     "  --name NAME                   model name, a C identifier (default: script base name)\n"
     "  --embed-weights               C: also write NAME_weights.c, the blob as a const array,\n"
     "                                for targets without a file system\n"
-    "  --min-os iOS15|iOS16|iOS17|iOS18   CoreML spec 6..9, opset CoreML5..8 (default iOS15)\n"
+    "  --min-os iOS15|iOS16|iOS17|iOS18   CoreML spec 6..9, opset CoreML5..8 (default iOS15); a model\n"
+    "                                with state or entry points needs iOS18\n"
     "  --precision fp32|fp16         CoreML compute precision (default fp32)\n"
     "  --dump-after PASS|all         print the graph to stderr after that pass\n"
     "  --no-fuse                     one op per kernel: no elementwise chains fused into the\n"
@@ -270,11 +271,6 @@ static int cmd_build(const Args *a) {
   if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
   if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
   Program *p = trace(a);
-  /* CoreML lowers one stateless graph; state and entry points come later. */
-  static const struct { unsigned bit; const char *name; } apple[] = {{TGT_COREML, "CoreML"}};
-  for (int i = 0; i < 1; i++)
-    if ((a->targets & apple[i].bit) && !program_is_plain(p))
-      kiln_error_at((SrcLoc){p->script, 0}, "the %s target does not support state/entry points yet (use --target c or --target metal)", apple[i].name);
   kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
   Graph *g = p->entries[0];
@@ -291,7 +287,7 @@ static int cmd_build(const Args *a) {
   emit_c(p, &eo);   /* the C header, weights and JSON are the contract every target shares */
   emit_json(p, &eo);
   if (a->targets & TGT_METAL) emit_metal(p, &eo);
-  if (a->targets & TGT_COREML) emit_coreml(g, &eo);
+  if (a->targets & TGT_COREML) emit_coreml(p, &eo);
   char *files = staged_files(publish_staging(pub));
   publish_commit(pub);
   kiln_progress_end();

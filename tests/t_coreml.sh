@@ -7,11 +7,20 @@
 #   models     every models/*.lua and tests/coreml/models/*.lua, for iOS15 and iOS17 in
 #              fp32 and fp16: builds; protoc --decode shows no unknown field; manifest and
 #              weight.bin structure (tests/coreml/wbcheck.py); milrun validates the program
-#              and its outputs match the C target (tests/coreml/compare.py states tolerances)
-#   golden     the decoded text of tests/coreml/golden/tiny.lua (UPDATE=1 rewrites it)
+#              and its outputs match the C target (tests/coreml/compare.py states tolerances);
+#              a model with state or entry points fails below iOS18 with one line
+#   state      models with state or entry points at iOS18, fp32 and fp16: call sequences
+#              through milrun's state store against the C target after every call, and
+#              out-of-range offsets leave the states untouched (tests/coreml/state_compare.py)
+#   golden     the decoded text of tests/coreml/golden/tiny.lua, and the description and op
+#              sequence of tests/golden/tinystate.lua at iOS18 (UPDATE=1 rewrites them)
 #   twice      two builds (different working directories) give identical bytes
-#   checkers   a corrupted weight.bin is rejected by wbcheck and milrun
-#   errors     rank > 5 and a MIL keyword as an I/O name fail, naming the Lua line
+#   checkers   a corrupted weight.bin is rejected by wbcheck and milrun; so are stateful
+#              packages with a builder-only op, an fp32 state or an undescribed state
+#   coremltools where `import coremltools` works: its loader reads every package back
+#              (tests/coreml/ctcheck.py); a NOTE otherwise
+#   errors     rank > 5, a MIL keyword as an I/O name, an i32 state and entry points below
+#              iOS18 fail, naming the Lua line
 #   ops        every op of the op table is exercised by some model above
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln coreml
@@ -49,23 +58,27 @@ else
 fi
 
 # ---- every model ----
-# A model with state or entry points (models/stories.lua) is not supported by the Core ML
-# target yet: its build must fail with the one-line error naming the script, writing
-# nothing, and a NOTE says it is not checked; models/stories_fixed.lua, the
-# stateless fixed-length TinyStories, covers its network.
+# A model with state or entry points (models/stories.lua, tests/golden/tinystate.lua,
+# tests/state/*.lua) needs --min-os iOS18 (Core ML states, multifunction models): at the
+# default iOS15 its build must fail with one line naming the minimum OS, writing nothing.
+# Its package at iOS18 is checked by tests/coreml/state_compare.py below.
 for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do
   n=$(basename "$m" .lua)
   if "$KILN" graph "$m" 2>/dev/null | grep -q '^entry '; then
     out=$("$KILN" build "$m" -o "$WORK/m-$n" --target coreml 2>&1)
     rc=$?
-    want="$m: error: the CoreML target does not support state/entry points yet (use --target c or --target metal)"
-    if [ $rc -eq 1 ] && [ "$out" = "$want" ] && [ ! -e "$WORK/m-$n" ]; then echo "PASS $S/refuses_state/$n"
-    else echo "FAIL $S/refuses_state/$n: exit $rc, '$out' (want '$want', nothing written)"; fi
-    echo "NOTE $S: $n has state or entry points, which the Core ML target does not support yet: not checked"
+    if [ $rc -eq 1 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "^$m:[0-9]*: error: .*need --min-os iOS18 .*, not iOS15$" &&
+       [ ! -e "$WORK/m-$n" ]; then echo "PASS $S/needs_ios18/$n: $out"
+    else echo "FAIL $S/needs_ios18/$n: exit $rc, '$out' (want one line naming --min-os iOS18, nothing written)"; fi
     continue
   fi
   $PY tests/coreml/compare.py "$KILN" "$MILRUN" "$m" "$WORK/m-$n" iOS15:fp32 iOS15:fp16 iOS17:fp32 iOS17:fp16
 done
+
+# ---- state and entry points (iOS18) ----
+# Call sequences (prefill, decode...) of every model with state or entry points through
+# milrun, carrying the state from call to call, against the C target after every call.
+$PY tests/coreml/state_compare.py "$KILN" "$MILRUN" "$WORK/state" iOS18:fp32 iOS18:fp16
 
 # ---- golden text ----
 for cfg in iOS15:fp32 iOS17:fp16; do
@@ -82,6 +95,25 @@ for cfg in iOS15:fp32 iOS17:fp16; do
   elif cmp -s "$d/decoded.txt" "$g"; then echo "PASS $S/golden/$os-$p"
   else echo "FAIL $S/golden/$os-$p: decoded model differs from $g:"; diff "$g" "$d/decoded.txt" | head -n 10; fi
 done
+# The stateful multifunction model in short: its decoded description (functions, states,
+# metadata) and, per function, its non-const op types in order (protoc prints the
+# functions sorted by name).
+g=tests/coreml/golden/tinystate.iOS18-fp32.txt
+d=$WORK/golden-tinystate
+if ! "$KILN" build tests/golden/tinystate.lua -o "$d" --target coreml --min-os iOS18 2>"$WORK/err"; then
+  echo "FAIL $S/golden/tinystate: build failed: $(head -n 1 "$WORK/err")"
+else
+  protoc --decode=CoreML.Specification.Model --proto_path=gen/target gen/target/coreml.proto \
+    < "$d/tinystate.mlpackage/Data/com.apple.CoreML/model.mlmodel" > "$d/full.txt"
+  { sed -n '/^description {/,/^mlProgram {/p' "$d/full.txt" | sed '$d'
+    sed -n '/^mlProgram {/,$p' "$d/full.txt" | awk '/^    key: "/ {gsub(/"/, "", $2); printf "%sfunction %s:", (n++ ? "\n" : ""), $2}
+      /^            type: "/ {gsub(/"/, "", $2); if ($2 != "const") printf " %s", $2} END {print ""}'
+  } > "$d/decoded.txt"
+  if [ -n "$UPDATE" ]; then cp "$d/decoded.txt" "$g"; echo "PASS $S/golden/tinystate: rewritten"
+  elif [ ! -f "$g" ]; then echo "FAIL $S/golden/tinystate: no $g (run with UPDATE=1)"
+  elif cmp -s "$d/decoded.txt" "$g"; then echo "PASS $S/golden/tinystate: description and op sequence of the iOS18 multifunction package"
+  else echo "FAIL $S/golden/tinystate: differs from $g:"; diff "$g" "$d/decoded.txt" | head -n 10; fi
+fi
 
 # ---- two builds, identical bytes ----
 for m in models/transformer.lua models/resnet.lua; do
@@ -114,7 +146,58 @@ for b in sentinel dtype version; do
   else echo "PASS $S/checkers/milrun-$b: rejected"; fi
 done
 
+# milrun's state rules: a stateful package edited through protoc's text form must be
+# rejected when it holds coremltools' builder op coreml_update_state (a saved program has
+# write_state + read_state), when a state is described as FLOAT32 (Core ML states are fp16),
+# and when a function's state input has no description.
+pkg=$WORK/state/tinystate/iOS18-fp32/tinystate.mlpackage
+mutate() {   # mutate NAME SED-SCRIPT: a copy of $pkg with model.mlmodel edited as text
+  rm -rf "$WORK/mut-$1"; cp -r "$pkg" "$WORK/mut-$1"
+  protoc --decode=CoreML.Specification.Model --proto_path=gen/target gen/target/coreml.proto \
+    < "$pkg/Data/com.apple.CoreML/model.mlmodel" | sed "$2" |
+    protoc --encode=CoreML.Specification.Model --proto_path=gen/target gen/target/coreml.proto \
+    > "$WORK/mut-$1/Data/com.apple.CoreML/model.mlmodel"
+}
+if [ -d "$pkg" ] && "$MILRUN" "$pkg" check >/dev/null 2>&1; then
+  mutate same 'p;d'     # the control: decoded and encoded again, unchanged
+  if out=$("$MILRUN" "$WORK/mut-same" check 2>&1); then echo "PASS $S/checkers/milrun-reencoded: accepted"
+  else echo "FAIL $S/checkers/milrun-reencoded: the unchanged package is rejected: $(echo "$out" | tail -n 1)"; fi
+  mutate update_op 's/type: "write_state"/type: "coreml_update_state"/'
+  mutate state_fp32 '/^description {/,/^mlProgram {/s/dataType: FLOAT16/dataType: FLOAT32/'
+  mutate no_state_desc '/^    state {/,/^    }/d'
+  for b in update_op state_fp32 no_state_desc; do
+    if out=$("$MILRUN" "$WORK/mut-$b" check 2>&1); then echo "FAIL $S/checkers/milrun-$b: accepted"
+    else echo "PASS $S/checkers/milrun-$b: rejected: $(echo "$out" | tail -n 1)"; fi
+  done
+else
+  echo "FAIL $S/checkers/state: no valid $pkg to mutate"
+fi
+
+# ---- coremltools, where installed ----
+# tests/coreml/ctcheck.py: Apple's coremltools parses each package with its full schema
+# and loads the program through its own MIL op definitions (types, constness, opsets).
+if $PY -c "import coremltools" >/dev/null 2>&1; then
+  $PY tests/coreml/ctcheck.py "$WORK"/state/*/iOS18-*/*.mlpackage "$WORK"/m-*/iOS1*-*/*.mlpackage
+else
+  echo "NOTE $S: coremltools is not installed here: its loader (tests/coreml/ctcheck.py) did not read the packages"
+fi
+
 # ---- errors name the Lua line ----
+# Programs the Core ML target cannot express: an i32 state (Core ML states are fp16),
+# and entry points below iOS18 (each a single line naming the Lua line of the state or
+# entry, nothing written).
+for e in "tests/state/implicit.lua:5:iOS18:state hist is i32: Core ML keeps states in fp16" \
+         "tests/state/nostate.lua:6:iOS17:entry points need --min-os iOS18 for the Core ML target"; do
+  f=${e%%:*}; rest=${e#*:}; line=${rest%%:*}; rest=${rest#*:}; os=${rest%%:*}; want=${rest#*:}
+  n=$(basename "$f" .lua)
+  if "$KILN" build "$f" -o "$WORK/err-$n" --target coreml --min-os "$os" 2>"$WORK/err"; then
+    echo "FAIL $S/errors/$n: the build succeeded"
+  elif [ "$(wc -l < "$WORK/err")" -eq 1 ] && grep -qF "$f:$line: error: $want" "$WORK/err" && [ ! -e "$WORK/err-$n" ]; then
+    echo "PASS $S/errors/$n: $(head -n 1 "$WORK/err")"
+  else
+    echo "FAIL $S/errors/$n: unexpected message (or output left behind): $(head -n 2 "$WORK/err" | tr '\n' ' ')"
+  fi
+done
 for e in rank6:4:rank keyword:3:reserved; do
   n=${e%%:*}; rest=${e#*:}; line=${rest%%:*}; word=${rest#*:}
   if "$KILN" build "tests/coreml/errors/$n.lua" -o "$WORK/err-$n" --target coreml 2>"$WORK/err"; then
@@ -127,12 +210,11 @@ for e in rank6:4:rank keyword:3:reserved; do
 done
 
 # ---- op coverage ----
-used=$(for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do
-         "$KILN" graph "$m" 2>/dev/null | grep -q '^entry ' || "$KILN" graph "$m" --after memplan 2>/dev/null; done |
-       awk '/^%/ {print $3}' | sort -u)
+used=$(for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua tests/golden/tinystate.lua tests/state/chain.lua \
+                tests/state/fusion.lua tests/state/order.lua tests/state/nostate.lua; do
+         "$KILN" graph "$m" --after memplan 2>/dev/null; done | awk '/^ *%/ {print $3}' | sort -u)
 missing=""
 for op in $("$KILN" ops | awk '{print $1}'); do
-  case $op in state|write) echo "NOTE $S: op $op (state) is not supported by the Core ML target yet"; continue ;; esac
   echo "$used" | grep -qx "$op" || missing="$missing $op"
 done
 if [ -z "$missing" ]; then echo "PASS $S/ops: every op of the op table is in a model checked above"

@@ -13,8 +13,8 @@
 # the host name, and timestamps.
 # Targets: --target all when that works (it is tried first and its failure reported),
 # else c; always with --embed-weights, so <m>_weights.c is compared too. A model with
-# state or entry points is built for C and Metal (CoreML refuses it for now, which
-# t_coreml checks), with a NOTE line saying so.
+# state or entry points is built for C, Metal and CoreML at --min-os iOS18 (Core ML
+# states and multifunction models need it).
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln determinism
 kt_work det
@@ -59,8 +59,7 @@ for script in $(kt_models); do
   dir=$(dirname "$script")
   model_targets=$targets
   if [ "$targets" != "--target c --embed-weights" ] && "$KILN" graph "$script" 2>/dev/null | grep -q '^entry '; then
-    model_targets="--target c --target metal --embed-weights"
-    echo "NOTE determinism/$m: state or entry points: built for C and Metal (CoreML does not support them yet)"
+    model_targets="--target c --target metal --target coreml --min-os iOS18 --embed-weights"
   fi
   mkdir -p "$WORK/tree"
   rm -rf "$WORK/tree/$dir" && mkdir -p "$WORK/tree/$dir" && cp -R "$dir/." "$WORK/tree/$dir/"

@@ -26,6 +26,7 @@
  */
 #include "mil.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -33,6 +34,10 @@ typedef struct {
   Mil *m;
   MilType ft;             /* MIL type of Kiln's f32 values: MIL_F16 or MIL_F32 */
   int spec;               /* Model.specificationVersion, 6..9 */
+  const char *const *state_in;  /* per state of the program: its MIL function input (state.c) */
+  const char **v16;       /* per STATE/WRITE node id: the state version as the fp16 tensor Core ML keeps */
+  const char *ok;         /* bool scalar: every run-time write offset is in range; NULL: none */
+  const char **at;        /* per WRITE node id with a run-time offset: the offset clamped into range */
   const char **val;       /* per node id: its MIL value name, once emitted */
   const char **exact;     /* per node id: the graph output name its op must carry, or NULL */
   int *uses, *user;       /* per node id: live consumers (+ graph outputs), and the last consumer */
@@ -81,10 +86,14 @@ static const char *emit_leaf(Lower *L, const Node *n) {
   die("bad dtype");
 }
 
-/* The MIL value name of node id; a WEIGHT/CONST leaf gets its const op on first use. */
+static const char *state_value(Lower *L, const Node *n);
+
+/* The MIL value name of node id; a WEIGHT/CONST leaf gets its const op on first use, a
+ * state version its conversion from fp16 (coreml_state_value). */
 static const char *value(Lower *L, int id) {
   if (L->val[id]) return L->val[id];
   Node *n = graph_node(L->g, id);
+  if (n->op == OP_STATE || n->op == OP_WRITE) return L->val[id] = state_value(L, n);
   if (!is_const_leaf(n)) die("node %d (%s) used before it was lowered", id, kiln_ops[n->op].name);
   return L->val[id] = emit_leaf(L, n);
 }
@@ -708,6 +717,153 @@ static void lower_gather(Lower *L, const Node *n) {
   finish(L, n, c);
 }
 
+/* ---- state (iOS18) ----
+ *
+ * A Kiln state is a function input of MIL type state<tensor<fp16, shape>>: Core ML
+ * keeps states in fp16 only, whatever the program's precision (f32 states round to
+ * fp16 between calls; bool states hold 0/1). A STATE leaf is `read_state` at the top of
+ * the function, before any write, so a read traced after a write (tests/state/order.lua)
+ * still sees the value the call found: MIL's read_state returns a copy. A WRITE is
+ * coremltools' in-place pattern: slice_update of the previous version at the offset,
+ * write_state of the result, and read_state again when a later op reads the new
+ * version (coremltools' coreml_update_state is saved as exactly that pair).
+ */
+
+/* v (of MIL type from, shape s) as type to: a cast named after n, or v itself. */
+static const char *cast_to(Lower *L, const Node *n, const char *v, MilType from, MilType to, const Shape *s) {
+  if (from == to) return v;
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(to));
+  MilOp *op = step(L, n, "cast");
+  mil_arg(L->m, op, "x", v);
+  mil_arg(L->m, op, "dtype", dt);
+  return mil_result(L->m, op, to, s);
+}
+
+/* A state version as the program computes with it (fp32 in fp32 programs, bool for bool
+ * states): a cast of its fp16 value, made where it is first needed. */
+static const char *state_value(Lower *L, const Node *n) {
+  if (!L->v16[n->id]) die("state version %%%d used before it was read", n->id);
+  return cast_to(L, n, L->v16[n->id], MIL_F16, mil_type(L, n->dtype), &n->shape);
+}
+
+/* read_state of n's state: its current fp16 value, as a new MIL value named after n. */
+static const char *read_state(Lower *L, const Node *n) {
+  MilOp *op = step(L, n, "read_state");
+  mil_arg(L->m, op, "input", L->state_in[n->a.state]);
+  return mil_result(L->m, op, MIL_F16, &n->shape);
+}
+
+/* One binary MIL op of two named values, its output typed (t, s). */
+static const char *op2(Lower *L, const char *type, const char *base, const char *x, const char *y, MilType t,
+                       const Shape *s) {
+  MilOp *op = mil_op(L->m, type, base, false);
+  mil_arg(L->m, op, "x", x);
+  mil_arg(L->m, op, "y", y);
+  return mil_result(L->m, op, t, s);
+}
+
+/* Reads, at the top of the function, every state the entry reads. */
+static void read_states(Lower *L) {
+  for (int i = 0; i < L->g->nnodes; i++) {
+    Node *n = L->g->nodes[i];
+    if (!n->dead && n->op == OP_STATE && L->uses[i]) L->v16[i] = read_state(L, n);
+  }
+}
+
+/* The largest offset at which write n fits: the state's length along the axis minus the
+ * rows written. */
+static int64_t write_max(const Lower *L, const Node *n) {
+  return n->shape.dim[n->a.axis] - in_node(L, n, 1)->shape.dim[n->a.axis];
+}
+
+/* Core ML cannot return <M>_E_RANGE, so the C target's check becomes data: for each
+ * distinct (offset input, largest valid offset) among the writes, the offset clamped
+ * into [0, max] (what the writes use, so no slice ever leaves its state) and whether
+ * the clamp changed nothing; L->ok is the conjunction, and every write of the entry
+ * stores its new rows only when it holds (lower_write). A call with an offset out of
+ * range thus leaves every state as it was, as the C target does; its outputs mean
+ * nothing. Constant offsets were checked by the frontend. */
+static void range_checks(Lower *L) {
+  Graph *g = L->g;
+  const Node **seen = kiln_alloc(sizeof *seen * (size_t)(g->nnodes + 1));
+  int64_t *seen_max = kiln_alloc(sizeof(int64_t) * (size_t)(g->nnodes + 1));
+  const char **seen_at = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
+  int nseen = 0;
+  Shape scalar = {0};
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (n->dead || n->op != OP_WRITE || in_node(L, n, 2)->op != OP_INPUT) continue;
+    const Node *at = in_node(L, n, 2);
+    int64_t max = write_max(L, n);
+    for (int k = 0; k < nseen && !L->at[i]; k++)
+      if (seen[k] == at && seen_max[k] == max) L->at[i] = seen_at[k];
+    if (L->at[i]) continue;
+    const char *name = g->inputs[at->io_index].name, *v = value(L, at->id);
+    const char *lo = op2(L, "maximum", kiln_fmt("%s_at_least_0", name), v, mil_scalar_int(L->m, kiln_fmt("%s_zero", name), 0),
+                         MIL_I32, &scalar);
+    const char *c = op2(L, "minimum", kiln_fmt("%s_at_most_%lld", name, (long long)max), lo,
+                        mil_scalar_int(L->m, kiln_fmt("%s_max_%lld", name, (long long)max), i32(n, max)), MIL_I32, &scalar);
+    const char *eq = op2(L, "equal", kiln_fmt("%s_in_range", name), c, v, MIL_BOOL, &scalar);
+    L->ok = L->ok ? op2(L, "logical_and", "offsets_in_range", L->ok, eq, MIL_BOOL, &scalar) : eq;
+    seen[nseen] = at, seen_max[nseen] = max, seen_at[nseen++] = L->at[i] = c;
+  }
+}
+
+/* write -> slice_update of the previous version at the offset along a.axis (begin and
+ * end computed from the clamped run-time offset, or constant), guarded by L->ok (the
+ * rows already there are stored back when an offset is out of range), then write_state,
+ * then read_state when a later op reads this version. stride, begin_mask, end_mask and
+ * squeeze_mask are written explicitly, as coremltools' torch frontend does. */
+static void lower_write(Lower *L, const Node *n) {
+  const Node *y = in_node(L, n, 1), *at = in_node(L, n, 2);
+  const char *x16 = L->v16[n->in[0]];
+  if (!x16) die("write %%%d: the version it updates was never read", n->id);
+  int r = n->shape.rank, ax = n->a.axis;
+  int32_t len[KILN_MAX_RANK], b[KILN_MAX_RANK] = {0}, ones[KILN_MAX_RANK];
+  uint8_t no[KILN_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++) len[i] = i32(n, y->shape.dim[i]), ones[i] = 1;
+  Shape rs = {1, {r}};
+  const char *yv = cast_to(L, n, X(L, n, 1), mil_type(L, y->dtype), MIL_F16, &y->shape), *begin, *end;
+  if (at->op == OP_CONST) {
+    int32_t e[KILN_MAX_RANK];
+    b[ax] = *(const int32_t *)at->data;
+    for (int i = 0; i < r; i++) e[i] = b[i] + len[i];
+    begin = mil_ints(L->m, param_name(n, "slice_update", "begin"), b, r);
+    end = mil_ints(L->m, param_name(n, "slice_update", "end"), e, r);
+  } else {
+    b[ax] = 1;
+    const char *axis = mil_ints(L->m, param_name(n, "slice_update", "axis"), b, r);
+    begin = op2(L, "mul", base_name(n, "begin"), axis, L->at[n->id], MIL_I32, &rs);
+    end = op2(L, "add", base_name(n, "end"), begin, mil_ints(L->m, param_name(n, "slice_update", "rows"), len, r), MIL_I32, &rs);
+  }
+  const char *st = mil_ints(L->m, param_name(n, "slice_update", "stride"), ones, r);
+  const char *bm = mil_bools(L->m, param_name(n, "slice_update", "begin_mask"), no, r);
+  const char *em = mil_bools(L->m, param_name(n, "slice_update", "end_mask"), no, r);
+  const char *sm = mil_bools(L->m, param_name(n, "slice_update", "squeeze_mask"), no, r);
+  static const char *const params[] = {"begin", "end", "stride", "begin_mask", "end_mask", "squeeze_mask"};
+  const char *pv[] = {begin, end, st, bm, em, sm};
+  if (L->ok) {
+    MilOp *op = step(L, n, "slice_by_index");
+    mil_arg(L->m, op, "x", x16);
+    for (int i = 0; i < 6; i++) mil_arg(L->m, op, params[i], pv[i]);
+    const char *old = mil_result(L->m, op, MIL_F16, &y->shape);
+    op = step(L, n, "select");
+    mil_arg(L->m, op, "cond", L->ok);
+    mil_arg(L->m, op, "a", yv);
+    mil_arg(L->m, op, "b", old);
+    yv = mil_result(L->m, op, MIL_F16, &y->shape);
+  }
+  MilOp *op = step(L, n, "slice_update");
+  mil_arg(L->m, op, "x", x16);
+  mil_arg(L->m, op, "update", yv);
+  for (int i = 0; i < 6; i++) mil_arg(L->m, op, params[i], pv[i]);
+  const char *nv = mil_result(L->m, op, MIL_F16, &n->shape);
+  op = step(L, n, "write_state");          /* no output: it stores into the state */
+  mil_arg(L->m, op, "input", L->state_in[n->a.state]);
+  mil_arg(L->m, op, "data", nv);
+  if (L->uses[n->id]) L->v16[n->id] = read_state(L, n);
+}
+
 /* ---- driver ---- */
 
 /* Lowers one live non-leaf node by its op family, recording its MIL value in L->val.
@@ -732,7 +888,7 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_SLICE: lower_slice(L, n); return;
   case FAM_GATHER: lower_gather(L, n); return;
   case FAM_ATTENTION: lower_sdpa(L, n); return;
-  case FAM_WRITE:                        /* main.c refuses programs with state first */
+  case FAM_WRITE: lower_write(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);
@@ -853,28 +1009,85 @@ static void bind_outputs(Lower *L) {
   }
 }
 
+/* Claims the states' names in the current function, right after its I/O names (before
+ * any op takes a name); they were made unique program-wide by state_names. */
+static void claim_states(Lower *L, const Program *p) {
+  for (int s = 0; s < p->nstates; s++)
+    if (!mil_claim(L->m, L->state_in[s]))
+      kiln_error_at(p->states[s].loc, "state %s is '%s' in Core ML, which entry '%s' also uses as an input or output name; "
+                    "rename one", p->states[s].name, L->state_in[s], L->g->entry);
+}
+
+/* Function inputs for the program's states, after the ordinary inputs, every state in
+ * every function (so each function's state signature, what Core ML's MLState holds, is
+ * the same). */
+static void bind_states(Lower *L, const Program *p) {
+  for (int s = 0; s < p->nstates; s++) mil_state_input(L->m, L->state_in[s], &p->states[s].shape);
+}
+
 /* ---- the Model message ---- */
 
-/* A model-description feature: a MultiArray of n's I/O shape, FLOAT32 for f32 and INT32
- * otherwise (bools travel as int32; see IoList). The dims Core ML sees, not MIL's types. */
-static CoreML__Specification__FeatureDescription *feature(const char *name, const Node *n) {
+/* An ArrayFeatureType of shape s and data type dt. */
+static CoreML__Specification__ArrayFeatureType *array_type(const Shape *s, CoreML__Specification__ArrayFeatureType__ArrayDataType dt) {
   CoreML__Specification__ArrayFeatureType *at = kiln_alloc(sizeof *at);
   *at = (CoreML__Specification__ArrayFeatureType)CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__INIT;
-  const Shape *s = io_shape(n);
   at->n_shape = (size_t)s->rank;
   at->shape = kiln_alloc(sizeof(int64_t) * (size_t)(s->rank + 1));
   for (int i = 0; i < s->rank; i++) at->shape[i] = s->dim[i];
-  at->datatype = n->dtype == DT_F32 ? CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32
-                                    : CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__INT32;
-  CoreML__Specification__FeatureType *ft = kiln_alloc(sizeof *ft);
-  *ft = (CoreML__Specification__FeatureType)CORE_ML__SPECIFICATION__FEATURE_TYPE__INIT;
-  ft->type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE;
-  ft->multiarraytype = at;
+  at->datatype = dt;
+  return at;
+}
+
+/* A FeatureDescription of a copy of name and type ft. */
+static CoreML__Specification__FeatureDescription *describe(const char *name, CoreML__Specification__FeatureType *ft) {
   CoreML__Specification__FeatureDescription *fd = kiln_alloc(sizeof *fd);
   *fd = (CoreML__Specification__FeatureDescription)CORE_ML__SPECIFICATION__FEATURE_DESCRIPTION__INIT;
   fd->name = kiln_strdup(name);
   fd->type = ft;
   return fd;
+}
+
+/* A model-description feature: a MultiArray of n's I/O shape, FLOAT32 for f32 and INT32
+ * otherwise (bools travel as int32; see IoList). The dims Core ML sees, not MIL's types. */
+static CoreML__Specification__FeatureDescription *feature(const char *name, const Node *n) {
+  CoreML__Specification__FeatureType *ft = kiln_alloc(sizeof *ft);
+  *ft = (CoreML__Specification__FeatureType)CORE_ML__SPECIFICATION__FEATURE_TYPE__INIT;
+  ft->type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE;
+  ft->multiarraytype = array_type(io_shape(n), n->dtype == DT_F32 ? CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32
+                                                                  : CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__INT32);
+  return describe(name, ft);
+}
+
+/* A state feature as coremltools writes one: StateFeatureType holding a FLOAT16
+ * ArrayFeatureType of the state's shape. */
+static CoreML__Specification__FeatureDescription *state_feature(const char *name, const StateDecl *d) {
+  CoreML__Specification__StateFeatureType *st = kiln_alloc(sizeof *st);
+  *st = (CoreML__Specification__StateFeatureType)CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__INIT;
+  st->type_case = CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__TYPE_ARRAY_TYPE;
+  st->arraytype = array_type(&d->shape, CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT16);
+  CoreML__Specification__FeatureType *ft = kiln_alloc(sizeof *ft);
+  *ft = (CoreML__Specification__FeatureType)CORE_ML__SPECIFICATION__FEATURE_TYPE__INIT;
+  ft->type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STATE_TYPE;
+  ft->statetype = st;
+  return describe(name, ft);
+}
+
+/* One function's features: its inputs, outputs (declaration order) and every state. */
+typedef struct {
+  CoreML__Specification__FeatureDescription **in, **out, **st;
+  size_t nin, nout, nst;
+} Features;
+
+static Features features(const Lower *L, const Program *p) {
+  Graph *g = L->g;
+  Features f = {.nin = (size_t)g->ninputs, .nout = (size_t)g->noutputs, .nst = (size_t)p->nstates};
+  f.in = kiln_alloc(sizeof *f.in * (f.nin + 1));
+  f.out = kiln_alloc(sizeof *f.out * (f.nout + 1));
+  f.st = kiln_alloc(sizeof *f.st * (f.nst + 1));
+  for (int i = 0; i < g->ninputs; i++) f.in[i] = feature(g->inputs[i].name, graph_node(g, g->inputs[i].node));
+  for (int i = 0; i < g->noutputs; i++) f.out[i] = feature(g->outputs[i].name, graph_node(g, g->outputs[i].node));
+  for (int s = 0; s < p->nstates; s++) f.st[s] = state_feature(L->state_in[s], &p->states[s]);
+  return f;
 }
 
 /* Comma-separated I/O names (declaration order), and those that are Kiln bools
@@ -896,46 +1109,90 @@ static const char *io_list(Graph *g, IoList which) {
   return s;
 }
 
-/* The model's metadata: a short description and the kiln.* user-defined keys (sorted, so
- * the protobuf bytes are stable) that the runtime wrapper reads. */
-static CoreML__Specification__Metadata *metadata(Graph *g, const EmitOptions *o) {
-  static const char *const keys[] = {"kiln.bool_features", "kiln.inputs", "kiln.min_os", "kiln.outputs", "kiln.precision"};
-  const char *vals[] = {io_list(g, IO_BOOLS), io_list(g, IO_INPUTS), o->min_os, io_list(g, IO_OUTPUTS), o->fp16 ? "fp16" : "fp32"};
-  enum { NKEYS = sizeof keys / sizeof keys[0] };
+/* Orders metadata entries by key, so the protobuf bytes are stable. */
+static int entry_cmp(const void *a, const void *b) {
+  const CoreML__Specification__Metadata__UserDefinedEntry *x = *(CoreML__Specification__Metadata__UserDefinedEntry *const *)a;
+  const CoreML__Specification__Metadata__UserDefinedEntry *y = *(CoreML__Specification__Metadata__UserDefinedEntry *const *)b;
+  return strcmp(x->key, y->key);
+}
+
+/* Appends userDefined key = value to md. */
+static void md_put(CoreML__Specification__Metadata *md, const char *key, const char *value) {
+  CoreML__Specification__Metadata__UserDefinedEntry **a = kiln_alloc(sizeof *a * (md->n_userdefined + 1));
+  if (md->n_userdefined) memcpy(a, md->userdefined, sizeof *a * md->n_userdefined);
+  a[md->n_userdefined] = kiln_alloc(sizeof **a);
+  *a[md->n_userdefined] = (CoreML__Specification__Metadata__UserDefinedEntry)CORE_ML__SPECIFICATION__METADATA__USER_DEFINED_ENTRY__INIT;
+  a[md->n_userdefined]->key = kiln_strdup(key);
+  a[md->n_userdefined]->value = kiln_strdup(value);
+  md->userdefined = a;
+  md->n_userdefined++;
+}
+
+/* The model's metadata: a short description and the kiln.* user-defined keys, sorted,
+ * that the runtime wrapper reads: for one function kiln.inputs, kiln.outputs and
+ * kiln.bool_features; for entry points kiln.entries (declaration order) and those three
+ * per entry as kiln.<entry>.*; kiln.states (state feature names in declaration order)
+ * when there are states; kiln.min_os and kiln.precision always. */
+static CoreML__Specification__Metadata *metadata(const Program *p, const char *const *state_in, bool multi, const EmitOptions *o) {
   CoreML__Specification__Metadata *md = kiln_alloc(sizeof *md);
   *md = (CoreML__Specification__Metadata)CORE_ML__SPECIFICATION__METADATA__INIT;
-  md->shortdescription = kiln_fmt("%s, compiled ahead of time by Kiln", g->model);
-  md->n_userdefined = NKEYS;
-  md->userdefined = kiln_alloc(sizeof *md->userdefined * NKEYS);
-  for (int i = 0; i < NKEYS; i++) {
-    CoreML__Specification__Metadata__UserDefinedEntry *e = kiln_alloc(sizeof *e);
-    *e = (CoreML__Specification__Metadata__UserDefinedEntry)CORE_ML__SPECIFICATION__METADATA__USER_DEFINED_ENTRY__INIT;
-    e->key = kiln_strdup(keys[i]);
-    e->value = kiln_strdup(vals[i]);
-    md->userdefined[i] = e;
+  md->shortdescription = kiln_fmt("%s, compiled ahead of time by Kiln", p->model);
+  Buf names = {0};
+  for (int e = 0; e < p->nentries; e++) {
+    Graph *g = p->entries[e];
+    const char *pre = multi ? kiln_fmt("kiln.%s.", g->entry) : "kiln.";
+    md_put(md, kiln_fmt("%sbool_features", pre), io_list(g, IO_BOOLS));
+    md_put(md, kiln_fmt("%sinputs", pre), io_list(g, IO_INPUTS));
+    md_put(md, kiln_fmt("%soutputs", pre), io_list(g, IO_OUTPUTS));
+    buf_printf(&names, "%s%s", e ? "," : "", g->entry);
   }
+  if (multi) md_put(md, "kiln.entries", names.data);
+  buf_free(&names);
+  md_put(md, "kiln.min_os", o->min_os);
+  md_put(md, "kiln.precision", o->fp16 ? "fp16" : "fp32");
+  Buf st = {0};
+  for (int s = 0; s < p->nstates; s++) buf_printf(&st, "%s%s", s ? "," : "", state_in[s]);
+  if (p->nstates) md_put(md, "kiln.states", st.data);
+  buf_free(&st);
+  qsort(md->userdefined, md->n_userdefined, sizeof *md->userdefined, entry_cmp);
   return md;
 }
 
-/* The top-level Model message: description (inputs, outputs, metadata) plus the ML program
- * built in L->m. Call after every node is lowered and the outputs bound. */
-static CoreML__Specification__Model *model_message(Lower *L, const EmitOptions *o) {
-  Graph *g = L->g;
+/* The top-level Model message, after every function was lowered into m. One function
+ * ("main": a plain model, or state without kiln.entry): description input, output and
+ * state. Entry points: a multifunction description, one FunctionDescription per entry
+ * (declaration order), the first entry the default, input/output left empty. */
+static CoreML__Specification__Model *model_message(const Program *p, Lower *Ls, Mil *m, int spec, bool multi,
+                                                   const EmitOptions *o) {
   CoreML__Specification__ModelDescription *d = kiln_alloc(sizeof *d);
   *d = (CoreML__Specification__ModelDescription)CORE_ML__SPECIFICATION__MODEL_DESCRIPTION__INIT;
-  d->n_input = (size_t)g->ninputs;
-  d->input = kiln_alloc(sizeof *d->input * (size_t)(g->ninputs + 1));
-  for (int i = 0; i < g->ninputs; i++) d->input[i] = feature(g->inputs[i].name, graph_node(g, g->inputs[i].node));
-  d->n_output = (size_t)g->noutputs;
-  d->output = kiln_alloc(sizeof *d->output * (size_t)(g->noutputs + 1));
-  for (int i = 0; i < g->noutputs; i++) d->output[i] = feature(g->outputs[i].name, graph_node(g, g->outputs[i].node));
-  d->metadata = metadata(g, o);
+  if (!multi) {
+    Features f = features(&Ls[0], p);
+    d->n_input = f.nin, d->input = f.in;
+    d->n_output = f.nout, d->output = f.out;
+    d->n_state = f.nst, d->state = f.st;
+  } else {
+    d->n_functions = (size_t)p->nentries;
+    d->functions = kiln_alloc(sizeof *d->functions * (size_t)(p->nentries + 1));
+    for (int e = 0; e < p->nentries; e++) {
+      Features f = features(&Ls[e], p);
+      CoreML__Specification__FunctionDescription *fd = kiln_alloc(sizeof *fd);
+      *fd = (CoreML__Specification__FunctionDescription)CORE_ML__SPECIFICATION__FUNCTION_DESCRIPTION__INIT;
+      fd->name = kiln_strdup(p->entries[e]->entry);
+      fd->n_input = f.nin, fd->input = f.in;
+      fd->n_output = f.nout, fd->output = f.out;
+      fd->n_state = f.nst, fd->state = f.st;
+      d->functions[e] = fd;
+    }
+    d->defaultfunctionname = kiln_strdup(p->entries[0]->entry);
+  }
+  d->metadata = metadata(p, Ls[0].state_in, multi, o);
   CoreML__Specification__Model *mdl = kiln_alloc(sizeof *mdl);
   *mdl = (CoreML__Specification__Model)CORE_ML__SPECIFICATION__MODEL__INIT;
-  mdl->specificationversion = L->spec;
+  mdl->specificationversion = spec;
   mdl->description = d;
   mdl->type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_ML_PROGRAM;
-  mdl->mlprogram = mil_program(L->m);
+  mdl->mlprogram = mil_program(m);
   return mdl;
 }
 
@@ -954,48 +1211,107 @@ static const char *manifest_id(const char *model, const char *item) {
 
 /* Writes <model>.mlpackage to o->tmpdir: Manifest.json (fixed item ids), the packed model
  * pb[0..npb) and, when any const went to a blob, weights/weight.bin. */
-static void write_package(Lower *L, const EmitOptions *o, const uint8_t *pb, size_t npb) {
-  const char *pkg = kiln_fmt("%s.mlpackage", L->g->model);
-  const Buf *wb = mil_weights(L->m);
+static void write_package(const char *model, Mil *m, const EmitOptions *o, const uint8_t *pb, size_t npb) {
+  const char *pkg = kiln_fmt("%s.mlpackage", model);
+  const Buf *wb = mil_weights(m);
   Buf item = {0}, man = {0};
-  const char *wid = manifest_id(L->g->model, "weights");
-  if (mil_nblobs(L->m)) template_expand(&item, template_get("coreml/weights_item.json.tmpl"), (const char *const[]){"WEIGHTS_ID", wid, NULL});
-  const char *vars[] = {"MODEL_ID", manifest_id(L->g->model, "model.mlmodel"), "WEIGHTS_ITEM", item.data ? item.data : "", NULL};
+  const char *wid = manifest_id(model, "weights");
+  if (mil_nblobs(m)) template_expand(&item, template_get("coreml/weights_item.json.tmpl"), (const char *const[]){"WEIGHTS_ID", wid, NULL});
+  const char *vars[] = {"MODEL_ID", manifest_id(model, "model.mlmodel"), "WEIGHTS_ITEM", item.data ? item.data : "", NULL};
   template_expand(&man, template_get("coreml/Manifest.json.tmpl"), vars);
   kiln_write_file(o->tmpdir, kiln_fmt("%s/Manifest.json", pkg), man.data, man.len);
   kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/model.mlmodel", pkg), pb, npb);
-  if (mil_nblobs(L->m)) kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/weights/weight.bin", pkg), wb->data, wb->len);
+  if (mil_nblobs(m)) kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/weights/weight.bin", pkg), wb->data, wb->len);
   buf_free(&item);
   buf_free(&man);
 }
 
-/* The CoreML target: lowers the live graph to a MIL program for --min-os's opset (fp16 with
- * --fp16) and writes the .mlpackage. User errors (bad --min-os, unsupported ops, limits) name
- * the Lua line or flag; a protobuf size mismatch dies. */
-void emit_coreml(Graph *g, const EmitOptions *o) {
+/* What a program with state or entry points needs from the Core ML target, checked
+ * before anything is lowered, each a user error at the Lua line concerned: spec 9
+ * (iOS18: states, multifunction models), states of f32 or bool (Core ML keeps states
+ * in fp16: bool's 0/1 survive, i32 values beyond 2048 would not), of rank <= 5. */
+static void check_program(const Program *p, int spec, const EmitOptions *o) {
+  SrcLoc where = p->nstates ? p->states[0].loc : p->entries[0]->entry_loc;
+  if (where.line == 0) where = (SrcLoc){p->script, 0};
+  if (spec < 9)
+    kiln_error_at(where, "%s need --min-os iOS18 for the Core ML target (Core ML 8: states, multifunction models), not %s",
+                  p->nstates && p->explicit_entries ? "state and entry points" : p->nstates ? "states" : "entry points", o->min_os);
+  for (int s = 0; s < p->nstates; s++) {
+    const StateDecl *d = &p->states[s];
+    if (d->dtype == DT_I32)
+      kiln_error_at(d->loc, "state %s is i32: Core ML keeps states in fp16, which cannot hold every i32 (the Core ML "
+                    "target supports f32 and bool states; use --target c)", d->name);
+    if (d->shape.rank > 5)
+      kiln_error_at(d->loc, "state %s has rank %d; Core ML allows at most rank 5", d->name, d->shape.rank);
+  }
+}
+
+/* Each state's Core ML name (function input and description feature): its name made a
+ * MIL identifier ("layers.0.k" -> "layers_0_k"), the same in every function; two states
+ * that would share one are a user error. */
+static const char **state_names(const Program *p) {
+  const char **names = kiln_alloc(sizeof(char *) * (size_t)(p->nstates + 1));
+  StrMap seen = {0};
+  for (int s = 0; s < p->nstates; s++) {
+    names[s] = mil_sanitize(p->states[s].name);
+    if (strmap_get(&seen, names[s]))
+      kiln_error_at(p->states[s].loc, "state %s is '%s' in Core ML, as another state is; rename one", p->states[s].name, names[s]);
+    strmap_put(&seen, names[s]);
+  }
+  return names;
+}
+
+/* Lowers entry L->g into the current function of L->m: signature, state reads, range
+ * checks, every live node in graph order, outputs. */
+static void lower_entry(Lower *L, const Program *p) {
+  Graph *g = L->g;
+  count_uses(L);
+  check_limits(L);
+  claim_states(L, p);
+  plan_outputs(L);
+  bind_inputs(L);
+  bind_states(L, p);
+  read_states(L);
+  range_checks(L);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *n = g->nodes[i];
+    if (!n->dead && !L->done[i]) lower_node(L, n);
+  }
+  bind_outputs(L);
+}
+
+/* The CoreML target: lowers every entry to a MIL function for --min-os's opset (fp16 with
+ * --fp16) over one weight.bin and writes the .mlpackage. A plain program is one function
+ * "main", as before states existed; see model_message for the others. User errors (bad
+ * --min-os, unsupported ops, limits) name the Lua line or flag; a protobuf size mismatch
+ * dies. */
+void emit_coreml(Program *p, const EmitOptions *o) {
   int os = -1;
   for (int i = 0; i < 4; i++)
     if (o->min_os && strcmp(o->min_os, os_table[i].os) == 0) os = i;
   if (os < 0) kiln_error("--min-os: one of iOS15, iOS16, iOS17, iOS18, not '%s'", o->min_os ? o->min_os : "");
-  size_t nn = (size_t)g->nnodes + 1;
-  Lower L = {.g = g, .m = mil_new(os_table[os].opset), .ft = o->fp16 ? MIL_F16 : MIL_F32, .spec = os_table[os].spec,
-             .val = kiln_alloc(sizeof(char *) * nn), .exact = kiln_alloc(sizeof(char *) * nn),
-             .uses = kiln_alloc(sizeof(int) * nn), .user = kiln_alloc(sizeof(int) * nn), .done = kiln_alloc(nn)};
-  count_uses(&L);
-  check_limits(&L);
-  plan_outputs(&L);
-  bind_inputs(&L);
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
-    if (!n->dead && !L.done[i]) lower_node(&L, n);
+  bool plain = program_is_plain(p), multi = p->explicit_entries;
+  if (!plain) check_program(p, os_table[os].spec, o);
+  Mil *m = mil_new(os_table[os].opset);
+  if (!plain) mil_share_blobs(m);
+  const char **state_in = state_names(p);
+  Lower *Ls = kiln_alloc(sizeof *Ls * (size_t)p->nentries);
+  for (int e = 0; e < p->nentries; e++) {
+    Graph *g = p->entries[e];
+    size_t nn = (size_t)g->nnodes + 1;
+    Ls[e] = (Lower){.g = g, .m = m, .ft = o->fp16 ? MIL_F16 : MIL_F32, .spec = os_table[os].spec, .state_in = state_in,
+                    .v16 = kiln_alloc(sizeof(char *) * nn), .at = kiln_alloc(sizeof(char *) * nn),
+                    .val = kiln_alloc(sizeof(char *) * nn), .exact = kiln_alloc(sizeof(char *) * nn),
+                    .uses = kiln_alloc(sizeof(int) * nn), .user = kiln_alloc(sizeof(int) * nn), .done = kiln_alloc(nn)};
+    mil_function(m, multi ? g->entry : "main");
+    lower_entry(&Ls[e], p);
   }
-  bind_outputs(&L);
 
-  CoreML__Specification__Model *mdl = model_message(&L, o);
+  CoreML__Specification__Model *mdl = model_message(p, Ls, m, os_table[os].spec, multi, o);
   size_t size = core_ml__specification__model__get_packed_size(mdl);
   if (size >= (size_t)INT32_MAX)
-    kiln_error("%s: model.mlmodel would be %zu bytes; a protobuf message must stay below 2 GiB", g->model, size);
+    kiln_error("%s: model.mlmodel would be %zu bytes; a protobuf message must stay below 2 GiB", p->model, size);
   uint8_t *pb = kiln_alloc(size + 1);
   if (core_ml__specification__model__pack(mdl, pb) != size) die("protobuf-c packed a different size");
-  write_package(&L, o, pb, size);
+  write_package(p->model, m, o, pb, size);
 }

@@ -1,8 +1,9 @@
 /*
  * mil.c — building an ML Program (MIL) as protobuf-c structs, and its weight file.
  *
- * Shape of the code: one Mil holds the growing op list of the single function
- * "main", the set of names already used, and the weight.bin bytes. Every struct
+ * Shape of the code: one Mil holds the functions (one per entry point; "main" for
+ * a model with one), each with its growing op list and the set of names it uses,
+ * and the weight.bin bytes they share. Every struct
  * comes from Kiln's arena (kiln_alloc), so nothing is freed piecemeal and an
  * error exit leaks nothing. Arrays grow by doubling into fresh arena blocks.
  *
@@ -34,8 +35,10 @@ enum { BLOB_F16 = 1, BLOB_F32 = 2 };   /* MILBlob dtype codes (not MIL DataType 
 
 static const char blob_file[] = "@model_path/weights/weight.bin";
 
-struct Mil {
-  const char *opset;
+/* One MIL function: its signature, its ops and its own name space (MIL names are
+ * scoped to a function: two entry points may both have a `logits`). */
+typedef struct {
+  const char *name;
   MilNamed **inputs;
   int ninputs, capinputs;
   char **outputs;
@@ -44,8 +47,17 @@ struct Mil {
   int nops, capops;
   StrMap names;                  /* every identifier in use */
   StrMap next;                   /* per mil_fresh base: the clash suffix to try next */
+} MilFn;
+
+struct Mil {
+  const char *opset;
+  MilFn **fns;                   /* in creation order, the last one being built */
+  int nfns, capfns;
+  MilFn *f;                      /* the function being built */
   Buf wb;                        /* weight.bin; data lives in the arena (see wb_reserve) */
   int nblobs;
+  bool share;                    /* mil_share_blobs: identical payloads are stored once */
+  StrMap blobs;                  /* with share: "code/size/fnv" -> 1 + metadata offset */
 };
 
 /* Returns p, grown (into a fresh arena block) to hold at least n + 1 elements. */
@@ -59,12 +71,26 @@ static void *grow(void *p, int n, int *cap, size_t elem) {
 }
 
 /* A fresh, empty program builder in the arena for the given opset ("CoreML7"); the string is
- * kept, not copied. The name set starts at 1024 slots (a power of two; name_slot masks by it). */
+ * kept, not copied. Call mil_function before adding anything. */
 Mil *mil_new(const char *opset) {
   Mil *m = kiln_alloc(sizeof *m);
   m->opset = opset;
   return m;
 }
+
+/* Starts function `name` (a copy is kept): every name, input, op and output from here on
+ * belongs to it. Functions keep their creation order in the Program. */
+void mil_function(Mil *m, const char *name) {
+  MilFn *f = kiln_alloc(sizeof *f);
+  f->name = kiln_strdup(name);
+  m->fns = grow(m->fns, m->nfns, &m->capfns, sizeof *m->fns);
+  m->fns[m->nfns++] = f;
+  m->f = f;
+}
+
+/* From now on a blob whose dtype and bytes equal an earlier one's is not written again: the
+ * const points at the first copy (what coremltools does for weights shared by functions). */
+void mil_share_blobs(Mil *m) { m->share = true; }
 
 /* ---- names ---- */
 
@@ -95,10 +121,10 @@ bool mil_is_ident(const char *s) {
 }
 
 /* Whether s is already a name in the program (any op, input or claimed output). */
-static bool name_taken(const Mil *m, const char *s) { return strmap_get(&m->names, s) != NULL; }
+static bool name_taken(const Mil *m, const char *s) { return strmap_get(&m->f->names, s) != NULL; }
 
 /* Adds s to the names in use. */
-static void name_add(Mil *m, const char *s) { strmap_put(&m->names, s); }
+static void name_add(Mil *m, const char *s) { strmap_put(&m->f->names, s); }
 
 /* Reserves name exactly as given (user input/output names must survive); false, reserving
  * nothing, when it is not a valid identifier, is a keyword, or is already taken. */
@@ -108,12 +134,9 @@ bool mil_claim(Mil *m, const char *name) {
   return true;
 }
 
-/* A new unique identifier derived from base: invalid characters become '_', a leading digit
- * or empty base gets "v_", a keyword gets a trailing '_', a clash gets "_1", "_2", ...; reserved.
- * The suffix search resumes where the last one for the same base stopped: names are never
- * released, so every lower suffix is still taken and the result is the first free one,
- * as a search from 1 would find, in time linear in the number of names. */
-const char *mil_fresh(Mil *m, const char *base) {
+/* base as an identifier: invalid characters become '_', a leading digit or an empty base
+ * gets "v_", a keyword a trailing '_'. Arena string. */
+char *mil_sanitize(const char *base) {
   size_t n = strlen(base);
   char *s = kiln_alloc(n + 4);
   size_t k = 0;
@@ -123,8 +146,18 @@ const char *mil_fresh(Mil *m, const char *base) {
   }
   for (size_t i = 0; i < n; i++) s[k++] = ident_char(base[i], false) ? base[i] : '_';
   if (mil_is_keyword(s)) s[k++] = '_';
+  return s;
+}
+
+/* A new unique identifier derived from base: invalid characters become '_', a leading digit
+ * or empty base gets "v_", a keyword gets a trailing '_', a clash gets "_1", "_2", ...; reserved.
+ * The suffix search resumes where the last one for the same base stopped: names are never
+ * released, so every lower suffix is still taken and the result is the first free one,
+ * as a search from 1 would find, in time linear in the number of names. */
+const char *mil_fresh(Mil *m, const char *base) {
+  char *s = mil_sanitize(base);
   const char *name = s;
-  int *next = strmap_put(&m->next, s);
+  int *next = strmap_put(&m->f->next, s);
   int i = *next ? *next : 1;
   if (name_taken(m, name))
     for (name = kiln_fmt("%s_%d", s, i); name_taken(m, name); name = kiln_fmt("%s_%d", s, ++i)) {}
@@ -238,8 +271,15 @@ static void wb_put_u64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Appends one blob (metadata + payload) and returns the metadata's offset. */
+/* Appends one blob (metadata + payload) and returns the metadata's offset; with sharing on,
+ * returns the offset of an identical blob already written instead. */
 static uint64_t wb_add(Mil *m, uint32_t dtype_code, const void *data, size_t n) {
+  const char *key = NULL;
+  if (m->share) {
+    key = kiln_fmt("%u/%zu/%016llx", dtype_code, n, (unsigned long long)kiln_fnv1a64(data, n));
+    int *at = strmap_get(&m->blobs, key);
+    if (at && memcmp(m->wb.data + (*at - 1) + 64, data, n) == 0) return (uint64_t)(*at - 1);
+  }
   if (m->wb.len == 0) {                 /* the storage header, count patched below */
     wb_reserve(m, 64);
     memset(m->wb.data, 0, 64);
@@ -257,6 +297,7 @@ static uint64_t wb_add(Mil *m, uint32_t dtype_code, const void *data, size_t n) 
   memcpy(m->wb.data + meta + 64, data, n);
   m->wb.len = meta + 64 + n;
   wb_put_u32((uint8_t *)m->wb.data, (uint32_t)++m->nblobs);
+  if (key && meta < (size_t)INT32_MAX && !strmap_get(&m->blobs, key)) *strmap_put(&m->blobs, key) = (int)meta + 1;
   return meta;
 }
 
@@ -336,8 +377,9 @@ static MilOp *append_op(Mil *m, const char *type, const char *name) {
   *op = (MilOp)CORE_ML__SPECIFICATION__MILSPEC__OPERATION__INIT;
   op->type = kiln_strdup(type);
   add_attr(op, "name", string_value(name));
-  m->ops = grow(m->ops, m->nops, &m->capops, sizeof *m->ops);
-  m->ops[m->nops++] = op;
+  MilFn *f = m->f;
+  f->ops = grow(f->ops, f->nops, &f->capops, sizeof *f->ops);
+  f->ops[f->nops++] = op;
   return op;
 }
 
@@ -499,26 +541,42 @@ const char *mil_bools(Mil *m, const char *base, const uint8_t *v, int n) {
 /* ---- signature and results ---- */
 
 /* Declares a function input of type (t, s); name must be claimed already (it is used as-is). */
-void mil_input(Mil *m, const char *name, MilType t, const Shape *s) {
-  m->inputs = grow(m->inputs, m->ninputs, &m->capinputs, sizeof *m->inputs);
-  m->inputs[m->ninputs++] = named(name, t, s);
+static void add_input(MilFn *f, MilNamed *nv) {
+  f->inputs = grow(f->inputs, f->ninputs, &f->capinputs, sizeof *f->inputs);
+  f->inputs[f->ninputs++] = nv;
+}
+
+void mil_input(Mil *m, const char *name, MilType t, const Shape *s) { add_input(m->f, named(name, t, s)); }
+
+/* Declares a state input: MIL type state<tensor<fp16, s>> (Core ML states hold fp16 only). */
+void mil_state_input(Mil *m, const char *name, const Shape *s) {
+  MilNamed *nv = named(name, MIL_F16, s);
+  CoreML__Specification__MILSpec__StateType *st = kiln_alloc(sizeof *st);
+  *st = (CoreML__Specification__MILSpec__StateType)CORE_ML__SPECIFICATION__MILSPEC__STATE_TYPE__INIT;
+  st->wrappedtype = nv->type;
+  MilValueType *vt = kiln_alloc(sizeof *vt);
+  *vt = (MilValueType)CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__INIT;
+  vt->type_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_STATE_TYPE;
+  vt->statetype = st;
+  nv->type = vt;
+  add_input(m->f, nv);
 }
 
 /* Appends name to the block's outputs, in call order (the model's output order). */
 void mil_output(Mil *m, const char *name) {
-  m->outputs = grow(m->outputs, m->noutputs, &m->capoutputs, sizeof *m->outputs);
-  m->outputs[m->noutputs++] = kiln_strdup(name);
+  MilFn *f = m->f;
+  f->outputs = grow(f->outputs, f->noutputs, &f->capoutputs, sizeof *f->outputs);
+  f->outputs[f->noutputs++] = kiln_strdup(name);
 }
 
-/* Wraps the ops, inputs and outputs built so far into a Program with one function "main"
- * and one block for the opset. Shares, not copies, the Mil's arrays: build no more after this. */
-MilProgram *mil_program(Mil *m) {
+/* Function f as a Program.functions map entry: one block for the opset. */
+static CoreML__Specification__MILSpec__Program__FunctionsEntry *function_entry(const Mil *m, const MilFn *f) {
   CoreML__Specification__MILSpec__Block *blk = kiln_alloc(sizeof *blk);
   *blk = (CoreML__Specification__MILSpec__Block)CORE_ML__SPECIFICATION__MILSPEC__BLOCK__INIT;
-  blk->n_outputs = (size_t)m->noutputs;
-  blk->outputs = m->outputs;
-  blk->n_operations = (size_t)m->nops;
-  blk->operations = m->ops;
+  blk->n_outputs = (size_t)f->noutputs;
+  blk->outputs = f->outputs;
+  blk->n_operations = (size_t)f->nops;
+  blk->operations = f->ops;
 
   CoreML__Specification__MILSpec__Function__BlockSpecializationsEntry *be = kiln_alloc(sizeof *be);
   *be = (CoreML__Specification__MILSpec__Function__BlockSpecializationsEntry)
@@ -528,8 +586,8 @@ MilProgram *mil_program(Mil *m) {
 
   CoreML__Specification__MILSpec__Function *fn = kiln_alloc(sizeof *fn);
   *fn = (CoreML__Specification__MILSpec__Function)CORE_ML__SPECIFICATION__MILSPEC__FUNCTION__INIT;
-  fn->n_inputs = (size_t)m->ninputs;
-  fn->inputs = m->inputs;
+  fn->n_inputs = (size_t)f->ninputs;
+  fn->inputs = f->inputs;
   fn->opset = kiln_strdup(m->opset);
   fn->n_block_specializations = 1;
   fn->block_specializations = kiln_alloc(sizeof *fn->block_specializations);
@@ -538,19 +596,24 @@ MilProgram *mil_program(Mil *m) {
   CoreML__Specification__MILSpec__Program__FunctionsEntry *fe = kiln_alloc(sizeof *fe);
   *fe = (CoreML__Specification__MILSpec__Program__FunctionsEntry)
       CORE_ML__SPECIFICATION__MILSPEC__PROGRAM__FUNCTIONS_ENTRY__INIT;
-  fe->key = kiln_strdup("main");
+  fe->key = kiln_strdup(f->name);
   fe->value = fn;
+  return fe;
+}
 
+/* Wraps every function built so far, in creation order, into a Program. Shares, not
+ * copies, the Mil's arrays: build no more after this. */
+MilProgram *mil_program(Mil *m) {
   MilProgram *p = kiln_alloc(sizeof *p);
   *p = (MilProgram)CORE_ML__SPECIFICATION__MILSPEC__PROGRAM__INIT;
   p->version = 1;
-  p->n_functions = 1;
-  p->functions = kiln_alloc(sizeof *p->functions);
-  p->functions[0] = fe;
+  p->n_functions = (size_t)m->nfns;
+  p->functions = kiln_alloc(sizeof *p->functions * (size_t)(m->nfns + 1));
+  for (int i = 0; i < m->nfns; i++) p->functions[i] = function_entry(m, m->fns[i]);
   return p;
 }
 
 /* Read-only views for the emitter: weight.bin's bytes so far and the blob and op counts. */
 const Buf *mil_weights(Mil *m) { return &m->wb; }
 int mil_nblobs(Mil *m) { return m->nblobs; }
-int mil_nops(Mil *m) { return m->nops; }
+int mil_nops(Mil *m) { return m->f ? m->f->nops : 0; }

@@ -4,7 +4,7 @@
  * It owns the three things every op needs and that are easy to get wrong by
  * hand: unique MIL identifiers (sanitised, never a MIL keyword), const ops
  * (small values inline in the protobuf, large float tensors in the MILBlob v2
- * weight file), and typed op outputs. It knows nothing about Kiln's graph: the
+ * weight file, shared by every function of the program), and typed op outputs. It knows nothing about Kiln's graph: the
  * emitter decides which MIL ops a node becomes; this file only writes them.
  * Everything is built in Kiln's arena, in call order, so the bytes are the same
  * on every run.
@@ -26,6 +26,11 @@ enum { MIL_BLOB_MIN_ELEMS = 10 };   /* float consts with this many elements go t
 
 /* A new, empty program for the given opset ("CoreML5".."CoreML8"). */
 Mil *mil_new(const char *opset);
+/* Starts a function of the program ("main", or an entry point's name); what follows
+ * (names, inputs, ops, outputs) belongs to it. */
+void mil_function(Mil *m, const char *name);
+/* Identical blobs are stored once from now on (weights shared by several functions). */
+void mil_share_blobs(Mil *m);
 
 /* ---- names ---- */
 bool mil_is_keyword(const char *s);
@@ -33,12 +38,16 @@ bool mil_is_ident(const char *s);
 /* Claims exactly `name` (a graph input or output); false if it is taken, not an
  * identifier, or a keyword. */
 bool mil_claim(Mil *m, const char *name);
+/* base made an identifier by the rules below (no uniqueness): arena string. */
+char *mil_sanitize(const char *base);
 /* A fresh identifier derived from base: invalid characters become '_', a leading
  * digit gets "v_", a keyword gets a trailing '_', a taken name "_1", "_2"... */
 const char *mil_fresh(Mil *m, const char *base);
 
 /* ---- function signature ---- */
 void mil_input(Mil *m, const char *name, MilType t, const Shape *s);
+/* A state input (iOS18): state<tensor<fp16, s>>, read with read_state, written with write_state. */
+void mil_state_input(Mil *m, const char *name, const Shape *s);
 void mil_output(Mil *m, const char *name);
 
 /* ---- constants: each emits a const op and returns its value name ---- */
@@ -64,12 +73,12 @@ void mil_args(Mil *m, MilOp *op, const char *param, const char *const *values, i
 const char *mil_result(Mil *m, MilOp *op, MilType t, const Shape *s);
 
 /* ---- results ---- */
-/* The Program message (function "main"), ready to pack. */
+/* The Program message (every function, in creation order), ready to pack. */
 MilProgram *mil_program(Mil *m);
 /* The weight.bin bytes (MILBlob storage v2); NULL length 0 when no blob was written. */
 const Buf *mil_weights(Mil *m);
 int mil_nblobs(Mil *m);
-int mil_nops(Mil *m);
+int mil_nops(Mil *m);   /* of the function being built */
 
 /* IEEE-754 binary16 bits of f, round to nearest even (overflow -> inf). */
 uint16_t mil_f32_to_f16(float f);

@@ -49,6 +49,7 @@ typedef struct {
   double *v;          /* numbers (bools 0/1) */
   const char *s;      /* T_STR scalar */
   int is_const;
+  int state;          /* a function's state input: 1 + its index in the state store; 0 otherwise */
 } Tensor;
 
 static const char *pkg;
@@ -344,7 +345,7 @@ static Tensor *const_value(const Value *v) {
 
 /* ---- op signatures ---- */
 
-enum { REQ = 1, CONST = 2, DEF = 4, OPT = 8, VAR = 16 };
+enum { REQ = 1, CONST = 2, DEF = 4, OPT = 8, VAR = 16, STATE = 32 /* a state input, and only there */ };
 typedef struct {
   const char *name;
   unsigned f;
@@ -366,6 +367,11 @@ typedef struct {
   Param p[9];
 } OpDef;
 
+/* The first spec version with op `type`: 9 (iOS18) for the state ops and slice_update. */
+static int op_from(const char *type) {
+  return !strcmp(type, "read_state") || !strcmp(type, "write_state") || !strcmp(type, "slice_update") ? 9 : 0;
+}
+
 #define X_ {"x", REQ, 0}
 static Tensor *ev_binary(Ctx *, const char *);
 static Tensor *ev_unary(Ctx *, const char *);
@@ -384,6 +390,9 @@ static Tensor *ev_transpose(Ctx *, const char *);
 static Tensor *ev_concat(Ctx *, const char *);
 static Tensor *ev_slice(Ctx *, const char *);
 static Tensor *ev_gather(Ctx *, const char *);
+static Tensor *ev_read_state(Ctx *, const char *);
+static Tensor *ev_write_state(Ctx *, const char *);
+static Tensor *ev_slice_update(Ctx *, const char *);
 
 static const OpDef defs[] = {
     {"add", ev_binary, {X_, {"y", REQ, 0}}},
@@ -399,6 +408,7 @@ static const OpDef defs[] = {
     {"less_equal", ev_binary, {X_, {"y", REQ, 0}}},
     {"greater", ev_binary, {X_, {"y", REQ, 0}}},
     {"greater_equal", ev_binary, {X_, {"y", REQ, 0}}},
+    {"logical_and", ev_binary, {X_, {"y", REQ, 0}}},
     {"select", ev_select, {{"cond", REQ, 0}, {"a", REQ, 0}, {"b", REQ, 0}}},
     {"abs", ev_unary, {X_}},
     {"exp", ev_unary, {X_}},
@@ -440,6 +450,14 @@ static const OpDef defs[] = {
                                   {"end_mask", CONST | DEF, 0}, {"squeeze_mask", CONST | DEF, 0}}},
     {"gather", ev_gather, {X_, {"indices", REQ, 0}, {"axis", CONST | DEF, 0}, {"batch_dims", CONST | DEF, 7},
                            {"validate_indices", CONST | DEF, 8}}},
+    /* iOS18 (spec 9): states and in-place updates. write_state is what a saved program holds
+     * for coremltools' builder op coreml_update_state (followed by a read_state). stride and
+     * the masks of slice_update default to None in coremltools: optional, no default. */
+    {"read_state", ev_read_state, {{"input", REQ | STATE, 0}}},
+    {"write_state", ev_write_state, {{"input", REQ | STATE, 0}, {"data", REQ, 0}}},
+    {"slice_update", ev_slice_update, {X_, {"update", REQ, 0}, {"begin", REQ, 0}, {"end", REQ, 0}, {"stride", CONST | OPT, 0},
+                                       {"begin_mask", CONST | OPT, 0}, {"end_mask", CONST | OPT, 0},
+                                       {"squeeze_mask", CONST | OPT, 0}}},
 };
 
 /* ---- evaluation helpers ---- */
@@ -485,10 +503,11 @@ static Tensor *ev_binary(Ctx *c, const char *type) {
   Tensor *a = c->in[0], *b = c->in[1];
   same_float(a, b, "x/y");
   int cmp = strstr(type, "equal") || strcmp(type, "less") == 0 || strcmp(type, "greater") == 0;
-  if (a->dt == T_BOOL || a->dt == T_STR) fail("operands of type %s", dt_name(a->dt));
+  int logical = !strcmp(type, "logical_and");
+  if (logical != (a->dt == T_BOOL) || a->dt == T_STR) fail("operands of type %s", dt_name(a->dt));
   int64_t dim[MAXR], idx[MAXR];
   int r = bcast_shape(a, b, dim);
-  Tensor *o = tnew(cmp ? T_BOOL : a->dt, r, dim);
+  Tensor *o = tnew(cmp || logical ? T_BOOL : a->dt, r, dim);
   for (int64_t i = 0; i < o->n; i++) {
     unravel(i, r, dim, idx);
     double x = a->v[off_bcast(a, r, idx)], y = b->v[off_bcast(b, r, idx)], z;
@@ -504,6 +523,7 @@ static Tensor *ev_binary(Ctx *c, const char *type) {
     else if (!strcmp(type, "less")) z = x < y;
     else if (!strcmp(type, "less_equal")) z = x <= y;
     else if (!strcmp(type, "greater")) z = x > y;
+    else if (logical) z = x != 0 && y != 0;
     else z = x >= y;
     o->v[i] = z;
   }
@@ -946,6 +966,69 @@ static Tensor *ev_gather(Ctx *c, const char *type) {
   return o;
 }
 
+/* ---- state ---- */
+
+/* The state store of the function being run: one fp16 tensor per state input, read and
+ * written by read_state / write_state, loaded before and saved after a call. */
+static Tensor **store;
+static int nstore;
+
+static Tensor *tcopy(const Tensor *t) {
+  Tensor *o = tlike(t, t->dt);
+  memcpy(o->v, t->v, sizeof(double) * (size_t)t->n);
+  return o;
+}
+
+static Tensor *ev_read_state(Ctx *c, const char *type) {
+  (void)type;
+  return tcopy(store[c->in[0]->state - 1]);
+}
+
+/* Stores data into the state; the data must be exactly the wrapped type (fp16, same shape). */
+static Tensor *ev_write_state(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *st = store[c->in[0]->state - 1], *d = c->in[1];
+  if (d->dt != st->dt || d->rank != st->rank) fail("data is %s rank %d, the state %s rank %d", dt_name(d->dt), d->rank, dt_name(st->dt), st->rank);
+  for (int i = 0; i < d->rank; i++)
+    if (d->dim[i] != st->dim[i]) fail("data shape differs from the state's");
+  store[c->in[0]->state - 1] = tcopy(d);
+  return NULL;
+}
+
+/* x with x[begin:end:stride] = update (masks all false, as Kiln writes them); the slice
+ * must lie inside x (Core ML does not define the rest) and have update's shape. */
+static Tensor *ev_slice_update(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *u = c->in[1];
+  same_float(x, u, "x/update");
+  int r = x->rank;
+  int64_t b[MAXR], e[MAXR], s[MAXR], idx[MAXR];
+  ints_of(c->in[2], r, b, "begin");
+  ints_of(c->in[3], r, e, "end");
+  for (int i = 0; i < r; i++) s[i] = 1;
+  if (c->in[4]) ints_of(c->in[4], r, s, "stride");
+  for (int i = 5; i <= 7; i++) {
+    if (!c->in[i]) continue;
+    if (c->in[i]->dt != T_BOOL || c->in[i]->n != r) fail("masks must be bool[%d]", r);
+    for (int k = 0; k < r; k++)
+      if (c->in[i]->v[k] != 0) fail("masks set (Kiln writes explicit bounds)");
+  }
+  if (u->rank != r || r == 0) fail("update rank %d for x rank %d", u->rank, r);
+  for (int i = 0; i < r; i++) {
+    if (s[i] <= 0 || b[i] < 0 || e[i] > x->dim[i] || b[i] > e[i])
+      fail("slice %lld:%lld:%lld on dim %d of %lld is outside x", (long long)b[i], (long long)e[i], (long long)s[i], i, (long long)x->dim[i]);
+    if ((e[i] - b[i] + s[i] - 1) / s[i] != u->dim[i]) fail("update dim %d is %lld, the slice's %lld", i, (long long)u->dim[i], (long long)((e[i] - b[i] + s[i] - 1) / s[i]));
+  }
+  Tensor *o = tcopy(x);
+  for (int64_t i = 0; i < u->n; i++) {
+    unravel(i, r, u->dim, idx);
+    int64_t off = 0;
+    for (int k = 0; k < r; k++) off = off * x->dim[k] + b[k] + idx[k] * s[k];
+    o->v[off] = u->v[i];
+  }
+  return o;
+}
+
 /* ---- running the program ---- */
 
 static const OpDef *find_def(const char *type) {
@@ -991,6 +1074,10 @@ static void bind(const Op *op, const OpDef *d, Ctx *c) {
       c->in[p] = lookup(arg->arguments[0]);
     }
     if ((pp->f & CONST) && !c->in[p]->is_const) fail("parameter '%s' must come from a const op", pp->name);
+    if (!(pp->f & STATE) != !c->in[p]->state)
+      fail("parameter '%s' %s", pp->name, pp->f & STATE ? "must be a state input" : "is a state: only read_state/write_state take one");
+    for (int i = 0; (pp->f & VAR) && i < c->nvar; i++)
+      if (c->var[i]->state) fail("parameter '%s' is a state: only read_state/write_state take one", pp->name);
   }
 }
 
@@ -1003,8 +1090,21 @@ static const char *op_name_attr(const Op *op) {
 
 static void run_op(const Op *op) {
   cur_op = op_name_attr(op);
-  if (op->n_outputs != 1) fail("%zu outputs (Kiln emits one)", op->n_outputs);
+  if (!strcmp(op->type, "coreml_update_state"))
+    fail("coreml_update_state is coremltools' builder op: a saved program holds write_state (then read_state)");
+  size_t nout = strcmp(op->type, "write_state") == 0 ? 0 : 1;
+  if (op->n_outputs != nout) fail("%zu outputs (a %s op has %zu)", op->n_outputs, op->type, nout);
   if (op->n_blocks) fail("nested blocks");
+  if (!nout) {   /* write_state: a side effect only */
+    if (op->n_attributes != 1) fail("attributes other than name on a %s op", op->type);
+    const OpDef *d = find_def(op->type);
+    if (spec < op_from(op->type)) fail("op %s needs spec >= %d", op->type, op_from(op->type));
+    Ctx c = {.op = op};
+    bind(op, d, &c);
+    d->fn(&c, op->type);
+    cur_op = "";
+    return;
+  }
   const char *out = op->outputs[0]->name;
   if (!is_ident(out) || is_keyword(out)) fail("output name '%s' is not a MIL identifier or is a keyword", out);
   const TType *tt = tensor_type(op->outputs[0]->type, "output type");
@@ -1017,6 +1117,7 @@ static void run_op(const Op *op) {
     if (op->n_attributes != 1) fail("attributes other than name on a %s op", op->type);
     const OpDef *d = find_def(op->type);
     if (!d) fail("op type '%s' is not one the interpreter knows", op->type);
+    if (spec < op_from(op->type)) fail("op %s needs spec >= %d", op->type, op_from(op->type));
     Ctx c = {.op = op};
     bind(op, d, &c);
     r = d->fn(&c, op->type);
@@ -1087,13 +1188,16 @@ static void write_npy(const char *path, const Tensor *t) {
 
 /* ---- the model ---- */
 
+typedef CoreML__Specification__FeatureDescription Feature;
+typedef CoreML__Specification__MILSpec__NamedValueType Named;
+
 static const char *opset_for(int sv) {
   static const char *const o[] = {"CoreML5", "CoreML6", "CoreML7", "CoreML8"};
   return sv >= 6 && sv <= 9 ? o[sv - 6] : NULL;
 }
 
 /* Checks a description feature against a function input / block output. */
-static DT feature_type(const CoreML__Specification__FeatureDescription *f, const TType **out_tt, const TType *tt) {
+static DT feature_type(const Feature *f, const TType **out_tt, const TType *tt) {
   if (!f->type || f->type->type_case != CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE) fail("feature %s is not a multi-array", f->name);
   const CoreML__Specification__ArrayFeatureType *a = f->type->multiarraytype;
   DT d = a->datatype == CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32 ? T_F32
@@ -1108,9 +1212,142 @@ static DT feature_type(const CoreML__Specification__FeatureDescription *f, const
   return d;
 }
 
+static int is_state_input(const Named *nv) {
+  return nv->type && nv->type->type_case == CORE_ML__SPECIFICATION__MILSPEC__VALUE_TYPE__TYPE_STATE_TYPE;
+}
+
+/* A state input's wrapped tensor type: state<tensor<fp16, shape>> (Core ML states are fp16). */
+static const TType *state_type(const Named *nv) {
+  const CoreML__Specification__MILSpec__StateType *st = nv->type->statetype;
+  if (!st || !st->wrappedtype) fail("state input %s wraps no type", nv->name);
+  const TType *tt = tensor_type(st->wrappedtype, "state type");
+  if ((int)tt->datatype != T_F16) fail("state input %s wraps %s (Core ML states hold fp16)", nv->name, dt_name((DT)tt->datatype));
+  return tt;
+}
+
+/* A description state feature equals the state input: same name, StateFeatureType holding
+ * a FLOAT16 array of the same shape (as coremltools writes it). */
+static void check_state_feature(const Feature *f, const Named *nv) {
+  if (strcmp(f->name, nv->name) != 0) fail("state %s vs description %s", nv->name, f->name);
+  if (!f->type || f->type->type_case != CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STATE_TYPE ||
+      f->type->statetype->type_case != CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__TYPE_ARRAY_TYPE)
+    fail("state feature %s is not a StateFeatureType holding an array", f->name);
+  const CoreML__Specification__ArrayFeatureType *a = f->type->statetype->arraytype;
+  const TType *tt = state_type(nv);
+  if (a->datatype != CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT16) fail("state feature %s is not FLOAT16", f->name);
+  if ((int64_t)a->n_shape != tt->rank) fail("state %s: description and program ranks differ", f->name);
+  for (size_t i = 0; i < a->n_shape; i++)
+    if ((uint64_t)a->shape[i] != tt->dimensions[i]->constant->size) fail("state %s: description and program shapes differ", f->name);
+}
+
+/* One function's description: from ModelDescription (one function, "main") or one of its
+ * FunctionDescriptions (a multifunction model). */
+typedef struct {
+  const char *name;
+  Feature **in, **out, **st;
+  size_t nin, nout, nst;
+} FnDesc;
+
+/* Validates function fn against its description and evaluates it: inputs from IN/<name>.npy
+ * (zeros when in_dir is NULL: enough to type-check every op), states from SIN/<state>.npy
+ * (f32 files of fp16 values; zeros, a fresh state, when sin is NULL); writes the outputs to
+ * OUT and the states after the call to SOUT when given. */
+static void run_function(const CoreML__Specification__MILSpec__Function *fn, const FnDesc *fd, const char *opset,
+                         const char *in_dir, const char *out_dir, const char *sin, const char *sout) {
+  char path[4096];
+  if (strcmp(fn->opset, opset) != 0) fail("function %s: opset %s for spec %d (want %s)", fd->name, fn->opset, spec, opset);
+  if (fn->n_block_specializations != 1 || strcmp(fn->block_specializations[0]->key, opset) != 0) fail("block_specializations is not {%s}", opset);
+  if (fn->n_attributes) fail("function attributes set");
+  const CoreML__Specification__MILSpec__Block *blk = fn->block_specializations[0]->value;
+  if (blk->n_inputs || blk->n_attributes) fail("function %s: block has inputs or attributes", fd->name);
+  if (blk->n_outputs != fd->nout) fail("function %s: description and program disagree on the number of outputs", fd->name);
+  memset(&vals, 0, sizeof vals);     /* names are scoped to a function; the old table stays in allocs */
+  size_t ni = 0, ns = 0;
+  store = xalloc(sizeof *store * (fn->n_inputs + 1));
+  nstore = 0;
+  for (size_t i = 0; i < fn->n_inputs; i++) {
+    const Named *nv = fn->inputs[i];
+    if (is_state_input(nv)) {    /* coremltools' order: states are function inputs, described apart */
+      if (spec < 9) fail("state input %s needs spec >= 9", nv->name);
+      if (ns >= fd->nst) fail("function %s: more state inputs than the description's states", fd->name);
+      check_state_feature(fd->st[ns++], nv);
+      const TType *tt = state_type(nv);
+      Tensor *st = from_type(tt);
+      if (sin) {
+        snprintf(path, sizeof path, "%s/%s.npy", sin, nv->name);
+        st = read_npy(path, T_F32, tt);
+        for (int64_t k = 0; k < st->n; k++)
+          if (round_f16(st->v[k]) != st->v[k]) fail("%s: element %lld is not an fp16 value", path, (long long)k);
+      }
+      store[nstore++] = st;
+      Tensor *h = from_type(tt);
+      h->state = nstore;
+      vput(nv->name, h);
+      continue;
+    }
+    if (ni >= fd->nin) fail("function %s: more inputs than the description's", fd->name);
+    if (strcmp(nv->name, fd->in[ni]->name) != 0) fail("input %zu: %s vs description %s", ni, nv->name, fd->in[ni]->name);
+    const TType *tt = tensor_type(nv->type, "function input");
+    DT want = feature_type(fd->in[ni++], NULL, tt);
+    Tensor *t;
+    if (in_dir) {
+      snprintf(path, sizeof path, "%s/%s.npy", in_dir, nv->name);
+      t = read_npy(path, want, tt);
+    } else {
+      t = from_type(tt);
+    }
+    vput(nv->name, t);
+  }
+  if (ni != fd->nin || ns != fd->nst) fail("function %s: description and program disagree on inputs/states", fd->name);
+  for (size_t i = 0; i < blk->n_operations; i++) run_op(blk->operations[i]);
+  for (size_t i = 0; i < blk->n_outputs; i++) {
+    const char *name = blk->outputs[i];
+    if (strcmp(name, fd->out[i]->name) != 0) fail("output %zu: %s vs description %s", i, name, fd->out[i]->name);
+    Tensor *t = vget(name);
+    if (!t) fail("block output %s is not defined", name);
+    if (t->state) fail("output %s is a state input", name);
+    for (size_t k = 0; k < fn->n_inputs; k++)
+      if (!strcmp(fn->inputs[k]->name, name)) fail("output %s is a function input returned unchanged", name);
+    DT want = feature_type(fd->out[i], NULL, NULL);
+    if (t->dt != want) fail("output %s is %s, described as %s", name, dt_name(t->dt), dt_name(want));
+    const CoreML__Specification__ArrayFeatureType *a = fd->out[i]->type->multiarraytype;
+    if ((int)a->n_shape != t->rank) fail("output %s: rank differs from the description", name);
+    for (int k = 0; k < t->rank; k++)
+      if (a->shape[k] != t->dim[k]) fail("output %s: shape differs from the description", name);
+    if (out_dir) {
+      snprintf(path, sizeof path, "%s/%s.npy", out_dir, name);
+      write_npy(path, t);
+    }
+  }
+  for (int k = 0; sout && k < nstore; k++) {
+    snprintf(path, sizeof path, "%s/%s.npy", sout, fd->st[k]->name);
+    write_npy(path, store[k]);
+  }
+  printf("ok %s: spec %d, function %s, %zu ops, %d states\n", pkg, spec, fd->name, blk->n_operations, nstore);
+}
+
+/* Prints function fd's signature: "in|out NAME fp32|int32 D0,D1,..." and "state NAME fp16 D0,...". */
+static void print_sig(const FnDesc *fd) {
+  for (int io = 0; io < 3; io++)
+    for (size_t i = 0; i < (io == 0 ? fd->nin : io == 1 ? fd->nout : fd->nst); i++) {
+      const Feature *f = io == 0 ? fd->in[i] : io == 1 ? fd->out[i] : fd->st[i];
+      const CoreML__Specification__ArrayFeatureType *a;
+      if (io == 2) {
+        if (!f->type || f->type->type_case != CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STATE_TYPE) fail("state %s is not a state feature", f->name);
+        a = f->type->statetype->arraytype;
+        printf("state %s fp16 ", f->name);
+      } else {
+        printf("%s %s %s ", io ? "out" : "in", f->name, dt_name(feature_type(f, NULL, NULL)));
+        a = f->type->multiarraytype;
+      }
+      for (size_t k = 0; k < a->n_shape; k++) printf("%s%lld", k ? "," : "", (long long)a->shape[k]);
+      printf("\n");
+    }
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: milrun PKG.mlpackage sig|check|run IN OUT\n");
+    fprintf(stderr, "usage: milrun PKG.mlpackage sig [FUNCTION] | check | run IN OUT [-f FUNCTION] [-s STATE_IN] [-S STATE_OUT]\n");
     return 2;
   }
   pkg = argv[1];
@@ -1131,66 +1368,65 @@ int main(int argc, char **argv) {
   const CoreML__Specification__MILSpec__Program *p = m->mlprogram;
   const CoreML__Specification__ModelDescription *d = m->description;
   if (!d) fail("no description");
-  if (p->version != 1 || p->n_functions != 1 || strcmp(p->functions[0]->key, "main") != 0) fail("program is not version 1 with one function main");
+  if (p->version != 1 || p->n_functions < 1) fail("program is not version 1 with functions");
   if (*p->docstring || p->n_attributes) fail("program docString/attributes set");
-  const CoreML__Specification__MILSpec__Function *fn = p->functions[0]->value;
-  if (strcmp(fn->opset, opset) != 0) fail("opset %s for spec %d (want %s)", fn->opset, spec, opset);
-  if (fn->n_block_specializations != 1 || strcmp(fn->block_specializations[0]->key, opset) != 0) fail("block_specializations is not {%s}", opset);
-  if (fn->n_attributes) fail("function attributes set");
-  const CoreML__Specification__MILSpec__Block *blk = fn->block_specializations[0]->value;
-  if (blk->n_inputs || blk->n_attributes) fail("main block has inputs or attributes");
-  if (fn->n_inputs != d->n_input || blk->n_outputs != d->n_output) fail("description and program disagree on the number of inputs/outputs");
-  DT *in_dt = xalloc(sizeof(DT) * (fn->n_inputs + 1));
-  for (size_t i = 0; i < fn->n_inputs; i++) {
-    if (strcmp(fn->inputs[i]->name, d->input[i]->name) != 0) fail("input %zu: %s vs description %s", i, fn->inputs[i]->name, d->input[i]->name);
-    in_dt[i] = feature_type(d->input[i], NULL, tensor_type(fn->inputs[i]->type, "function input"));
+  /* One FnDesc per program function, in the program's order. */
+  FnDesc *fds = xalloc(sizeof *fds * p->n_functions);
+  size_t deflt = 0;
+  if (d->n_functions) {      /* multifunction (iOS18): description per function, top level empty */
+    if (spec < 9) fail("a multifunction description needs spec >= 9");
+    if (d->n_input || d->n_output || d->n_state) fail("a multifunction description with top-level inputs/outputs/states");
+    if (d->n_functions != p->n_functions) fail("%zu function descriptions for %zu functions", d->n_functions, p->n_functions);
+    int found = 0;
+    for (size_t i = 0; i < p->n_functions; i++) {   /* Program.functions is a map: match by name */
+      const char *name = p->functions[i]->key;
+      const CoreML__Specification__FunctionDescription *f = NULL;
+      for (size_t k = 0; k < d->n_functions; k++)
+        if (!strcmp(d->functions[k]->name, name)) {
+          if (f) fail("function %s is described twice", name);
+          f = d->functions[k];
+        }
+      if (!f) fail("function %s has no description", name);
+      for (size_t k = 0; k < i; k++)
+        if (!strcmp(p->functions[k]->key, name)) fail("function %s defined twice", name);
+      if (!is_ident(name)) fail("function name '%s' is not an identifier", name);
+      fds[i] = (FnDesc){f->name, f->input, f->output, f->state, f->n_input, f->n_output, f->n_state};
+      if (!strcmp(name, d->defaultfunctionname)) found = 1, deflt = i;
+    }
+    if (!found) fail("defaultFunctionName '%s' names no function", d->defaultfunctionname);
+  } else {
+    if (p->n_functions != 1 || strcmp(p->functions[0]->key, "main") != 0) fail("a single-function description but the program is not one function main");
+    if (*d->defaultfunctionname) fail("defaultFunctionName without function descriptions");
+    if (d->n_state && spec < 9) fail("states need spec >= 9");
+    fds[0] = (FnDesc){"main", d->input, d->output, d->state, d->n_input, d->n_output, d->n_state};
   }
+  const char *only = NULL, *in_dir = NULL, *out_dir = NULL, *sin = NULL, *sout = NULL;
+  int run = !strcmp(cmd, "run"), a = 3;
   if (!strcmp(cmd, "sig")) {
-    for (int io = 0; io < 2; io++)
-      for (size_t i = 0; i < (io ? d->n_output : d->n_input); i++) {
-        const CoreML__Specification__FeatureDescription *f = io ? d->output[i] : d->input[i];
-        DT t = feature_type(f, NULL, NULL);
-        printf("%s %s %s ", io ? "out" : "in", f->name, dt_name(t));
-        for (size_t k = 0; k < f->type->multiarraytype->n_shape; k++)
-          printf("%s%lld", k ? "," : "", (long long)f->type->multiarraytype->shape[k]);
-        printf("\n");
-      }
-    return 0;
+    only = argc > 3 ? argv[3] : fds[deflt].name;
+    a = argc > 3 ? 4 : 3;
+  } else if (run) {
+    if (argc < 5) fail("run needs IN and OUT directories");
+    in_dir = argv[3], out_dir = argv[4], a = 5;
+    only = fds[deflt].name;
+  } else if (strcmp(cmd, "check") != 0) {
+    fail("unknown command %s", cmd);
   }
-  int run = !strcmp(cmd, "run");
-  if (!run && strcmp(cmd, "check") != 0) fail("unknown command %s", cmd);
-  if (run && argc < 5) fail("run needs IN and OUT directories");
-  load_weights();
-  for (size_t i = 0; i < fn->n_inputs; i++) {
-    const TType *tt = tensor_type(fn->inputs[i]->type, "function input");
-    Tensor *t;
-    if (run) {
-      snprintf(path, sizeof path, "%s/%s.npy", argv[3], fn->inputs[i]->name);
-      t = read_npy(path, in_dt[i], tt);
-    } else {
-      t = from_type(tt);      /* zeros: enough to type-check every op */
-    }
-    vput(fn->inputs[i]->name, t);
+  for (; a + 1 < argc; a += 2) {
+    if (!strcmp(argv[a], "-f")) only = argv[a + 1];
+    else if (!strcmp(argv[a], "-s")) sin = argv[a + 1];
+    else if (!strcmp(argv[a], "-S")) sout = argv[a + 1];
+    else fail("unknown option %s", argv[a]);
   }
-  for (size_t i = 0; i < blk->n_operations; i++) run_op(blk->operations[i]);
-  for (size_t i = 0; i < blk->n_outputs; i++) {
-    const char *name = blk->outputs[i];
-    if (strcmp(name, d->output[i]->name) != 0) fail("output %zu: %s vs description %s", i, name, d->output[i]->name);
-    Tensor *t = vget(name);
-    if (!t) fail("block output %s is not defined", name);
-    for (size_t k = 0; k < fn->n_inputs; k++)
-      if (!strcmp(fn->inputs[k]->name, name)) fail("output %s is a function input returned unchanged", name);
-    DT want = feature_type(d->output[i], NULL, NULL);
-    if (t->dt != want) fail("output %s is %s, described as %s", name, dt_name(t->dt), dt_name(want));
-    const CoreML__Specification__ArrayFeatureType *a = d->output[i]->type->multiarraytype;
-    if ((int)a->n_shape != t->rank) fail("output %s: rank differs from the description", name);
-    for (int k = 0; k < t->rank; k++)
-      if (a->shape[k] != t->dim[k]) fail("output %s: shape differs from the description", name);
-    if (run) {
-      snprintf(path, sizeof path, "%s/%s.npy", argv[4], name);
-      write_npy(path, t);
-    }
+  if (a < argc) fail("option %s needs a value", argv[a]);
+  if (strcmp(cmd, "sig") != 0) load_weights();
+  int ran = 0;
+  for (size_t i = 0; i < p->n_functions; i++) {
+    if (only && strcmp(only, fds[i].name) != 0) continue;
+    ran = 1;
+    if (!strcmp(cmd, "sig")) print_sig(&fds[i]);
+    else run_function(p->functions[i]->value, &fds[i], opset, in_dir, out_dir, sin, sout);
   }
-  printf("ok %s: spec %d, %zu ops\n", pkg, spec, blk->n_operations);
+  if (!ran) fail("no function named %s", only);
   return 0;
 }

@@ -7,7 +7,9 @@ usage: wbcheck.py PKG.mlpackage [DECODED.txt]
   in the file.
 
 Independent of the emitter and of milrun (a second, Python reading of the
-MILBlob v2 layout in shared/reference/coreml-format.md section 5):
+MILBlob v2 layout in shared/reference/coreml-format.md section 5). The model must
+reference every blob and name no other offset; a blob may be referenced more than
+once (a weight shared by the functions of a model with entry points):
   header: count, version 2, reserved bytes zero;
   per blob, walking the chain from offset 64: metadata at a 64-aligned offset,
   sentinel 0xDEADBEEF, a known dtype code (Kiln writes 1 = fp16, 2 = fp32), size
@@ -126,7 +128,7 @@ def check_package(pkg, decoded=None):
         for name, _ in refs:
             if name != "@model_path/weights/weight.bin":
                 bad.append(f"blob file name {name!r}")
-        want = sorted(off for _, off in refs)
+        want = sorted({off for _, off in refs})   # several functions may share one blob
         have = sorted(m for m, _, _ in blobs)
         if want != have:
             bad.append(f"the model references blob offsets {want[:8]}... but weight.bin holds {have[:8]}... "
