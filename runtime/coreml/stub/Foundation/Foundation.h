@@ -47,6 +47,7 @@ __attribute__((objc_root_class))
 @property (readonly) NSUInteger length;
 @property (readonly) const char *UTF8String;
 - (NSString *)stringByAppendingPathComponent:(NSString *)str;
+- (NSString *)stringByAppendingString:(NSString *)aString;
 - (NSArray<NSString *> *)componentsSeparatedByString:(NSString *)separator;
 - (BOOL)isEqualToString:(NSString *)aString;
 @end
