@@ -3,6 +3,11 @@
 #   schema     gen/coreml*.proto field by field against Apple's text (tests/coreml/apple/)
 #   objc       runtime/coreml/kiln_coreml.m compile-checked with clang against the stub
 #              CoreML/Foundation headers; its header as C
+#   mock       the wrapper driven through a fake Core ML (tests/coreml/mock/: GCC's
+#              Objective-C runtime, no ARC) as an app would: tinystate's prefill and
+#              decodes through one shared MLState and through per-entry MLStates, a state
+#              Core ML refuses, a plain model; the logged Core ML calls (order, function
+#              names, which state object, input shapes and types) against expected logs
 #   milrun     the test interpreter (tests/coreml/milrun.c) builds warning-free
 #   models     every models/*.lua and tests/coreml/models/*.lua, for iOS15 and iOS17 in
 #              fp32 and fp16: builds; protoc --decode shows no unknown field; manifest and
@@ -44,6 +49,11 @@ if out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -x c runtime
 else
   echo "FAIL $S/objc-header: $(echo "$out" | head -n 2 | tr '\n' ' ')"
 fi
+
+# ---- the wrapper against a fake Core ML ----
+# tests/coreml/mock/run.sh: the wrapper, built without ARC on GCC's runtime, driven by
+# tests/coreml/mock/drive.c through tests/coreml/mock/mock_coreml.m.
+sh tests/coreml/mock/run.sh "$KILN" "$WORK/mock"
 
 # ---- milrun ----
 mkdir -p "$WORK/pb"

@@ -26,6 +26,10 @@
  * the declared element type. Never assume an output is dense: on the Neural
  * Engine the innermost dimension is padded.
  *
+ * Collections are read with objectAtIndex:/objectForKey: rather than subscripts,
+ * so the same source also builds on GCC's Objective-C runtime (no subscripting
+ * there), which is what the Linux mock test runs on.
+ *
  * Built with ARC (-fobjc-arc). On Linux it is compile-checked against the stub
  * headers in stub/ and driven through a fake Core ML (tests/coreml/mock/, without
  * ARC); nothing here has run on Apple hardware (see docs/coreml.md).
@@ -147,14 +151,14 @@ static NSURL *compiled_model(NSString *pkg, NSString *cache, char *err, size_t e
 /* ---- signature ---- */
 
 static NSArray<NSString *> *split_list(NSDictionary *md, NSString *key) {
-  NSString *s = md[key];
+  NSString *s = [md objectForKey:key];
   if (!s || s.length == 0) return [NSMutableArray arrayWithCapacity:0];
   return [s componentsSeparatedByString:@","];
 }
 
 static BOOL contains(NSArray<NSString *> *list, NSString *s) {
   for (NSUInteger i = 0; i < list.count; i++)
-    if ([list[i] isEqualToString:s]) return YES;
+    if ([[list objectAtIndex:i] isEqualToString:s]) return YES;
   return NO;
 }
 
@@ -168,7 +172,7 @@ static BOOL set_shape(Feature *f, NSString *name, NSArray<NSNumber *> *shape, ch
   f->rank = (int)shape.count;
   f->numel = 1;
   for (int k = 0; k < f->rank; k++) {
-    f->shape[k] = shape[(NSUInteger)k].longLongValue;
+    f->shape[k] = [shape objectAtIndex:(NSUInteger)k].longLongValue;
     f->numel *= f->shape[k];
   }
   return YES;
@@ -190,7 +194,7 @@ static BOOL describe_feature(Feature *f, const char *entry, NSString *name, MLFe
  * ("kiln." or "kiln.<entry>."), shapes and types from the loaded model's description. */
 static BOOL read_signature(Entry *en, MLModel *model, NSString *prefix, char *err, size_t errlen) {
   MLModelDescription *desc = model.modelDescription;
-  NSDictionary *md = desc.metadata[MLModelCreatorDefinedKey];
+  NSDictionary *md = [desc.metadata objectForKey:MLModelCreatorDefinedKey];
   NSArray<NSString *> *ins = split_list(md, [prefix stringByAppendingString:@"inputs"]);
   NSArray<NSString *> *outs = split_list(md, [prefix stringByAppendingString:@"outputs"]);
   NSArray<NSString *> *bools = split_list(md, [prefix stringByAppendingString:@"bool_features"]);
@@ -207,12 +211,12 @@ static BOOL read_signature(Entry *en, MLModel *model, NSString *prefix, char *er
     return NO;
   }
   for (int i = 0; i < en->nin; i++) {
-    NSString *n = ins[(NSUInteger)i];
-    if (!describe_feature(&en->in[i], en->name, n, desc.inputDescriptionsByName[n], contains(bools, n), err, errlen)) return NO;
+    NSString *n = [ins objectAtIndex:(NSUInteger)i];
+    if (!describe_feature(&en->in[i], en->name, n, [desc.inputDescriptionsByName objectForKey:n], contains(bools, n), err, errlen)) return NO;
   }
   for (int i = 0; i < en->nout; i++) {
-    NSString *n = outs[(NSUInteger)i];
-    if (!describe_feature(&en->out[i], en->name, n, desc.outputDescriptionsByName[n], contains(bools, n), err, errlen)) return NO;
+    NSString *n = [outs objectAtIndex:(NSUInteger)i];
+    if (!describe_feature(&en->out[i], en->name, n, [desc.outputDescriptionsByName objectForKey:n], contains(bools, n), err, errlen)) return NO;
   }
   return YES;
 }
@@ -224,8 +228,8 @@ static BOOL read_states(KilnCoreML *m, const Entry *en, MLModel *model, NSArray<
   if (@available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, *)) {
     NSDictionary<NSString *, MLFeatureDescription *> *sd = model.modelDescription.stateDescriptionsByName;
     for (int i = 0; i < (int)names.count; i++) {
-      NSString *n = names[(NSUInteger)i];
-      MLStateConstraint *c = sd[n].stateConstraint;
+      NSString *n = [names objectAtIndex:(NSUInteger)i];
+      MLStateConstraint *c = [sd objectForKey:n].stateConstraint;
       if (!c) {
         set_err(err, errlen, "entry %s: state %s is not described as a state by Core ML", en->name, n.UTF8String);
         return NO;
@@ -284,25 +288,26 @@ static MLModel *load_model(NSURL *url, KilnCoreMLUnits units, NSString *fn, char
   return model;
 }
 
-/* Loads entry `name` (fn: its function name, nil for a one-function package) into en. */
-static BOOL open_entry(KilnCoreML *m, Entry *en, NSURL *url, KilnCoreMLUnits units, NSString *name, NSString *fn,
-                       NSArray<NSString *> *states, char *err, size_t errlen) {
+/* Fills entry en, named `name`, from its loaded model (fn: its function name, nil
+ * for a one-function package). */
+static BOOL open_entry(KilnCoreML *m, Entry *en, MLModel *model, NSString *name, NSString *fn, NSArray<NSString *> *states,
+                       char *err, size_t errlen) {
   en->name = strdup(name.UTF8String);
-  MLModel *model = load_model(url, units, fn, err, errlen);
-  if (!model) return NO;
   en->model = (__bridge_retained void *)model;
   NSString *prefix = fn ? [NSString stringWithFormat:@"kiln.%@.", fn] : @"kiln.";
   if (!read_signature(en, model, prefix, err, errlen)) return NO;
   return states.count == 0 || read_states(m, en, model, states, err, errlen);
 }
 
-/* Reads the entry and state lists from the default function, then loads each entry. */
+/* Loads the default function and reads the entry and state lists from it. A
+ * one-function package is that model; a multifunction one loads each entry again
+ * under its own function name (explicit, rather than trusting that the default is
+ * entry 0). */
 static BOOL open_entries(KilnCoreML *m, NSURL *url, KilnCoreMLUnits units, char *err, size_t errlen) {
   MLModel *probe = load_model(url, units, nil, err, errlen);
   if (!probe) return NO;
-  NSDictionary *md = probe.modelDescription.metadata[MLModelCreatorDefinedKey];
+  NSDictionary *md = [probe.modelDescription.metadata objectForKey:MLModelCreatorDefinedKey];
   NSArray<NSString *> *entries = split_list(md, @"kiln.entries"), *states = split_list(md, @"kiln.states");
-  probe = nil;                  /* each entry is loaded again under its own function name */
   BOOL multi = entries.count > 0;
   m->nentries = multi ? (int)entries.count : 1;
   m->nstates = (int)states.count;
@@ -312,9 +317,12 @@ static BOOL open_entries(KilnCoreML *m, NSURL *url, KilnCoreMLUnits units, char 
     set_err(err, errlen, "out of memory");
     return NO;
   }
+  if (!multi) return open_entry(m, &m->entries[0], probe, @"main", nil, states, err, errlen);
+  probe = nil;
   for (int e = 0; e < m->nentries; e++) {
-    NSString *name = multi ? entries[(NSUInteger)e] : @"main";
-    if (!open_entry(m, &m->entries[e], url, units, name, multi ? name : nil, states, err, errlen)) return NO;
+    NSString *name = [entries objectAtIndex:(NSUInteger)e];
+    MLModel *model = load_model(url, units, name, err, errlen);
+    if (!model || !open_entry(m, &m->entries[e], model, name, name, states, err, errlen)) return NO;
   }
   return YES;
 }
@@ -469,12 +477,13 @@ static BOOL check_array(const Feature *f, MLMultiArray *a, const char *what, int
     return NO;
   }
   for (int k = 0; k < f->rank; k++) {
-    if (a.shape[(NSUInteger)k].longLongValue != f->shape[k]) {
-      set_err(err, errlen, "%s %s: dim %d is %lld, expected %lld", what, f->name, k, a.shape[(NSUInteger)k].longLongValue,
+    long long dim = [a.shape objectAtIndex:(NSUInteger)k].longLongValue;
+    if (dim != f->shape[k]) {
+      set_err(err, errlen, "%s %s: dim %d is %lld, expected %lld", what, f->name, k, dim,
               (long long)f->shape[k]);
       return NO;
     }
-    stride[k] = a.strides[(NSUInteger)k].longLongValue;
+    stride[k] = [a.strides objectAtIndex:(NSUInteger)k].longLongValue;
   }
   return YES;
 }
@@ -536,7 +545,7 @@ static MLDictionaryFeatureProvider *make_inputs(const Entry *en, const void *con
     }
     MLMultiArray *a = wrap_input(en->name, f, data, err, errlen);
     if (!a) return nil;
-    feeds[[NSString stringWithUTF8String:f->name]] = [MLFeatureValue featureValueWithMultiArray:a];
+    [feeds setObject:[MLFeatureValue featureValueWithMultiArray:a] forKey:[NSString stringWithUTF8String:f->name]];
   }
   NSError *e = nil;
   MLDictionaryFeatureProvider *fp = [[MLDictionaryFeatureProvider alloc] initWithDictionary:feeds error:&e];

@@ -62,7 +62,7 @@ __attribute__((objc_root_class))
 
 @interface NSArray<__covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>
 @property (readonly) NSUInteger count;
-- (ObjectType)objectAtIndexedSubscript:(NSUInteger)idx;
+- (ObjectType)objectAtIndex:(NSUInteger)index;
 @property (readonly) ObjectType firstObject;
 @end
 
@@ -72,12 +72,12 @@ __attribute__((objc_root_class))
 @end
 
 @interface NSDictionary<__covariant KeyType, __covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>
-- (ObjectType)objectForKeyedSubscript:(KeyType)key;
+- (ObjectType)objectForKey:(KeyType)aKey;
 @end
 
 @interface NSMutableDictionary<KeyType, ObjectType> : NSDictionary<KeyType, ObjectType>
 + (instancetype)dictionaryWithCapacity:(NSUInteger)numItems;
-- (void)setObject:(ObjectType)obj forKeyedSubscript:(KeyType)key;
+- (void)setObject:(ObjectType)anObject forKey:(KeyType)aKey;
 @end
 
 @interface NSSet<__covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>
