@@ -2,7 +2,8 @@
 # t_coreml.sh — the Core ML target, checked without a Mac (nothing here runs Core ML):
 #   schema     gen/coreml*.proto field by field against Apple's text (tests/coreml/apple/)
 #   objc       runtime/coreml/kiln_coreml.m compile-checked with clang against the stub
-#              CoreML/Foundation headers; its header as C
+#              CoreML/Foundation headers, also for macOS 12 (newer APIs only inside
+#              @available); its header as C
 #   mock       the wrapper driven through a fake Core ML (tests/coreml/mock/: GCC's
 #              Objective-C runtime, no ARC) as an app would: tinystate's prefill and
 #              decodes through one shared MLState and through per-entry MLStates, a state
@@ -43,6 +44,19 @@ elif out=$(clang -fsyntax-only -x objective-c -fobjc-arc -fblocks -fobjc-runtime
   echo "PASS $S/objc: kiln_coreml.m compiles against the CoreML/Foundation stub (ARC, -Wall -Wextra -Werror)"
 else
   echo "FAIL $S/objc: $(echo "$out" | head -n 3 | tr '\n' ' ')"
+fi
+# Availability: compiled for macOS 12 (the stubs carry Apple's API_AVAILABLE marks), every
+# newer API (functionName, MLState: macOS 15; the Neural Engine unit: 13; getBytes: 12.3)
+# must sit inside @available, or an app would crash on an older OS. glibc's headers stand in
+# for the SDK's C headers (their __nonnull clashes with clang's Darwin keyword).
+if ! command -v clang >/dev/null; then
+  echo "FAIL $S/objc-availability: clang not installed"
+elif out=$(clang -target x86_64-apple-macos12.0 -isystem /usr/include/x86_64-linux-gnu -U__nonnull '-D__nonnull(p)=' \
+           -fsyntax-only -x objective-c -fobjc-arc -fblocks -Wall -Wextra -Werror -Wunguarded-availability \
+           -Iruntime/coreml/stub -Iruntime/coreml runtime/coreml/kiln_coreml.m 2>&1); then
+  echo "PASS $S/objc-availability: built for macOS 12, every newer Core ML API is guarded by @available"
+else
+  echo "FAIL $S/objc-availability: $(echo "$out" | head -n 3 | tr '\n' ' ')"
 fi
 if out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -x c runtime/coreml/kiln_coreml.h 2>&1); then
   echo "PASS $S/objc-header: kiln_coreml.h is valid C11"

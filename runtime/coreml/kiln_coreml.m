@@ -11,8 +11,9 @@
  * types come from Core ML's own description.
  *
  * Entry points: a package whose metadata has kiln.entries is a multifunction
- * ML Program. The first load (no function name: Core ML's default function) only
- * reads that list; then each entry is loaded on its own with
+ * ML Program. The first load (no function name: Core ML's default function) is
+ * the whole model of a one-function package; for a multifunction one it only reads
+ * that list, then each entry is loaded on its own with
  * MLModelConfiguration.functionName = the entry, and its signature read from
  * kiln.<entry>.inputs/outputs/bool_features. States (kiln.states) are checked
  * against each entry's stateDescriptionsByName. A KilnCoreMLState holds the
@@ -577,6 +578,9 @@ static BOOL predict(KilnCoreML *m, int e, KilnCoreMLState *s, const void *const 
       MLState *st = state_for(s, e, err, errlen);
       if (!st) return NO;
       result = [model predictionFromFeatures:fp usingState:st error:&ne];
+    } else {                    /* unreachable: kiln_coreml_state_new fails there */
+      set_err(err, errlen, "entry %s: states need iOS 18 / macOS 15 (MLState)", en->name);
+      return NO;
     }
   } else {
     result = [model predictionFromFeatures:fp error:&ne];

@@ -8,7 +8,8 @@
  * MLFeatureValue, MLFeatureProvider, MLDictionaryFeatureProvider, and what iOS 18 /
  * macOS 15 added for stateful and multifunction models (MLState, MLStateConstraint,
  * MLModelConfiguration.functionName, -[MLModel newState],
- * predictionFromFeatures:usingState:error:). Never used to build anything that runs.
+ * predictionFromFeatures:usingState:error:). On Linux the only program built
+ * against it is the mock test (tests/coreml/mock/), with a fake implementation.
  */
 #ifndef KILN_STUB_COREML_H
 #define KILN_STUB_COREML_H
