@@ -722,7 +722,7 @@ static BOOL copy_buffer(const Feature *f, MLMultiArray *src, MLMultiArray *dst, 
     set_err(err, errlen, "state %s: the entries' buffers have different element types", f->name);
     return NO;
   }
-  size_t size = (size_t)(src.dataType & 0xff) / 8;
+  size_t size = (size_t)(src.dataType & 0xff) / 8;   /* the enum's low byte is the element's bit width */
   const int64_t *sst = ss, *dst_st = ds;
   if (@available(macOS 12.3, iOS 15.4, tvOS 15.4, watchOS 8.5, *)) {
     [src getBytesWithHandler:^(const void *from, NSInteger n1) {
