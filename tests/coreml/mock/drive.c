@@ -10,6 +10,7 @@
  *         shared-strict        the same, but Core ML refuses a foreign state: the first
  *                              decode must fail with the entry named, without a crash
  *         plain                a one-function stateless package (tiny.lua)
+ *         main-state           a one-function stateful package (onefn.lua): three calls
  * Prints "ok ..." or "FAIL ..." lines; exits 1 on any FAIL.
  */
 #include <stdio.h>
@@ -99,6 +100,18 @@ static void run_plain(KilnCoreML *m) {
                "a stateless model makes no state");
 }
 
+/* A one-function stateful package (onefn.lua): entry 0 is `main`, with its state. */
+static void run_main_state(KilnCoreML *m) {
+  char err[512] = "";
+  KilnCoreMLState *s = kiln_coreml_state_new(m, KILN_COREML_STATE_SHARED, err, sizeof err);
+  check(s != NULL && strcmp(kiln_coreml_entry_name(m, 0), "main") == 0, "state_new on the one function, main", err);
+  if (!s) return;
+  for (int n = 0; n < 3; n++)
+    if (call(m, s, "main", n, n, err, sizeof err) != 0) check(0, "main", err);
+  check_state(s, kiln_coreml_state_numel(m, 0), 3, "after 3 calls every state element was updated 3 times");
+  kiln_coreml_state_free(s);
+}
+
 static void run_stateful(KilnCoreML *m, KilnCoreMLStateMode mode, int strict) {
   char err[512] = "";
   KilnCoreMLState *s = kiln_coreml_state_new(m, mode, err, sizeof err);
@@ -137,7 +150,7 @@ static void run_stateful(KilnCoreML *m, KilnCoreMLStateMode mode, int strict) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: drive PACKAGE CACHE_DIR shared|per-entry|shared-strict|plain\n");
+    fprintf(stderr, "usage: drive PACKAGE CACHE_DIR shared|per-entry|shared-strict|plain|main-state\n");
     return 2;
   }
   char err[512] = "";
@@ -149,6 +162,7 @@ int main(int argc, char **argv) {
   describe(m);
   const char *mode = argv[3];
   if (strcmp(mode, "plain") == 0) run_plain(m);
+  else if (strcmp(mode, "main-state") == 0) run_main_state(m);
   else run_stateful(m, strcmp(mode, "per-entry") == 0 ? KILN_COREML_STATE_PER_ENTRY : KILN_COREML_STATE_SHARED,
                     strcmp(mode, "shared-strict") == 0);
   kiln_coreml_close(m);

@@ -8,8 +8,9 @@
 #   runs     tinystate (iOS18: prefill, decode, state) through one shared MLState and
 #            through per-entry MLStates; with a Core ML that refuses a state made by
 #            another function (shared: one clear error; per-entry: still correct); a plain
-#            one-function model. Each: drive.c's own checks of outputs, states and error
-#            messages, and the logged Core ML calls (loads and function names, newState,
+#            one-function model; a one-function model with a state (onefn.lua, `main`).
+#            Each: drive.c's own checks of outputs, states and error messages, and the
+#            logged Core ML calls (loads and function names, newState,
 #            which state object each prediction gets, input names, shapes, types,
 #            strides and values) equal to the expected log
 #   cache    a second open of an unchanged package compiles nothing
@@ -32,7 +33,8 @@ mock_build() {
   clang -o "$M/drive" "$M/drive.o" "$M/kiln_coreml.o" "$M/mock.o" "$M/pb/coreml.pb-c.c" "$M/pb/coreml_mil.pb-c.c" \
     -I"$M/pb" -lobjc -lprotobuf-c &&
   "$KILN" build tests/golden/tinystate.lua -o "$M/ts" --target coreml --min-os iOS18 >/dev/null &&
-  "$KILN" build tests/coreml/golden/tiny.lua -o "$M/tiny" --target coreml >/dev/null
+  "$KILN" build tests/coreml/golden/tiny.lua -o "$M/tiny" --target coreml >/dev/null &&
+  "$KILN" build tests/coreml/mock/onefn.lua -o "$M/onefn" --target coreml --min-os iOS18 >/dev/null
 }
 # mock_run NAME PACKAGE MODE [STRICT]: drive the package in a fresh cache; the drive's
 # own checks must pass and the Core ML call log must equal tests/coreml/mock/NAME.log.
@@ -58,6 +60,7 @@ if mock_build 2>"$M/build.err"; then
   mock_run shared-strict "$M/ts/tinystate.mlpackage" shared-strict 1
   mock_run per-entry-strict "$M/ts/tinystate.mlpackage" per-entry 1
   mock_run plain "$M/tiny/tiny.mlpackage" plain
+  mock_run main-state "$M/onefn/onefn.mlpackage" main-state
   # The compile cache: a second open of an unchanged package compiles nothing.
   KILN_MOCK_TMP=$M/tmp KILN_MOCK_LOG=$M/again.log "$M/drive" "$M/tiny/tiny.mlpackage" "$M/cache-plain" plain >/dev/null 2>&1
   if [ -s "$M/again.log" ] && ! grep -q '^compile' "$M/again.log"; then
