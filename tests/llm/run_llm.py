@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "py"))
 import kt  # noqa: E402
+import torch_gemma  # noqa: E402
 import torch_llm  # noqa: E402
 
 S = "llm"
@@ -53,11 +54,89 @@ CASES = {
     "qwen3": dict(model_type="qwen3", hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, head_dim=24, vocab_size=120, rms_norm_eps=1e-6,
                   rope_theta=1000000.0, tie_word_embeddings=False),
+    # Sliding layers 0 and 2 (pattern 2) with a window of 4, global 1 and 3; the scale from
+    # query_pre_attn_scalar 24, not head_dim 16.
+    "gemma3": dict(model_type="gemma3_text", hidden_size=64, intermediate_size=96, num_hidden_layers=4,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=128, rms_norm_eps=1e-6,
+                   rope_theta=1000000.0, rope_local_base_freq=10000.0, sliding_window=4, sliding_window_pattern=2,
+                   query_pre_attn_scalar=24, hidden_activation="gelu_pytorch_tanh", final_logit_softcapping=None,
+                   attn_logit_softcapping=None, rope_scaling=None, tie_word_embeddings=True,
+                   max_position_embeddings=32768, torch_dtype="bfloat16"),
+    # The multimodal layout: text_config with Gemma3TextConfig's defaults left out
+    # (rms_norm_eps, rope_theta, rope_local_base_freq, query_pre_attn_scalar 256), explicit
+    # layer_types, window 5, linear rope_scaling, final soft-capping 30; head_dim 32 with
+    # hidden 48 and 3 heads (GQA 3:1); tensors under language_model., a vision tower beside
+    # them; two shards.
+    "gemma3mm": dict(model_type="gemma3", text_config=dict(
+        model_type="gemma3_text", hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=3,
+        num_key_value_heads=1, head_dim=32, vocab_size=140, sliding_window=5,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        rope_scaling=dict(rope_type="linear", factor=8.0), final_logit_softcapping=30.0),
+        vision_config=dict(hidden_size=8), mm_tokens_per_image=4),
 }
+# Gemma3TextConfig's defaults for the fields the cases leave out (the reference reads them).
+GEMMA_DEFAULTS = dict(rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0, query_pre_attn_scalar=256)
+
+
+def text_config(cfg):
+    """The text model's config: cfg itself, or a gemma3 config's text_config with the
+    defaults filled in."""
+    if cfg["model_type"] == "gemma3":
+        return dict(GEMMA_DEFAULTS, **cfg["text_config"])
+    return dict(GEMMA_DEFAULTS, **cfg) if cfg["model_type"] == "gemma3_text" else cfg
+
+
+def gemma_checkpoint(cfg, seed):
+    """{name: f32 array} of a seeded Gemma 3 checkpoint for cfg (gemma3_text or gemma3),
+    under Hugging Face's names. Norm weights are offsets from 1 (Gemma scales by 1 + w)."""
+    rng = np.random.default_rng(seed)
+    c = text_config(cfg)
+    D, H, V, F, HD = c["hidden_size"], c["num_attention_heads"], c["vocab_size"], c["intermediate_size"], c["head_dim"]
+    KV = c["num_key_value_heads"]
+
+    def mat(o, i):
+        return (rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32)
+
+    def norm(n):
+        return (0.2 * rng.standard_normal(n)).astype(np.float32)
+    W = {"model.embed_tokens.weight": (0.3 * rng.standard_normal((V, D))).astype(np.float32), "model.norm.weight": norm(D)}
+    for l in range(c["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        for n in ["input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"]:
+            W[p + n + ".weight"] = norm(D)
+        W[p + "self_attn.q_norm.weight"] = norm(HD)
+        W[p + "self_attn.k_norm.weight"] = norm(HD)
+        for n, o in [("q", H * HD), ("k", KV * HD), ("v", KV * HD)]:
+            W[p + "self_attn.%s_proj.weight" % n] = mat(o, D)
+        W[p + "self_attn.o_proj.weight"] = mat(D, H * HD)
+        W[p + "mlp.gate_proj.weight"] = mat(F, D)
+        W[p + "mlp.up_proj.weight"] = mat(F, D)
+        W[p + "mlp.down_proj.weight"] = mat(D, F)
+    return W
+
+
+def file_tensors(cfg, W):
+    """The checkpoint's tensors as the file names them: a gemma3 file puts the text model
+    under language_model. beside a vision tower and projector (which llm.lua leaves unused)."""
+    if cfg["model_type"] != "gemma3":
+        return W
+    out = {"language_model." + n: a for n, a in W.items()}
+    out["vision_tower.vision_model.embeddings.patch_embedding.weight"] = np.ones((8, 3, 2, 2), np.float32)
+    out["multi_modal_projector.mm_input_projection_weight"] = np.ones((8, 48), np.float32)
+    return out
+
+
+def reference(cfg, W, tokens):
+    """The independent reference's logits for cfg's family."""
+    if cfg["model_type"].startswith("gemma3"):
+        return torch_gemma.forward(text_config(cfg), W, tokens)
+    return torch_llm.forward(cfg, W, tokens)
 
 
 def checkpoint(cfg, seed):
     """{name: f32 array} of a seeded checkpoint for cfg, under Hugging Face's names."""
+    if cfg["model_type"].startswith("gemma3"):
+        return gemma_checkpoint(cfg, seed)
     rng = np.random.default_rng(seed)
     D, H, V, F = cfg["hidden_size"], cfg["num_attention_heads"], cfg["vocab_size"], cfg["intermediate_size"]
     KV = cfg.get("num_key_value_heads", H)
@@ -114,31 +193,36 @@ def close(got, ref):
     return err <= bound, "max |difference| %.2e, bound %.2e" % (err, bound)
 
 
+# The calls of a case, (entry, first position, tokens): a prefill then decodes; Gemma a
+# second prefill too (its ring of 4 + 8 - 1 = 11 slots wraps inside that chunk) and
+# decodes to position 23, far past the window.
+PLAN = [("prefill", 0, PREFILL)] + [("decode", PREFILL + i, 1) for i in range(NDEC)]
+GEMMA_PLAN = [("prefill", 0, PREFILL), ("prefill", PREFILL, PREFILL)] + [("decode", 2 * PREFILL + i, 1) for i in range(NDEC)]
+
+
 def run_case(work, name, cfg):
     ck = os.path.join(work, "ckpt_" + name)
     W = checkpoint(cfg, seed=len(name))
-    write_checkpoint(ck, cfg, W, shards=2 if name == "llama3" else 1)
+    write_checkpoint(ck, cfg, file_tensors(cfg, W), shards=2 if name in ("llama3", "gemma3mm") else 1)
+    plan = GEMMA_PLAN if name.startswith("gemma") else PLAN
+    total = plan[-1][1] + plan[-1][2]
     out = os.path.join(work, "out_" + name)
     rc, so, se = kt.run([kt.KILN, "build", SCRIPT, "-o", out, "--name", "llm", "-D", "checkpoint=" + ck,
                          "-D", "max_context=%d" % CTX, "-D", "prefill=%d" % PREFILL])
     if rc != 0:
         return kt.report(False, "%s/%s/c" % (S, name), "build: " + kt.why(rc, se, so))
     meta = kt.load_meta(out, "llm")
-    tokens = np.random.default_rng(99).integers(0, cfg["vocab_size"], PREFILL + NDEC).astype(np.int32)
-    ref = torch_llm.forward(cfg, W, tokens.tolist())
+    tokens = np.random.default_rng(99).integers(0, text_config(cfg)["vocab_size"], total).astype(np.int32)
+    ref = reference(cfg, W, tokens.tolist())
     ents = {e: kt.entry_of(meta, e) for e in ("prefill", "decode")}
     for e, rec in ents.items():
         ok, why = kt.compile_driver(out, "llm", meta, flags=SAN, exe="run_" + e, entry=rec)
         if not ok:
             return kt.report(False, "%s/%s/c" % (S, name), why)
-    st, why, res, state = kt.run_entry(out, "llm", ents["prefill"], [tokens[:PREFILL], np.int32(0)], exe="run_prefill")
-    if st != "ok":
-        return kt.report(False, "%s/%s/c" % (S, name), why)
-    rows, first_state = [res[0]], state
-    for i in range(NDEC):
-        pos = PREFILL + i
-        st, why, res, state = kt.run_entry(out, "llm", ents["decode"], [tokens[pos:pos + 1], np.int32(pos)], state_in=state,
-                                           exe="run_decode")
+    rows, state = [], None
+    for e, pos, n in plan:
+        st, why, res, state = kt.run_entry(out, "llm", ents[e], [tokens[pos:pos + n], np.int32(pos)], state_in=state,
+                                           exe="run_" + e)
         if st != "ok":
             return kt.report(False, "%s/%s/c" % (S, name), why)
         rows.append(res[0])
@@ -150,8 +234,10 @@ def run_case(work, name, cfg):
     sd = os.path.join(work, "interp_" + name)
     got = []
     state_path = None
-    for e, toks, pos in [("prefill", tokens[:PREFILL], 0), ("decode", tokens[PREFILL:PREFILL + 1], PREFILL)]:
-        d = os.path.join(sd, e)
+    steps = plan[:[e for e, _, _ in plan].index("decode") + 1]          # up to the first decode
+    for e, pos, n in steps:
+        toks = tokens[pos:pos + n]
+        d = os.path.join(sd, "%s_%d" % (e, pos))
         os.makedirs(d, exist_ok=True)
         np.save(os.path.join(d, "t.npy"), toks)
         np.save(os.path.join(d, "p.npy"), np.int32(pos))
@@ -167,13 +253,14 @@ def run_case(work, name, cfg):
             return kt.report(False, "%s/%s/interp" % (S, name), kt.why(rc, se, so))
         state_path = os.path.join(d, "state.bin")
         got.append(np.load(os.path.join(d, "logits.npy")))
-    ok, detail = close(np.concatenate(got), c[:PREFILL + 1].astype(np.float64))
+    ok, detail = close(np.concatenate(got), c[:steps[-1][1] + 1].astype(np.float64))
     kt.report(ok, "%s/%s/interp" % (S, name), detail + " (against the C)")
 
 
 def check_errors(work):
     base = dict(CASES["llama2"])
-    W = checkpoint(base, seed=1)
+    gem, mm = dict(CASES["gemma3"]), CASES["gemma3mm"]
+    mm_text = mm["text_config"]
     cases = [
         ("hidden_act", dict(base, hidden_act="gelu"), None,
          ': hidden_act "gelu" (silu) is not supported by llm.lua'),
@@ -182,9 +269,33 @@ def check_errors(work):
         ("missing_field", {k: v for k, v in base.items() if k != "rms_norm_eps"}, None,
          ": field rms_norm_eps is missing"),
         ("missing_shard", base, "drop", "model-00002-of-00002.safetensors: cannot open: No such file or directory"),
+        ("gemma_attn_softcap", dict(gem, attn_logit_softcapping=50.0), None,
+         ": attn_logit_softcapping 50.0 (null: sdpa has no soft-capping) is not supported by llm.lua"),
+        ("gemma_activation", dict(gem, hidden_activation="gelu"), None,
+         ': hidden_activation "gelu" (gelu_pytorch_tanh) is not supported by llm.lua'),
+        ("gemma_rope_scaling", dict(gem, rope_scaling=dict(rope_type="yarn", factor=4.0)), None,
+         ': rope_scaling type "yarn" (linear, or none) is not supported by llm.lua'),
+        ("gemma_layer_types", dict(gem, layer_types=["sliding_attention", "chunked_attention", "full_attention",
+                                                     "full_attention"]), None,
+         ': layer_types entry "chunked_attention" (sliding_attention, full_attention) is not supported by llm.lua'),
+        ("gemma_bidirectional", dict(gem, use_bidirectional_attention=True), None,
+         ": use_bidirectional_attention true is not supported by llm.lua"),
+        ("gemma_mm_field", dict(mm, text_config=dict(mm_text, attn_logit_softcapping=20.0)), None,
+         ": text_config.attn_logit_softcapping 20.0 (null: sdpa has no soft-capping) is not supported by llm.lua"),
+        ("gemma_mm_no_text", {k: v for k, v in mm.items() if k != "text_config"}, None,
+         ": field text_config is missing (model_type gemma3)"),
+        ("gemma_mm_missing", mm, "drop_tensor", ": the checkpoint has no tensor language_model.model.layers.1.mlp.up_proj.weight"),
+        ("gemma_mm_extra", mm, "extra_tensor",
+         "model.safetensors: tensor language_model.model.layers.0.self_attn.rotary.weight is not used by llm.lua (gemma3)"),
     ]
     for tag, cfg, how, want in cases:
         d = os.path.join(work, "err_" + tag)
+        src = mm if cfg["model_type"] == "gemma3" else cfg           # weights shaped as the config (mm's without one)
+        W = file_tensors(src, checkpoint(src, seed=1))
+        if how == "drop_tensor":
+            del W["language_model.model.layers.1.mlp.up_proj.weight"]
+        if how == "extra_tensor":
+            W["language_model.model.layers.0.self_attn.rotary.weight"] = np.ones(4, np.float32)
         write_checkpoint(d, cfg, W, shards=2 if how == "drop" else 1)
         if how == "drop":
             os.remove(os.path.join(d, "model-00002-of-00002.safetensors"))
