@@ -75,6 +75,12 @@ CASES = {
               [("mark", {"pos": i32(0)}), ("count", {}), ("mark", {"pos": i32(3)}), ("mark", {"pos": i32(4)}),
                ("count", {})],
               [("mark", {"pos": i32(5)}), ("mark", {"pos": i32(-1)})]),
+    # A sliding-window cache as a ring (4 slots, window 3): prefills at 4 and 7 wrap it,
+    # the latter inside its own rows.
+    "ring": ("tests/state/ring.lua",
+             [(e, {"pos": i32(p)}) for e, p in [("prefill", 0), ("decode", 2), ("decode", 3), ("prefill", 4),
+                                                 ("decode", 6), ("prefill", 7), ("decode", 9)]],
+             [("decode", {"pos": i32(-1)}), ("prefill", {"pos": i32(-2)})]),
     "stories": ("models/stories.lua",
                 [("prefill", {"pos": i32(0)}), ("decode", {"pos": i32(32)}), ("decode", {"pos": i32(33)}),
                  ("decode", {"pos": i32(34)})], []),
