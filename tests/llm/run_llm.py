@@ -17,6 +17,8 @@ unsupported rope_scaling type, a missing required field, a shard the index names
 directory lacks.
 
 usage: /usr/bin/python3 tests/llm/run_llm.py WORKDIR
+       /usr/bin/python3 tests/llm/run_llm.py --checkpoint CASE DIR   (writes CASE's checkpoint
+       into DIR and prints the -D arguments of a build over it: t_metal's gemma model)
 """
 import json
 import os
@@ -306,7 +308,19 @@ def check_errors(work):
         kt.report(ok, "%s/error/%s" % (S, tag), se.strip()[:300])
 
 
+def write_case(name, d):
+    """The seeded checkpoint of case `name` into directory d, as run_case writes it (the
+    Metal and Core ML tests build models/llm.lua on it); returns the -D arguments of a
+    build over it (max_context CTX, prefill PREFILL)."""
+    cfg = CASES[name]
+    write_checkpoint(d, cfg, file_tensors(cfg, checkpoint(cfg, seed=len(name))), shards=2 if name in ("llama3", "gemma3mm") else 1)
+    return ["-D", "checkpoint=" + d, "-D", "max_context=%d" % CTX, "-D", "prefill=%d" % PREFILL]
+
+
 def main():
+    if sys.argv[1] == "--checkpoint":       # run_llm.py --checkpoint CASE DIR: print the build's -D arguments
+        print(" ".join(write_case(sys.argv[2], sys.argv[3])))
+        return
     work = sys.argv[1]
     kt.pmap(lambda kv: run_case(work, *kv), list(CASES.items()), jobs=2)
     check_errors(work)
