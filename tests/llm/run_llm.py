@@ -202,6 +202,27 @@ PLAN = [("prefill", 0, PREFILL)] + [("decode", PREFILL + i, 1) for i in range(ND
 GEMMA_PLAN = [("prefill", 0, PREFILL), ("prefill", PREFILL, PREFILL)] + [("decode", 2 * PREFILL + i, 1) for i in range(NDEC)]
 
 
+def window_only(out, meta, entry, window, pos, tokens, before, logits, name):
+    """llm/<gemma case>/window_only: the last decode again, from its state with every slot
+    of the sliding layers' rings outside that decode's window set to NaN: the same logits
+    bit for bit, so the C reads only the window's slots (O(window) per decode, not the ring
+    or the context)."""
+    block = bytearray(before)
+    for s in meta["states"]:
+        kv, slots, hd = s["shape"]
+        if slots == CTX:
+            continue                                   # a global layer's cache
+        a = np.frombuffer(block, np.float32, kv * slots * hd, s["offset"]).reshape(kv, slots, hd).copy()
+        keep = [p % slots for p in range(pos - window + 1, pos + 1)]
+        a[:, [j for j in range(slots) if j not in keep], :] = np.nan
+        block[s["offset"]:s["offset"] + a.nbytes] = a.tobytes()
+    st, why, res, _ = kt.run_entry(out, "llm", entry, [tokens[pos:pos + 1], np.int32(pos)], state_in=bytes(block),
+                                   exe="run_decode", tag="nan")
+    ok = st == "ok" and np.array_equal(res[0].view(np.uint32), logits.view(np.uint32))
+    kt.report(ok, "%s/%s/window_only" % (S, name), "decode at %d, ring slots outside its window NaN: the same logits" % pos
+              if ok else why or "the logits changed")
+
+
 def run_case(work, name, cfg):
     ck = os.path.join(work, "ckpt_" + name)
     W = checkpoint(cfg, seed=len(name))
@@ -223,6 +244,7 @@ def run_case(work, name, cfg):
             return kt.report(False, "%s/%s/c" % (S, name), why)
     rows, state = [], None
     for e, pos, n in plan:
+        before = state
         st, why, res, state = kt.run_entry(out, "llm", ents[e], [tokens[pos:pos + n], np.int32(pos)], state_in=state,
                                            exe="run_" + e)
         if st != "ok":
@@ -231,6 +253,8 @@ def run_case(work, name, cfg):
     c = np.concatenate(rows)
     ok, detail = close(c, ref)
     kt.report(ok, "%s/%s/c" % (S, name), detail)
+    if name.startswith("gemma"):
+        window_only(out, meta, ents["decode"], text_config(cfg)["sliding_window"], plan[-1][1], tokens, before, res[0], name)
 
     # The interpreter, with the build's -D options (kt.kiln_run_entry passes none).
     sd = os.path.join(work, "interp_" + name)
