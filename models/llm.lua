@@ -32,7 +32,7 @@
 -- constants (the generated code computes no trigonometry).
 --
 -- State: per layer the keys and values of every position so far, layers.<i>.k/.v,
--- f32 [kv heads, max_context, head_dim]. Both entries take the position of their first
+-- f32 [kv heads, max_context, head_dim] (Gemma's sliding layers: a ring, below). Both entries take the position of their first
 -- token `pos` (an i32 scalar) and return logits for every token they were given:
 --   prefill  tokens i32 [prefill], pos -> logits f32 [prefill, vocab]
 --   decode   token i32 [1], pos -> logits f32 [1, vocab]

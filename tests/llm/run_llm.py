@@ -1,6 +1,6 @@
-"""run_llm.py -- t_llm: models/llm.lua (Llama 2/3.x, Qwen2, Qwen3 from a Hugging Face
-checkpoint directory) against tests/llm/torch_llm.py, an independent float64 PyTorch
-implementation of those architectures.
+"""run_llm.py -- t_llm: models/llm.lua (Llama 2/3.x, Qwen2, Qwen3, Gemma 3 from a Hugging
+Face checkpoint directory) against tests/llm/torch_llm.py and tests/llm/torch_gemma.py,
+independent float64 PyTorch implementations of those architectures.
 
 For each family a small seeded checkpoint is written here as Hugging Face publishes them
 (config.json; model.safetensors, or two shards and model.safetensors.index.json):
@@ -10,11 +10,20 @@ For each family a small seeded checkpoint is written here as Hugging Face publis
                       1e-4 of the largest |logit| (docs/testing.md: whole-model tolerance)
   llm/<case>/interp   the reference interpreter on the same prefill and first decode: equal
                       to the C within the same tolerance
+  llm/<gemma>/window_only  the last decode again from its state with every slot of the
+                      sliding layers' rings outside the decode's window NaN: the same
+                      logits bit for bit (the C reads O(window) slots per decode)
 Cases: llama2 (tied head, GQA 4:2), llama3 (rope_scaling "llama3", theta 5e5, untied,
 sharded, GQA 4:1), qwen2 (q/k/v bias, 3 heads), qwen3 (q/k RMSNorm, head_dim 24 with
-hidden 64). And errors, one line naming the file and field: an unsupported hidden_act, an
-unsupported rope_scaling type, a missing required field, a shard the index names but the
-directory lacks.
+hidden 64), gemma3 (gemma3_text: window 4, sliding_window_pattern 2, query_pre_attn_scalar
+24) and gemma3mm (a gemma3 multimodal config, see CASES). The Gemma cases run a prefill of
+8 at 0, another at 8 (the rings of 4 + 8 - 1 = 11 slots wrap inside it), then 8 decodes
+to position 23; the interpreter the first three calls. And errors, one line naming the
+file and field: an unsupported hidden_act, an unsupported rope_scaling type, a missing
+required field, a shard the index names but the directory lacks; for Gemma
+attn_logit_softcapping, hidden_activation, rope_scaling, layer_types,
+use_bidirectional_attention, a text_config field, a missing text_config, a text tensor
+missing from or extra to a multimodal checkpoint.
 
 usage: /usr/bin/python3 tests/llm/run_llm.py WORKDIR
        /usr/bin/python3 tests/llm/run_llm.py --checkpoint CASE DIR   (writes CASE's checkpoint
