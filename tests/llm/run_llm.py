@@ -16,7 +16,7 @@ For each family a small seeded checkpoint is written here as Hugging Face publis
 Cases: llama2 (tied head, GQA 4:2), llama3 (rope_scaling "llama3", theta 5e5, untied,
 sharded, GQA 4:1), qwen2 (q/k/v bias, 3 heads), qwen3 (q/k RMSNorm, head_dim 24 with
 hidden 64), gemma3 (gemma3_text: window 4, sliding_window_pattern 2, query_pre_attn_scalar
-24) and gemma3mm (a gemma3 multimodal config, see CASES). The Gemma cases run a prefill of
+24, rope_parameters) and gemma3mm (a gemma3 multimodal config, see CASES). The Gemma cases run a prefill of
 8 at 0, another at 8 (the rings of 4 + 8 - 1 = 11 slots wrap inside it), then 8 decodes
 to position 23; the interpreter the first three calls. And errors, one line naming the
 file and field: an unsupported hidden_act, an unsupported rope_scaling type, a missing
@@ -66,10 +66,13 @@ CASES = {
                   num_attention_heads=4, num_key_value_heads=2, head_dim=24, vocab_size=120, rms_norm_eps=1e-6,
                   rope_theta=1000000.0, tie_word_embeddings=False),
     # Sliding layers 0 and 2 (pattern 2) with a window of 4, global 1 and 3; the scale from
-    # query_pre_attn_scalar 24, not head_dim 16.
+    # query_pre_attn_scalar 24, not head_dim 16; RoPE from rope_parameters (newer configs),
+    # linear factor 2 on the global layers.
     "gemma3": dict(model_type="gemma3_text", hidden_size=64, intermediate_size=96, num_hidden_layers=4,
                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=128, rms_norm_eps=1e-6,
-                   rope_theta=1000000.0, rope_local_base_freq=10000.0, sliding_window=4, sliding_window_pattern=2,
+                   rope_parameters=dict(sliding_attention=dict(rope_type="default", rope_theta=10000.0),
+                                        full_attention=dict(rope_type="linear", factor=2.0, rope_theta=1000000.0)),
+                   sliding_window=4, sliding_window_pattern=2,
                    query_pre_attn_scalar=24, hidden_activation="gelu_pytorch_tanh", final_logit_softcapping=None,
                    attn_logit_softcapping=None, rope_scaling=None, tie_word_embeddings=True,
                    max_position_embeddings=32768, torch_dtype="bfloat16"),

@@ -16,7 +16,8 @@ The architecture, as this file implements it:
       rotated (RoPE, half-split layout); scores q.k * query_pre_attn_scalar^-1/2; causal;
       a sliding layer also drops keys at distance >= sliding_window; GQA
   RoPE base: rope_local_base_freq on sliding layers; rope_theta on global ones, the
-      frequencies divided by rope_scaling.factor when its type is "linear"
+      frequencies divided by rope_scaling.factor when its type is "linear" (newer configs:
+      rope_parameters.sliding_attention / .full_attention give both)
   mlp: down(gelu_tanh(gate(x)) * up(x));  logits = norm(x) @ embed^T, then
       c * tanh(logits / c) when final_logit_softcapping c is set
 """
@@ -44,6 +45,11 @@ def rope(base, hd, T, factor=1.0):
     return ang.cos()[:, None, :], ang.sin()[:, None, :]
 
 
+def linear_factor(rs):
+    """The divisor of the frequencies: rope_scaling's factor when its type is "linear"."""
+    return rs.get("factor", 1.0) if rs.get("rope_type", rs.get("type")) == "linear" else 1.0
+
+
 def norm(x, w, eps):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * (1.0 + w)
 
@@ -62,9 +68,13 @@ def forward(cfg, W, tokens):
     D, H, KV = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     HD, eps, win = cfg["head_dim"], cfg["rms_norm_eps"], cfg["sliding_window"]
     T = len(tokens)
-    rs = cfg.get("rope_scaling") or {}
-    factor = rs.get("factor", 1.0) if rs.get("rope_type", rs.get("type")) == "linear" else 1.0
-    tables = {True: rope(cfg["rope_local_base_freq"], HD, T), False: rope(cfg["rope_theta"], HD, T, factor)}
+    rp = cfg.get("rope_parameters")
+    if rp:     # newer configs: per layer type {rope_type, rope_theta[, factor]}
+        tables = {sliding: rope(p["rope_theta"], HD, T, linear_factor(p))
+                  for sliding, p in [(True, rp["sliding_attention"]), (False, rp["full_attention"])]}
+    else:
+        tables = {True: rope(cfg["rope_local_base_freq"], HD, T),
+                  False: rope(cfg["rope_theta"], HD, T, linear_factor(cfg.get("rope_scaling") or {}))}
     qi = torch.arange(T)[:, None]
     kj = torch.arange(T)[None, :]
     masks = {False: kj <= qi, True: (kj <= qi) & (kj > qi - win)}
