@@ -142,6 +142,7 @@ end
 -- tensor under language_model. must be one the text model uses (checked below).
 local STRICT = where == ""
 local loaded = {}
+-- Loads one weights file of the checkpoint, noting which file holds each tensor name.
 local function load(file)
   for _, name in ipairs(kiln.load(dir .. "/" .. file, {strict = STRICT})) do loaded[name] = file end
 end
@@ -159,6 +160,8 @@ end
 
 -- ---- rotary tables: inverse frequencies (with Llama 3's scaling, or Gemma's linear
 -- one), then cos/sin [CTX, HD]
+-- Llama 3's rope_scaling, in place on the inverse frequencies f: long wavelengths slowed
+-- by factor, short ones kept, a smooth blend between.
 local function llama3_scaling(f, rs)
   local factor, lo, hi, old = rs.factor, rs.low_freq_factor, rs.high_freq_factor, rs.original_max_position_embeddings
   local lo_wavelen, hi_wavelen = old / lo, old / hi
