@@ -159,6 +159,9 @@ typedef struct {
   Shape reshape;                /* reshape: the target shape, fully resolved (no -1) */
   bool causal;                  /* sdpa: query row i sees keys j <= pos + i only */
   float scale;                  /* sdpa: the factor on q . k (1/sqrt(D) by default) */
+  int window;                   /* sdpa: 0, or W > 0: row i sees positions pos + i - W < p <= pos + i, the key
+                                   of position p in slot p mod S (a ring; docs/ops.md) */
+  bool ring;                    /* write: row i lands in slot (at + i) mod the state's length */
   int state;                    /* state, write: index in Program.states (write: axis = a.axis) */
 } Attrs;
 
@@ -556,7 +559,8 @@ char *emit_describe(Graph *g, const Kernel *k);
  * spelled `param`). */
 typedef struct {
   int input;                    /* Graph.inputs index */
-  int64_t max;                  /* the state's length along the axis minus the rows written */
+  int64_t max;                  /* the state's length along the axis minus the rows written;
+                                   INT32_MAX for a ring write (any offset >= 0) */
   const char *what;
 } EmitRangeCheck;
 /* The distinct (offset input, max) pairs among g's live writes, in node order, into

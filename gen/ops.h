@@ -92,8 +92,8 @@
   X(SLICE,      "slice",      1, 1, FAM_SLICE,   0, NULL, NULL, "x[start:end:step] per dim (step > 0)") \
   X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp") \
   /* attention */ \
-  X(SDPA,       "sdpa",       5, 5, FAM_ATTENTION, 0, NULL, NULL, "softmax(q k^T * a.scale) v: q [Hq,T,D], k/v [Hkv,S,D] (query head h reads kv head h/(Hq/Hkv)), i32 scalars len (keys j < len, clamped to [0,S]) and pos (a.causal: row i sees j <= pos+i); a row seeing no key is 0") \
+  X(SDPA,       "sdpa",       5, 5, FAM_ATTENTION, 0, NULL, NULL, "softmax(q k^T * a.scale) v: q [Hq,T,D], k/v [Hkv,S,D] (query head h reads kv head h/(Hq/Hkv)), i32 scalars len (keys j < len, clamped to [0,S]) and pos (a.causal: row i sees j <= pos+i); a.window W > 0: k/v a ring, row i sees positions pos+i-W < p <= pos+i, len-S <= p < len, from slot p mod S; a row seeing no key is 0") \
   /* side effects */ \
-  X(WRITE,      "write",      3, 3, FAM_WRITE,   0, NULL, NULL, "state version x with y stored at i32 scalar offset z along a.axis (in place in state a.state); out of range: error, nothing written")
+  X(WRITE,      "write",      3, 3, FAM_WRITE,   0, NULL, NULL, "state version x with y stored at i32 scalar offset z along a.axis (a.ring: row i at (z + i) mod the length) in place in state a.state; out of range: error, nothing written")
 
 #endif

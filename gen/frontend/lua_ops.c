@@ -741,10 +741,11 @@ static int scalar_i32_opt(lua_State *L, int o, const char *key, int32_t def) {
   return id;
 }
 
-/* sdpa(q, k, v [, {len = L, pos = P, causal = true, scale = s}]): fused scaled dot-product
- * attention (docs/lua-api.md); len and pos are i32 scalars (run-time) or integers. */
+/* sdpa(q, k, v [, {len = L, pos = P, causal = true, scale = s, window = W}]): fused scaled
+ * dot-product attention (docs/lua-api.md); len and pos are i32 scalars (run-time) or
+ * integers; window W > 0 makes it a sliding window over a ring of keys (docs/ops.md). */
 static int l_sdpa(lua_State *L) {
-  static const char *const known[] = {"causal", "len", "pos", "scale", NULL};
+  static const char *const known[] = {"causal", "len", "pos", "scale", "window", NULL};
   int in[5] = {fe_tensor(L, 1, "sdpa"), fe_tensor(L, 2, "sdpa"), fe_tensor(L, 3, "sdpa")};
   int o = opts_arg(L, 4, "sdpa", known);
   const Shape *q = tshape(L, in[0]), *k = tshape(L, in[1]);
@@ -759,6 +760,13 @@ static int l_sdpa(lua_State *L) {
   if (opt(L, o, "scale") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TNUMBER) fe_error(L, "sdpa: scale must be a number");
     a.scale = (float)lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  if (opt(L, o, "window") != LUA_TNIL) {
+    int64_t w = fe_int_arg(L, -1, "sdpa", "window");
+    if (w < 1 || w > INT32_MAX) fe_error(L, "sdpa: window must be an integer in [1, 2^31), got %lld", (long long)w);
+    if (!a.causal) fe_error(L, "sdpa: window needs causal attention (a window looks back from each row)");
+    a.window = (int)w;
   }
   lua_pop(L, 1);
   return push_id(L, fe_add(L, OP_SDPA, in, 5, &a));

@@ -217,7 +217,7 @@ static void put_attrs(Buf *b, const Node *n) {
   case FAM_CONCAT:
   case FAM_GATHER:
   case FAM_WRITE:
-    buf_printf(b, " axis %d", a->axis);
+    buf_printf(b, " axis %d%s", a->axis, n->op == OP_WRITE && a->ring ? " ring" : "");
     break;
   case FAM_NORM:
     buf_printf(b, " axis %d eps %g", a->axis, (double)a->eps);
@@ -227,6 +227,7 @@ static void put_attrs(Buf *b, const Node *n) {
     break;
   case FAM_ATTENTION:
     buf_printf(b, " scale %g%s", (double)a->scale, a->causal ? " causal" : "");
+    if (a->window) buf_printf(b, " window %d", a->window);
     break;
   case FAM_TRANSPOSE:
     buf_puts(b, " perm ");

@@ -488,14 +488,15 @@ static bool interp_GATHER(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
-/* out = x with y stored at rows at.. of a.axis; an offset that would put a row of y
- * outside x is an error naming the node's line. */
+/* out = x with y stored at rows at.. of a.axis (a.ring: row i at (at + i) mod the
+ * length); an offset that would put a row of y outside x, or a negative ring offset, is
+ * an error naming the node's line. */
 static bool interp_WRITE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   size_t es = (size_t)dtype_size(out->dtype);
   int ax = n->a.axis;
   int32_t at = *(const int32_t *)in[2].data;
   int64_t rows = in[1].shape.dim[ax], limit = in[0].shape.dim[ax];
-  if (at < 0 || at > limit - rows) {
+  if (at < 0 || (!n->a.ring && at > limit - rows)) {
     snprintf(err, errlen, "%s:%d: write: offset %d puts %lld row%s outside [0, %lld) along axis %d of state %s %s",
              n->loc.file ? n->loc.file : "?", n->loc.line, (int)at, (long long)rows, rows == 1 ? "" : "s", (long long)limit,
              ax, n->name ? n->name : "?", shape_str(&in[0].shape));
@@ -505,7 +506,7 @@ static bool interp_WRITE(const Node *n, const Tensor *in, Tensor *out, char *err
   int64_t count = shape_numel(&in[1].shape), idx[KILN_MAX_RANK];
   for (int64_t i = 0; i < count; i++) {
     unravel(i, &in[1].shape, idx);
-    idx[ax] += at;
+    idx[ax] = n->a.ring ? (idx[ax] + at) % limit : idx[ax] + at;
     memcpy((char *)out->data + (size_t)ravel(idx, &out->shape) * es, (const char *)in[1].data + (size_t)i * es, es);
   }
   return true;
@@ -521,12 +522,25 @@ static bool interp_leaf(const Node *n, const Tensor *in, Tensor *out, char *err,
 #define interp_CONST interp_leaf
 #define interp_STATE interp_leaf
 
-/* Keys row i of sdpa sees: j < min(clamp(len, 0, S), pos + i + 1 if causal). */
-static int64_t sdpa_end(const Node *n, int64_t S, int64_t len, int64_t pos, int64_t i) {
+/* The keys row i of sdpa sees, as positions lo..hi (none when lo > hi), each at slot
+ * sdpa_slot(n, S, p). Without a window: j < min(clamp(len, 0, S), pos + i + 1 if causal).
+ * With window W (a ring of S slots, docs/ops.md): pos + i - W < p <= pos + i, p < len,
+ * p >= 0 and p >= len - S (older positions were overwritten). */
+static void sdpa_range(const Node *n, int64_t S, int64_t len, int64_t pos, int64_t i, int64_t *lo, int64_t *hi) {
+  if (n->a.window > 0) {
+    int64_t a = pos + i - n->a.window + 1, b = len - S;
+    *lo = a > b ? a : b;
+    if (*lo < 0) *lo = 0;
+    *hi = pos + i < len - 1 ? pos + i : len - 1;
+    return;
+  }
   int64_t end = len < 0 ? 0 : len > S ? S : len;
   if (n->a.causal && pos + i + 1 < end) end = pos + i + 1 < 0 ? 0 : pos + i + 1;
-  return end;
+  *lo = 0, *hi = end - 1;
 }
+
+/* The slot of key position p (>= 0): p mod S in a ring (window), p otherwise. */
+static int64_t sdpa_slot(const Node *n, int64_t S, int64_t p) { return n->a.window > 0 ? p % S : p; }
 
 /* Attention the plain way: every score of a row in double, its softmax, the weighted sum
  * of v; the C and Metal kernels' online softmax must agree with it. Cannot fail. */
@@ -540,19 +554,22 @@ static bool interp_SDPA(const Node *n, const Tensor *in, Tensor *out, char *err,
   for (int64_t h = 0; h < HQ; h++)
     for (int64_t i = 0; i < T; i++) {
       const float *qi = q + (h * T + i) * D, *kh = k + h / G * S * D, *vh = v + h / G * S * D;
-      int64_t end = sdpa_end(n, S, len, pos, i);
+      int64_t lo, hi;
+      sdpa_range(n, S, len, pos, i, &lo, &hi);
+      int64_t cnt = hi >= lo ? hi - lo + 1 : 0;   /* <= S: the window's slots are distinct */
       double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < end; j++) {
+      for (int64_t j = 0; j < cnt; j++) {
+        const float *kj = kh + sdpa_slot(n, S, lo + j) * D;
         double d = 0;
-        for (int64_t c = 0; c < D; c++) d += (double)qi[c] * kh[j * D + c];
+        for (int64_t c = 0; c < D; c++) d += (double)qi[c] * kj[c];
         s[j] = d * n->a.scale;
         if (s[j] > mx) mx = s[j];
       }
-      for (int64_t j = 0; j < end; j++) sum += s[j] = exp(s[j] - mx);
+      for (int64_t j = 0; j < cnt; j++) sum += s[j] = exp(s[j] - mx);
       for (int64_t c = 0; c < D; c++) {
         double acc = 0;
-        for (int64_t j = 0; j < end; j++) acc += s[j] * vh[j * D + c];
-        f32_out(out)[(h * T + i) * D + c] = end ? (float)(acc / sum) : 0.0f;
+        for (int64_t j = 0; j < cnt; j++) acc += s[j] * vh[sdpa_slot(n, S, lo + j) * D + c];
+        f32_out(out)[(h * T + i) * D + c] = cnt ? (float)(acc / sum) : 0.0f;
       }
     }
   return true;

@@ -429,6 +429,8 @@ static bool shape_SDPA(Graph *g, Node *n, char *err, size_t errlen) {
     return FAIL("sdpa: q's %lld heads are not a multiple of k's %lld (grouped-query attention)", (long long)q->dim[0],
                 (long long)k->dim[0]);
   if (!(n->a.scale > 0) || isinf(n->a.scale)) return FAIL("sdpa: scale must be a positive number, got %g", (double)n->a.scale);
+  if (n->a.window < 0 || (n->a.window > 0 && !n->a.causal))
+    return FAIL("sdpa: window %d must be 0 or positive, and causal", n->a.window);
   n->shape = *q;
   n->dtype = DT_F32;
   return true;

@@ -512,7 +512,8 @@ static const char *k_gather(KernelCtx *k) {
 }
 
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
- * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
+ * the scale as a float literal, CAUSAL as 0/1 and WINDOW (0: none); returns the fused
+ * sdpa template. */
 static const char *k_attention(KernelCtx *k) {
   const Shape *q = &IN(0)->shape, *kv = &IN(1)->shape;
   emit_vari(&k->v, "HQ", q->dim[0]);
@@ -521,12 +522,14 @@ static const char *k_attention(KernelCtx *k) {
   emit_vari(&k->v, "S", kv->dim[1]);
   emit_vari(&k->v, "GROUP", q->dim[0] / kv->dim[0]);
   emit_vari(&k->v, "CAUSAL", k->n->a.causal);
+  emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
   return "c/sdpa.c.tmpl";
 }
 
 /* Write family: the state viewed as OUTER x N x INNER around the axis, the value as
- * OUTER x ROWS x INNER; the state is the result (operand 0 is not passed: in place). */
+ * OUTER x ROWS x INNER; the state is the result (operand 0 is not passed: in place);
+ * a ring write (a.ring) wraps its rows modulo N. */
 static const char *k_write(KernelCtx *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
@@ -535,7 +538,7 @@ static const char *k_write(KernelCtx *k) {
   emit_vari(&k->v, "N", a.n);
   emit_vari(&k->v, "ROWS", IN(1)->shape.dim[a.axis]);
   emit_vari(&k->v, "INNER", a.inner);
-  return "c/write.c.tmpl";
+  return k->n->a.ring ? "c/write_ring.c.tmpl" : "c/write.c.tmpl";
 }
 
 #undef IN
@@ -1027,7 +1030,7 @@ static char *entry_checks(const PCtx *pc, const Ctx *c) {
     emit_vari(&v, "MAX", rc[i].max);
     emit_var(&v, "UPPER", pc->upper);
     emit_var(&v, "WHAT", esc_comment(rc[i].what));
-    expand(&b, "c/entry_check.c.tmpl", &v);
+    expand(&b, rc[i].max >= INT32_MAX ? "c/entry_check_ring.c.tmpl" : "c/entry_check.c.tmpl", &v);   /* no always-false test */
   }
   char *s = kiln_strdup(b.data ? b.data : "");
   buf_free(&b);

@@ -444,8 +444,12 @@ static void describe_attrs(Buf *b, const Node *n) {
                a->pad[0], a->pad[1], a->pad[2], a->pad[3], n->op == OP_AVGPOOL2D && a->count_pad ? " count_pad" : "");
     break;
   case FAM_REDUCE: buf_printf(b, ", axes mask 0x%x%s", a->axes, a->keepdims ? " keepdims" : ""); break;
-  case FAM_ATTENTION: buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : ""); break;
-  case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: case FAM_WRITE: buf_printf(b, ", axis %d", a->axis); break;
+  case FAM_ATTENTION:
+    buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : "");
+    if (a->window) buf_printf(b, ", window %d", a->window);
+    break;
+  case FAM_WRITE: buf_printf(b, ", axis %d%s", a->axis, a->ring ? ", ring" : ""); break;
+  case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_TRANSPOSE:
     buf_puts(b, ", perm");
     for (int i = 0; i < n->shape.rank; i++) buf_printf(b, "%s%d", i ? "," : " ", a->perm[i]);
@@ -478,15 +482,16 @@ int emit_range_checks(Graph *g, const char *const *param, EmitRangeCheck **out) 
     if (w->dead || w->op != OP_WRITE) continue;
     const Node *at = graph_node(g, w->in[2]), *x = graph_node(g, w->in[1]);
     if (at->op != OP_INPUT) continue;
-    int64_t rows = x->shape.dim[w->a.axis], max = w->shape.dim[w->a.axis] - rows;
+    int64_t rows = x->shape.dim[w->a.axis], max = w->a.ring ? INT32_MAX : w->shape.dim[w->a.axis] - rows;
     bool dup = false;
     for (int k = 0; k < n && !dup; k++) dup = (*out)[k].input == at->io_index && (*out)[k].max == max;
     if (dup) continue;
     const char *p = param ? param[at->io_index] : g->inputs[at->io_index].name;
     const char *rowtext = rows == 1 ? kiln_fmt("row %s", p) : kiln_fmt("rows %s .. %s + %lld", p, p, (long long)(rows - 1));
     const char *state = g->prog ? g->prog->states[w->a.state].name : "?";
-    (*out)[n++] = (EmitRangeCheck){at->io_index, max, kiln_fmt("%s: %s of %lld along axis %d, %s:%d", state, rowtext,
-                                                                 (long long)w->shape.dim[w->a.axis], w->a.axis,
+    (*out)[n++] = (EmitRangeCheck){at->io_index, max, kiln_fmt("%s: %s of %lld%s along axis %d, %s:%d", state, rowtext,
+                                                                 (long long)w->shape.dim[w->a.axis],
+                                                                 w->a.ring ? " (a ring: any offset >= 0)" : "", w->a.axis,
                                                                  graph_src_name(g, w->loc.file), w->loc.line)};
   }
   return n;

@@ -456,6 +456,9 @@ static const char *sd_op(Lower *L, const Node *n, const char *type, const char *
   return mil_result(L->m, op, t, s);
 }
 
+static const char *op2(Lower *L, const char *type, const char *base, const char *x, const char *y, MilType t,
+                       const Shape *s);
+
 /* x reshaped to the given dims (an intermediate of n). */
 static const char *sd_reshape(Lower *L, const Node *n, const char *x, const Shape *s) {
   int32_t d[KILN_MAX_RANK];
@@ -464,23 +467,11 @@ static const char *sd_reshape(Lower *L, const Node *n, const char *x, const Shap
   return sd_op(L, n, "reshape", args, L->ft, s);
 }
 
-/* sdpa as MIL (Core ML may mask where C and Metal loop): q [HQ,T,D] viewed as
- * [HKV,G,T,D] against k, v viewed as [HKV,1,S,D], so matmul broadcasts the G query heads
- * of a group over their kv head without a copy; scores * scale; keys j >= lim masked to
- * a large negative value before softmax, lim = clamp(len, 0, S), and min(lim, pos + i + 1)
- * per row i when causal; rows with lim <= 0 multiplied by 0; reshaped back. */
-static void lower_sdpa(Lower *L, const Node *n) {
-  const Shape *qs = &in_node(L, n, 0)->shape, *ks = &in_node(L, n, 1)->shape;
-  int64_t HQ = qs->dim[0], T = qs->dim[1], D = qs->dim[2], HKV = ks->dim[0], S = ks->dim[1], G = HQ / HKV;
-  Shape q4 = {4, {HKV, G, T, D}}, k4 = {4, {HKV, 1, S, D}}, sc = {4, {HKV, G, T, S}}, row = {2, {T, 1}},
-        mask = {2, {T, S}}, scalar = {0};
-  const char *q = sd_reshape(L, n, X(L, n, 0), &q4), *k = sd_reshape(L, n, X(L, n, 1), &k4);
-  const char *v = sd_reshape(L, n, X(L, n, 2), &k4);
-  const char *a1[] = {"x", q, "y", k, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
-                      "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), true), NULL};
-  const char *s = sd_op(L, n, "matmul", a1, L->ft, &sc);
-  const char *a2[] = {"x", s, "y", mil_scalar_float(L->m, param_name(n, "mul", "scale"), L->ft, n->a.scale), NULL};
-  s = sd_op(L, n, "mul", a2, L->ft, &sc);
+/* The keys sdpa n without a window lets row i see, as a bool mask [T, S]: j < lim,
+ * lim = clamp(len, 0, S), and j < pos + i + 1 when causal; *any gets, per row, 1 or 0
+ * (the program's float type, [T, 1]): whether the row sees a key at all. */
+static const char *sdpa_mask_prefix(Lower *L, const Node *n, int64_t T, int64_t S, const char **any) {
+  Shape row = {2, {T, 1}}, mask = {2, {T, S}}, scalar = {0}, cs = {1, {S}};
   const char *a3[] = {"x", X(L, n, 3), "y", mil_scalar_int(L->m, param_name(n, "maximum", "zero"), 0), NULL};
   const char *lim = sd_op(L, n, "maximum", a3, MIL_I32, &scalar);
   const char *a4[] = {"x", lim, "y", mil_scalar_int(L->m, param_name(n, "minimum", "s"), (int32_t)S), NULL};
@@ -499,9 +490,70 @@ static void lower_sdpa(Lower *L, const Node *n) {
     const char *a7[] = {"x", per_row, "y", lim, NULL};
     per_row = sd_op(L, n, "minimum", a7, MIL_I32, &row);
   }
-  Shape cs = {1, {S}};
   const char *a8[] = {"x", mil_const_int(L->m, param_name(n, "less", "keys"), &cs, cols), "y", per_row, NULL};
   const char *m = sd_op(L, n, "less", a8, MIL_BOOL, &mask);
+  const char *a12[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "greater", "zero"), 0), NULL};
+  *any = sd_op(L, n, "greater", a12, MIL_BOOL, &row);
+  const char *a13[] = {"x", *any, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
+  *any = sd_op(L, n, "cast", a13, L->ft, &row);
+  return m;
+}
+
+/* The keys sdpa n with window W lets row i see, in a ring of S slots (docs/ops.md): slot
+ * s holds position p_s = last - ((last - s) mod S), last = max(len - 1, -1), the newest
+ * position written there (so len - S <= p_s <= len - 1 by construction); row i sees it
+ * when max(pos + i - W + 1, 0) <= p_s <= pos + i. The mod's operands are kept
+ * non-negative ((last + S - s) mod S), where every convention agrees. *any as in
+ * sdpa_mask_prefix, from the mask itself. */
+static const char *sdpa_mask_ring(Lower *L, const Node *n, int64_t T, int64_t S, const char **any) {
+  Shape row = {2, {T, 1}}, mask = {2, {T, S}}, scalar = {0}, cs = {1, {S}};
+  int32_t *rows = kiln_alloc(sizeof(int32_t) * (size_t)T), *cols = kiln_alloc(sizeof(int32_t) * (size_t)S);
+  for (int64_t i = 0; i < T; i++) rows[i] = (int32_t)i;
+  for (int64_t j = 0; j < S; j++) cols[j] = (int32_t)j;
+  const char *last = op2(L, "add", base_name(n, "last"), X(L, n, 3), mil_scalar_int(L->m, param_name(n, "add", "minus1"), -1),
+                         MIL_I32, &scalar);
+  last = op2(L, "maximum", base_name(n, "last"), last, mil_scalar_int(L->m, param_name(n, "maximum", "minus1"), -1), MIL_I32,
+             &scalar);
+  const char *d = op2(L, "add", base_name(n, "ahead"), last, mil_scalar_int(L->m, param_name(n, "add", "s"), (int32_t)S),
+                      MIL_I32, &scalar);
+  d = op2(L, "sub", base_name(n, "ahead"), d, mil_const_int(L->m, param_name(n, "sub", "slots"), &cs, cols), MIL_I32, &cs);
+  d = op2(L, "mod", base_name(n, "age"), d, mil_scalar_int(L->m, param_name(n, "mod", "s"), (int32_t)S), MIL_I32, &cs);
+  const char *ps = op2(L, "sub", base_name(n, "slot_pos"), last, d, MIL_I32, &cs);          /* p_s */
+  const char *qp = op2(L, "add", base_name(n, "row_pos"), X(L, n, 4), mil_const_int(L->m, param_name(n, "add", "rows"), &row, rows),
+                       MIL_I32, &row);                                                         /* pos + i */
+  const char *lo = op2(L, "add", base_name(n, "window_start"), qp,
+                       mil_scalar_int(L->m, param_name(n, "add", "window"), i32(n, 1 - (int64_t)n->a.window)), MIL_I32, &row);
+  lo = op2(L, "maximum", base_name(n, "window_start"), lo, mil_scalar_int(L->m, param_name(n, "maximum", "zero"), 0), MIL_I32, &row);
+  const char *ge = op2(L, "greater_equal", base_name(n, "in_window"), ps, lo, MIL_BOOL, &mask);
+  const char *le = op2(L, "less_equal", base_name(n, "causal"), ps, qp, MIL_BOOL, &mask);
+  const char *m = op2(L, "logical_and", base_name(n, "visible"), ge, le, MIL_BOOL, &mask);
+  const char *a1[] = {"x", m, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
+  const char *f = sd_op(L, n, "cast", a1, L->ft, &mask);
+  int32_t axis = -1;
+  const char *a2[] = {"x", f, "axes", mil_ints(L->m, param_name(n, "reduce_max", "axes"), &axis, 1), "keep_dims",
+                      mil_scalar_bool(L->m, param_name(n, "reduce_max", "keep_dims"), true), NULL};
+  *any = sd_op(L, n, "reduce_max", a2, L->ft, &row);
+  return m;
+}
+
+/* sdpa as MIL (Core ML may mask where C and Metal loop): q [HQ,T,D] viewed as
+ * [HKV,G,T,D] against k, v viewed as [HKV,1,S,D], so matmul broadcasts the G query heads
+ * of a group over their kv head without a copy; scores * scale; the keys a row may not
+ * see (sdpa_mask_prefix, or sdpa_mask_ring with a window) masked to a large negative
+ * value before softmax; rows that see no key multiplied by 0; reshaped back. */
+static void lower_sdpa(Lower *L, const Node *n) {
+  const Shape *qs = &in_node(L, n, 0)->shape, *ks = &in_node(L, n, 1)->shape;
+  int64_t HQ = qs->dim[0], T = qs->dim[1], D = qs->dim[2], HKV = ks->dim[0], S = ks->dim[1], G = HQ / HKV;
+  Shape q4 = {4, {HKV, G, T, D}}, k4 = {4, {HKV, 1, S, D}}, sc = {4, {HKV, G, T, S}};
+  const char *q = sd_reshape(L, n, X(L, n, 0), &q4), *k = sd_reshape(L, n, X(L, n, 1), &k4);
+  const char *v = sd_reshape(L, n, X(L, n, 2), &k4);
+  const char *a1[] = {"x", q, "y", k, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
+                      "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), true), NULL};
+  const char *s = sd_op(L, n, "matmul", a1, L->ft, &sc);
+  const char *a2[] = {"x", s, "y", mil_scalar_float(L->m, param_name(n, "mul", "scale"), L->ft, n->a.scale), NULL};
+  s = sd_op(L, n, "mul", a2, L->ft, &sc);
+  const char *any;
+  const char *m = n->a.window > 0 ? sdpa_mask_ring(L, n, T, S, &any) : sdpa_mask_prefix(L, n, T, S, &any);
   float big = L->ft == MIL_F16 ? -65504.0f : -3.0e38f;   /* exp(big - max) is 0; finite, so no inf - inf */
   const char *a9[] = {"cond", m, "a", s, "b", mil_scalar_float(L->m, param_name(n, "select", "masked"), L->ft, big), NULL};
   s = sd_op(L, n, "select", a9, L->ft, &sc);
@@ -510,10 +562,6 @@ static void lower_sdpa(Lower *L, const Node *n) {
   const char *a11[] = {"x", s, "y", v, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
                        "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), false), NULL};
   const char *o = sd_op(L, n, "matmul", a11, L->ft, &q4);
-  const char *a12[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "greater", "zero"), 0), NULL};
-  const char *any = sd_op(L, n, "greater", a12, MIL_BOOL, &row);
-  const char *a13[] = {"x", any, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
-  any = sd_op(L, n, "cast", a13, L->ft, &row);
   const char *a14[] = {"x", o, "y", any, NULL};
   o = sd_op(L, n, "mul", a14, L->ft, &q4);
   int32_t out[3] = {(int32_t)HQ, (int32_t)T, (int32_t)D};
@@ -771,8 +819,9 @@ static void read_states(Lower *L) {
 }
 
 /* The largest offset at which write n fits: the state's length along the axis minus the
- * rows written. */
+ * rows written (a ring write: any offset up to INT32_MAX). */
 static int64_t write_max(const Lower *L, const Node *n) {
+  if (n->a.ring) return INT32_MAX;   /* a ring takes any offset >= 0 */
   return n->shape.dim[n->a.axis] - in_node(L, n, 1)->shape.dim[n->a.axis];
 }
 
@@ -809,12 +858,70 @@ static void range_checks(Lower *L) {
   }
 }
 
+/* A ring write (a.ring), which slice_update cannot express (its rows may wrap): slot s of
+ * the N along the axis is d_s = (s - at) mod N rows past the offset, computed as
+ * ((s + N - at mod N) mod N) so every mod sees non-negative operands; the slots with
+ * d_s < ROWS (and L->ok, when an offset of the entry is out of range) take row d_s of the
+ * value (a gather along the axis), the others keep the previous version (select); then
+ * write_state, and read_state when a later op reads this version. */
+static void lower_write_ring(Lower *L, const Node *n) {
+  const Node *y = in_node(L, n, 1), *at = in_node(L, n, 2);
+  const char *x16 = L->v16[n->in[0]];
+  if (!x16) die("write %%%d: the version it updates was never read", n->id);
+  int r = n->shape.rank, ax = n->a.axis;
+  int64_t N = n->shape.dim[ax], ROWS = y->shape.dim[ax];
+  Shape scalar = {0}, line = {1, {N}}, col = {r, {0}};
+  for (int i = 0; i < r; i++) col.dim[i] = i == ax ? N : 1;
+  int32_t *slots = kiln_alloc(sizeof(int32_t) * (size_t)N);
+  for (int64_t j = 0; j < N; j++) slots[j] = (int32_t)(j + N);
+  const char *yv = cast_to(L, n, X(L, n, 1), mil_type(L, y->dtype), MIL_F16, &y->shape);
+  const char *a = at->op == OP_CONST ? mil_scalar_int(L->m, param_name(n, "ring", "at"), *(const int32_t *)at->data)
+                                     : L->at[n->id];
+  const char *nv = mil_scalar_int(L->m, param_name(n, "mod", "n"), i32(n, N));
+  a = op2(L, "mod", base_name(n, "ring_at"), a, nv, MIL_I32, &scalar);
+  const char *d = op2(L, "sub", base_name(n, "ring_row"), mil_const_int(L->m, param_name(n, "sub", "slots"), &line, slots), a,
+                      MIL_I32, &line);
+  d = op2(L, "mod", base_name(n, "ring_row"), d, nv, MIL_I32, &line);
+  const char *hit = op2(L, "less", base_name(n, "ring_hit"), d, mil_scalar_int(L->m, param_name(n, "less", "rows"), i32(n, ROWS)),
+                        MIL_BOOL, &line);
+  if (L->ok) hit = op2(L, "logical_and", base_name(n, "ring_hit"), hit, L->ok, MIL_BOOL, &line);
+  int32_t cd[KILN_MAX_RANK];
+  for (int i = 0; i < r; i++) cd[i] = (int32_t)col.dim[i];
+  const char *ra[] = {"x", hit, "shape", mil_ints(L->m, param_name(n, "reshape", "shape"), cd, r), NULL};
+  hit = sd_op(L, n, "reshape", ra, MIL_BOOL, &col);     /* along the axis, to broadcast over the rest */
+  const char *src = op2(L, "minimum", base_name(n, "ring_src"), d,
+                        mil_scalar_int(L->m, param_name(n, "minimum", "last_row"), i32(n, ROWS - 1)), MIL_I32, &line);
+  const char *gax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), ax);   /* consts before the op using them */
+  const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather", "validate_indices"), false) : NULL;
+  MilOp *op = step(L, n, "gather");
+  mil_arg(L->m, op, "x", yv);
+  mil_arg(L->m, op, "indices", src);
+  mil_arg(L->m, op, "axis", gax);
+  if (bd) mil_arg(L->m, op, "batch_dims", bd);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  const char *rows = mil_result(L->m, op, MIL_F16, &n->shape);
+  op = step(L, n, "select");
+  mil_arg(L->m, op, "cond", hit);
+  mil_arg(L->m, op, "a", rows);
+  mil_arg(L->m, op, "b", x16);
+  const char *nv16 = mil_result(L->m, op, MIL_F16, &n->shape);
+  op = step(L, n, "write_state");          /* no output: it stores into the state */
+  mil_arg(L->m, op, "input", L->state_in[n->a.state]);
+  mil_arg(L->m, op, "data", nv16);
+  if (L->uses[n->id]) L->v16[n->id] = read_state(L, n);
+}
+
 /* write -> slice_update of the previous version at the offset along a.axis (begin and
  * end computed from the clamped run-time offset, or constant), guarded by L->ok (the
  * rows already there are stored back when an offset is out of range), then write_state,
  * then read_state when a later op reads this version. stride, begin_mask, end_mask and
  * squeeze_mask are written explicitly, as coremltools' torch frontend does. */
 static void lower_write(Lower *L, const Node *n) {
+  if (n->a.ring) {
+    lower_write_ring(L, n);
+    return;
+  }
   const Node *y = in_node(L, n, 1), *at = in_node(L, n, 2);
   const char *x16 = L->v16[n->in[0]];
   if (!x16) die("write %%%d: the version it updates was never read", n->id);

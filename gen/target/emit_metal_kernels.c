@@ -403,7 +403,7 @@ static const char *k_gather(MtlKernel *k) {
 }
 
 /* Attention family: one thread per (head, query row); the sizes of q [HQ, T, D] and
- * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal and CAUSAL. */
+ * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal, CAUSAL and WINDOW (0: none). */
 static const char *k_attention(MtlKernel *k) {
   static const char *const names[] = {"q", "k", "v", "len", "pos"};
   for (int i = 0; i < 5; i++) k->opname[i] = names[i];
@@ -414,6 +414,7 @@ static const char *k_attention(MtlKernel *k) {
   emit_vari(&k->v, "S", kv->dim[1]);
   emit_vari(&k->v, "GROUP", q->dim[0] / kv->dim[0]);
   emit_var(&k->v, "CAUSAL", k->n->a.causal ? "true" : "false");
+  emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
   grid_1d(k, q->dim[0] * q->dim[1]);
   return "metal/sdpa.metal.tmpl";
@@ -434,7 +435,7 @@ static const char *k_write(MtlKernel *k) {
   emit_vari(&k->v, "INNER", a.inner);
   emit_vari(&k->v, "TOTAL", node_numel(x));
   grid_1d(k, node_numel(x));
-  return "metal/write.metal.tmpl";
+  return k->n->a.ring ? "metal/write_ring.metal.tmpl" : "metal/write.metal.tmpl";
 }
 
 typedef const char *RenderFn(MtlKernel *k);

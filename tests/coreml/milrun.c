@@ -409,6 +409,7 @@ static const OpDef defs[] = {
     {"greater", ev_binary, {X_, {"y", REQ, 0}}},
     {"greater_equal", ev_binary, {X_, {"y", REQ, 0}}},
     {"logical_and", ev_binary, {X_, {"y", REQ, 0}}},
+    {"mod", ev_binary, {X_, {"y", REQ, 0}}},
     {"select", ev_select, {{"cond", REQ, 0}, {"a", REQ, 0}, {"b", REQ, 0}}},
     {"abs", ev_unary, {X_}},
     {"exp", ev_unary, {X_}},
@@ -516,7 +517,10 @@ static Tensor *ev_binary(Ctx *c, const char *type) {
     else if (!strcmp(type, "mul")) z = x * y;
     else if (!strcmp(type, "real_div")) z = x / y;
     else if (!strcmp(type, "pow")) z = pow(x, y);
-    else if (!strcmp(type, "maximum")) z = fmax(x, y);
+    else if (!strcmp(type, "mod")) {   /* floor mod, numpy's (Kiln emits non-negative operands only) */
+      if (y == 0) fail("mod by zero");
+      z = x - floor(x / y) * y;
+    } else if (!strcmp(type, "maximum")) z = fmax(x, y);
     else if (!strcmp(type, "minimum")) z = fmin(x, y);
     else if (!strcmp(type, "equal")) z = x == y;
     else if (!strcmp(type, "not_equal")) z = x != y;

@@ -283,13 +283,13 @@ def run_entry(outdir, model, entry, inputs, state_in=None, exe="kt_run", env=Non
         return "ok", "", res, f.read()
 
 
-def kiln_run_entry(script, entry, inputs, savedir, state_in=None, has_state=True):
+def kiln_run_entry(script, entry, inputs, savedir, state_in=None, has_state=True, defines=()):
     """The interpreter on one entry: inputs a list of (name, array), state_in the state
-    block's bytes (None: fresh). Returns (ok, reason, {name: array}, state bytes after;
-    b"" for a model without state)."""
+    block's bytes (None: fresh), defines the build's -D arguments. Returns (ok, reason,
+    {name: array}, state bytes after; b"" for a model without state)."""
     os.makedirs(savedir, exist_ok=True)
     sout = os.path.join(savedir, "state_out.bin")
-    args = ["--entry", entry] + (["--state-out", sout] if has_state else [])
+    args = ["--entry", entry] + list(defines) + (["--state-out", sout] if has_state else [])
     if state_in is not None and has_state:
         sin = os.path.join(savedir, "state_in.bin")
         with open(sin, "wb") as f:
