@@ -117,7 +117,7 @@ typedef enum {
 typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
-  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM__COUNT
+  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM_ARGREDUCE, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -142,9 +142,9 @@ const char *op_expr(OpKind op, DType t);
 
 /* Attributes: one fat struct for every op (chibicc's fat Node); each op reads its own. */
 typedef struct {
-  int axis;                     /* softmax, concat, gather; first normalised dim for norms */
+  int axis;                     /* softmax, concat, gather, argmax/argmin; first normalised dim for norms */
   uint32_t axes;                /* reduce: bit i set = reduce dim i */
-  bool keepdims;                /* reduce */
+  bool keepdims;                /* reduce, argmax/argmin */
   int perm[KILN_MAX_RANK];      /* transpose */
   bool trans_x, trans_y;        /* matmul */
   int kernel[2];                /* pools: kh, kw */

@@ -81,6 +81,10 @@
   X(REDUCE_SUM, "reduce_sum", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "sum over the a.axes bitmask, a.keepdims keeps them as size 1") \
   X(REDUCE_MEAN,"reduce_mean",1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "mean over the a.axes bitmask") \
   X(REDUCE_MAX, "reduce_max", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "max over the a.axes bitmask") \
+  X(REDUCE_MIN, "reduce_min", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "min over the a.axes bitmask (torch.amin; NaN propagates)") \
+  X(REDUCE_PROD,"reduce_prod",1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "product over the a.axes bitmask (torch.prod)") \
+  X(ARGMAX,     "argmax",     1, 1, FAM_ARGREDUCE, OPF_F32, NULL, NULL, "i32 index of the largest x along a.axis (a.keepdims); first on a tie, a NaN wins (torch)") \
+  X(ARGMIN,     "argmin",     1, 1, FAM_ARGREDUCE, OPF_F32, NULL, NULL, "i32 index of the smallest x along a.axis (a.keepdims); first on a tie, a NaN wins (torch)") \
   X(SOFTMAX,    "softmax",    1, 1, FAM_SOFTMAX, OPF_F32, NULL, NULL, "exp(x - max) / sum over a.axis") \
   X(LAYERNORM,  "layernorm",  1, 3, FAM_NORM,    OPF_F32, NULL, NULL, "(x - mean) / sqrt(var + eps) over dims a.axis.. end, then * gamma + beta") \
   X(RMSNORM,    "rmsnorm",    1, 2, FAM_NORM,    OPF_F32, NULL, NULL, "x / sqrt(mean(x^2) + eps) over dims a.axis.. end, then * gamma") \

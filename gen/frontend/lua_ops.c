@@ -382,12 +382,29 @@ static uint32_t dims_mask(lua_State *L, int idx, int rank, const char *op) {
   return m;
 }
 
-/* sum mean amax (x [, dims [, keepdim]]) */
+/* sum mean amax amin prod (x [, dims [, keepdim]]) */
 static int l_reduce(lua_State *L) {
   OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
   const char *name = lua_tostring(L, lua_upvalueindex(2));
   int x = fe_tensor(L, 1, name);
   Attrs a = {.axes = dims_mask(L, 2, tshape(L, x)->rank, name), .keepdims = lua_toboolean(L, 3)};
+  return push_id(L, fe_add(L, op, &x, 1, &a));
+}
+
+/* argmax / argmin (x [, dim [, keepdim]]) -> i32, torch's: without dim, the index into
+ * the flattened x (keepdim then ignored). f32 x of rank >= 1 (the shape rule says so). */
+static int l_argreduce(lua_State *L) {
+  OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
+  const char *name = kiln_ops[op].name;
+  int x = fe_tensor(L, 1, name);
+  Attrs a = {.keepdims = lua_toboolean(L, 3)};
+  if (lua_isnoneornil(L, 2)) {
+    Shape flat = {1, {shape_numel(tshape(L, x))}};
+    x = reshape_to(L, x, &flat);
+    a.keepdims = false;
+  } else {
+    a.axis = fe_dim(L, fe_int_arg(L, 2, name, "dim"), tshape(L, x)->rank, name);
+  }
   return push_id(L, fe_add(L, op, &x, 1, &a));
 }
 
@@ -803,7 +820,8 @@ static const struct { const char *name; OpKind op; } unary_ops[] = {
     {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH}, {"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"silu", OP_SILU},
     {"sin", OP_SIN}, {"cos", OP_COS}, {"erf", OP_ERF}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND}};
 static const struct { const char *name; OpKind op; } reduce_ops[] = {
-    {"sum", OP_REDUCE_SUM}, {"mean", OP_REDUCE_MEAN}, {"amax", OP_REDUCE_MAX}};
+    {"sum", OP_REDUCE_SUM}, {"mean", OP_REDUCE_MEAN}, {"amax", OP_REDUCE_MAX}, {"amin", OP_REDUCE_MIN},
+    {"prod", OP_REDUCE_PROD}};
 static const luaL_Reg plain_ops[] = {
     {"gelu", l_gelu}, {"where", l_where}, {"cast", l_cast}, {"matmul", l_matmul}, {"linear", l_linear},
     {"conv2d", l_conv2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
@@ -816,7 +834,7 @@ static const char *const method_names[] = {
     "add", "sub", "mul", "div", "pow", "max", "min", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
     "sin", "cos", "erf", "floor", "ceil", "round",
-    "sum", "mean", "amax", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
+    "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
     "slice", "chunk", "gather", "layernorm", "rmsnorm", "linear", "conv2d", "maxpool2d", "avgpool2d", NULL};
 
 /* t[name] = f with the op kind as upvalue 1 (t at the top of the stack). */
@@ -839,6 +857,8 @@ void fe_register_ops(lua_State *L) {
   set_op_closure(L, "maxpool2d", l_pool, OP_MAXPOOL2D);
   set_op_closure(L, "avgpool2d", l_pool, OP_AVGPOOL2D);
   set_op_closure(L, "layernorm", l_norm, OP_LAYERNORM);
+  set_op_closure(L, "argmax", l_argreduce, OP_ARGMAX);
+  set_op_closure(L, "argmin", l_argreduce, OP_ARGMIN);
   set_op_closure(L, "rmsnorm", l_norm, OP_RMSNORM);
   luaL_setfuncs(L, plain_ops, 0);
 }

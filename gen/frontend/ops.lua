@@ -1,6 +1,6 @@
 -- ops.lua — PyTorch functions that are compositions of Kiln's primitive ops, written in
 -- Lua on top of them: clamp and the activations built from it, log_softmax, logsumexp,
--- var/std, min reductions, tril/triu, flip, repeat, split, select, cumsum.
+-- var/std, tril/triu, flip, repeat, split, select, cumsum.
 --
 -- Because each is a composition, it runs on every target (C, Metal, Core ML) and in the
 -- interpreter with no new kernel, and the fusion pass turns an elementwise composition
@@ -99,11 +99,6 @@ def("log_softmax", function(x, dim)
   local d = dim_of(x, dim, "log_softmax")
   local shifted = x - kiln.amax(x, d, true)
   return shifted - kiln.log(kiln.sum(kiln.exp(shifted), d, true))
-end)
--- amin(x, dim [, keepdim]) = -amax(-x).
-def("amin", function(x, dim, keepdim)
-  check_tensor(x, "amin")
-  return -kiln.amax(-x, dim, keepdim)
 end)
 -- var/std(x, dim [, {unbiased = true, keepdim = false}]): the mean of squared deviations
 -- from the mean, divided by n - 1 (unbiased, torch's default) or n.
@@ -537,22 +532,3 @@ def("einsum", function(spec, ...)
   end
   return product
 end, false)
-
--- argmax/argmin(x, dim [, keepdim]) -> i32: the index of the largest (smallest) element
--- along dim, the first on a tie (torch's). The extreme, then the smallest index holding it
--- (indices as f32, exact below 2^24). A NaN never wins here (torch's argmax picks it).
-local function arg_extreme(x, dim, keepdim, largest, who)
-  check_tensor(x, who)
-  local d = dim_of(x, dim, who)
-  local n = x.shape[d + 1]
-  if n >= 16777216 then fail("%s: dim %d has %d elements, more than f32 indices hold exactly", who, d, n) end
-  local ext = largest and kiln.amax(x, d, true) or kiln.amin(x, d, true)
-  local shape = {}
-  for i = 1, x.rank do shape[i] = 1 end
-  shape[d + 1] = n
-  local idx = kiln.cast(kiln.arange(n), "f32"):reshape(table.unpack(shape))
-  local first = kiln.amin(kiln.where(x:eq(ext), idx, n), d, keepdim)
-  return kiln.cast(first, "i32")
-end
-def("argmax", function(x, dim, keepdim) return arg_extreme(x, dim, keepdim, true, "argmax") end)
-def("argmin", function(x, dim, keepdim) return arg_extreme(x, dim, keepdim, false, "argmin") end)

@@ -213,6 +213,9 @@ static void put_attrs(Buf *b, const Node *n) {
     if (a->keepdims) buf_puts(b, " keepdims");
     break;
   }
+  case FAM_ARGREDUCE:
+    buf_printf(b, " axis %d%s", a->axis, a->keepdims ? " keepdims" : "");
+    break;
   case FAM_SOFTMAX:
   case FAM_CONCAT:
   case FAM_GATHER:

@@ -329,13 +329,33 @@ static bool interp_pool(const Node *n, const Tensor *in, Tensor *out, char *err,
 
 /* ---- reductions and normalisations ---- */
 
-/* Sum, mean or max over the a.axes dims; a NaN in a max propagates. */
+/* The accumulator of a reduction before any element: the identity of its update. */
+static double reduce_init(OpKind op) {
+  switch (op) {
+  case OP_REDUCE_MAX: return -INFINITY;
+  case OP_REDUCE_MIN: return INFINITY;
+  case OP_REDUCE_PROD: return 1.0;
+  default: return 0.0;
+  }
+}
+
+/* acc updated with element v: a NaN, once in a max or min, stays (torch.amax/amin). */
+static double reduce_step(OpKind op, double acc, double v) {
+  switch (op) {
+  case OP_REDUCE_MAX: return !isnan(acc) && (isnan(v) || v > acc) ? v : acc;
+  case OP_REDUCE_MIN: return !isnan(acc) && (isnan(v) || v < acc) ? v : acc;
+  case OP_REDUCE_PROD: return acc * v;
+  default: return acc + v;
+  }
+}
+
+/* Sum, mean, max, min or product over the a.axes dims, in double. */
 static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   const Shape *xs = &in[0].shape;
   int64_t ocount = shape_numel(&out->shape), icount = shape_numel(xs), idx[KILN_MAX_RANK];
   double *acc = kiln_alloc(sizeof(double) * (size_t)ocount);
-  for (int64_t j = 0; j < ocount; j++) acc[j] = n->op == OP_REDUCE_MAX ? -INFINITY : 0.0;
+  for (int64_t j = 0; j < ocount; j++) acc[j] = reduce_init(n->op);
   Shape kept = *xs;   /* x's shape with reduced dims set to 1: indexes acc */
   for (int d = 0; d < xs->rank; d++)
     if (n->a.axes & (1u << d)) kept.dim[d] = 1;
@@ -344,9 +364,7 @@ static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *er
     for (int d = 0; d < xs->rank; d++)
       if (n->a.axes & (1u << d)) idx[d] = 0;
     int64_t j = ravel(idx, &kept);
-    double v = f32_at(&in[0], i);
-    if (n->op != OP_REDUCE_MAX) acc[j] += v;
-    else if (!isnan(acc[j]) && (isnan(v) || v > acc[j])) acc[j] = v;
+    acc[j] = reduce_step(n->op, acc[j], f32_at(&in[0], i));
   }
   double per = (double)icount / (double)ocount;
   for (int64_t j = 0; j < ocount; j++) f32_out(out)[j] = (float)(n->op == OP_REDUCE_MEAN ? acc[j] / per : acc[j]);
@@ -355,6 +373,31 @@ static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *er
 #define interp_REDUCE_SUM interp_reduce
 #define interp_REDUCE_MEAN interp_reduce
 #define interp_REDUCE_MAX interp_reduce
+#define interp_REDUCE_MIN interp_reduce
+#define interp_REDUCE_PROD interp_reduce
+
+/* Argmax/argmin along a.axis: per line, the first index holding the extreme, or the
+ * first NaN (torch: a NaN is larger and smaller than everything). Cannot fail. */
+static bool interp_argreduce(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t outer = 1, len = in[0].shape.dim[n->a.axis], inner = 1;
+  for (int d = 0; d < n->a.axis; d++) outer *= in[0].shape.dim[d];
+  for (int d = n->a.axis + 1; d < in[0].shape.rank; d++) inner *= in[0].shape.dim[d];
+  int32_t *o = (int32_t *)out->data;
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t c = 0; c < inner; c++) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < len; i++) {
+        double v = f32_at(&in[0], (a * len + i) * inner + c), b = f32_at(&in[0], (a * len + best) * inner + c);
+        bool wins = n->op == OP_ARGMAX ? v > b : v < b;
+        if (!isnan(b) && (isnan(v) || wins)) best = i;
+      }
+      o[a * inner + c] = (int32_t)best;
+    }
+  return true;
+}
+#define interp_ARGMAX interp_argreduce
+#define interp_ARGMIN interp_argreduce
 
 /* Softmax along a.axis, max-subtracted for stability, in double. Cannot fail. */
 static bool interp_SOFTMAX(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {

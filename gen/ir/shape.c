@@ -251,7 +251,7 @@ static bool shape_pool(Graph *g, Node *n, char *err, size_t errlen) {
 
 /* ---- reductions and normalisations ---- */
 
-/* REDUCE_SUM/MEAN/MAX over the dims set in the a.axes bitmask: those dims are dropped,
+/* REDUCE_SUM/MEAN/MAX/MIN/PROD over the dims set in the a.axes bitmask: those dims are dropped,
  * or kept as 1 with a.keepdims; f32. Fails on a mask bit at or beyond x's rank. */
 static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
@@ -269,6 +269,25 @@ static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_REDUCE_SUM shape_reduce
 #define shape_REDUCE_MEAN shape_reduce
 #define shape_REDUCE_MAX shape_reduce
+#define shape_REDUCE_MIN shape_reduce
+#define shape_REDUCE_PROD shape_reduce
+
+/* ARGMAX/ARGMIN along a.axis of an f32 x of rank >= 1: that dim dropped, or kept as 1
+ * with a.keepdims; the result is i32 (indices). */
+static bool shape_argreduce(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape;
+  if (n->a.axis < 0 || n->a.axis >= x->rank) return FAIL("%s: axis %d out of range for %s", OPNAME, n->a.axis, SH(0));
+  Shape s = {0};
+  for (int i = 0; i < x->rank; i++) {
+    if (i != n->a.axis) s.dim[s.rank++] = x->dim[i];
+    else if (n->a.keepdims) s.dim[s.rank++] = 1;
+  }
+  n->shape = s;
+  n->dtype = DT_I32;
+  return true;
+}
+#define shape_ARGMAX shape_argreduce
+#define shape_ARGMIN shape_argreduce
 
 /* Softmax along a.axis (already normalised to 0..rank-1 by the tracer): out = x's shape, f32. */
 static bool shape_SOFTMAX(Graph *g, Node *n, char *err, size_t errlen) {

@@ -511,6 +511,20 @@ static const char *k_gather(KernelCtx *k) {
   return "c/gather.c.tmpl";
 }
 
+/* Argmax/argmin along a.axis: x as OUTER x N x INNER, the comparison that makes a
+ * later element win (strictly, so the first of equal ones stays). */
+static const char *k_argreduce(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool max = k->n->op == OP_ARGMAX;
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_var(&k->v, "CMP", max ? ">" : "<");
+  emit_var(&k->v, "WHAT", max ? "largest" : "smallest");
+  emit_var(&k->v, "TORCH", max ? "argmax" : "argmin");
+  return "c/argreduce.c.tmpl";
+}
+
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
  * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
 static const char *k_attention(KernelCtx *k) {
@@ -548,7 +562,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,   [FAM_SOFTMAX] = k_softmax,
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
-    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
+    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything

@@ -337,6 +337,8 @@ EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan) {
   case OP_REDUCE_SUM: return (EmitReduceOp){"0.0f", "acc += v", "acc"};
   case OP_REDUCE_MEAN: return (EmitReduceOp){"0.0f", "acc += v", "acc / (float)RED"};
   case OP_REDUCE_MAX: return (EmitReduceOp){"-INFINITY", kiln_fmt("acc = v > acc || %s ? v : acc", v_is_nan), "acc"};
+  case OP_REDUCE_MIN: return (EmitReduceOp){"INFINITY", kiln_fmt("acc = v < acc || %s ? v : acc", v_is_nan), "acc"};
+  case OP_REDUCE_PROD: return (EmitReduceOp){"1.0f", "acc *= v", "acc"};
   default: die("reduce op %s", kiln_ops[op].name);
   }
 }
@@ -445,6 +447,7 @@ static void describe_attrs(Buf *b, const Node *n) {
     break;
   case FAM_REDUCE: buf_printf(b, ", axes mask 0x%x%s", a->axes, a->keepdims ? " keepdims" : ""); break;
   case FAM_ATTENTION: buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : ""); break;
+  case FAM_ARGREDUCE: buf_printf(b, ", axis %d%s", a->axis, a->keepdims ? " keepdims" : ""); break;
   case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: case FAM_WRITE: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_TRANSPOSE:
     buf_puts(b, ", perm");

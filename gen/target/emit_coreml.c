@@ -385,9 +385,21 @@ static void lower_pool(Lower *L, const Node *n) {
 
 /* ---- reductions and normalisations ---- */
 
-/* reduce_sum/mean/max -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
+/* The MIL reduction of a reduce op (reduce_min and reduce_prod are also iOS15 ops). */
+static const char *mil_reduce_type(OpKind op) {
+  switch (op) {
+  case OP_REDUCE_SUM: return "reduce_sum";
+  case OP_REDUCE_MEAN: return "reduce_mean";
+  case OP_REDUCE_MAX: return "reduce_max";
+  case OP_REDUCE_MIN: return "reduce_min";
+  case OP_REDUCE_PROD: return "reduce_prod";
+  default: die("reduce op %s", kiln_ops[op].name);
+  }
+}
+
+/* reduce_sum/mean/max/min/prod -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
 static void lower_reduce(Lower *L, const Node *n) {
-  const char *type = n->op == OP_REDUCE_SUM ? "reduce_sum" : n->op == OP_REDUCE_MEAN ? "reduce_mean" : "reduce_max";
+  const char *type = mil_reduce_type(n->op);
   const Node *x = in_node(L, n, 0);
   int32_t axes[KILN_MAX_RANK];
   int na = 0;
@@ -399,6 +411,22 @@ static void lower_reduce(Lower *L, const Node *n) {
   MilOp *op = start(L, n, type);
   mil_arg(L->m, op, "x", xv);
   mil_arg(L->m, op, "axes", av);
+  mil_arg(L->m, op, "keep_dims", kd);
+  finish(L, n, op);
+}
+
+/* argmax/argmin along a.axis -> MIL reduce_argmax/reduce_argmin (int32 result, as
+ * Kiln's). MIL does not document which index wins a tie or what a NaN does: Kiln's
+ * rule (first index; a NaN wins) is what the test evaluator implements, unverified
+ * on a device (docs/ops.md). */
+static void lower_argreduce(Lower *L, const Node *n) {
+  const char *type = n->op == OP_ARGMAX ? "reduce_argmax" : "reduce_argmin";
+  const char *xv = X(L, n, 0);
+  const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
+  const char *kd = mil_scalar_bool(L->m, param_name(n, type, "keep_dims"), n->a.keepdims);
+  MilOp *op = start(L, n, type);
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axis", ax);
   mil_arg(L->m, op, "keep_dims", kd);
   finish(L, n, op);
 }
@@ -889,6 +917,7 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_GATHER: lower_gather(L, n); return;
   case FAM_ATTENTION: lower_sdpa(L, n); return;
   case FAM_WRITE: lower_write(L, n); return;
+  case FAM_ARGREDUCE: lower_argreduce(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);

@@ -307,7 +307,10 @@ static const char *k_reduce(MtlKernel *k) {
   emit_var(&k->v, "UPDATE", op.update);
   emit_var(&k->v, "FINISH", op.finish);
   emit_var(&k->v, "TG_REDUCE", k->n->op == OP_REDUCE_MAX ? "kiln_tg_max" : "kiln_tg_sum");
-  if (r.red <= 16) {
+  /* min and prod have no threadgroup helper in the prologue (kiln_tg_sum/max only):
+   * one thread per output walks all RED elements, in order (NaN kept, exact order). */
+  bool thread_only = k->n->op == OP_REDUCE_MIN || k->n->op == OP_REDUCE_PROD;
+  if (r.red <= 16 || thread_only) {
     grid_1d(k, r.outn);
     return "metal/reduce_thread.metal.tmpl";
   }
@@ -402,6 +405,19 @@ static const char *k_gather(MtlKernel *k) {
   return "metal/gather.metal.tmpl";
 }
 
+/* Argmax/argmin: one thread per (outer, inner) line of N elements along the axis. */
+static const char *k_argreduce(MtlKernel *k) {
+  AxisGeom a = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  bool max = k->n->op == OP_ARGMAX;
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "TOTAL", a.outer * a.inner);
+  emit_var(&k->v, "CMP", max ? ">" : "<");
+  emit_var(&k->v, "WHAT", max ? "largest" : "smallest");
+  grid_1d(k, a.outer * a.inner);
+  return "metal/argreduce.metal.tmpl";
+}
+
 /* Attention family: one thread per (head, query row); the sizes of q [HQ, T, D] and
  * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal and CAUSAL. */
 static const char *k_attention(MtlKernel *k) {
@@ -444,7 +460,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,      [FAM_SOFTMAX] = k_softmax,
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
-    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
+    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
 };
 
 /* Fills k's variables and grid for its anchor's family and returns the template;

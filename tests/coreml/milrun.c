@@ -382,6 +382,7 @@ static Tensor *ev_matmul(Ctx *, const char *);
 static Tensor *ev_conv(Ctx *, const char *);
 static Tensor *ev_pool(Ctx *, const char *);
 static Tensor *ev_reduce(Ctx *, const char *);
+static Tensor *ev_argreduce(Ctx *, const char *);
 static Tensor *ev_softmax(Ctx *, const char *);
 static Tensor *ev_layer_norm(Ctx *, const char *);
 static Tensor *ev_batch_norm(Ctx *, const char *);
@@ -439,6 +440,10 @@ static const OpDef defs[] = {
     {"reduce_sum", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
     {"reduce_mean", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
     {"reduce_max", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_min", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_prod", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_argmax", ev_argreduce, {X_, {"axis", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_argmin", ev_argreduce, {X_, {"axis", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
     {"softmax", ev_softmax, {X_, {"axis", CONST | DEF, 0}}},
     {"layer_norm", ev_layer_norm, {X_, {"axes", CONST | DEF, 0}, {"gamma", CONST | OPT, 0}, {"beta", CONST | OPT, 0}, {"epsilon", CONST | DEF, 0}}},
     {"batch_norm", ev_batch_norm, {X_, {"mean", REQ | CONST, 0}, {"variance", REQ | CONST, 0}, {"gamma", CONST | OPT, 0},
@@ -757,13 +762,14 @@ static Tensor *ev_reduce(Ctx *c, const char *type) {
   }
   Tensor *o = tnew(x->dt, orank, od);
   int64_t cnt = x->n / (o->n ? o->n : 1);
-  int mx = !strcmp(type, "reduce_max");
-  for (int64_t i = 0; i < o->n; i++) o->v[i] = mx ? -INFINITY : 0;
+  int mx = !strcmp(type, "reduce_max"), mn = !strcmp(type, "reduce_min"), pr = !strcmp(type, "reduce_prod");
+  for (int64_t i = 0; i < o->n; i++) o->v[i] = mx ? -INFINITY : mn ? INFINITY : pr ? 1 : 0;
   for (int64_t i = 0; i < x->n; i++) {
     unravel(i, x->rank, x->dim, idx);
     int64_t off = 0;
     for (int k = 0; k < x->rank; k++) off = off * kd[k] + (red[k] ? 0 : idx[k]);
-    o->v[off] = mx ? fmax(o->v[off], x->v[i]) : o->v[off] + x->v[i];
+    double v = x->v[i], a = o->v[off];
+    o->v[off] = mx ? fmax(a, v) : mn ? fmin(a, v) : pr ? a * v : a + v;
   }
   if (!strcmp(type, "reduce_mean"))
     for (int64_t i = 0; i < o->n; i++) o->v[i] /= (double)cnt;
@@ -783,6 +789,31 @@ static int norm_axis(const Tensor *x, double a) {
   if (ax < 0) ax += x->rank;
   if (ax < 0 || ax >= x->rank) fail("axis %d out of range", (int)a);
   return ax;
+}
+
+/* reduce_argmax/argmin: int32 indices along axis. MIL leaves ties and NaN open; this
+ * evaluator takes the first index of the extreme, a NaN beating every number (Kiln's
+ * and torch's rule), so it checks the lowering, not Core ML's own choice. */
+static Tensor *ev_argreduce(Ctx *c, const char *type) {
+  Tensor *x = c->in[0];
+  if (!is_float(x->dt)) fail("x is %s", dt_name(x->dt));
+  int ax = norm_axis(x, scalar(c->in[1], "axis")), keep = (int)scalar(c->in[2], "keep_dims"), mx = !strcmp(type, "reduce_argmax");
+  int64_t od[MAXR], outer, n, inner;
+  int orank = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax || keep) od[orank++] = i == ax ? 1 : x->dim[i];
+  Tensor *o = tnew(T_I32, orank, od);
+  around(x, ax, &outer, &n, &inner);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t b = 0; b < inner; b++) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; i++) {
+        double v = x->v[(a * n + i) * inner + b], w = x->v[(a * n + best) * inner + b];
+        if (!isnan(w) && (isnan(v) || (mx ? v > w : v < w))) best = i;
+      }
+      o->v[a * inner + b] = (double)best;
+    }
+  return o;
 }
 
 static Tensor *ev_softmax(Ctx *c, const char *type) {

@@ -563,8 +563,13 @@ add("maxpool2d", "nn_module", "kiln.nn.MaxPool2d(2)(x)", [("x", [1, 2, 4, 6], "f
 
 # ---------------------------------------------------------------- reductions
 
+def _np_prod(t, dim, keepdim):
+    """torch.prod takes one dim: the product over several, in float64 (numpy's)."""
+    return torch.from_numpy(np.asarray(np.prod(t.numpy(), axis=dim, keepdims=keepdim)))
+
+
 RED = {"sum": ("reduce_sum", torch.sum), "mean": ("reduce_mean", torch.mean),
-       "amax": ("reduce_max", torch.amax)}
+       "amax": ("reduce_max", torch.amax), "amin": ("reduce_min", torch.amin), "prod": ("reduce_prod", _np_prod)}
 
 
 def red_case(fn, name, shape, dims=None, keep=False, expr=None, g="n"):
@@ -581,15 +586,29 @@ def red_case(fn, name, shape, dims=None, keep=False, expr=None, g="n"):
         expr = "kiln.%s(%s)" % (fn, ", ".join(args))
 
     def ref(x):
-        if fn == "amax" and dims is None and not keep:
-            return N(torch.amax(T(x), dim=tuple(range(nd)))) if nd else x.astype(np.float64)
+        if fn in ("amax", "amin") and dims is None and not keep:
+            return N(tf(T(x), dim=tuple(range(nd)))) if nd else x.astype(np.float64)
         return N(tf(T(x), dim=tuple(dl), keepdim=keep)) if nd else x.astype(np.float64)
-    tol = Tol.exact() if fn == "amax" else Tol.red(K, lambda x: ref(np.abs(x)) if fn == "sum"
-                                                   else N(torch.mean(T(np.abs(x)), dim=tuple(dl), keepdim=keep)))
+    if fn in ("amax", "amin"):
+        tol = Tol.exact()
+    elif fn == "prod":
+        # K - 1 f32 products, each rounding by at most eps/2 relative: (K - 1) eps / 2
+        # relative in all; (K + 1) eps leaves room for the final rounding and the
+        # interpreter's double product (compared against at twice this).
+        tol = Tol.custom("prod", "prod K=%d" % K, lambda r, ins: (K + 1) * EPS * np.abs(r) + 1e-37)
+    else:
+        tol = Tol.red(K, lambda x: ref(np.abs(x)) if fn == "sum"
+                      else N(torch.mean(T(np.abs(x)), dim=tuple(dl), keepdim=keep)))
     add(op, name, expr, [("x", shape, "f32", g)], ref=ref, tol=tol)
 
 
 for fn in RED:
+    if fn == "prod":   # factors of magnitude 0.5..1.5 keep 60 of them far from under/overflow
+        for (nm, shp, dm, kp) in [("all", [3, 4, 5], None, False), ("d1", [3, 4, 5], 1, False),
+                                  ("d02_keep", [3, 4, 5], (0, 2), True), ("neg", [3, 4, 5], -1, False),
+                                  ("vec", [7], 0, False), ("long", [2, 40], 1, False)]:
+            red_case(fn, nm, shp, dm, kp, g=lambda rng, shape: rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape))
+        continue
     red_case(fn, "all", [3, 4, 5])
     red_case(fn, "d1", [3, 4, 5], 1)
     red_case(fn, "d02", [3, 4, 5], (0, 2))
@@ -974,6 +993,10 @@ add("gather", "clamp_out_of_range", "kiln.gather(x, i, 0)",
     ref=lambda x, i: x[np.clip(i, 0, 4)], interp_error=True)
 add("reduce_max", "nan", "kiln.amax(x, 1)", [("x", [3, 4], "f32", [1, np.nan, 3, 2, -1, -2, -3, -4, 5, 6, 7, np.nan])],
     ref=lambda x: N(torch.amax(T(x), 1)))
+add("reduce_min", "nan", "kiln.amin(x, 1)", [("x", [3, 4], "f32", [1, np.nan, 3, 2, -1, -2, -3, -4, 5, 6, 7, np.nan])],
+    ref=lambda x: N(torch.amin(T(x), 1)))
+add("reduce_prod", "special", "kiln.prod(x, 1)", [("x", [3, 3], "f32", [2, np.inf, 0, 3, -4, 0.5, 1, np.nan, 2])],
+    ref=lambda x: N(torch.prod(T(x), 1)))
 add("maxpool2d", "nan", "kiln.maxpool2d(x, {kernel = 2})",
     [("x", [1, 1, 2, 4], "f32", [1, 2, np.nan, 0, 3, 4, 5, 6])], ref=lambda x: pool_ref("max", x, 2))
 add("softmax", "neg_inf", "kiln.softmax(x, -1)",
@@ -1029,7 +1052,7 @@ comp("add", "logsumexp_keep", "kiln.logsumexp(x, -2, true)", lambda t: torch.log
 comp("sub", "log_softmax", "x:log_softmax(-1)", lambda t: F.log_softmax(t, -1), shape=(2, 9), tol=Tol.norm(9, mag_max))
 comp("sub", "log_softmax_dim0", "kiln.log_softmax(x * 30, 0)", lambda t: F.log_softmax(t * 30, 0), shape=(5, 2),
      tol=Tol.norm(5, lambda x: 30 * mag_max(x)))
-comp("neg", "amin", "x:amin(1, true)", lambda t: torch.amin(t, 1, keepdim=True), tol=Tol.exact())
+comp("reduce_min", "amin", "x:amin(1, true)", lambda t: torch.amin(t, 1, keepdim=True), tol=Tol.exact())
 comp("div", "var", "x:var(1)", lambda t: t.var(1), shape=(3, 8), tol=Tol.norm(8, lambda x: np.max(x * x)))
 comp("div", "var_biased_keep", "kiln.var(x, 0, {unbiased = false, keepdim = true})",
      lambda t: t.var(0, unbiased=False, keepdim=True), shape=(6, 2), tol=Tol.norm(6, lambda x: np.max(x * x)))
@@ -1111,11 +1134,38 @@ _einsum_case("outer", "i,j->ij", [(3,), (4,)])
 _einsum_case("trace_free", "ijk->kj", [(2, 3, 4)])
 _einsum_case("attn", "bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)])
 _einsum_case("three", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)])
-add("cast", "composite_argmax", "x:argmax(1)", [("x", [3, 7], "f32", "n")],
-    ref=lambda x: np.argmax(x, 1).astype(np.int32), dtypes=("i32",), also=("eq", "where", "reduce_max"))
-add("cast", "composite_argmin_ties_keep", "kiln.argmin(x, 0, true)",
-    [("x", [4, 3], "f32", [2, 1, 5, 0, 1, 5, 0, 3, 1, 2, 1, 7])],
-    ref=lambda x: np.argmin(x, 0)[None, :].astype(np.int32), dtypes=("i32",))
+
+# ---------------------------------------------------------------- argmax / argmin
+# Reference: torch.argmax/argmin in float64 (first index on a tie; a NaN counts as the
+# extreme, the first NaN wins). Indices are exact, so the tolerance is exact.
+
+
+def arg_case(fn, name, shape, dim=None, keep=False, g="n", expr=None):
+    if expr is None:
+        args = ["x"] + ([] if dim is None else [str(dim)]) + (["true"] if keep else [])
+        expr = "kiln.%s(%s)" % (fn, ", ".join(args))
+    tf = torch.argmax if fn == "argmax" else torch.argmin
+
+    def ref(x):
+        r = tf(T(x)) if dim is None else tf(T(x), dim, keepdim=keep)
+        return N(r).astype(np.int32)
+    add(fn, name, expr, [("x", shape, "f32", g)], ref=ref, dtypes=("i32",))
+
+
+for fn in ("argmax", "argmin"):
+    arg_case(fn, "d1", [3, 7], 1)
+    arg_case(fn, "d0_keep", [4, 3], 0, True)
+    arg_case(fn, "neg_mid", [2, 5, 3], -2)
+    arg_case(fn, "ties", [4, 6], 1, g="small")
+    arg_case(fn, "ties_d0", [6, 5], 0, g="small")
+    arg_case(fn, "flat", [3, 4])
+    arg_case(fn, "vec", [9], 0)
+    arg_case(fn, "long", [2, 1000], 1)
+    arg_case(fn, "method", [3, 5], 1, expr="x:%s(1)" % fn)
+    arg_case(fn, "nan", [3, 4], 1, g=[1, np.nan, 3, np.nan, -1, -2, -3, -4, np.nan, 6, 7, 8])
+    arg_case(fn, "inf", [2, 3], 1, g=[-np.inf, -np.inf, -np.inf, np.inf, 1, np.inf])
+add("argmax", "fused_cast", 'kiln.cast(kiln.argmax(x, 1), "f32") * 2', [("x", [3, 5], "f32", "n")],
+    ref=lambda x: np.argmax(x, 1).astype(np.float64) * 2, also=("cast", "mul"))
 add("slice", "composite_split", "", [("x", [7, 3], "f32", "n")], tol=Tol.exact(),
     body="local a, b, c = x:split({2, 4, 1}, 0)\nkiln.output(\"a\", a)\nkiln.output(\"b\", b)\nkiln.output(\"c\", c)",
     outputs=("a", "b", "c"), dtypes=("f32", "f32", "f32"), ref=lambda x: (x[:2], x[2:6], x[6:]))
