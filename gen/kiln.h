@@ -117,7 +117,8 @@ typedef enum {
 typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
-  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM_ARGREDUCE, FAM__COUNT
+  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM_ARGREDUCE,
+  FAM_GATHER_ELEMENTS, FAM_TOPK, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -160,6 +161,8 @@ typedef struct {
   bool causal;                  /* sdpa: query row i sees keys j <= pos + i only */
   float scale;                  /* sdpa: the factor on q . k (1/sqrt(D) by default) */
   int state;                    /* state, write: index in Program.states (write: axis = a.axis) */
+  int k;                        /* topk: how many indices along a.axis */
+  bool largest;                 /* topk: the largest first (descending), else the smallest */
 } Attrs;
 
 /* Where a value lives at run time (memplan.c fills it). */
@@ -622,6 +625,8 @@ typedef struct {
   const char *init, *update, *finish;
 } EmitReduceOp;
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan);
+/* Topk's comparison: v strictly before w (see emit_common.c). */
+char *emit_topk_before(bool largest, const char *v, const char *w, const char *nan_v, const char *nan_w);
 /* A shape around one dim: OUTER x N x INNER; axis normalised; N = 1 past the rank. */
 typedef struct {
   int axis;

@@ -95,6 +95,8 @@
   X(CONCAT,     "concat",     1, -1, FAM_CONCAT, 0, NULL, NULL, "join inputs along a.axis") \
   X(SLICE,      "slice",      1, 1, FAM_SLICE,   0, NULL, NULL, "x[start:end:step] per dim (step > 0)") \
   X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp") \
+  X(GATHER_ELEMENTS, "gather_elements", 2, 2, FAM_GATHER_ELEMENTS, 0, NULL, NULL, "torch.gather: out[..i..] = x[..y[..i..]..] along a.axis, y i32 of x's rank; out of [0, n): interpreter error, kernels clamp") \
+  X(TOPK,       "topk",       1, 1, FAM_TOPK,    OPF_F32, NULL, NULL, "i32 indices of the a.k largest (a.largest) or smallest x along a.axis, in order; equal values by index, NaN above every number") \
   /* attention */ \
   X(SDPA,       "sdpa",       5, 5, FAM_ATTENTION, 0, NULL, NULL, "softmax(q k^T * a.scale) v: q [Hq,T,D], k/v [Hkv,S,D] (query head h reads kv head h/(Hq/Hkv)), i32 scalars len (keys j < len, clamped to [0,S]) and pos (a.causal: row i sees j <= pos+i); a row seeing no key is 0") \
   /* side effects */ \

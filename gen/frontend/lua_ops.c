@@ -727,6 +727,79 @@ static int l_gather(lua_State *L) {
   return push_id(L, gather_ids(L, in, fe_dim(L, d, tshape(L, in[0])->rank, "gather"), "gather"));
 }
 
+/* gather_elements(x, idx [, dim = 0]) (torch.gather without broadcasting; take_along_dim
+ * in ops.lua broadcasts first): idx i32 of x's rank, dims equal but along dim. A constant
+ * index out of range is an error here (kernels would clamp it). */
+static int l_gather_elements(lua_State *L) {
+  int in[2];
+  in[0] = fe_tensor(L, 1, "gather_elements");
+  in[1] = fe_tensor(L, 2, "gather_elements");
+  int64_t d = lua_isnoneornil(L, 3) ? 0 : fe_int_arg(L, 3, "gather_elements", "dim");
+  int axis = fe_dim(L, d, tshape(L, in[0])->rank, "gather_elements");
+  int id = fe_add(L, OP_GATHER_ELEMENTS, in, 2, &(Attrs){.axis = axis});
+  const Node *ix = tnode(L, in[1]);
+  int64_t n = tshape(L, in[0])->dim[axis];
+  if (ix->op == OP_CONST && ix->data)
+    for (int64_t i = 0; i < shape_numel(&ix->shape); i++) {
+      int32_t v = ((const int32_t *)ix->data)[i];
+      if (v < 0 || v >= n)
+        fe_error(L, "gather_elements: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", (int)v,
+                 (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
+    }
+  return push_id(L, id);
+}
+
+/* Pushes the values and the i32 indices of the k first elements of x along dim in
+ * topk's order (largest or smallest first): a TOPK node (the indices) and a
+ * GATHER_ELEMENTS of x by them (the values, exact copies). Two nodes because a node
+ * has one result: the values are a gather of the indices, so nothing is sorted twice. */
+static int push_topk(lua_State *L, int x, int64_t k, int64_t dim, bool largest, const char *op) {
+  const Shape *s = tshape(L, x);
+  if (s->rank == 0) return fe_error(L, "%s: x must have rank >= 1, got a scalar", op);
+  int axis = fe_dim(L, dim, s->rank, op);
+  if (k < 1 || k > s->dim[axis])
+    return fe_error(L, "%s: k = %lld is not in [1, %lld] for %s along dim %d", op, (long long)k, (long long)s->dim[axis],
+                    shape_str(s), axis);
+  int idx = fe_add(L, OP_TOPK, &x, 1, &(Attrs){.axis = axis, .k = (int)k, .largest = largest});
+  int in[2] = {x, idx};
+  int vals = fe_add(L, OP_GATHER_ELEMENTS, in, 2, &(Attrs){.axis = axis});
+  fe_push(L, vals);
+  fe_push(L, idx);
+  return 2;
+}
+
+/* topk(x, k [, dim = -1 [, largest = true [, sorted = true]]]) -> values, indices (i32).
+ * Always sorted (torch leaves the order open when sorted is false); equal values by
+ * index; a NaN counts as larger than every number. */
+static int l_topk(lua_State *L) {
+  int x = fe_tensor(L, 1, "topk");
+  int64_t k = fe_int_arg(L, 2, "topk", "k");
+  int64_t d = lua_isnoneornil(L, 3) ? -1 : fe_int_arg(L, 3, "topk", "dim");
+  bool largest = lua_isnoneornil(L, 4) ? true : lua_toboolean(L, 4);
+  return push_topk(L, x, k, d, largest, "topk");
+}
+
+/* sort(x [, dim = -1 [, descending = false [, stable]]]) -> values, indices (i32): always
+ * stable (equal values keep their order), NaN last ascending and first descending. */
+static int l_sort(lua_State *L) {
+  int x = fe_tensor(L, 1, "sort");
+  int64_t d = lua_isnoneornil(L, 2) ? -1 : fe_int_arg(L, 2, "sort", "dim");
+  const Shape *s = tshape(L, x);
+  int64_t n = s->rank ? s->dim[fe_dim(L, d, s->rank, "sort")] : 1;
+  return push_topk(L, x, n, d, lua_toboolean(L, 3), "sort");
+}
+
+/* argsort(x [, dim = -1 [, descending = false]]) -> the indices of sort. */
+static int l_argsort(lua_State *L) {
+  int x = fe_tensor(L, 1, "argsort");
+  int64_t d = lua_isnoneornil(L, 2) ? -1 : fe_int_arg(L, 2, "argsort", "dim");
+  const Shape *s = tshape(L, x);
+  if (s->rank == 0) return fe_error(L, "argsort: x must have rank >= 1, got a scalar");
+  int axis = fe_dim(L, d, s->rank, "argsort");
+  Attrs a = {.axis = axis, .k = (int)s->dim[axis], .largest = lua_toboolean(L, 3)};
+  return push_id(L, fe_add(L, OP_TOPK, &x, 1, &a));
+}
+
 /* embedding(table, ids): rows of table [n, d] picked by i32 ids of any shape. */
 static int l_embedding(lua_State *L) {
   int in[2];
@@ -827,7 +900,8 @@ static const luaL_Reg plain_ops[] = {
     {"conv2d", l_conv2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
     {"transpose", l_transpose}, {"permute", l_permute}, {"flatten", l_flatten}, {"unsqueeze", l_unsqueeze},
     {"squeeze", l_squeeze}, {"concat", l_concat}, {"stack", l_stack}, {"slice", l_slice}, {"chunk", l_chunk},
-    {"gather", l_gather}, {"embedding", l_embedding}, {"sdpa", l_sdpa}, {"arange", l_arange}, {NULL, NULL}};
+    {"gather", l_gather}, {"embedding", l_embedding}, {"gather_elements", l_gather_elements}, {"topk", l_topk},
+    {"sort", l_sort}, {"argsort", l_argsort}, {"sdpa", l_sdpa}, {"arange", l_arange}, {NULL, NULL}};
 
 /* Functions that are also tensor methods (t:op(...)): every op whose first argument is the tensor. */
 static const char *const method_names[] = {
@@ -835,7 +909,7 @@ static const char *const method_names[] = {
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
     "sin", "cos", "erf", "floor", "ceil", "round",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
-    "slice", "chunk", "gather", "layernorm", "rmsnorm", "linear", "conv2d", "maxpool2d", "avgpool2d", NULL};
+    "slice", "chunk", "gather", "gather_elements", "topk", "sort", "argsort", "layernorm", "rmsnorm", "linear", "conv2d", "maxpool2d", "avgpool2d", NULL};
 
 /* t[name] = f with the op kind as upvalue 1 (t at the top of the stack). */
 static void set_op_closure(lua_State *L, const char *name, lua_CFunction f, OpKind op) {

@@ -255,7 +255,7 @@ local function expand(x, shape)
     if have ~= 1 and have ~= want then fail("expand: dim %d of size %d cannot become %d", i - 1, have, want) end
     mask[i] = have == want and 1 or want
   end
-  return kiln.where(kiln.constant(true, mask), x, 0)
+  return kiln.where(kiln.constant(true, mask), x, x)   -- x twice: any dtype (bool, i32 too)
 end
 def("expand", expand)
 def("broadcast_to", expand)
@@ -263,20 +263,27 @@ def("broadcast_to", expand)
 -- ---- indexing ----
 
 -- take_along_dim(x, idx, dim) (torch.gather): out[..i..] = x[..idx[..i..]..] along dim,
--- per element; idx has x's rank and i32 dtype, and its other dims broadcast with x's.
--- Written as a one-hot select and sum (exactly one term is nonzero, so the result is
--- exact); an index out of range selects nothing and gives 0.
+-- per element; idx has x's rank and i32 dtype, and its other dims broadcast with x's
+-- (each expanded first, where needed), then one gather_elements. An index out of range
+-- is an error in `kiln run`; kernels clamp it, as gather's.
 def("take_along_dim", function(x, idx, dim)
   check_tensor(x, "take_along_dim")
   if not is_tensor(idx) or idx.dtype ~= "i32" then fail("take_along_dim: the index must be an i32 tensor") end
   if idx.rank ~= x.rank then fail("take_along_dim: the index has rank %d, x rank %d", idx.rank, x.rank) end
   local d = dim_of(x, dim, "take_along_dim")
-  local order = {}                                                   -- x's dims, d moved last
-  for i = 0, x.rank - 1 do if i ~= d then order[#order + 1] = i end end
-  order[#order + 1] = d
-  local xs = x:permute(table.unpack(order)):unsqueeze(d)             -- [.., 1 at d, .., n]
-  local hot = idx:unsqueeze(x.rank):eq(kiln.arange(x.shape[d + 1]))   -- [..., n]: idx == j
-  return kiln.sum(kiln.where(hot, xs, 0), x.rank)
+  local xs, is, xb, ib = {}, {}, false, false
+  for i = 1, x.rank do
+    local a, b = x.shape[i], idx.shape[i]
+    if i ~= d + 1 and a ~= b then
+      if a ~= 1 and b ~= 1 then fail("take_along_dim: dim %d differs: x %d, index %d", i - 1, a, b) end
+      xb, ib = xb or a == 1, ib or b == 1
+    end
+    xs[i] = i == d + 1 and a or math.max(a, b)
+    is[i] = i == d + 1 and b or math.max(a, b)
+  end
+  if xb then x = x:expand(xs) end
+  if ib then idx = idx:expand(is) end
+  return kiln.gather_elements(x, idx, d)
 end)
 
 -- ---- padding ----

@@ -213,6 +213,12 @@ static void put_attrs(Buf *b, const Node *n) {
     if (a->keepdims) buf_puts(b, " keepdims");
     break;
   }
+  case FAM_GATHER_ELEMENTS:
+    buf_printf(b, " axis %d", a->axis);
+    break;
+  case FAM_TOPK:
+    buf_printf(b, " axis %d k %d %s", a->axis, a->k, a->largest ? "largest" : "smallest");
+    break;
   case FAM_ARGREDUCE:
     buf_printf(b, " axis %d%s", a->axis, a->keepdims ? " keepdims" : "");
     break;

@@ -531,6 +531,66 @@ static bool interp_GATHER(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
+/* out[..i..] = x[..y[..i..]..] along a.axis (same rank, other dims equal); an index
+ * outside [0, n) is an error. */
+static bool interp_GATHER_ELEMENTS(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  size_t es = (size_t)dtype_size(out->dtype);
+  int ax = n->a.axis;
+  int64_t count = shape_numel(&out->shape), idx[KILN_MAX_RANK], limit = in[0].shape.dim[ax];
+  for (int64_t i = 0; i < count; i++) {
+    int32_t v = ((const int32_t *)in[1].data)[i];
+    if (v < 0 || v >= limit) {
+      snprintf(err, errlen, "%s:%d: gather_elements: index %d out of range [0, %lld) for %s", n->loc.file ? n->loc.file : "?",
+               n->loc.line, (int)v, (long long)limit, shape_str(&in[0].shape));
+      return false;
+    }
+    unravel(i, &out->shape, idx);
+    idx[ax] = v;
+    memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)ravel(idx, &in[0].shape) * es, es);
+  }
+  return true;
+}
+
+/* Does value a come strictly before b in topk's order? Largest first (or smallest
+ * first), a NaN above every number; equal values (two NaNs too) are not ordered here:
+ * the caller keeps them by index. */
+static bool topk_before(double a, double b, bool largest) {
+  if (isnan(a) || isnan(b)) return largest ? isnan(a) && !isnan(b) : isnan(b) && !isnan(a);
+  return largest ? a > b : a < b;
+}
+
+/* Stable merge sort of the indices ix[0..n) of one line (values v[ix * stride]) by
+ * topk_before; tmp has room for n. */
+static void topk_sort(int32_t *ix, int32_t *tmp, int64_t n, const float *v, int64_t stride, bool largest) {
+  if (n < 2) return;
+  int64_t h = n / 2;
+  topk_sort(ix, tmp, h, v, stride, largest);
+  topk_sort(ix + h, tmp, n - h, v, stride, largest);
+  int64_t i = 0, j = h, k = 0;
+  while (i < h && j < n) tmp[k++] = topk_before(v[ix[j] * stride], v[ix[i] * stride], largest) ? ix[j++] : ix[i++];
+  while (i < h) tmp[k++] = ix[i++];
+  while (j < n) tmp[k++] = ix[j++];
+  memcpy(ix, tmp, sizeof(int32_t) * (size_t)n);
+}
+
+/* Topk: per line along a.axis, the whole line sorted stably, the first a.k indices
+ * kept. Cannot fail. */
+static bool interp_TOPK(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t outer = 1, len = in[0].shape.dim[n->a.axis], inner = 1, k = n->a.k;
+  for (int d = 0; d < n->a.axis; d++) outer *= in[0].shape.dim[d];
+  for (int d = n->a.axis + 1; d < in[0].shape.rank; d++) inner *= in[0].shape.dim[d];
+  int32_t *ix = kiln_alloc(sizeof(int32_t) * (size_t)len), *tmp = kiln_alloc(sizeof(int32_t) * (size_t)len);
+  int32_t *o = (int32_t *)out->data;
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t c = 0; c < inner; c++) {
+      for (int64_t i = 0; i < len; i++) ix[i] = (int32_t)i;
+      topk_sort(ix, tmp, len, (const float *)in[0].data + a * len * inner + c, inner, n->a.largest);
+      for (int64_t r = 0; r < k; r++) o[(a * k + r) * inner + c] = ix[r];
+    }
+  return true;
+}
+
 /* out = x with y stored at rows at.. of a.axis; an offset that would put a row of y
  * outside x is an error naming the node's line. */
 static bool interp_WRITE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {

@@ -432,6 +432,36 @@ static bool shape_GATHER(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* x (any dtype) indexed per element along a.axis by i32 y of x's rank whose other dims
+ * equal x's (torch.gather without broadcasting: the frontend expands first); out has
+ * y's shape and x's dtype. */
+static bool shape_GATHER_ELEMENTS(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape, *idx = &IN(1)->shape;
+  int ax = n->a.axis;
+  if (IN(1)->dtype != DT_I32) return FAIL("gather_elements: indices must be i32, got %s%s", dtype_name(IN(1)->dtype), SH(1));
+  if (ax < 0 || ax >= x->rank) return FAIL("gather_elements: axis %d out of range for %s", ax, SH(0));
+  if (idx->rank != x->rank) return FAIL("gather_elements: indices %s must have the rank of x %s", SH(1), SH(0));
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax && idx->dim[i] != x->dim[i])
+      return FAIL("gather_elements: indices %s and x %s differ in dim %d (only dim %d may)", SH(1), SH(0), i, ax);
+  n->shape = *idx;
+  n->dtype = IN(0)->dtype;
+  return true;
+}
+
+/* topk over a.axis of an f32 x: 1 <= a.k <= x.dim[axis]; out is x's shape with a.k
+ * along the axis, i32 (indices). */
+static bool shape_TOPK(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape;
+  int ax = n->a.axis;
+  if (ax < 0 || ax >= x->rank) return FAIL("topk: axis %d out of range for %s", ax, SH(0));
+  if (n->a.k < 1 || n->a.k > x->dim[ax]) return FAIL("topk: k = %d is not in [1, %lld] for %s along dim %d", n->a.k, (long long)x->dim[ax], SH(0), ax);
+  n->shape = *x;
+  n->shape.dim[ax] = n->a.k;
+  n->dtype = DT_I32;
+  return true;
+}
+
 /* sdpa(q, k, v, len, pos): q [Hq, T, D], k and v [Hkv, S, D] with Hkv dividing Hq (grouped
  * heads), len and pos i32 scalars; out has q's shape. */
 static bool shape_SDPA(Graph *g, Node *n, char *err, size_t errlen) {

@@ -525,6 +525,33 @@ static const char *k_argreduce(KernelCtx *k) {
   return "c/argreduce.c.tmpl";
 }
 
+/* gather_elements along a.axis: x as OUTER x N x INNER, the indices and the result as
+ * OUTER x NI x INNER. */
+static const char *k_gather_elements(KernelCtx *k) {
+  AxisGeom x = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "OUTER", x.outer);
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", k->n->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  return "c/gather_elements.c.tmpl";
+}
+
+/* topk along a.axis: x as OUTER x N x INNER, K kept; BEFORE says whether value v goes
+ * strictly before w (emit_topk_before, shared with Metal). */
+static const char *k_topk(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool largest = k->n->a.largest;
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "K", k->n->a.k);
+  emit_var(&k->v, "WHICH", largest ? "largest" : "smallest");
+  emit_var(&k->v, "ORDER", largest ? "descending" : "ascending");
+  emit_var(&k->v, "BEFORE", emit_topk_before(largest, "v", "w", "v != v", "w != w"));
+  return "c/topk.c.tmpl";
+}
+
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
  * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
 static const char *k_attention(KernelCtx *k) {
@@ -563,6 +590,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
+    [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything

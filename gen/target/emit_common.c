@@ -330,8 +330,17 @@ ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
   return r;
 }
 
-/* Init, update and finish text for sum, mean (divides by RED) and max (NaN wins,
- * tested with the target's v_is_nan); dies on any other op. */
+/* Topk's order as a condition: value v goes strictly before w (largest first or
+ * smallest first, a NaN above every number; equal values, two NaNs too, are not
+ * "before": callers order them by index). nan_v/nan_w test v and w for NaN in the
+ * target's spelling. Arena string. */
+char *emit_topk_before(bool largest, const char *v, const char *w, const char *nan_v, const char *nan_w) {
+  if (largest) return kiln_fmt("(%s && !(%s)) || %s > %s", nan_v, nan_w, v, w);
+  return kiln_fmt("(%s && !(%s)) || %s < %s", nan_w, nan_v, v, w);
+}
+
+/* Init, update and finish text for sum, mean (divides by RED), max and min (NaN wins,
+ * tested with the target's v_is_nan) and prod; dies on any other op. */
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan) {
   switch (op) {
   case OP_REDUCE_SUM: return (EmitReduceOp){"0.0f", "acc += v", "acc"};
@@ -447,6 +456,8 @@ static void describe_attrs(Buf *b, const Node *n) {
     break;
   case FAM_REDUCE: buf_printf(b, ", axes mask 0x%x%s", a->axes, a->keepdims ? " keepdims" : ""); break;
   case FAM_ATTENTION: buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : ""); break;
+  case FAM_TOPK: buf_printf(b, ", axis %d, k %d, %s first", a->axis, a->k, a->largest ? "largest" : "smallest"); break;
+  case FAM_GATHER_ELEMENTS: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_ARGREDUCE: buf_printf(b, ", axis %d%s", a->axis, a->keepdims ? " keepdims" : ""); break;
   case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: case FAM_WRITE: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_TRANSPOSE:

@@ -745,6 +745,96 @@ static void lower_gather(Lower *L, const Node *n) {
   finish(L, n, c);
 }
 
+/* An int32 value of n's shape-like operand clamped into [0, hi]: maximum with 0,
+ * minimum with hi (MIL's gathers leave out-of-range indices undefined; Kiln's kernels
+ * clamp). */
+static const char *clamp_indices(Lower *L, const Node *n, const char *iv, const Shape *s, int32_t hi) {
+  const char *lo = mil_scalar_int(L->m, param_name(n, "maximum", "y"), 0);
+  MilOp *mx = step(L, n, "maximum");
+  mil_arg(L->m, mx, "x", iv);
+  mil_arg(L->m, mx, "y", lo);
+  const char *a = mil_result(L->m, mx, MIL_I32, s);
+  const char *top = mil_scalar_int(L->m, param_name(n, "minimum", "y"), hi);
+  MilOp *mn = step(L, n, "minimum");
+  mil_arg(L->m, mn, "x", a);
+  mil_arg(L->m, mn, "y", top);
+  return mil_result(L->m, mn, MIL_I32, s);
+}
+
+/* gather_elements -> MIL gather_along_axis (iOS15) on clamped indices; validate_indices
+ * written from iOS17 as for gather; bool x through int32 as for gather. */
+static void lower_gather_elements(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0), *ix = in_node(L, n, 1);
+  const char *xv = X(L, n, 0);
+  const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
+  bool b = x->dtype == DT_BOOL;
+  if (b) {
+    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
+    MilOp *c = step(L, n, "cast");
+    mil_arg(L->m, c, "x", xv);
+    mil_arg(L->m, c, "dtype", dt);
+    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+  }
+  const char *ax = mil_scalar_int(L->m, param_name(n, "gather_along_axis", "axis"), n->a.axis);
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather_along_axis", "validate_indices"), false) : NULL;
+  MilOp *op = b ? step(L, n, "gather_along_axis") : start(L, n, "gather_along_axis");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "axis", ax);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  if (!b) {
+    finish(L, n, op);
+    return;
+  }
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
+/* topk -> MIL argsort (iOS15; int32 indices of the whole line, descending for the
+ * largest first), then slice_by_index to the first k along the axis when k < n. MIL
+ * documents neither the order of equal values nor where a NaN goes: Kiln's rule (by
+ * index; NaN above every number) is what tests/coreml/milrun.c implements, unverified
+ * on a device (docs/ops.md). A single-output op on purpose: MIL's topk has two. */
+static void lower_topk(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0);
+  int ax = n->a.axis, r = x->shape.rank;
+  bool whole = n->a.k == x->shape.dim[ax];
+  const char *xv = X(L, n, 0);
+  const char *av = mil_scalar_int(L->m, param_name(n, "argsort", "axis"), ax);
+  const char *asc = mil_scalar_bool(L->m, param_name(n, "argsort", "ascending"), !n->a.largest);
+  MilOp *op = whole ? start(L, n, "argsort") : step(L, n, "argsort");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axis", av);
+  mil_arg(L->m, op, "ascending", asc);
+  if (whole) {
+    finish(L, n, op);
+    return;
+  }
+  const char *sorted = mil_result(L->m, op, MIL_I32, &x->shape);
+  int32_t b[KILN_MAX_RANK], e[KILN_MAX_RANK], st[KILN_MAX_RANK];
+  uint8_t no[KILN_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++) b[i] = 0, st[i] = 1, e[i] = i32(n, i == ax ? n->a.k : x->shape.dim[i]);
+  const char *bv = mil_ints(L->m, param_name(n, "slice_by_index", "begin"), b, r);
+  const char *ev = mil_ints(L->m, param_name(n, "slice_by_index", "end"), e, r);
+  const char *sv = mil_ints(L->m, param_name(n, "slice_by_index", "stride"), st, r);
+  const char *bm = mil_bools(L->m, param_name(n, "slice_by_index", "begin_mask"), no, r);
+  const char *em = mil_bools(L->m, param_name(n, "slice_by_index", "end_mask"), no, r);
+  const char *sm = mil_bools(L->m, param_name(n, "slice_by_index", "squeeze_mask"), no, r);
+  MilOp *sl = start(L, n, "slice_by_index");
+  mil_arg(L->m, sl, "x", sorted);
+  mil_arg(L->m, sl, "begin", bv);
+  mil_arg(L->m, sl, "end", ev);
+  mil_arg(L->m, sl, "stride", sv);
+  mil_arg(L->m, sl, "begin_mask", bm);
+  mil_arg(L->m, sl, "end_mask", em);
+  mil_arg(L->m, sl, "squeeze_mask", sm);
+  finish(L, n, sl);
+}
+
 /* ---- state (iOS18) ----
  *
  * A Kiln state is a function input of MIL type state<tensor<fp16, shape>>: Core ML
@@ -918,6 +1008,8 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_ATTENTION: lower_sdpa(L, n); return;
   case FAM_WRITE: lower_write(L, n); return;
   case FAM_ARGREDUCE: lower_argreduce(L, n); return;
+  case FAM_GATHER_ELEMENTS: lower_gather_elements(L, n); return;
+  case FAM_TOPK: lower_topk(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);

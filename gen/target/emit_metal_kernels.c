@@ -418,6 +418,36 @@ static const char *k_argreduce(MtlKernel *k) {
   return "metal/argreduce.metal.tmpl";
 }
 
+/* gather_elements: one thread per output element. */
+static const char *k_gather_elements(MtlKernel *k) {
+  AxisGeom x = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  k->opname[1] = "idx";
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", k->n->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  emit_vari(&k->v, "TOTAL", node_numel(k->n));
+  grid_1d(k, node_numel(k->n));
+  return "metal/gather_elements.metal.tmpl";
+}
+
+/* topk: one thread per element of x, each finding its rank in its line (O(N) work a
+ * thread, no shared memory, no barrier); BEFORE: v strictly before w, AFTER: w
+ * strictly before v. */
+static const char *k_topk(MtlKernel *k) {
+  AxisGeom a = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  bool largest = k->n->a.largest;
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "K", k->n->a.k);
+  emit_vari(&k->v, "TOTAL", a.outer * a.n * a.inner);
+  emit_var(&k->v, "WHICH", largest ? "largest" : "smallest");
+  emit_var(&k->v, "ORDER", largest ? "descending" : "ascending");
+  emit_var(&k->v, "BEFORE", emit_topk_before(largest, "v", "w", "isnan(v)", "isnan(w)"));
+  emit_var(&k->v, "AFTER", emit_topk_before(largest, "w", "v", "isnan(w)", "isnan(v)"));
+  grid_1d(k, a.outer * a.n * a.inner);
+  return "metal/topk.metal.tmpl";
+}
+
 /* Attention family: one thread per (head, query row); the sizes of q [HQ, T, D] and
  * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal and CAUSAL. */
 static const char *k_attention(MtlKernel *k) {
@@ -461,6 +491,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
+    [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
 };
 
 /* Fills k's variables and grid for its anchor's family and returns the template;

@@ -391,6 +391,8 @@ static Tensor *ev_transpose(Ctx *, const char *);
 static Tensor *ev_concat(Ctx *, const char *);
 static Tensor *ev_slice(Ctx *, const char *);
 static Tensor *ev_gather(Ctx *, const char *);
+static Tensor *ev_gather_along_axis(Ctx *, const char *);
+static Tensor *ev_argsort(Ctx *, const char *);
 static Tensor *ev_read_state(Ctx *, const char *);
 static Tensor *ev_write_state(Ctx *, const char *);
 static Tensor *ev_slice_update(Ctx *, const char *);
@@ -453,6 +455,8 @@ static const OpDef defs[] = {
     {"concat", ev_concat, {{"values", REQ | VAR, 0}, {"axis", REQ | CONST, 0}, {"interleave", CONST | DEF, 0}}},
     {"slice_by_index", ev_slice, {X_, {"begin", REQ, 0}, {"end", REQ, 0}, {"stride", CONST | DEF, 0}, {"begin_mask", CONST | DEF, 0},
                                   {"end_mask", CONST | DEF, 0}, {"squeeze_mask", CONST | DEF, 0}}},
+    {"gather_along_axis", ev_gather_along_axis, {X_, {"indices", REQ, 0}, {"axis", CONST | DEF, 0}, {"validate_indices", CONST | DEF, 8}}},
+    {"argsort", ev_argsort, {X_, {"axis", CONST | DEF, 0}, {"ascending", CONST | DEF, 0}}},
     {"gather", ev_gather, {X_, {"indices", REQ, 0}, {"axis", CONST | DEF, 0}, {"batch_dims", CONST | DEF, 7},
                            {"validate_indices", CONST | DEF, 8}}},
     /* iOS18 (spec 9): states and in-place updates. write_state is what a saved program holds
@@ -993,6 +997,64 @@ static Tensor *ev_gather(Ctx *c, const char *type) {
       if (k < 0) k += n;
       if (k < 0 || k >= n) fail("index %lld out of range [0, %lld)", (long long)ix->v[j], (long long)n);
       memcpy(o->v + (a * ix->n + j) * inner, x->v + (a * n + k) * inner, sizeof(double) * (size_t)inner);
+    }
+  return o;
+}
+
+/* gather_along_axis: out[..i..] = x[..indices[..i..]..] along axis; indices of x's rank,
+ * other dims equal; an index out of range is a failure (Kiln clamps before). */
+static Tensor *ev_gather_along_axis(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *ix = c->in[1];
+  if (x->dt == T_BOOL) fail("gather_along_axis of bool data (not in the iOS15 type domain)");
+  if (ix->dt != T_I32) fail("indices are %s", dt_name(ix->dt));
+  int ax = norm_axis(x, scalar(c->in[2], "axis"));
+  if (ix->rank != x->rank) fail("indices rank %d, x rank %d", ix->rank, x->rank);
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax && ix->dim[i] != x->dim[i]) fail("indices and x differ in dim %d", i);
+  Tensor *o = tlike(ix, x->dt);
+  int64_t outer, n, inner, ni = ix->dim[ax];
+  around(x, ax, &outer, &n, &inner);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t j = 0; j < ni; j++)
+      for (int64_t b = 0; b < inner; b++) {
+        int64_t at = (a * ni + j) * inner + b, k = (int64_t)ix->v[at];
+        if (k < 0 || k >= n) fail("index %lld out of range [0, %lld)", (long long)k, (long long)n);
+        o->v[at] = x->v[(a * n + k) * inner + b];
+      }
+  return o;
+}
+
+/* Does a come strictly before b: descending (largest first) or ascending, NaN above
+ * every number. */
+static int sort_before(double a, double b, int asc) {
+  if (isnan(a) || isnan(b)) return asc ? isnan(b) && !isnan(a) : isnan(a) && !isnan(b);
+  return asc ? a < b : a > b;
+}
+
+/* argsort: int32 indices ordering each line along axis. MIL leaves the order of equal
+ * values and NaN open; this evaluator is stable (equal values by index) with NaN above
+ * every number, Kiln's rule, so it checks the lowering, not Core ML's own choice.
+ * An insertion sort: test lines are short. */
+static Tensor *ev_argsort(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0];
+  if (!is_float(x->dt)) fail("x is %s", dt_name(x->dt));
+  int ax = norm_axis(x, c->in[1] ? scalar(c->in[1], "axis") : -1);
+  int asc = c->in[2] ? (int)scalar(c->in[2], "ascending") : 0;
+  Tensor *o = tlike(x, T_I32);
+  int64_t outer, n, inner;
+  around(x, ax, &outer, &n, &inner);
+  int64_t *ix = xalloc(sizeof(int64_t) * (size_t)n);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t b = 0; b < inner; b++) {
+      const double *line = x->v + a * n * inner + b;
+      for (int64_t i = 0; i < n; i++) {
+        int64_t j = i;
+        while (j > 0 && sort_before(line[i * inner], line[ix[j - 1] * inner], asc)) ix[j] = ix[j - 1], j--;
+        ix[j] = i;
+      }
+      for (int64_t i = 0; i < n; i++) o->v[(a * n + i) * inner + b] = (double)ix[i];
     }
   return o;
 }
