@@ -118,7 +118,7 @@ typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
   FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM_ARGREDUCE,
-  FAM_GATHER_ELEMENTS, FAM_TOPK, FAM__COUNT
+  FAM_GATHER_ELEMENTS, FAM_TOPK, FAM_CONV_TRANSPOSE, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -150,7 +150,8 @@ typedef struct {
   bool trans_x, trans_y;        /* matmul */
   int kernel[2];                /* pools: kh, kw */
   int stride[2];                /* conv, pools: sh, sw */
-  int pad[4];                   /* conv, pools: top, left, bottom, right */
+  int pad[4];                   /* conv, pools: top, left, bottom, right (conv_transpose2d: bottom and
+                                   right are padding - output_padding, so may be negative) */
   int dilation[2];              /* conv */
   int groups;                   /* conv */
   bool count_pad;               /* avgpool: padding counts in the divisor */
@@ -625,6 +626,8 @@ typedef struct {
   const char *init, *update, *finish;
 } EmitReduceOp;
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan);
+/* conv_transpose2d's sizes as template variables (see emit_common.c). */
+void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n);
 /* Topk's comparison: v strictly before w (see emit_common.c). */
 char *emit_topk_before(bool largest, const char *v, const char *w, const char *nan_v, const char *nan_w);
 /* A shape around one dim: OUTER x N x INNER; axis normalised; N = 1 past the rank. */

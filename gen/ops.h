@@ -75,6 +75,7 @@
   /* contractions and windows */ \
   X(MATMUL,     "matmul",     2, 2, FAM_MATMUL,  OPF_F32, NULL, NULL, "batched x @ y over the last two dims, leading dims broadcast; a.trans_x/a.trans_y transpose them first") \
   X(CONV2D,     "conv2d",     2, 3, FAM_CONV,    OPF_F32, NULL, NULL, "NCHW x (*) OIHW w [+ bias O], stride, pad (t,l,b,r), dilation, groups") \
+  X(CONV_TRANSPOSE2D, "conv_transpose2d", 2, 3, FAM_CONV_TRANSPOSE, OPF_F32, NULL, NULL, "NCHW x, IOHW w [+ bias O]: the gradient of conv2d (torch.conv_transpose2d); stride, pad (t,l,b,r; b,r lowered by output_padding), dilation, groups") \
   X(MAXPOOL2D,  "maxpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, NULL, "NCHW max over kernel windows; padding never wins") \
   X(AVGPOOL2D,  "avgpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, NULL, "NCHW mean over kernel windows; a.count_pad counts padding in the divisor") \
   /* reductions and normalisations */ \

@@ -289,6 +289,38 @@ static int l_linear(lua_State *L) {
 
 /* ---- convolution and pooling ---- */
 
+/* conv_transpose2d(x, w [, bias] [, {stride, padding, output_padding, dilation, groups}])
+ * as torch's: w [C, O/groups, KH, KW]; padding a number, {h, w} or {top, left, bottom,
+ * right}; output_padding (a number or {h, w}) adds rows at the bottom/right, stored as
+ * less bottom/right padding (the shape rule bounds it by stride or dilation). */
+static int l_conv_transpose2d(lua_State *L) {
+  static const char *const known[] = {"stride", "padding", "output_padding", "dilation", "groups", NULL};
+  int in[3], nin = 2;
+  in[0] = fe_tensor(L, 1, "conv_transpose2d");
+  in[1] = fe_tensor(L, 2, "conv_transpose2d");
+  int oidx = 3;
+  if (fe_is_tensor(L, 3)) {
+    in[nin++] = fe_tensor(L, 3, "conv_transpose2d");
+    oidx = 4;
+  } else if (lua_isnil(L, 3) && !lua_isnone(L, 4)) {
+    oidx = 4;
+  }
+  int o = opts_arg(L, oidx, "conv_transpose2d", known);
+  Attrs a = {0};
+  int outpad[2];
+  opt_ints(L, o, "stride", 1, a.stride, 2, "conv_transpose2d");
+  opt_ints(L, o, "dilation", 1, a.dilation, 2, "conv_transpose2d");
+  opt_ints(L, o, "padding", 0, a.pad, 4, "conv_transpose2d");
+  opt_ints(L, o, "output_padding", 0, outpad, 2, "conv_transpose2d");
+  if (outpad[0] < 0 || outpad[1] < 0)
+    return fe_error(L, "conv_transpose2d: output_padding [%d, %d] must be >= 0", outpad[0], outpad[1]);
+  a.pad[2] -= outpad[0], a.pad[3] -= outpad[1];
+  int64_t groups = opt_int(L, o, "groups", 1, "conv_transpose2d");
+  if (groups < 1 || groups > (1 << 20)) return fe_error(L, "conv_transpose2d: groups %lld must be >= 1", (long long)groups);
+  a.groups = (int)groups;
+  return push_id(L, fe_add(L, OP_CONV_TRANSPOSE2D, in, nin, &a));
+}
+
 /* conv2d(x, w [, bias] [, {stride, padding, dilation, groups}]) */
 static int l_conv2d(lua_State *L) {
   static const char *const known[] = {"stride", "padding", "dilation", "groups", NULL};
@@ -897,7 +929,7 @@ static const struct { const char *name; OpKind op; } reduce_ops[] = {
     {"prod", OP_REDUCE_PROD}};
 static const luaL_Reg plain_ops[] = {
     {"gelu", l_gelu}, {"where", l_where}, {"cast", l_cast}, {"matmul", l_matmul}, {"linear", l_linear},
-    {"conv2d", l_conv2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
+    {"conv2d", l_conv2d}, {"conv_transpose2d", l_conv_transpose2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
     {"transpose", l_transpose}, {"permute", l_permute}, {"flatten", l_flatten}, {"unsqueeze", l_unsqueeze},
     {"squeeze", l_squeeze}, {"concat", l_concat}, {"stack", l_stack}, {"slice", l_slice}, {"chunk", l_chunk},
     {"gather", l_gather}, {"embedding", l_embedding}, {"gather_elements", l_gather_elements}, {"topk", l_topk},
@@ -909,7 +941,7 @@ static const char *const method_names[] = {
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
     "sin", "cos", "erf", "floor", "ceil", "round",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
-    "slice", "chunk", "gather", "gather_elements", "topk", "sort", "argsort", "layernorm", "rmsnorm", "linear", "conv2d", "maxpool2d", "avgpool2d", NULL};
+    "slice", "chunk", "gather", "gather_elements", "topk", "sort", "argsort", "layernorm", "rmsnorm", "linear", "conv2d", "conv_transpose2d", "maxpool2d", "avgpool2d", NULL};
 
 /* t[name] = f with the op kind as upvalue 1 (t at the top of the stack). */
 static void set_op_closure(lua_State *L, const char *name, lua_CFunction f, OpKind op) {

@@ -443,6 +443,26 @@ def("conv1d", function(x, w, bias, opts)
   return y:squeeze(2)
 end)
 
+-- conv_transpose1d(x [N, C, L], w [C, O/g, K] [, bias] [, {stride, padding,
+-- output_padding, dilation, groups}]): a conv_transpose2d over a height of 1.
+def("conv_transpose1d", function(x, w, bias, opts)
+  check_tensor(x, "conv_transpose1d")
+  if x.rank ~= 3 then fail("conv_transpose1d: expects x [N, C, L], got rank %d", x.rank) end
+  if not is_tensor(w) or w.rank ~= 3 then fail("conv_transpose1d: expects w [C, O/groups, K]") end
+  if type(bias) == "table" and not is_tensor(bias) then bias, opts = nil, bias end
+  opts = opts or {}
+  local function one(v, default)
+    if v == nil then return default end
+    if type(v) == "table" then return v[1] end
+    return v
+  end
+  local y = kiln.conv_transpose2d(x:unsqueeze(2), w:unsqueeze(2), bias,
+                                  {stride = {1, one(opts.stride, 1)}, padding = {0, one(opts.padding, 0)},
+                                   output_padding = {0, one(opts.output_padding, 0)},
+                                   dilation = {1, one(opts.dilation, 1)}, groups = opts.groups})
+  return y:squeeze(2)
+end)
+
 -- group_norm(x, groups, weight, bias [, eps = 1e-5]) on x [N, C, ...]: each group of C /
 -- groups channels normalised over its channels and positions (biased variance), then
 -- the per-channel affine.

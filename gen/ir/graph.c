@@ -187,6 +187,7 @@ static void put_attrs(Buf *b, const Node *n) {
     if (a->trans_y) buf_puts(b, " trans_y");
     break;
   case FAM_CONV:
+  case FAM_CONV_TRANSPOSE:
     buf_puts(b, " stride ");
     put_ints(b, a->stride, 2);
     buf_puts(b, " pad ");

@@ -296,6 +296,38 @@ static bool interp_CONV2D(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
+/* Transposed convolution written the other way round from the kernels: every input
+ * element scatters x * w into the outputs it reaches (a float64 accumulator per
+ * output), which kernels compute as a gather. Cannot fail. */
+static bool interp_CONV_TRANSPOSE2D(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Attrs *a = &n->a;
+  const Shape *xs = &in[0].shape, *ws = &in[1].shape, *os = &out->shape;
+  int64_t C = xs->dim[1], H = xs->dim[2], W = xs->dim[3], CG = C / a->groups;
+  int64_t OG = ws->dim[1], KH = ws->dim[2], KW = ws->dim[3], O = OG * a->groups, OH = os->dim[2], OW = os->dim[3];
+  const float *x = in[0].data, *w = in[1].data, *bias = n->nin == 3 ? in[2].data : NULL;
+  int64_t count = shape_numel(os);
+  double *acc = kiln_alloc(sizeof(double) * (size_t)count);
+  for (int64_t b = 0; b < xs->dim[0]; b++)
+    for (int64_t ic = 0; ic < C; ic++)
+      for (int64_t ih = 0; ih < H; ih++)
+        for (int64_t iw = 0; iw < W; iw++) {
+          double v = x[((b * C + ic) * H + ih) * W + iw];
+          for (int64_t j = 0; j < OG; j++)
+            for (int64_t kh = 0; kh < KH; kh++)
+              for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t oh = ih * a->stride[0] - a->pad[0] + kh * a->dilation[0];
+                int64_t ow = iw * a->stride[1] - a->pad[1] + kw * a->dilation[1];
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                int64_t oc = ic / CG * OG + j;
+                acc[((b * O + oc) * OH + oh) * OW + ow] += v * w[((ic * OG + j) * KH + kh) * KW + kw];
+              }
+        }
+  float *o = f32_out(out);
+  for (int64_t i = 0; i < count; i++) o[i] = (float)(acc[i] + (bias ? bias[i / (OH * OW) % O] : 0.0));
+  return true;
+}
+
 /* Max or mean over each window; padded positions never take part in a max, and
  * count in a mean's divisor only with a.count_pad. */
 static bool interp_pool(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {

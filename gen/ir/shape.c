@@ -224,6 +224,43 @@ static bool shape_CONV2D(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* CONV_TRANSPOSE2D: x [N, C, H, W], w [C, O/groups, KH, KW] (PyTorch's layout), optional
+ * bias [O]; OH = (H - 1) stride - pad_top - pad_bottom + dilation (KH - 1) + 1 (same for
+ * W), >= 1. pad_bottom/right are PyTorch's padding minus output_padding, so they may be
+ * negative, down to 1 - max(stride, dilation) (PyTorch's output_padding bound). */
+static bool shape_CONV_TRANSPOSE2D(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape, *w = &IN(1)->shape;
+  const Attrs *a = &n->a;
+  if (x->rank != 4 || w->rank != 4)
+    return FAIL("conv_transpose2d: needs x [N, C, H, W] and w [C, O/groups, KH, KW]: x %s, w %s", SH(0), SH(1));
+  if (a->groups < 1) return FAIL("conv_transpose2d: groups %d must be >= 1", a->groups);
+  for (int i = 0; i < 2; i++) {
+    if (a->stride[i] < 1) return FAIL("conv_transpose2d: stride [%d, %d] must be >= 1", a->stride[0], a->stride[1]);
+    if (a->dilation[i] < 1) return FAIL("conv_transpose2d: dilation [%d, %d] must be >= 1", a->dilation[0], a->dilation[1]);
+    int most = a->stride[i] > a->dilation[i] ? a->stride[i] : a->dilation[i];
+    if (a->pad[i] < 0 || a->pad[i + 2] <= -most)
+      return FAIL("conv_transpose2d: padding [%d, %d, %d, %d] (bottom/right less output_padding) out of range for stride [%d, %d], "
+                  "dilation [%d, %d]: output_padding must be smaller than stride or dilation",
+                  a->pad[0], a->pad[1], a->pad[2], a->pad[3], a->stride[0], a->stride[1], a->dilation[0], a->dilation[1]);
+  }
+  int64_t c = x->dim[1], o = w->dim[1] * a->groups;
+  if (w->dim[0] != c || c % a->groups != 0)
+    return FAIL("conv_transpose2d: input has %lld channels, weight [C, O/groups, KH, KW] expects %lld (groups %d): x %s, w %s",
+                (long long)c, (long long)w->dim[0], a->groups, SH(0), SH(1));
+  if (n->nin == 3 && !(IN(2)->shape.rank == 1 && IN(2)->shape.dim[0] == o))
+    return FAIL("conv_transpose2d: bias must be [%lld], got %s", (long long)o, SH(2));
+  int64_t oh = (x->dim[2] - 1) * a->stride[0] - a->pad[0] - a->pad[2] + (int64_t)a->dilation[0] * (w->dim[2] - 1) + 1;
+  int64_t ow = (x->dim[3] - 1) * a->stride[1] - a->pad[1] - a->pad[3] + (int64_t)a->dilation[1] * (w->dim[3] - 1) + 1;
+  if (oh <= 0 || ow <= 0)
+    return FAIL("conv_transpose2d: padding [%d, %d, %d, %d] leaves no output: x %s, w %s", a->pad[0], a->pad[1], a->pad[2],
+                a->pad[3], SH(0), SH(1));
+  Shape s = {4, {x->dim[0], o, oh, ow}};
+  if (shape_numel_checked(&s) < 0) return FAIL("conv_transpose2d: output %s has too many elements", shape_str(&s));
+  n->shape = s;
+  n->dtype = DT_F32;
+  return true;
+}
+
 /* MAXPOOL2D/AVGPOOL2D: x [N, C, H, W] -> [N, C, OH, OW] f32. Kernel and stride >= 1,
  * each pad at most half its kernel dim, and the window must fit the padded input. */
 static bool shape_pool(Graph *g, Node *n, char *err, size_t errlen) {

@@ -552,6 +552,16 @@ static const char *k_topk(KernelCtx *k) {
   return "c/topk.c.tmpl";
 }
 
+/* conv_transpose2d: the sizes (emit_conv_transpose_vars) and the optional bias
+ * parameter, which starts each output's sum. */
+static const char *k_conv_transpose(KernelCtx *k) {
+  bool bias = k->n->nin == 3;
+  emit_conv_transpose_vars(&k->v, k->g, k->n);
+  emit_var(&k->v, "BIAS_PARAM", bias ? restrict_param(", ", "float", "bias") : "");
+  emit_var(&k->v, "BIAS_INIT", bias ? "bias[oc]" : "0.0f");
+  return "c/conv_transpose.c.tmpl";
+}
+
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
  * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
 static const char *k_attention(KernelCtx *k) {
@@ -590,7 +600,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
-    [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
+    [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk, [FAM_CONV_TRANSPOSE] = k_conv_transpose,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything

@@ -330,6 +330,31 @@ ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
   return r;
 }
 
+/* The sizes of a conv_transpose2d (x [NB, C, H, W], w [C, OG, KH, KW], out [NB, O, OH,
+ * OW]) as the variables every target's template names: NB C H W O OH OW KH KW CG OG SH
+ * SW PT PL DH DW (PT/PL: the top/left padding; the bottom/right ones only shape OH/OW). */
+void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n) {
+  const Shape *x = &graph_node(g, n->in[0])->shape, *w = &graph_node(g, n->in[1])->shape, *o = &n->shape;
+  const Attrs *a = &n->a;
+  emit_vari(v, "NB", x->dim[0]);
+  emit_vari(v, "C", x->dim[1]);
+  emit_vari(v, "H", x->dim[2]);
+  emit_vari(v, "W", x->dim[3]);
+  emit_vari(v, "O", o->dim[1]);
+  emit_vari(v, "OH", o->dim[2]);
+  emit_vari(v, "OW", o->dim[3]);
+  emit_vari(v, "KH", w->dim[2]);
+  emit_vari(v, "KW", w->dim[3]);
+  emit_vari(v, "CG", x->dim[1] / a->groups);
+  emit_vari(v, "OG", w->dim[1]);
+  emit_vari(v, "SH", a->stride[0]);
+  emit_vari(v, "SW", a->stride[1]);
+  emit_vari(v, "PT", a->pad[0]);
+  emit_vari(v, "PL", a->pad[1]);
+  emit_vari(v, "DH", a->dilation[0]);
+  emit_vari(v, "DW", a->dilation[1]);
+}
+
 /* Topk's order as a condition: value v goes strictly before w (largest first or
  * smallest first, a NaN above every number; equal values, two NaNs too, are not
  * "before": callers order them by index). nan_v/nan_w test v and w for NaN in the
@@ -447,6 +472,7 @@ static void describe_attrs(Buf *b, const Node *n) {
     if (a->trans_x || a->trans_y) buf_printf(b, ", transposed:%s%s", a->trans_x ? " x" : "", a->trans_y ? " y" : "");
     break;
   case FAM_CONV:
+  case FAM_CONV_TRANSPOSE:
     buf_printf(b, ", stride %d,%d pad %d,%d,%d,%d dilation %d,%d groups %d", a->stride[0], a->stride[1], a->pad[0], a->pad[1],
                a->pad[2], a->pad[3], a->dilation[0], a->dilation[1], a->groups);
     break;

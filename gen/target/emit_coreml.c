@@ -359,6 +359,69 @@ static void lower_conv(Lower *L, const Node *n) {
   finish(L, n, add);
 }
 
+/* conv_transpose2d -> MIL conv_transpose (iOS15; weight [C, O/groups, KH, KW] as
+ * PyTorch's, which MIL needs constant: a parameter, or conv_transpose1d's reshaped one,
+ * emitted again in the 4-D shape). MIL's pad only removes output rows, so a negative
+ * bottom/right pad (PyTorch's output_padding) is a conv_transpose without it and then
+ * a constant-0 MIL pad of those rows: no input reaches them, so they hold only the
+ * bias, which is then added after. */
+static void lower_conv_transpose(Lower *L, const Node *n) {
+  const Node *w = in_node(L, n, 1), *b = n->nin > 2 ? in_node(L, n, 2) : NULL, *root = w;
+  while (root->op == OP_RESHAPE) root = in_node(L, root, 0);
+  if (!is_const_leaf(root) || root->dtype != DT_F32)
+    kiln_error_at(n->loc, "conv_transpose2d: Core ML needs a constant weight (a parameter), not a computed one");
+  int eb = n->a.pad[2] < 0 ? -n->a.pad[2] : 0, er = n->a.pad[3] < 0 ? -n->a.pad[3] : 0;
+  bool bias_direct = b && is_const_leaf(b) && !eb && !er, extra = eb || er;
+  const char *xv = X(L, n, 0), *bv = bias_direct ? X(L, n, 2) : NULL;
+  const char *wv = root == w ? X(L, n, 1)
+                             : mil_const_float(L->m, kiln_fmt("%s_4d", root->name ? root->name : "weight"), L->ft, &w->shape, root->data);
+  int32_t strides[2] = {n->a.stride[0], n->a.stride[1]}, dil[2] = {n->a.dilation[0], n->a.dilation[1]};
+  int32_t pad[4] = {n->a.pad[0], n->a.pad[2] + eb, n->a.pad[1], n->a.pad[3] + er};
+  const char *st = mil_ints(L->m, param_name(n, "conv_transpose", "strides"), strides, 2);
+  const char *pt = mil_const_str(L->m, param_name(n, "conv_transpose", "pad_type"), "custom");
+  const char *pd = mil_ints(L->m, param_name(n, "conv_transpose", "pad"), pad, 4);
+  const char *dl = mil_ints(L->m, param_name(n, "conv_transpose", "dilations"), dil, 2);
+  const char *gr = mil_scalar_int(L->m, param_name(n, "conv_transpose", "groups"), n->a.groups);
+  bool last = !extra && (!b || bias_direct);
+  MilOp *op = last ? start(L, n, "conv_transpose") : step(L, n, "conv_transpose");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "weight", wv);
+  if (bv) mil_arg(L->m, op, "bias", bv);
+  mil_arg(L->m, op, "strides", st);
+  mil_arg(L->m, op, "pad_type", pt);
+  mil_arg(L->m, op, "pad", pd);
+  mil_arg(L->m, op, "dilations", dl);
+  mil_arg(L->m, op, "groups", gr);
+  if (last) {
+    finish(L, n, op);
+    return;
+  }
+  Shape cs = n->shape;
+  cs.dim[2] -= eb, cs.dim[3] -= er;
+  const char *c = mil_result(L->m, op, mil_type(L, n->dtype), &cs);
+  if (extra) {
+    int32_t pp[4] = {0, eb, 0, er};
+    const char *pv = mil_ints(L->m, param_name(n, "pad", "pad"), pp, 4);
+    const char *mode = mil_const_str(L->m, param_name(n, "pad", "mode"), "constant");
+    const char *cv = mil_scalar_float(L->m, param_name(n, "pad", "constant_val"), L->ft, 0.0f);
+    MilOp *po = b ? step(L, n, "pad") : start(L, n, "pad");
+    mil_arg(L->m, po, "x", c);
+    mil_arg(L->m, po, "pad", pv);
+    mil_arg(L->m, po, "mode", mode);
+    mil_arg(L->m, po, "constant_val", cv);
+    if (!b) {
+      finish(L, n, po);
+      return;
+    }
+    c = mil_result(L->m, po, mil_type(L, n->dtype), &n->shape);
+  }
+  const char *bc = per_channel(L, n, b, n->shape.rank);
+  MilOp *add = start(L, n, "add");
+  mil_arg(L->m, add, "x", c);
+  mil_arg(L->m, add, "y", bc);
+  finish(L, n, add);
+}
+
 /* maxpool2d/avgpool2d -> max_pool/avg_pool with custom pads and ceil_mode false; avg's
  * exclude_padding_from_average is the negation of Kiln's count_pad. */
 static void lower_pool(Lower *L, const Node *n) {
@@ -1010,6 +1073,7 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_ARGREDUCE: lower_argreduce(L, n); return;
   case FAM_GATHER_ELEMENTS: lower_gather_elements(L, n); return;
   case FAM_TOPK: lower_topk(L, n); return;
+  case FAM_CONV_TRANSPOSE: lower_conv_transpose(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);

@@ -448,6 +448,18 @@ static const char *k_topk(MtlKernel *k) {
   return "metal/topk.metal.tmpl";
 }
 
+/* conv_transpose2d: one thread per output element, gathering its taps. */
+static const char *k_conv_transpose(MtlKernel *k) {
+  bool bias = k->n->nin == 3;
+  emit_conv_transpose_vars(&k->v, k->g, k->n);
+  k->opname[1] = "w";
+  if (bias) k->opname[2] = "bias";
+  emit_var(&k->v, "BIAS_INIT", bias ? "bias[oc]" : "0.0f");
+  emit_vari(&k->v, "TOTAL", node_numel(k->n));
+  grid_1d(k, node_numel(k->n));
+  return "metal/conv_transpose.metal.tmpl";
+}
+
 /* Attention family: one thread per (head, query row); the sizes of q [HQ, T, D] and
  * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal and CAUSAL. */
 static const char *k_attention(MtlKernel *k) {
@@ -491,7 +503,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
-    [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
+    [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk, [FAM_CONV_TRANSPOSE] = k_conv_transpose,
 };
 
 /* Fills k's variables and grid for its anchor's family and returns the template;

@@ -380,6 +380,8 @@ static Tensor *ev_cast(Ctx *, const char *);
 static Tensor *ev_linear(Ctx *, const char *);
 static Tensor *ev_matmul(Ctx *, const char *);
 static Tensor *ev_conv(Ctx *, const char *);
+static Tensor *ev_conv_transpose(Ctx *, const char *);
+static Tensor *ev_pad(Ctx *, const char *);
 static Tensor *ev_pool(Ctx *, const char *);
 static Tensor *ev_reduce(Ctx *, const char *);
 static Tensor *ev_argreduce(Ctx *, const char *);
@@ -435,6 +437,10 @@ static const OpDef defs[] = {
     {"matmul", ev_matmul, {X_, {"y", REQ, 0}, {"transpose_x", CONST | DEF, 0}, {"transpose_y", CONST | DEF, 0}}},
     {"conv", ev_conv, {X_, {"weight", REQ, 0}, {"bias", OPT | CONST, 0}, {"strides", CONST | DEF, 0}, {"pad_type", CONST | DEF, 0},
                        {"pad", CONST | DEF, 0}, {"dilations", CONST | DEF, 0}, {"groups", CONST | DEF, 0}}},
+    {"conv_transpose", ev_conv_transpose, {X_, {"weight", REQ | CONST, 0}, {"bias", OPT | CONST, 0}, {"strides", CONST | DEF, 0},
+                                           {"pad_type", CONST | DEF, 0}, {"pad", CONST | DEF, 0}, {"dilations", CONST | DEF, 0},
+                                           {"groups", CONST | DEF, 0}}},
+    {"pad", ev_pad, {X_, {"pad", REQ | CONST, 0}, {"mode", CONST | DEF, 0}, {"constant_val", CONST | DEF, 0}}},
     {"max_pool", ev_pool, {X_, {"kernel_sizes", REQ | CONST, 0}, {"strides", CONST | DEF, 0}, {"pad_type", REQ | CONST, 0},
                            {"pad", CONST | DEF, 0}, {"ceil_mode", CONST | DEF, 0}}},
     {"avg_pool", ev_pool, {X_, {"kernel_sizes", REQ | CONST, 0}, {"strides", CONST | DEF, 0}, {"pad_type", REQ | CONST, 0},
@@ -711,6 +717,71 @@ static Tensor *ev_conv(Ctx *c, const char *type) {
           o->v[((nn * O + oc) * OH + oh) * OW + ow] = acc;
         }
     }
+  return o;
+}
+
+/* conv_transpose: weight [C, O/groups, KH, KW]; pad [top, bottom, left, right] taken
+ * off the full output (non-negative); written as a scatter of every input element,
+ * the other way round from Kiln's kernels. */
+static Tensor *ev_conv_transpose(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *w = c->in[1], *b = c->in[2];
+  same_float(x, w, "x/weight");
+  if (b) same_float(x, b, "x/bias");
+  if (x->rank != 4 || w->rank != 4) fail("Kiln emits 2-D transposed convolutions only (x rank %d)", x->rank);
+  int64_t s[2], p[4], d[2], g = (int64_t)scalar(c->in[7], "groups");
+  ints_of(c->in[3], 2, s, "strides");
+  custom_pad(c->in[4], c->in[5], p);
+  ints_of(c->in[6], 2, d, "dilations");
+  for (int i = 0; i < 4; i++)
+    if (p[i] < 0) fail("negative pad %lld", (long long)p[i]);
+  int64_t N = x->dim[0], C = x->dim[1], H = x->dim[2], W = x->dim[3], OG = w->dim[1], KH = w->dim[2], KW = w->dim[3];
+  if (g < 1 || C % g || w->dim[0] != C) fail("groups %lld do not fit C %lld, weight [%lld, ...]", (long long)g, (long long)C, (long long)w->dim[0]);
+  int64_t O = OG * g, CG = C / g;
+  int64_t OH = (H - 1) * s[0] - p[0] - p[1] + d[0] * (KH - 1) + 1, OW = (W - 1) * s[1] - p[2] - p[3] + d[1] * (KW - 1) + 1;
+  if (OH < 1 || OW < 1) fail("no output");
+  int64_t od[4] = {N, O, OH, OW};
+  Tensor *o = tnew(x->dt, 4, od);
+  for (int64_t i = 0; i < o->n; i++) o->v[i] = b ? b->v[i / (OH * OW) % O] : 0;
+  for (int64_t nn = 0; nn < N; nn++)
+    for (int64_t ic = 0; ic < C; ic++)
+      for (int64_t ih = 0; ih < H; ih++)
+        for (int64_t iw = 0; iw < W; iw++)
+          for (int64_t j = 0; j < OG; j++)
+            for (int64_t kh = 0; kh < KH; kh++)
+              for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t oh = ih * s[0] - p[0] + kh * d[0], ow = iw * s[1] - p[2] + kw * d[1];
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                o->v[((nn * O + ic / CG * OG + j) * OH + oh) * OW + ow] +=
+                    x->v[((nn * C + ic) * H + ih) * W + iw] * w->v[((ic * OG + j) * KH + kh) * KW + kw];
+              }
+  return o;
+}
+
+/* pad, constant mode: pad lists (before, after) for the last len/2 dims. */
+static Tensor *ev_pad(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *pd = c->in[1];
+  if (c->in[2] && (!c->in[2]->s || strcmp(c->in[2]->s, "constant") != 0)) fail("mode '%s' (Kiln writes constant)", c->in[2]->s ? c->in[2]->s : "?");
+  double val = c->in[3] ? scalar(c->in[3], "constant_val") : 0;
+  int np = (int)(pd->n / 2);
+  if (pd->n % 2 || np > x->rank) fail("pad has %lld entries for rank %d", (long long)pd->n, x->rank);
+  int64_t before[MAXR] = {0}, od[MAXR], idx[MAXR];
+  for (int i = 0; i < x->rank; i++) od[i] = x->dim[i];
+  for (int i = 0; i < np; i++) {
+    int d = x->rank - np + i;
+    if (pd->v[2 * i] < 0 || pd->v[2 * i + 1] < 0) fail("negative pad");
+    before[d] = (int64_t)pd->v[2 * i];
+    od[d] += (int64_t)pd->v[2 * i] + (int64_t)pd->v[2 * i + 1];
+  }
+  Tensor *o = tnew(x->dt, x->rank, od);
+  for (int64_t i = 0; i < o->n; i++) o->v[i] = val;
+  for (int64_t i = 0; i < x->n; i++) {
+    unravel(i, x->rank, x->dim, idx);
+    int64_t off = 0;
+    for (int k = 0; k < x->rank; k++) off = off * od[k] + idx[k] + before[k];
+    o->v[off] = x->v[i];
+  }
   return o;
 }
 

@@ -59,7 +59,8 @@ class Case:
             lines.append('local %s = kiln.input("%s", %s%s)' % (n, n, lua_shape(shape),
                                                              "" if dt == "f32" else ', "%s"' % dt))
         for n, a in self.params.items():
-            lines.append('local %s = kiln.param("%s", %s)' % (n, n, lua_shape(np.shape(a))))
+            if "." not in n:   # a dotted name belongs to an nn module the body creates
+                lines.append('local %s = kiln.param("%s", %s)' % (n, n, lua_shape(np.shape(a))))
         if self.body:
             lines += self.body.strip().splitlines()
         else:
@@ -515,6 +516,66 @@ conv_case("k288", [1, 32, 6, 6], [8, 32, 3, 3], padding=1)
 conv_case("params", [1, 3, 5, 5], [2, 3, 3, 3], params=True)
 conv_case("all_opts", [1, 6, 11, 11], [6, 2, 3, 3], stride=2, dilation=2, padding=1, groups=3)
 conv_case("kernel_eq_input", [2, 3, 4, 4], [2, 3, 4, 4])
+def convt_ref(x, w, b=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
+    """torch conv_transpose2d in float64. A 4-value padding (t, l, b, r), which torch
+    lacks, is the unpadded result cropped (and zero-extended by output_padding), plus bias."""
+    if not (isinstance(padding, (tuple, list)) and len(padding) == 4):
+        return N(F.conv_transpose2d(T(x), T(w), None if b is None else T(b), stride=stride, padding=padding,
+                                    output_padding=output_padding, groups=groups, dilation=dilation))
+    t, l, bo, r = padding
+    oh, ow = (output_padding, output_padding) if isinstance(output_padding, int) else output_padding
+    full = F.conv_transpose2d(T(x), T(w), None, stride=stride, groups=groups, dilation=dilation)
+    full = F.pad(full, (0, max(0, ow - r), 0, max(0, oh - bo)))
+    H, W = full.shape[2], full.shape[3]
+    out = full[:, :, t:H - max(0, bo - oh), l:W - max(0, r - ow)]
+    if b is not None:
+        out = out + T(b)[None, :, None, None]
+    return N(out)
+
+
+def convt_case(name, sx, sw, bias=True, stride=1, padding=0, output_padding=0, dilation=1, groups=1, expr=None):
+    opts = []
+    for k, v, d in (("stride", stride, 1), ("padding", padding, 0), ("output_padding", output_padding, 0),
+                    ("dilation", dilation, 1)):
+        if v != d:
+            opts.append("%s = %s" % (k, lua_opt(v)))
+    if groups != 1:
+        opts.append("groups = %d" % groups)
+    args = "x, w" + (", b" if bias else "") + (", {%s}" % ", ".join(opts) if opts else "")
+    kw = dict(stride=stride, padding=padding, output_padding=output_padding, dilation=dilation, groups=groups)
+    # each output sums at most (C/groups) KH KW products, plus the bias
+    K = sx[1] // groups * sw[2] * sw[3] + (1 if bias else 0)
+    inputs = [("x", sx, "f32", "n"), ("w", sw, "f32", "n")] + ([("b", [sw[1] * groups], "f32", "n")] if bias else [])
+    add("conv_transpose2d", name, expr or "kiln.conv_transpose2d(%s)" % args, inputs,
+        ref=lambda x, w, b=None: convt_ref(x, w, b, **kw),
+        tol=Tol.red(K, lambda x, w, b=None: convt_ref(np.abs(x), np.abs(w), None if b is None else np.abs(b), **kw)))
+
+
+convt_case("basic", [1, 3, 4, 4], [3, 2, 3, 3])
+convt_case("stride2", [2, 3, 5, 4], [3, 4, 3, 3], stride=2)
+convt_case("stride2_pad1_outpad1", [1, 2, 4, 5], [2, 3, 3, 3], stride=2, padding=1, output_padding=1)
+convt_case("rect", [1, 2, 3, 6], [2, 2, 2, 4], stride=(3, 2), padding=(1, 0), output_padding=(2, 1), bias=False)
+convt_case("dilation", [1, 2, 5, 5], [2, 3, 3, 3], dilation=2, padding=1)
+convt_case("dil_outpad", [1, 2, 4, 4], [2, 2, 3, 2], stride=2, dilation=3, output_padding=2)
+convt_case("groups", [2, 4, 3, 3], [4, 3, 3, 3], stride=2, groups=2, padding=1)
+convt_case("depthwise", [1, 4, 5, 5], [4, 1, 3, 3], groups=4, padding=1)
+convt_case("pointwise", [1, 5, 3, 3], [5, 4, 1, 1])
+convt_case("pad_tlbr", [1, 2, 4, 5], [2, 3, 3, 3], stride=2, padding=(1, 0, 2, 1), output_padding=1)
+convt_case("big", [1, 16, 8, 8], [16, 8, 4, 4], stride=2, padding=1)
+add("conv_transpose2d", "nn_module", "",
+    [("x", [1, 4, 3, 3], "f32", "n")],
+    body='local m = kiln.nn.name(kiln.nn.ConvTranspose2d(4, 6, 3, {stride = 2, padding = 1, output_padding = 1, groups = 2}), "m")\n'
+         'kiln.output("out", m(x))',
+    params={"m.weight": np.random.default_rng(5).standard_normal((4, 3, 3, 3)).astype(np.float32),
+            "m.bias": np.random.default_rng(6).standard_normal(6).astype(np.float32)},
+    ref=lambda x, weight, bias: convt_ref(x, weight, bias, stride=2, padding=1, output_padding=1, groups=2),
+    tol=Tol.red(19, lambda x, weight, bias: convt_ref(np.abs(x), np.abs(weight), np.abs(bias), stride=2, padding=1,
+                                                      output_padding=1, groups=2)), also=("weight",))
+add("conv_transpose2d", "conv_transpose1d", "kiln.conv_transpose1d(x, w, b, {stride = 3, padding = 2, output_padding = 1})",
+    [("x", [2, 3, 7], "f32", "n"), ("w", [3, 2, 4], "f32", "n"), ("b", [2], "f32", "n")],
+    ref=lambda x, w, b: N(F.conv_transpose1d(T(x), T(w), T(b), stride=3, padding=2, output_padding=1)),
+    tol=Tol.red(13, lambda x, w, b: N(F.conv_transpose1d(T(np.abs(x)), T(np.abs(w)), T(np.abs(b)), stride=3, padding=2,
+                                                         output_padding=1))), also=("reshape",))
 add("conv2d", "nn_module", "kiln.nn.Conv2d(3, 4, 3, {padding = 1, bias = false})(x)",
     [("x", [1, 3, 5, 5], "f32", "n")],
     body='local conv = kiln.nn.Conv2d(3, 4, 3, {padding = 1, bias = false})\n'
