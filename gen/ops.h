@@ -97,6 +97,8 @@
   X(SLICE,      "slice",      1, 1, FAM_SLICE,   0, NULL, NULL, "x[start:end:step] per dim (step > 0)") \
   X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp") \
   X(GATHER_ELEMENTS, "gather_elements", 2, 2, FAM_GATHER_ELEMENTS, 0, NULL, NULL, "torch.gather: out[..i..] = x[..y[..i..]..] along a.axis, y i32 of x's rank; out of [0, n): interpreter error, kernels clamp") \
+  X(SCATTER,    "scatter",    3, 3, FAM_SCATTER, 0, NULL, NULL, "torch.scatter: x with out[..y[..i..]..] = z[..i..] along a.axis; the last of duplicate targets wins; out of [0, n): interpreter error, kernels skip") \
+  X(INDEX_COPY, "index_copy", 3, 3, FAM_SCATTER, 0, NULL, NULL, "torch.index_copy: x with slice y[j] along a.axis = slice j of z (1-D i32 y); the last duplicate wins; out of [0, n): interpreter error, kernels skip") \
   X(TOPK,       "topk",       1, 1, FAM_TOPK,    OPF_F32, NULL, NULL, "i32 indices of the a.k largest (a.largest) or smallest x along a.axis, in order; equal values by index, NaN above every number") \
   /* attention */ \
   X(SDPA,       "sdpa",       5, 5, FAM_ATTENTION, 0, NULL, NULL, "softmax(q k^T * a.scale) v: q [Hq,T,D], k/v [Hkv,S,D] (query head h reads kv head h/(Hq/Hkv)), i32 scalars len (keys j < len, clamped to [0,S]) and pos (a.causal: row i sees j <= pos+i); a row seeing no key is 0") \

@@ -781,6 +781,32 @@ static int l_gather_elements(lua_State *L) {
   return push_id(L, id);
 }
 
+/* scatter(x, dim, index, src) / index_copy(x, dim, index, source), torch's argument
+ * order: src a tensor of index's shape (scatter; ops.lua wraps this for numbers and
+ * larger sources) or of x's shape with index's length along dim (index_copy). A
+ * constant index out of range is an error here (kernels would skip it). */
+static int l_scatter(lua_State *L) {
+  OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
+  const char *name = kiln_ops[op].name;
+  int in[3];
+  in[0] = fe_tensor(L, 1, name);
+  int64_t d = fe_int_arg(L, 2, name, "dim");
+  in[1] = fe_tensor(L, 3, name);
+  in[2] = fe_tensor(L, 4, name);
+  int axis = fe_dim(L, d, tshape(L, in[0])->rank, name);
+  int id = fe_add(L, op, in, 3, &(Attrs){.axis = axis});
+  const Node *ix = tnode(L, in[1]);
+  int64_t n = tshape(L, in[0])->dim[axis];
+  if (ix->op == OP_CONST && ix->data)
+    for (int64_t i = 0; i < shape_numel(&ix->shape); i++) {
+      int32_t v = ((const int32_t *)ix->data)[i];
+      if (v < 0 || v >= n)
+        fe_error(L, "%s: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", name, (int)v,
+                 (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
+    }
+  return push_id(L, id);
+}
+
 /* Pushes the values and the i32 indices of the k first elements of x along dim in
  * topk's order (largest or smallest first): a TOPK node (the indices) and a
  * GATHER_ELEMENTS of x by them (the values, exact copies). Two nodes because a node
@@ -941,7 +967,7 @@ static const char *const method_names[] = {
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
     "sin", "cos", "erf", "floor", "ceil", "round",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
-    "slice", "chunk", "gather", "gather_elements", "topk", "sort", "argsort", "layernorm", "rmsnorm", "linear", "conv2d", "conv_transpose2d", "maxpool2d", "avgpool2d", NULL};
+    "slice", "chunk", "gather", "gather_elements", "topk", "sort", "argsort", "scatter", "index_copy", "layernorm", "rmsnorm", "linear", "conv2d", "conv_transpose2d", "maxpool2d", "avgpool2d", NULL};
 
 /* t[name] = f with the op kind as upvalue 1 (t at the top of the stack). */
 static void set_op_closure(lua_State *L, const char *name, lua_CFunction f, OpKind op) {
@@ -963,6 +989,8 @@ void fe_register_ops(lua_State *L) {
   set_op_closure(L, "maxpool2d", l_pool, OP_MAXPOOL2D);
   set_op_closure(L, "avgpool2d", l_pool, OP_AVGPOOL2D);
   set_op_closure(L, "layernorm", l_norm, OP_LAYERNORM);
+  set_op_closure(L, "scatter", l_scatter, OP_SCATTER);
+  set_op_closure(L, "index_copy", l_scatter, OP_INDEX_COPY);
   set_op_closure(L, "argmax", l_argreduce, OP_ARGMAX);
   set_op_closure(L, "argmin", l_argreduce, OP_ARGMIN);
   set_op_closure(L, "rmsnorm", l_norm, OP_RMSNORM);

@@ -286,6 +286,48 @@ def("take_along_dim", function(x, idx, dim)
   return kiln.gather_elements(x, idx, d)
 end)
 
+-- scatter(x, dim, index, src) (torch.scatter, reduce none): x with out[..index[..i..]..] =
+-- src[..i..] along dim. src may be a number (torch's value form) or a tensor at least as
+-- large as index in every dim (torch uses its leading part). The last of duplicate
+-- targets wins (torch leaves it open); index's other dims must equal x's.
+local raw_scatter = kiln.scatter
+local function scatter(x, dim, index, src)
+  check_tensor(x, "scatter")
+  if not is_tensor(index) or index.dtype ~= "i32" then fail("scatter: the index must be an i32 tensor") end
+  if type(src) == "number" then
+    src = kiln.full(index.shape, src, x.dtype)
+  elseif is_tensor(src) and src.rank == index.rank then
+    for i = 1, src.rank do
+      if src.shape[i] < index.shape[i] then fail("scatter: src dim %d is %d, smaller than index's %d", i - 1, src.shape[i], index.shape[i]) end
+      if src.shape[i] > index.shape[i] then src = src:slice(i - 1, 0, index.shape[i]) end
+    end
+  end
+  return raw_scatter(x, dim, index, src)
+end
+def("scatter", scatter)
+
+-- index_put(x, {index}, values) (torch's index_put, accumulate false) with one i32 index
+-- vector: rows index[j] of x (dim 0) become values[j]; values broadcast to [#index,
+-- x.shape[2..]]. An index_copy along dim 0.
+def("index_put", function(x, indices, values)
+  check_tensor(x, "index_put")
+  if type(indices) ~= "table" or is_tensor(indices) or #indices ~= 1 or not is_tensor(indices[1]) then
+    fail("index_put: indices must be a list of one i32 index tensor (one indexed dim)")
+  end
+  local idx = indices[1]
+  if idx.dtype ~= "i32" or idx.rank ~= 1 then fail("index_put: the index must be an i32 vector") end
+  local shape = x.shape
+  shape[1] = idx.shape[1]
+  if type(values) == "number" then values = kiln.full(shape, values, x.dtype)
+  else
+    check_tensor(values, "index_put")
+    local same = values.rank == #shape
+    for i = 1, #shape do same = same and values.shape[i] == shape[i] end
+    if not same then values = values:expand(shape) end
+  end
+  return kiln.index_copy(x, 0, idx, values)
+end)
+
 -- ---- padding ----
 
 -- pad(x, pads [, mode = "constant" [, value = 0]]) as torch.nn.functional.pad: pads lists

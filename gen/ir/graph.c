@@ -215,6 +215,7 @@ static void put_attrs(Buf *b, const Node *n) {
     break;
   }
   case FAM_GATHER_ELEMENTS:
+  case FAM_SCATTER:
     buf_printf(b, " axis %d", a->axis);
     break;
   case FAM_TOPK:

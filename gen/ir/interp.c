@@ -583,6 +583,30 @@ static bool interp_GATHER_ELEMENTS(const Node *n, const Tensor *in, Tensor *out,
   return true;
 }
 
+/* Scatter and index_copy: out = x, then every element (scatter) or slice (index_copy)
+ * of the source stored at its index along a.axis, in row-major order, so the last of
+ * duplicate targets wins; an index outside [0, n) is an error naming the line. */
+static bool interp_scatter(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  size_t es = (size_t)dtype_size(out->dtype);
+  int ax = n->a.axis;
+  int64_t count = shape_numel(&in[2].shape), idx[KILN_MAX_RANK], limit = in[0].shape.dim[ax];
+  memcpy(out->data, in[0].data, (size_t)shape_numel(&out->shape) * es);
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &in[2].shape, idx);
+    int32_t v = ((const int32_t *)in[1].data)[n->op == OP_SCATTER ? i : idx[ax]];
+    if (v < 0 || v >= limit) {
+      snprintf(err, errlen, "%s:%d: %s: index %d out of range [0, %lld) for %s", n->loc.file ? n->loc.file : "?", n->loc.line,
+               kiln_ops[n->op].name, (int)v, (long long)limit, shape_str(&in[0].shape));
+      return false;
+    }
+    idx[ax] = v;
+    memcpy((char *)out->data + (size_t)ravel(idx, &out->shape) * es, (const char *)in[2].data + (size_t)i * es, es);
+  }
+  return true;
+}
+#define interp_SCATTER interp_scatter
+#define interp_INDEX_COPY interp_scatter
+
 /* Does value a come strictly before b in topk's order? Largest first (or smallest
  * first), a NaN above every number; equal values (two NaNs too) are not ordered here:
  * the caller keeps them by index. */

@@ -486,6 +486,34 @@ static bool shape_GATHER_ELEMENTS(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* SCATTER (x, idx, src): idx i32 of x's rank with x's dims except along a.axis, src of
+ * idx's shape and x's dtype. INDEX_COPY (x, idx, src): idx a 1-D i32 vector, src x's
+ * shape with idx's length along a.axis, x's dtype. The result is x's type. */
+static bool shape_scatter(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape, *idx = &IN(1)->shape, *src = &IN(2)->shape;
+  int ax = n->a.axis;
+  if (IN(1)->dtype != DT_I32) return FAIL("%s: indices must be i32, got %s%s", OPNAME, dtype_name(IN(1)->dtype), SH(1));
+  if (IN(2)->dtype != IN(0)->dtype)
+    return FAIL("%s: source %s%s must have x's dtype %s", OPNAME, dtype_name(IN(2)->dtype), SH(2), dtype_name(IN(0)->dtype));
+  if (ax < 0 || ax >= x->rank) return FAIL("%s: axis %d out of range for %s", OPNAME, ax, SH(0));
+  Shape want = *x;
+  if (n->op == OP_SCATTER) {
+    if (idx->rank != x->rank) return FAIL("scatter: indices %s must have the rank of x %s", SH(1), SH(0));
+    want.dim[ax] = idx->dim[ax];
+    if (!shape_eq(idx, &want))
+      return FAIL("scatter: indices %s and x %s differ in a dim other than %d", SH(1), SH(0), ax);
+  } else {
+    if (idx->rank != 1) return FAIL("index_copy: indices must be a vector, got %s", SH(1));
+    want.dim[ax] = idx->dim[0];
+  }
+  if (!shape_eq(src, &want)) return FAIL("%s: source %s must be %s (x %s, indices %s)", OPNAME, SH(2), shape_str(&want), SH(0), SH(1));
+  n->shape = *x;
+  n->dtype = IN(0)->dtype;
+  return true;
+}
+#define shape_SCATTER shape_scatter
+#define shape_INDEX_COPY shape_scatter
+
 /* topk over a.axis of an f32 x: 1 <= a.k <= x.dim[axis]; out is x's shape with a.k
  * along the axis, i32 (indices). */
 static bool shape_TOPK(Graph *g, Node *n, char *err, size_t errlen) {

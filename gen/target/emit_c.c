@@ -562,6 +562,22 @@ static const char *k_conv_transpose(KernelCtx *k) {
   return "c/conv_transpose.c.tmpl";
 }
 
+/* scatter / index_copy along a.axis: x as OUTER x N x INNER, the source as OUTER x NI
+ * x INNER; IDX_AT says where an element's index is: its own position (scatter) or
+ * the source slice's (index_copy, a vector). */
+static const char *k_scatter(KernelCtx *k) {
+  AxisGeom x = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool sc = k->n->op == OP_SCATTER;
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "OUTER", x.outer);
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", IN(2)->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  emit_var(&k->v, "IDX_AT", sc ? "at" : "j");
+  emit_var(&k->v, "WHAT", sc ? "scatter: idx has src's shape" : "index_copy: idx is a vector of NI");
+  return "c/scatter.c.tmpl";
+}
+
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
  * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
 static const char *k_attention(KernelCtx *k) {
@@ -601,6 +617,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
     [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk, [FAM_CONV_TRANSPOSE] = k_conv_transpose,
+    [FAM_SCATTER] = k_scatter,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything

@@ -483,7 +483,7 @@ static void describe_attrs(Buf *b, const Node *n) {
   case FAM_REDUCE: buf_printf(b, ", axes mask 0x%x%s", a->axes, a->keepdims ? " keepdims" : ""); break;
   case FAM_ATTENTION: buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : ""); break;
   case FAM_TOPK: buf_printf(b, ", axis %d, k %d, %s first", a->axis, a->k, a->largest ? "largest" : "smallest"); break;
-  case FAM_GATHER_ELEMENTS: buf_printf(b, ", axis %d", a->axis); break;
+  case FAM_GATHER_ELEMENTS: case FAM_SCATTER: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_ARGREDUCE: buf_printf(b, ", axis %d%s", a->axis, a->keepdims ? " keepdims" : ""); break;
   case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: case FAM_WRITE: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_TRANSPOSE:

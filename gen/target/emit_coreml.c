@@ -857,6 +857,50 @@ static void lower_gather_elements(Lower *L, const Node *n) {
   finish(L, n, c);
 }
 
+/* scatter -> MIL scatter_along_axis, index_copy -> MIL scatter (both iOS15, mode
+ * "update"; validate_indices written from iOS17 as for gather); bool x and source
+ * through int32. MIL leaves duplicate targets and out-of-range indices undefined:
+ * Kiln's kernels let the last duplicate win and skip out-of-range indices, which our
+ * evaluator checks the lowering against (docs/ops.md). */
+static void lower_scatter(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0), *src = in_node(L, n, 2);
+  const char *type = n->op == OP_SCATTER ? "scatter_along_axis" : "scatter";
+  const char *xv = X(L, n, 0), *iv = X(L, n, 1), *sv = X(L, n, 2);
+  bool b = x->dtype == DT_BOOL;
+  if (b) {
+    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
+    MilOp *c = step(L, n, "cast");
+    mil_arg(L->m, c, "x", xv);
+    mil_arg(L->m, c, "dtype", dt);
+    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+    const char *dt2 = mil_const_str(L->m, param_name(n, "cast_src", "dtype"), "int32");
+    MilOp *c2 = step(L, n, "cast");   /* a fresh name: mil_op makes it unique */
+    mil_arg(L->m, c2, "x", sv);
+    mil_arg(L->m, c2, "dtype", dt2);
+    sv = mil_result(L->m, c2, MIL_I32, &src->shape);
+  }
+  const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
+  const char *mode = mil_const_str(L->m, param_name(n, type, "mode"), "update");
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, type, "validate_indices"), false) : NULL;
+  MilOp *op = b ? step(L, n, type) : start(L, n, type);
+  mil_arg(L->m, op, "data", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "updates", sv);
+  mil_arg(L->m, op, "axis", ax);
+  mil_arg(L->m, op, "mode", mode);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  if (!b) {
+    finish(L, n, op);
+    return;
+  }
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype_out"), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
 /* topk -> MIL argsort (iOS15; int32 indices of the whole line, descending for the
  * largest first), then slice_by_index to the first k along the axis when k < n. MIL
  * documents neither the order of equal values nor where a NaN goes: Kiln's rule (by
@@ -1074,6 +1118,7 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_GATHER_ELEMENTS: lower_gather_elements(L, n); return;
   case FAM_TOPK: lower_topk(L, n); return;
   case FAM_CONV_TRANSPOSE: lower_conv_transpose(L, n); return;
+  case FAM_SCATTER: lower_scatter(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);

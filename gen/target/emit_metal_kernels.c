@@ -460,6 +460,24 @@ static const char *k_conv_transpose(MtlKernel *k) {
   return "metal/conv_transpose.metal.tmpl";
 }
 
+/* scatter / index_copy: one thread per output element, searching the indices of its
+ * line for the last that targets it (no two threads write one element: no race). */
+static const char *k_scatter(MtlKernel *k) {
+  AxisGeom x = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  bool sc = k->n->op == OP_SCATTER;
+  k->opname[1] = "idx";
+  k->opname[2] = "src";
+  emit_var(&k->v, "T", mtl_type(k->n->dtype));
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", in(k, 2)->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  emit_vari(&k->v, "TOTAL", node_numel(k->n));
+  emit_var(&k->v, "IDX_AT", sc ? "at" : "j");
+  emit_var(&k->v, "WHAT", sc ? "scatter: idx has src's shape" : "index_copy: idx is a vector of NI");
+  grid_1d(k, node_numel(k->n));
+  return "metal/scatter.metal.tmpl";
+}
+
 /* Attention family: one thread per (head, query row); the sizes of q [HQ, T, D] and
  * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal and CAUSAL. */
 static const char *k_attention(MtlKernel *k) {
@@ -504,6 +522,7 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
     [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk, [FAM_CONV_TRANSPOSE] = k_conv_transpose,
+    [FAM_SCATTER] = k_scatter,
 };
 
 /* Fills k's variables and grid for its anchor's family and returns the template;

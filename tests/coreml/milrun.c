@@ -395,6 +395,7 @@ static Tensor *ev_slice(Ctx *, const char *);
 static Tensor *ev_gather(Ctx *, const char *);
 static Tensor *ev_gather_along_axis(Ctx *, const char *);
 static Tensor *ev_argsort(Ctx *, const char *);
+static Tensor *ev_scatter(Ctx *, const char *);
 static Tensor *ev_read_state(Ctx *, const char *);
 static Tensor *ev_write_state(Ctx *, const char *);
 static Tensor *ev_slice_update(Ctx *, const char *);
@@ -462,6 +463,10 @@ static const OpDef defs[] = {
     {"slice_by_index", ev_slice, {X_, {"begin", REQ, 0}, {"end", REQ, 0}, {"stride", CONST | DEF, 0}, {"begin_mask", CONST | DEF, 0},
                                   {"end_mask", CONST | DEF, 0}, {"squeeze_mask", CONST | DEF, 0}}},
     {"gather_along_axis", ev_gather_along_axis, {X_, {"indices", REQ, 0}, {"axis", CONST | DEF, 0}, {"validate_indices", CONST | DEF, 8}}},
+    {"scatter_along_axis", ev_scatter, {{"data", REQ, 0}, {"indices", REQ, 0}, {"updates", REQ, 0}, {"axis", CONST | DEF, 0},
+                                        {"mode", CONST | DEF, 0}, {"validate_indices", CONST | DEF, 8}}},
+    {"scatter", ev_scatter, {{"data", REQ, 0}, {"indices", REQ, 0}, {"updates", REQ, 0}, {"axis", CONST | DEF, 0},
+                             {"mode", CONST | DEF, 0}, {"validate_indices", CONST | DEF, 8}}},
     {"argsort", ev_argsort, {X_, {"axis", CONST | DEF, 0}, {"ascending", CONST | DEF, 0}}},
     {"gather", ev_gather, {X_, {"indices", REQ, 0}, {"axis", CONST | DEF, 0}, {"batch_dims", CONST | DEF, 7},
                            {"validate_indices", CONST | DEF, 8}}},
@@ -1092,6 +1097,36 @@ static Tensor *ev_gather_along_axis(Ctx *c, const char *type) {
         int64_t at = (a * ni + j) * inner + b, k = (int64_t)ix->v[at];
         if (k < 0 || k >= n) fail("index %lld out of range [0, %lld)", (long long)k, (long long)n);
         o->v[at] = x->v[(a * n + k) * inner + b];
+      }
+  return o;
+}
+
+/* scatter_along_axis (indices of updates' shape, per element) and scatter (a vector of
+ * indices, one per slice of updates along axis), mode "update": data, then each update
+ * stored in row-major order. MIL leaves duplicates and out-of-range indices open: here
+ * the last duplicate wins, as in Kiln's kernels, and an index out of range fails (Kiln's
+ * kernels skip it; the programs we check have none). */
+static Tensor *ev_scatter(Ctx *c, const char *type) {
+  Tensor *x = c->in[0], *ix = c->in[1], *u = c->in[2];
+  int per_element = !strcmp(type, "scatter_along_axis");
+  if (x->dt == T_BOOL || u->dt != x->dt) fail("data %s / updates %s", dt_name(x->dt), dt_name(u->dt));
+  if (ix->dt != T_I32) fail("indices are %s", dt_name(ix->dt));
+  if (!c->in[4] || !c->in[4]->s || strcmp(c->in[4]->s, "update") != 0) fail("mode (Kiln writes update)");
+  int ax = norm_axis(x, scalar(c->in[3], "axis"));
+  if (u->rank != x->rank) fail("updates rank %d, data rank %d", u->rank, x->rank);
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax && u->dim[i] != x->dim[i]) fail("updates and data differ in dim %d", i);
+  if (per_element ? ix->n != u->n : (ix->rank != 1 || ix->dim[0] != u->dim[ax])) fail("indices do not fit the updates");
+  Tensor *o = tlike(x, x->dt);
+  memcpy(o->v, x->v, sizeof(double) * (size_t)x->n);
+  int64_t outer, n, inner, nu = u->dim[ax];
+  around(x, ax, &outer, &n, &inner);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t j = 0; j < nu; j++)
+      for (int64_t b = 0; b < inner; b++) {
+        int64_t at = (a * nu + j) * inner + b, k = (int64_t)ix->v[per_element ? at : j];
+        if (k < 0 || k >= n) fail("index %lld out of range [0, %lld)", (long long)k, (long long)n);
+        o->v[(a * n + k) * inner + b] = u->v[at];
       }
   return o;
 }

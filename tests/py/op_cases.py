@@ -1298,6 +1298,90 @@ add("gather_elements", "clamp_out_of_range", "kiln.gather_elements(x, i, 0)",
     [("x", [4, 2], "f32", "n"), ("i", [3, 2], "i32", [-3, 0, 4, 100, 1, 3])],
     ref=lambda x, i: np.take_along_axis(x, np.clip(i, 0, 3).astype(np.int64), 0), interp_error=True)
 
+# ---------------------------------------------------------------- scatter / index_copy
+# Reference: torch.scatter / torch.index_copy / Tensor.index_put_ in float64 on indices
+# without duplicates (torch leaves the winner of duplicates open); the duplicate cases
+# follow Kiln's documented rule (the last in row-major order wins) with a plain loop.
+
+
+def _perm_idx(axis, n):
+    """Distinct indices along `axis` per line: a generator of i32 arrays for gen()."""
+    def g(rng, shape):
+        k = shape[axis]
+        moved = np.moveaxis(np.zeros(shape, np.int64), axis, -1)
+        flat = moved.reshape(-1, k)
+        for r in range(flat.shape[0]):
+            flat[r] = rng.permutation(n)[:k]
+        return np.moveaxis(flat.reshape(moved.shape), -1, axis)
+    return g
+
+
+def _tscatter(x, d, i, src):
+    return N(torch.scatter(T(x), d, torch.from_numpy(np.asarray(i, dtype=np.int64)), T(src)))
+
+
+def _last_wins(x, d, i, src, per_element=True):
+    out = np.array(x, dtype=np.float64 if x.dtype != np.bool_ else np.bool_, copy=True)
+    for pos in np.ndindex(*src.shape):
+        t = list(pos)
+        t[d] = i[pos] if per_element else i[pos[d]]
+        out[tuple(t)] = src[pos]
+    return out
+
+
+add("scatter", "d1", "kiln.scatter(x, 1, i, s)",
+    [("x", [3, 6], "f32", "n"), ("i", [3, 4], "i32", _perm_idx(1, 6)), ("s", [3, 4], "f32", "n")],
+    ref=lambda x, i, s: _tscatter(x, 1, i, s))
+add("scatter", "d0_rank3_method", "x:scatter(0, i, s)",
+    [("x", [5, 2, 3], "f32", "n"), ("i", [3, 2, 3], "i32", _perm_idx(0, 5)), ("s", [3, 2, 3], "f32", "n")],
+    ref=lambda x, i, s: _tscatter(x, 0, i, s))
+add("scatter", "neg_dim_larger_src", "kiln.scatter(x, -1, i, s)",
+    [("x", [2, 3, 5], "f32", "n"), ("i", [2, 3, 2], "i32", _perm_idx(2, 5)), ("s", [2, 4, 4], "f32", "n")],
+    ref=lambda x, i, s: _tscatter(x, -1, i, s[:, :3, :2]), also=("slice",))
+add("scatter", "value", "kiln.scatter(x, 1, i, 2.5)",
+    [("x", [2, 5], "f32", "n"), ("i", [2, 2], "i32", _perm_idx(1, 5))],
+    ref=lambda x, i: N(torch.scatter(T(x), 1, torch.from_numpy(np.asarray(i, dtype=np.int64)), 2.5)), also=("const",))
+add("scatter", "i32", "kiln.scatter(x, 0, i, s)",
+    [("x", [4, 3], "i32", "int:-9:9"), ("i", [2, 3], "i32", _perm_idx(0, 4)), ("s", [2, 3], "i32", "int:100:200")],
+    ref=lambda x, i, s: _tscatter(x, 0, i, s).astype(np.int32), dtypes=("i32",))
+add("scatter", "bool", "kiln.scatter(x, 1, i, s)",
+    [("x", [2, 4], "bool", "bool"), ("i", [2, 2], "i32", _perm_idx(1, 4)), ("s", [2, 2], "bool", "bool")],
+    ref=lambda x, i, s: _last_wins(x, 1, i, s), dtypes=("bool",))
+add("scatter", "duplicates_last_wins", "kiln.scatter(x, 1, i, s)",
+    [("x", [2, 4], "f32", "n"), ("i", [2, 5], "i32", [1, 3, 1, 1, 0, 2, 2, 3, 2, 0]), ("s", [2, 5], "f32", "n")],
+    ref=lambda x, i, s: _last_wins(x, 1, i, s))
+add("scatter", "fused_relu", "kiln.relu(kiln.scatter(x, 1, i, s))",
+    [("x", [3, 6], "f32", "n"), ("i", [3, 2], "i32", _perm_idx(1, 6)), ("s", [3, 2], "f32", "n")],
+    ref=lambda x, i, s: np.maximum(_tscatter(x, 1, i, s), 0), also=("relu",))
+add("scatter", "out_of_range_skipped", "kiln.scatter(x, 0, i, s)",
+    [("x", [3, 2], "f32", "n"), ("i", [2, 2], "i32", [5, 0, -1, 2]), ("s", [2, 2], "f32", "n")],
+    ref=lambda x, i, s: _last_wins(x, 0, np.where((i >= 0) & (i < 3), i, 0), np.where((i >= 0) & (i < 3), s, x[0, :])),
+    interp_error=True)
+
+
+def _tindex_copy(x, d, i, src):
+    return N(torch.index_copy(T(x), d, torch.from_numpy(np.asarray(i, dtype=np.int64)), T(src)))
+
+
+add("index_copy", "rows", "kiln.index_copy(x, 0, i, s)",
+    [("x", [6, 3], "f32", "n"), ("i", [2], "i32", [4, 1]), ("s", [2, 3], "f32", "n")],
+    ref=lambda x, i, s: _tindex_copy(x, 0, i, s))
+add("index_copy", "mid_dim_method", "x:index_copy(1, i, s)",
+    [("x", [2, 5, 3], "f32", "n"), ("i", [3], "i32", [0, 4, 2]), ("s", [2, 3, 3], "f32", "n")],
+    ref=lambda x, i, s: _tindex_copy(x, 1, i, s))
+add("index_copy", "duplicates_last_wins", "kiln.index_copy(x, 1, i, s)",
+    [("x", [2, 4], "f32", "n"), ("i", [3], "i32", [2, 0, 2]), ("s", [2, 3], "f32", "n")],
+    ref=lambda x, i, s: _last_wins(x, 1, i, s, per_element=False))
+add("index_copy", "index_put", "kiln.index_put(x, {i}, v)",
+    [("x", [5, 4], "f32", "n"), ("i", [2], "i32", [3, 0]), ("v", [4], "f32", "n")],
+    ref=lambda x, i, v: N(T(x).index_put_((torch.from_numpy(np.asarray(i, dtype=np.int64)),), T(v))), also=("where",))
+add("index_copy", "index_put_value_i32", "kiln.index_put(x, {i}, 7)",
+    [("x", [4, 2], "i32", "int:-5:5"), ("i", [2], "i32", [1, 2])],
+    ref=lambda x, i: np.where(np.isin(np.arange(4), i)[:, None], 7, x).astype(np.int32), dtypes=("i32",), also=("const",))
+add("index_copy", "out_of_range_skipped", "kiln.index_copy(x, 0, i, s)",
+    [("x", [3, 2], "f32", "n"), ("i", [2], "i32", [7, 1]), ("s", [2, 2], "f32", "n")],
+    ref=lambda x, i, s: np.concatenate([x[:1], s[1:], x[2:]]), interp_error=True)
+
 add("argmax", "fused_cast", 'kiln.cast(kiln.argmax(x, 1), "f32") * 2', [("x", [3, 5], "f32", "n")],
     ref=lambda x: np.argmax(x, 1).astype(np.float64) * 2, also=("cast", "mul"))
 add("slice", "composite_split", "", [("x", [7, 3], "f32", "n")], tol=Tol.exact(),
