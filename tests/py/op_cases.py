@@ -1265,6 +1265,13 @@ topk_case("ties_nan_smallest", [12], 7, dim=0, largest=False, g=_TIES)
 topk_case("small_ints", [3, 10], 6, g="small")
 topk_case("long", [2, 300], 10)
 topk_case("method_defaults", [3, 8], 2, expr="x:topk(2)")
+# the same x, k and dim both ways: two topk nodes that differ only in `largest` (CSE
+# must not merge them)
+add("topk", "both_ways", "", [("x", [3, 8], "f32", "n")],
+    body='local a, i = kiln.topk(x, 3, 1, true)\nlocal b, j = kiln.topk(x, 3, 1, false)\n'
+         'kiln.output("hi", i)\nkiln.output("lo", j)',
+    outputs=("hi", "lo"), dtypes=("i32", "i32"),
+    ref=lambda x: (_sorted(x, 1, True)[1][:, :3], _sorted(x, 1, False)[1][:, :3]))
 sort_case("asc", [3, 7])
 sort_case("desc_dim0", [6, 4], 0, True)
 sort_case("ties_nan", [12], 0, g=_TIES)
