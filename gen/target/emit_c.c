@@ -615,9 +615,9 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_POOL] = k_pool,           [FAM_REDUCE] = k_reduce,   [FAM_SOFTMAX] = k_softmax,
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
-    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,       [FAM_ARGREDUCE] = k_argreduce,
-    [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk, [FAM_CONV_TRANSPOSE] = k_conv_transpose,
-    [FAM_SCATTER] = k_scatter,
+    [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
+    [FAM_ARGREDUCE] = k_argreduce, [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
+    [FAM_CONV_TRANSPOSE] = k_conv_transpose, [FAM_SCATTER] = k_scatter,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything
