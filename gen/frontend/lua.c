@@ -436,6 +436,9 @@ static DType dtype_arg(lua_State *L, int idx, const char *op) {
   if (lua_isnoneornil(L, idx)) return DT_F32;
   const char *s = lua_tostring(L, idx);
   DType t = DT_F32;
+  if (lua_type(L, idx) == LUA_TSTRING && strcmp(s, "i64") == 0)   /* PyTorch's token ids: say what to do */
+    fe_error(L, "%s: dtype i64 is not supported yet: declare it \"i32\" and narrow the ids on the host "
+                "(each must lie in [-2^31, 2^31))", op);
   if (lua_type(L, idx) != LUA_TSTRING || !dtype_parse(s, &t))
     fe_error(L, "%s: dtype must be \"f32\", \"i32\" or \"bool\", got %s", op, s ? s : luaL_typename(L, idx));
   return t;
