@@ -91,7 +91,10 @@ _Noreturn void die_(const char *cfile, int cline, const char *fmt, ...) __attrib
 void kiln_set_cleanup_dir(const char *tmpdir);
 
 /* ---- dtypes and shapes ---- */
-typedef enum { DT_F32, DT_I32, DT_BOOL } DType;  /* BOOL is one byte per element */
+/* BOOL is one byte per element. I64 is only ever an input's external type (kiln.input
+ * "i64", PyTorch's token ids): the frontend casts it to i32 at once, and each entry
+ * checks the range before running anything (docs/lua-api.md). */
+typedef enum { DT_F32, DT_I32, DT_BOOL, DT_I64 } DType;
 
 typedef struct {
   int rank;
@@ -626,6 +629,8 @@ typedef struct {
   const char *init, *update, *finish;
 } EmitReduceOp;
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan);
+/* Dies with a user error at the first i64 input of p, for targets without them. */
+void emit_reject_i64_inputs(Program *p, const char *why);
 /* conv_transpose2d's sizes as template variables (see emit_common.c). */
 void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n);
 /* Topk's comparison: v strictly before w (see emit_common.c). */

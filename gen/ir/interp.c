@@ -208,9 +208,25 @@ static int32_t f32_to_i32(float v) {
 
 /* Converts each element to out's dtype: to bool is "!= 0", f32 -> i32 truncates and
  * saturates (f32_to_i32, NaN -> 0), other conversions are plain C. Cannot fail. */
-static bool interp_CAST(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
-  (void)n, (void)err, (void)errlen;
+/* An i64 input narrowed to i32 (the cast kiln.input adds): a value outside the i32
+ * range is an error naming the input and the element, as the C entry's E_RANGE. */
+static bool cast_i64(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   int64_t count = shape_numel(&out->shape);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t v = ((const int64_t *)in[0].data)[i];
+    if (v < INT32_MIN || v > INT32_MAX) {
+      snprintf(err, errlen, "%s:%d: i64 input value %lld (element %lld) is outside the i32 range", n->loc.file ? n->loc.file : "?",
+               n->loc.line, (long long)v, (long long)i);
+      return false;
+    }
+    ((int32_t *)out->data)[i] = (int32_t)v;
+  }
+  return true;
+}
+
+static bool interp_CAST(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  int64_t count = shape_numel(&out->shape);
+  if (in[0].dtype == DT_I64) return cast_i64(n, in, out, err, errlen);
   for (int64_t i = 0; i < count; i++) {
     double v = in[0].dtype == DT_F32 ? f32_at(&in[0], i)
                : in[0].dtype == DT_I32 ? ((const int32_t *)in[0].data)[i]

@@ -76,10 +76,11 @@ static bool check_dims(const Node *n, const Shape *s, const char *what, char *er
 /* ---- leaves ---- */
 
 /* INPUT/WEIGHT/CONST: the tracer already set dtype and shape; only checks them
- * (known dtype, positive dims, within rank and size limits). */
+ * (known dtype, i64 for an INPUT only; positive dims, within rank and size limits). */
 static bool shape_leaf(Graph *g, Node *n, char *err, size_t errlen) {
   (void)g;
-  if (n->dtype != DT_F32 && n->dtype != DT_I32 && n->dtype != DT_BOOL) return FAIL("%s: bad dtype %d", OPNAME, (int)n->dtype);
+  bool known = n->dtype == DT_F32 || n->dtype == DT_I32 || n->dtype == DT_BOOL || (n->dtype == DT_I64 && n->op == OP_INPUT);
+  if (!known) return FAIL("%s: bad dtype %d", OPNAME, (int)n->dtype);   /* i64: inputs only */
   return check_dims(n, &n->shape, "shape", err, errlen);
 }
 #define shape_INPUT shape_leaf
@@ -156,6 +157,7 @@ static bool shape_unary(Graph *g, Node *n, char *err, size_t errlen) {
 /* out keeps in0's shape and takes dtype a.to; fails only on a target outside DType. */
 static bool shape_CAST(Graph *g, Node *n, char *err, size_t errlen) {
   if (n->a.to != DT_F32 && n->a.to != DT_I32 && n->a.to != DT_BOOL) return FAIL("cast: bad target dtype %d", (int)n->a.to);
+  if (IN(0)->dtype == DT_I64 && n->a.to != DT_I32) return FAIL("cast: an i64 input casts to i32 only, not %s", dtype_name(n->a.to));
   n->shape = IN(0)->shape;
   n->dtype = n->a.to;
   return true;
@@ -597,6 +599,8 @@ static bool check_inputs(Graph *g, Node *n, char *err, size_t errlen) {
                   dtype_name(IN(0)->dtype), SH(0), i, dtype_name(IN(i)->dtype), SH(i));
     if ((o->flags & OPF_F32) && o->iexpr && IN(i)->dtype == DT_BOOL)
       return FAIL("%s: operands must be f32 or i32, input %d is bool%s", o->name, i, SH(i));
+    if (IN(i)->dtype == DT_I64 && n->op != OP_CAST)   /* an i64 input's only reader is its cast to i32 */
+      return FAIL("%s: input %d is i64%s, which only a cast to i32 may read", o->name, i, SH(i));
   }
   return true;
 }

@@ -779,6 +779,34 @@ static char *run_params(const Ctx *c) {
   return s;
 }
 
+/* Does g take an i64 input? Then its entry checks every value fits i32 before running
+ * anything and returns <M>_OK or <M>_E_RANGE. */
+static bool has_i64_input(Graph *g) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (node(g, g->inputs[i].node)->dtype == DT_I64) return true;
+  return false;
+}
+
+/* The range check of each i64 input (entry_check_i64.c.tmpl), in input order. */
+static char *i64_checks(const Ctx *c, const char *upper) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++) {
+    const Node *n = node(g, g->inputs[i].node);
+    if (n->dtype != DT_I64) continue;
+    c->in_read[i] = true;
+    EmitVars v = {0};
+    emit_var(&v, "X", c->in_param[i]);
+    emit_var(&v, "NAME", esc_comment(g->inputs[i].name));
+    emit_varl(&v, "N", node_numel(n));
+    emit_var(&v, "UPPER", upper);
+    expand(&b, "c/entry_check_i64.c.tmpl", &v);
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
 /* Appends <model>.c to out: every kernel in schedule order, the offset enums and the
  * run function calling them, (void)-ing the pointers no kernel uses. c is initialised. */
 static void emit_source(const Ctx *c, Buf *out) {
@@ -790,8 +818,15 @@ static void emit_source(const Ctx *c, Buf *out) {
   for (int i = 0; i < g->noutputs; i++)
     run_arg(&vargs, "c/run_varg.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i], i);
   EmitVars rv = {0};
+  bool checked = has_i64_input(g);
+  const char *checks = i64_checks(c, c->upper);
   emit_var(&rv, "MODEL", c->model);
   emit_var(&rv, "PARAMS", run_params(c));
+  emit_var(&rv, "RET", checked ? "int" : "void");
+  emit_var(&rv, "CHECK_DOC", checked ? "the range checks of the i64 inputs, then " : "");
+  emit_var(&rv, "CHECKS", checks);
+  emit_var(&rv, "RETURN", checked ? kiln_fmt("  return %s_OK;\n", c->upper) : "");
+  emit_var(&rv, "RETURN_KW", checked ? "return " : "");
   emit_var(&rv, "CALLS", calls.data ? calls.data : "");
   emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
@@ -876,6 +911,8 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   emit_var(&v, "INPUT_NAMES", inm.data);
   emit_var(&v, "OUTPUT_NAMES", onm.data);
   emit_var(&v, "PARAMS", run_params(c));
+  emit_var(&v, "RET", has_i64_input(g) ? "int" : "void");
+  emit_var(&v, "RANGE_DEFINES", has_i64_input(g) ? expand_str("c/range_defines.h.tmpl", &v) : "");
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
   expand(out, "c/header.h.tmpl", &v);
   Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
@@ -1087,6 +1124,10 @@ static char *entry_params(const Ctx *c, bool vargs) {
  * checked by the frontend. */
 static char *entry_checks(const PCtx *pc, const Ctx *c) {
   Buf b = {0};
+  if (has_i64_input(c->g) && !pc->has_state)   /* such entries return void: no way to report a range error */
+    kiln_error_at(c->g->entry_loc, "C target: i64 inputs in a script with kiln.entry need a kiln.state (entries "
+                                   "without state return nothing) - not supported yet; declare them \"i32\"");
+  buf_puts(&b, i64_checks(c, pc->upper));
   EmitRangeCheck *rc;
   int n = emit_range_checks(c->g, c->in_param, &rc);
   for (int i = 0; i < n; i++) {

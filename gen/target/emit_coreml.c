@@ -82,6 +82,7 @@ static const char *emit_leaf(Lower *L, const Node *n) {
   case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, n->data);
   case DT_I32: return mil_const_int(L->m, base, &n->shape, n->data);
   case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, n->data);
+  case DT_I64: break;   /* inputs only: emit_coreml rejected them */
   }
   die("bad dtype");
 }
@@ -1521,6 +1522,8 @@ void emit_coreml(Program *p, const EmitOptions *o) {
     if (o->min_os && strcmp(o->min_os, os_table[i].os) == 0) os = i;
   if (os < 0) kiln_error("--min-os: one of iOS15, iOS16, iOS17, iOS18, not '%s'", o->min_os ? o->min_os : "");
   bool plain = program_is_plain(p), multi = p->explicit_entries;
+  emit_reject_i64_inputs(p, "Core ML target: a model input has no int64 type (MLMultiArray holds fp16, fp32, fp64 or int32); "
+                            "declare it \"i32\"");
   if (!plain) check_program(p, os_table[os].spec, o);
   Mil *m = mil_new(os_table[os].opset);
   if (!plain) mil_share_blobs(m);

@@ -30,6 +30,7 @@ const char *mtl_type(DType t) {
   case DT_F32: return "float";
   case DT_I32: return "int";
   case DT_BOOL: return "uchar";
+  case DT_I64: return "long";   /* never reached: emit_metal rejects i64 inputs */
   }
   die("bad dtype %d", (int)t);
 }

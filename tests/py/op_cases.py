@@ -23,7 +23,8 @@ np.seterr(all="ignore")
 
 class Case:
     def __init__(self, op, name, expr=None, inputs=(), ref=None, tol=None, dtypes=("f32",),
-                 body=None, outputs=("out",), params=None, also=(), files=None, interp_error=False, state=None):
+                 body=None, outputs=("out",), params=None, also=(), files=None, interp_error=False, state=None,
+                 c_range=False):
         self.op, self.name, self.expr, self.ref = op, name, expr, ref
         self.inputs = list(inputs)          # (name, shape, dtype, gen)
         self.tol = tol or Tol.exact()
@@ -33,6 +34,7 @@ class Case:
         self.files = files                  # raw safetensors entries, when they differ from params
         self.also = tuple(also)
         self.interp_error = interp_error    # the interpreter must refuse (data-dependent error)
+        self.c_range = c_range              # the C entry must return E_RANGE, touching nothing
         self.state = state                  # (shape, dtype, gen): persistent state `s` and what it holds
         self.model = ("%s_%s" % (op, name)).lower()          # before the call; the ref gets it last
 
@@ -92,7 +94,7 @@ def gen(g, rng, shape, dt):
         a = rng.integers(lo, hi, shape)
     else:
         raise ValueError("unknown generator " + g)
-    return np.asarray(a).astype({"f32": np.float32, "i32": np.int32, "bool": np.bool_}[dt]).reshape(shape)
+    return np.asarray(a).astype({"f32": np.float32, "i32": np.int32, "bool": np.bool_, "i64": np.int64}[dt]).reshape(shape)
 
 
 def T(a):
@@ -1388,6 +1390,20 @@ add("index_copy", "index_put_value_i32", "kiln.index_put(x, {i}, 7)",
 add("index_copy", "out_of_range_skipped", "kiln.index_copy(x, 0, i, s)",
     [("x", [3, 2], "f32", "n"), ("i", [2], "i32", [7, 1]), ("s", [2, 2], "f32", "n")],
     ref=lambda x, i, s: np.concatenate([x[:1], s[1:], x[2:]]), interp_error=True)
+
+# ---------------------------------------------------------------- i64 inputs
+# kiln.input(name, shape, "i64"): the C entry takes int64_t, checks every value fits i32
+# (else E_RANGE, nothing touched; the interpreter names the line) and casts. numpy's
+# int64 -> int32 of in-range values is the reference.
+_I64_LIMITS = [0, 1, -1, 2**31 - 1, -2**31, 12345678, -7, 31999]
+add("cast", "i64_input", "ids", [("ids", [2, 4], "i64", _I64_LIMITS)], ref=lambda ids: ids.astype(np.int32),
+    dtypes=("i32",), also=("input",))
+add("gather", "i64_token_ids", "kiln.embedding(t, ids) + (ids + 1):cast(\"f32\"):unsqueeze(-1)",
+    [("t", [10, 3], "f32", "n"), ("ids", [2, 3], "i64", "int:0:10")],
+    ref=lambda t, ids: t[ids] + (ids + 1)[..., None], tol=Tol.ew(), also=("cast", "add"))
+for _name, _bad in (("above", 2**31), ("below", -2**31 - 1), ("far", 2**62)):
+    add("cast", "i64_out_of_range_" + _name, "ids + 1", [("ids", [3], "i64", [5, _bad, 7])],
+        ref=lambda ids: ids.astype(np.int32) + 1, dtypes=("i32",), interp_error=True, c_range=True)
 
 add("argmax", "fused_cast", 'kiln.cast(kiln.argmax(x, 1), "f32") * 2', [("x", [3, 5], "f32", "n")],
     ref=lambda x: np.argmax(x, 1).astype(np.float64) * 2, also=("cast", "mul"))
