@@ -206,8 +206,6 @@ static int32_t f32_to_i32(float v) {
   return (int32_t)v;
 }
 
-/* Converts each element to out's dtype: to bool is "!= 0", f32 -> i32 truncates and
- * saturates (f32_to_i32, NaN -> 0), other conversions are plain C. Cannot fail. */
 /* An i64 input narrowed to i32 (the cast kiln.input adds): a value outside the i32
  * range is an error naming the input and the element, as the C entry's E_RANGE. */
 static bool cast_i64(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
@@ -224,6 +222,9 @@ static bool cast_i64(const Node *n, const Tensor *in, Tensor *out, char *err, si
   return true;
 }
 
+/* Converts each element to out's dtype: to bool is "!= 0", f32 -> i32 truncates and
+ * saturates (f32_to_i32, NaN -> 0), other conversions are plain C; an i64 input's
+ * value outside the i32 range is the one failure (cast_i64). */
 static bool interp_CAST(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   int64_t count = shape_numel(&out->shape);
   if (in[0].dtype == DT_I64) return cast_i64(n, in, out, err, errlen);
