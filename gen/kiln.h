@@ -91,7 +91,10 @@ _Noreturn void die_(const char *cfile, int cline, const char *fmt, ...) __attrib
 void kiln_set_cleanup_dir(const char *tmpdir);
 
 /* ---- dtypes and shapes ---- */
-typedef enum { DT_F32, DT_I32, DT_BOOL } DType;  /* BOOL is one byte per element */
+/* BOOL is one byte per element. I64 is only ever an input's external type (kiln.input
+ * "i64", PyTorch's token ids): the frontend casts it to i32 at once, and each entry
+ * checks the range before running anything (docs/lua-api.md). */
+typedef enum { DT_F32, DT_I32, DT_BOOL, DT_I64 } DType;
 
 typedef struct {
   int rank;
@@ -117,7 +120,8 @@ typedef enum {
 typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
-  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM__COUNT
+  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM_ARGREDUCE,
+  FAM_GATHER_ELEMENTS, FAM_TOPK, FAM_CONV_TRANSPOSE, FAM_SCATTER, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -142,14 +146,15 @@ const char *op_expr(OpKind op, DType t);
 
 /* Attributes: one fat struct for every op (chibicc's fat Node); each op reads its own. */
 typedef struct {
-  int axis;                     /* softmax, concat, gather; first normalised dim for norms */
+  int axis;                     /* softmax, concat, gather, argmax/argmin; first normalised dim for norms */
   uint32_t axes;                /* reduce: bit i set = reduce dim i */
-  bool keepdims;                /* reduce */
+  bool keepdims;                /* reduce, argmax/argmin */
   int perm[KILN_MAX_RANK];      /* transpose */
   bool trans_x, trans_y;        /* matmul */
   int kernel[2];                /* pools: kh, kw */
   int stride[2];                /* conv, pools: sh, sw */
-  int pad[4];                   /* conv, pools: top, left, bottom, right */
+  int pad[4];                   /* conv, pools: top, left, bottom, right (conv_transpose2d: bottom and
+                                   right are padding - output_padding, so may be negative) */
   int dilation[2];              /* conv */
   int groups;                   /* conv */
   bool count_pad;               /* avgpool: padding counts in the divisor */
@@ -163,6 +168,8 @@ typedef struct {
                                    of position p in slot p mod S (a ring; docs/ops.md) */
   bool ring;                    /* write: row i lands in slot (at + i) mod the state's length */
   int state;                    /* state, write: index in Program.states (write: axis = a.axis) */
+  int k;                        /* topk: how many indices along a.axis */
+  bool largest;                 /* topk: the largest first (descending), else the smallest */
 } Attrs;
 
 /* Where a value lives at run time (memplan.c fills it). */
@@ -626,6 +633,12 @@ typedef struct {
   const char *init, *update, *finish;
 } EmitReduceOp;
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan);
+/* Dies with a user error at the first i64 input of p, for targets without them. */
+void emit_reject_i64_inputs(Program *p, const char *why);
+/* conv_transpose2d's sizes as template variables (see emit_common.c). */
+void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n);
+/* Topk's comparison: v strictly before w (see emit_common.c). */
+char *emit_topk_before(bool largest, const char *v, const char *w, const char *nan_v, const char *nan_w);
 /* A shape around one dim: OUTER x N x INNER; axis normalised; N = 1 past the rank. */
 typedef struct {
   int axis;

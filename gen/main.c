@@ -471,7 +471,7 @@ static int cmd_ops(void) {
     if (o->max_in < 0) snprintf(arity, sizeof arity, "%d+", o->min_in);
     else if (o->min_in == o->max_in) snprintf(arity, sizeof arity, "%d", o->min_in);
     else snprintf(arity, sizeof arity, "%d-%d", o->min_in, o->max_in);
-    printf("%-12s %-5s %s\n", o->name, arity, o->doc);
+    printf("%-16s %-5s %s\n", o->name, arity, o->doc);   /* the longest name: conv_transpose2d */
   }
   return 0;
 }

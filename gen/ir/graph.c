@@ -187,6 +187,7 @@ static void put_attrs(Buf *b, const Node *n) {
     if (a->trans_y) buf_puts(b, " trans_y");
     break;
   case FAM_CONV:
+  case FAM_CONV_TRANSPOSE:
     buf_puts(b, " stride ");
     put_ints(b, a->stride, 2);
     buf_puts(b, " pad ");
@@ -213,6 +214,16 @@ static void put_attrs(Buf *b, const Node *n) {
     if (a->keepdims) buf_puts(b, " keepdims");
     break;
   }
+  case FAM_GATHER_ELEMENTS:
+  case FAM_SCATTER:
+    buf_printf(b, " axis %d", a->axis);
+    break;
+  case FAM_TOPK:
+    buf_printf(b, " axis %d k %d %s", a->axis, a->k, a->largest ? "largest" : "smallest");
+    break;
+  case FAM_ARGREDUCE:
+    buf_printf(b, " axis %d%s", a->axis, a->keepdims ? " keepdims" : "");
+    break;
   case FAM_SOFTMAX:
   case FAM_CONCAT:
   case FAM_GATHER:

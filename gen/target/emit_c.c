@@ -511,6 +511,73 @@ static const char *k_gather(KernelCtx *k) {
   return "c/gather.c.tmpl";
 }
 
+/* Argmax/argmin along a.axis: x as OUTER x N x INNER, the comparison that makes a
+ * later element win (strictly, so the first of equal ones stays). */
+static const char *k_argreduce(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool max = k->n->op == OP_ARGMAX;
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_var(&k->v, "CMP", max ? ">" : "<");
+  emit_var(&k->v, "WHAT", max ? "largest" : "smallest");
+  emit_var(&k->v, "TORCH", max ? "argmax" : "argmin");
+  return "c/argreduce.c.tmpl";
+}
+
+/* gather_elements along a.axis: x as OUTER x N x INNER, the indices and the result as
+ * OUTER x NI x INNER. */
+static const char *k_gather_elements(KernelCtx *k) {
+  AxisGeom x = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "OUTER", x.outer);
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", k->n->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  return "c/gather_elements.c.tmpl";
+}
+
+/* topk along a.axis: x as OUTER x N x INNER, K kept; BEFORE says whether value v goes
+ * strictly before w (emit_topk_before, shared with Metal). */
+static const char *k_topk(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool largest = k->n->a.largest;
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "K", k->n->a.k);
+  emit_var(&k->v, "WHICH", largest ? "largest" : "smallest");
+  emit_var(&k->v, "ORDER", largest ? "descending" : "ascending");
+  emit_var(&k->v, "BEFORE", emit_topk_before(largest, "v", "w", "v != v", "w != w"));
+  return "c/topk.c.tmpl";
+}
+
+/* conv_transpose2d: the sizes (emit_conv_transpose_vars) and the optional bias
+ * parameter, which starts each output's sum. */
+static const char *k_conv_transpose(KernelCtx *k) {
+  bool bias = k->n->nin == 3;
+  emit_conv_transpose_vars(&k->v, k->g, k->n);
+  emit_var(&k->v, "BIAS_PARAM", bias ? restrict_param(", ", "float", "bias") : "");
+  emit_var(&k->v, "BIAS_INIT", bias ? "bias[oc]" : "0.0f");
+  return "c/conv_transpose.c.tmpl";
+}
+
+/* scatter / index_copy along a.axis: x as OUTER x N x INNER, the source as OUTER x NI
+ * x INNER; IDX_AT says where an element's index is: its own position (scatter) or
+ * the source slice's (index_copy, a vector). */
+static const char *k_scatter(KernelCtx *k) {
+  AxisGeom x = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool sc = k->n->op == OP_SCATTER;
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "OUTER", x.outer);
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", IN(2)->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  emit_var(&k->v, "IDX_AT", sc ? "at" : "j");
+  emit_var(&k->v, "WHAT", sc ? "scatter: idx has src's shape" : "index_copy: idx is a vector of NI");
+  return "c/scatter.c.tmpl";
+}
+
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
  * the scale as a float literal, CAUSAL as 0/1 and WINDOW (0: none); returns the fused
  * sdpa template. */
@@ -552,6 +619,8 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
+    [FAM_ARGREDUCE] = k_argreduce, [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
+    [FAM_CONV_TRANSPOSE] = k_conv_transpose, [FAM_SCATTER] = k_scatter,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything
@@ -713,6 +782,34 @@ static char *run_params(const Ctx *c) {
   return s;
 }
 
+/* Does g take an i64 input? Then its entry checks every value fits i32 before running
+ * anything and returns <M>_OK or <M>_E_RANGE. */
+static bool has_i64_input(Graph *g) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (node(g, g->inputs[i].node)->dtype == DT_I64) return true;
+  return false;
+}
+
+/* The range check of each i64 input (entry_check_i64.c.tmpl), in input order. */
+static char *i64_checks(const Ctx *c, const char *upper) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++) {
+    const Node *n = node(g, g->inputs[i].node);
+    if (n->dtype != DT_I64) continue;
+    c->in_read[i] = true;
+    EmitVars v = {0};
+    emit_var(&v, "X", c->in_param[i]);
+    emit_var(&v, "NAME", esc_comment(g->inputs[i].name));
+    emit_varl(&v, "N", node_numel(n));
+    emit_var(&v, "UPPER", upper);
+    expand(&b, "c/entry_check_i64.c.tmpl", &v);
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
 /* Appends <model>.c to out: every kernel in schedule order, the offset enums and the
  * run function calling them, (void)-ing the pointers no kernel uses. c is initialised. */
 static void emit_source(const Ctx *c, Buf *out) {
@@ -724,8 +821,15 @@ static void emit_source(const Ctx *c, Buf *out) {
   for (int i = 0; i < g->noutputs; i++)
     run_arg(&vargs, "c/run_varg.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i], i);
   EmitVars rv = {0};
+  bool checked = has_i64_input(g);
+  const char *checks = i64_checks(c, c->upper);
   emit_var(&rv, "MODEL", c->model);
   emit_var(&rv, "PARAMS", run_params(c));
+  emit_var(&rv, "RET", checked ? "int" : "void");
+  emit_var(&rv, "CHECK_DOC", checked ? "the range checks of the i64 inputs, then " : "");
+  emit_var(&rv, "CHECKS", checks);
+  emit_var(&rv, "RETURN", checked ? kiln_fmt("  return %s_OK;\n", c->upper) : "");
+  emit_var(&rv, "RETURN_KW", checked ? "return " : "");
   emit_var(&rv, "CALLS", calls.data ? calls.data : "");
   emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
@@ -810,6 +914,8 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   emit_var(&v, "INPUT_NAMES", inm.data);
   emit_var(&v, "OUTPUT_NAMES", onm.data);
   emit_var(&v, "PARAMS", run_params(c));
+  emit_var(&v, "RET", has_i64_input(g) ? "int" : "void");
+  emit_var(&v, "RANGE_DEFINES", has_i64_input(g) ? expand_str("c/range_defines.h.tmpl", &v) : "");
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
   expand(out, "c/header.h.tmpl", &v);
   Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
@@ -1021,6 +1127,10 @@ static char *entry_params(const Ctx *c, bool vargs) {
  * checked by the frontend. */
 static char *entry_checks(const PCtx *pc, const Ctx *c) {
   Buf b = {0};
+  if (has_i64_input(c->g) && !pc->has_state)   /* such entries return void: no way to report a range error */
+    kiln_error_at(c->g->entry_loc, "C target: i64 inputs in a script with kiln.entry need a kiln.state (entries "
+                                   "without state return nothing) - not supported yet; declare them \"i32\"");
+  buf_puts(&b, i64_checks(c, pc->upper));
   EmitRangeCheck *rc;
   int n = emit_range_checks(c->g, c->in_param, &rc);
   for (int i = 0; i < n; i++) {

@@ -82,6 +82,7 @@ static const char *emit_leaf(Lower *L, const Node *n) {
   case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, n->data);
   case DT_I32: return mil_const_int(L->m, base, &n->shape, n->data);
   case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, n->data);
+  case DT_I64: break;   /* inputs only: emit_coreml rejected them */
   }
   die("bad dtype");
 }
@@ -359,6 +360,69 @@ static void lower_conv(Lower *L, const Node *n) {
   finish(L, n, add);
 }
 
+/* conv_transpose2d -> MIL conv_transpose (iOS15; weight [C, O/groups, KH, KW] as
+ * PyTorch's, which MIL needs constant: a parameter, or conv_transpose1d's reshaped one,
+ * emitted again in the 4-D shape). MIL's pad only removes output rows, so a negative
+ * bottom/right pad (PyTorch's output_padding) is a conv_transpose without it and then
+ * a constant-0 MIL pad of those rows: no input reaches them, so they hold only the
+ * bias, which is then added after. */
+static void lower_conv_transpose(Lower *L, const Node *n) {
+  const Node *w = in_node(L, n, 1), *b = n->nin > 2 ? in_node(L, n, 2) : NULL, *root = w;
+  while (root->op == OP_RESHAPE) root = in_node(L, root, 0);
+  if (!is_const_leaf(root) || root->dtype != DT_F32)
+    kiln_error_at(n->loc, "conv_transpose2d: Core ML needs a constant weight (a parameter), not a computed one");
+  int eb = n->a.pad[2] < 0 ? -n->a.pad[2] : 0, er = n->a.pad[3] < 0 ? -n->a.pad[3] : 0;
+  bool bias_direct = b && is_const_leaf(b) && !eb && !er, extra = eb || er;
+  const char *xv = X(L, n, 0), *bv = bias_direct ? X(L, n, 2) : NULL;
+  const char *wv = root == w ? X(L, n, 1)
+                             : mil_const_float(L->m, kiln_fmt("%s_4d", root->name ? root->name : "weight"), L->ft, &w->shape, root->data);
+  int32_t strides[2] = {n->a.stride[0], n->a.stride[1]}, dil[2] = {n->a.dilation[0], n->a.dilation[1]};
+  int32_t pad[4] = {n->a.pad[0], n->a.pad[2] + eb, n->a.pad[1], n->a.pad[3] + er};
+  const char *st = mil_ints(L->m, param_name(n, "conv_transpose", "strides"), strides, 2);
+  const char *pt = mil_const_str(L->m, param_name(n, "conv_transpose", "pad_type"), "custom");
+  const char *pd = mil_ints(L->m, param_name(n, "conv_transpose", "pad"), pad, 4);
+  const char *dl = mil_ints(L->m, param_name(n, "conv_transpose", "dilations"), dil, 2);
+  const char *gr = mil_scalar_int(L->m, param_name(n, "conv_transpose", "groups"), n->a.groups);
+  bool last = !extra && (!b || bias_direct);
+  MilOp *op = last ? start(L, n, "conv_transpose") : step(L, n, "conv_transpose");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "weight", wv);
+  if (bv) mil_arg(L->m, op, "bias", bv);
+  mil_arg(L->m, op, "strides", st);
+  mil_arg(L->m, op, "pad_type", pt);
+  mil_arg(L->m, op, "pad", pd);
+  mil_arg(L->m, op, "dilations", dl);
+  mil_arg(L->m, op, "groups", gr);
+  if (last) {
+    finish(L, n, op);
+    return;
+  }
+  Shape cs = n->shape;
+  cs.dim[2] -= eb, cs.dim[3] -= er;
+  const char *c = mil_result(L->m, op, mil_type(L, n->dtype), &cs);
+  if (extra) {
+    int32_t pp[4] = {0, eb, 0, er};
+    const char *pv = mil_ints(L->m, param_name(n, "pad", "pad"), pp, 4);
+    const char *mode = mil_const_str(L->m, param_name(n, "pad", "mode"), "constant");
+    const char *cv = mil_scalar_float(L->m, param_name(n, "pad", "constant_val"), L->ft, 0.0f);
+    MilOp *po = b ? step(L, n, "pad") : start(L, n, "pad");
+    mil_arg(L->m, po, "x", c);
+    mil_arg(L->m, po, "pad", pv);
+    mil_arg(L->m, po, "mode", mode);
+    mil_arg(L->m, po, "constant_val", cv);
+    if (!b) {
+      finish(L, n, po);
+      return;
+    }
+    c = mil_result(L->m, po, mil_type(L, n->dtype), &n->shape);
+  }
+  const char *bc = per_channel(L, n, b, n->shape.rank);
+  MilOp *add = start(L, n, "add");
+  mil_arg(L->m, add, "x", c);
+  mil_arg(L->m, add, "y", bc);
+  finish(L, n, add);
+}
+
 /* maxpool2d/avgpool2d -> max_pool/avg_pool with custom pads and ceil_mode false; avg's
  * exclude_padding_from_average is the negation of Kiln's count_pad. */
 static void lower_pool(Lower *L, const Node *n) {
@@ -385,9 +449,21 @@ static void lower_pool(Lower *L, const Node *n) {
 
 /* ---- reductions and normalisations ---- */
 
-/* reduce_sum/mean/max -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
+/* The MIL reduction of a reduce op (reduce_min and reduce_prod are also iOS15 ops). */
+static const char *mil_reduce_type(OpKind op) {
+  switch (op) {
+  case OP_REDUCE_SUM: return "reduce_sum";
+  case OP_REDUCE_MEAN: return "reduce_mean";
+  case OP_REDUCE_MAX: return "reduce_max";
+  case OP_REDUCE_MIN: return "reduce_min";
+  case OP_REDUCE_PROD: return "reduce_prod";
+  default: die("reduce op %s", kiln_ops[op].name);
+  }
+}
+
+/* reduce_sum/mean/max/min/prod -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
 static void lower_reduce(Lower *L, const Node *n) {
-  const char *type = n->op == OP_REDUCE_SUM ? "reduce_sum" : n->op == OP_REDUCE_MEAN ? "reduce_mean" : "reduce_max";
+  const char *type = mil_reduce_type(n->op);
   const Node *x = in_node(L, n, 0);
   int32_t axes[KILN_MAX_RANK];
   int na = 0;
@@ -399,6 +475,22 @@ static void lower_reduce(Lower *L, const Node *n) {
   MilOp *op = start(L, n, type);
   mil_arg(L->m, op, "x", xv);
   mil_arg(L->m, op, "axes", av);
+  mil_arg(L->m, op, "keep_dims", kd);
+  finish(L, n, op);
+}
+
+/* argmax/argmin along a.axis -> MIL reduce_argmax/reduce_argmin (int32 result, as
+ * Kiln's). MIL does not document which index wins a tie or what a NaN does: Kiln's
+ * rule (first index; a NaN wins) is what the test evaluator implements, unverified
+ * on a device (docs/ops.md). */
+static void lower_argreduce(Lower *L, const Node *n) {
+  const char *type = n->op == OP_ARGMAX ? "reduce_argmax" : "reduce_argmin";
+  const char *xv = X(L, n, 0);
+  const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
+  const char *kd = mil_scalar_bool(L->m, param_name(n, type, "keep_dims"), n->a.keepdims);
+  MilOp *op = start(L, n, type);
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axis", ax);
   mil_arg(L->m, op, "keep_dims", kd);
   finish(L, n, op);
 }
@@ -765,6 +857,140 @@ static void lower_gather(Lower *L, const Node *n) {
   finish(L, n, c);
 }
 
+/* An int32 value of n's shape-like operand clamped into [0, hi]: maximum with 0,
+ * minimum with hi (MIL's gathers leave out-of-range indices undefined; Kiln's kernels
+ * clamp). */
+static const char *clamp_indices(Lower *L, const Node *n, const char *iv, const Shape *s, int32_t hi) {
+  const char *lo = mil_scalar_int(L->m, param_name(n, "maximum", "y"), 0);
+  MilOp *mx = step(L, n, "maximum");
+  mil_arg(L->m, mx, "x", iv);
+  mil_arg(L->m, mx, "y", lo);
+  const char *a = mil_result(L->m, mx, MIL_I32, s);
+  const char *top = mil_scalar_int(L->m, param_name(n, "minimum", "y"), hi);
+  MilOp *mn = step(L, n, "minimum");
+  mil_arg(L->m, mn, "x", a);
+  mil_arg(L->m, mn, "y", top);
+  return mil_result(L->m, mn, MIL_I32, s);
+}
+
+/* gather_elements -> MIL gather_along_axis (iOS15) on clamped indices; validate_indices
+ * written from iOS17 as for gather; bool x through int32 as for gather. */
+static void lower_gather_elements(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0), *ix = in_node(L, n, 1);
+  const char *xv = X(L, n, 0);
+  const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
+  bool b = x->dtype == DT_BOOL;
+  if (b) {
+    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
+    MilOp *c = step(L, n, "cast");
+    mil_arg(L->m, c, "x", xv);
+    mil_arg(L->m, c, "dtype", dt);
+    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+  }
+  const char *ax = mil_scalar_int(L->m, param_name(n, "gather_along_axis", "axis"), n->a.axis);
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather_along_axis", "validate_indices"), false) : NULL;
+  MilOp *op = b ? step(L, n, "gather_along_axis") : start(L, n, "gather_along_axis");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "axis", ax);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  if (!b) {
+    finish(L, n, op);
+    return;
+  }
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
+/* scatter -> MIL scatter_along_axis, index_copy -> MIL scatter (both iOS15, mode
+ * "update"; validate_indices written from iOS17 as for gather); bool x and source
+ * through int32. MIL leaves duplicate targets and out-of-range indices undefined:
+ * Kiln's kernels let the last duplicate win and skip out-of-range indices, which our
+ * evaluator checks the lowering against (docs/ops.md). */
+static void lower_scatter(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0), *src = in_node(L, n, 2);
+  const char *type = n->op == OP_SCATTER ? "scatter_along_axis" : "scatter";
+  const char *xv = X(L, n, 0), *iv = X(L, n, 1), *sv = X(L, n, 2);
+  bool b = x->dtype == DT_BOOL;
+  if (b) {
+    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
+    MilOp *c = step(L, n, "cast");
+    mil_arg(L->m, c, "x", xv);
+    mil_arg(L->m, c, "dtype", dt);
+    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+    const char *dt2 = mil_const_str(L->m, param_name(n, "cast_src", "dtype"), "int32");
+    MilOp *c2 = step(L, n, "cast");   /* a fresh name: mil_op makes it unique */
+    mil_arg(L->m, c2, "x", sv);
+    mil_arg(L->m, c2, "dtype", dt2);
+    sv = mil_result(L->m, c2, MIL_I32, &src->shape);
+  }
+  const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
+  const char *mode = mil_const_str(L->m, param_name(n, type, "mode"), "update");
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, type, "validate_indices"), false) : NULL;
+  MilOp *op = b ? step(L, n, type) : start(L, n, type);
+  mil_arg(L->m, op, "data", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "updates", sv);
+  mil_arg(L->m, op, "axis", ax);
+  mil_arg(L->m, op, "mode", mode);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  if (!b) {
+    finish(L, n, op);
+    return;
+  }
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype_out"), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
+/* topk -> MIL argsort (iOS15; int32 indices of the whole line, descending for the
+ * largest first), then slice_by_index to the first k along the axis when k < n. MIL
+ * documents neither the order of equal values nor where a NaN goes: Kiln's rule (by
+ * index; NaN above every number) is what tests/coreml/milrun.c implements, unverified
+ * on a device (docs/ops.md). A single-output op on purpose: MIL's topk has two. */
+static void lower_topk(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0);
+  int ax = n->a.axis, r = x->shape.rank;
+  bool whole = n->a.k == x->shape.dim[ax];
+  const char *xv = X(L, n, 0);
+  const char *av = mil_scalar_int(L->m, param_name(n, "argsort", "axis"), ax);
+  const char *asc = mil_scalar_bool(L->m, param_name(n, "argsort", "ascending"), !n->a.largest);
+  MilOp *op = whole ? start(L, n, "argsort") : step(L, n, "argsort");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axis", av);
+  mil_arg(L->m, op, "ascending", asc);
+  if (whole) {
+    finish(L, n, op);
+    return;
+  }
+  const char *sorted = mil_result(L->m, op, MIL_I32, &x->shape);
+  int32_t b[KILN_MAX_RANK], e[KILN_MAX_RANK], st[KILN_MAX_RANK];
+  uint8_t no[KILN_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++) b[i] = 0, st[i] = 1, e[i] = i32(n, i == ax ? n->a.k : x->shape.dim[i]);
+  const char *bv = mil_ints(L->m, param_name(n, "slice_by_index", "begin"), b, r);
+  const char *ev = mil_ints(L->m, param_name(n, "slice_by_index", "end"), e, r);
+  const char *sv = mil_ints(L->m, param_name(n, "slice_by_index", "stride"), st, r);
+  const char *bm = mil_bools(L->m, param_name(n, "slice_by_index", "begin_mask"), no, r);
+  const char *em = mil_bools(L->m, param_name(n, "slice_by_index", "end_mask"), no, r);
+  const char *sm = mil_bools(L->m, param_name(n, "slice_by_index", "squeeze_mask"), no, r);
+  MilOp *sl = start(L, n, "slice_by_index");
+  mil_arg(L->m, sl, "x", sorted);
+  mil_arg(L->m, sl, "begin", bv);
+  mil_arg(L->m, sl, "end", ev);
+  mil_arg(L->m, sl, "stride", sv);
+  mil_arg(L->m, sl, "begin_mask", bm);
+  mil_arg(L->m, sl, "end_mask", em);
+  mil_arg(L->m, sl, "squeeze_mask", sm);
+  finish(L, n, sl);
+}
+
 /* ---- state (iOS18) ----
  *
  * A Kiln state is a function input of MIL type state<tensor<fp16, shape>>: Core ML
@@ -996,6 +1222,11 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_GATHER: lower_gather(L, n); return;
   case FAM_ATTENTION: lower_sdpa(L, n); return;
   case FAM_WRITE: lower_write(L, n); return;
+  case FAM_ARGREDUCE: lower_argreduce(L, n); return;
+  case FAM_GATHER_ELEMENTS: lower_gather_elements(L, n); return;
+  case FAM_TOPK: lower_topk(L, n); return;
+  case FAM_CONV_TRANSPOSE: lower_conv_transpose(L, n); return;
+  case FAM_SCATTER: lower_scatter(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);
@@ -1398,6 +1629,8 @@ void emit_coreml(Program *p, const EmitOptions *o) {
     if (o->min_os && strcmp(o->min_os, os_table[i].os) == 0) os = i;
   if (os < 0) kiln_error("--min-os: one of iOS15, iOS16, iOS17, iOS18, not '%s'", o->min_os ? o->min_os : "");
   bool plain = program_is_plain(p), multi = p->explicit_entries;
+  emit_reject_i64_inputs(p, "Core ML target: a model input has no int64 type (MLMultiArray holds fp16, fp32, fp64 or int32); "
+                            "declare it \"i32\"");
   if (!plain) check_program(p, os_table[os].spec, o);
   Mil *m = mil_new(os_table[os].opset);
   if (!plain) mil_share_blobs(m);

@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KILN = os.environ.get("KILN") or os.path.join(ROOT, "build", "kiln")
 DRIVER = os.path.join(ROOT, "tests", "ops", "kt_driver.c")
 EPS = float(np.finfo(np.float32).eps)          # 2^-23, the f32 machine epsilon
-NP_DTYPE = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+NP_DTYPE = {"f32": np.float32, "i32": np.int32, "bool": np.bool_, "i64": np.int64}
 JOBS = max(1, min(4, os.cpu_count() or 1))
 
 
@@ -213,6 +213,8 @@ def write_cfg(outdir, model, meta, entry=None):
             "#define KT_IN_SIZES %s\n"
             "#define KT_OUT_SIZES %s\n") % (model, model, model, up, up, up, up,
                                             ", ".join(ins), ", ".join(outs))
+    if any(io["dtype"] == "i64" for io in meta["inputs"]):   # the run returns <M>_OK / <M>_E_RANGE
+        text += "#define KT_STATUS 1\n"
     with open(os.path.join(outdir, "kt_cfg.h"), "w") as f:
         f.write(text)
 
