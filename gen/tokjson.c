@@ -1,0 +1,397 @@
+/*
+ * tokjson.c — converts a Hugging Face tokenizer.json into Kiln's tokenizer binary
+ * (runtime/llm/kiln_tok.h describes the format): the build-time half of the tokenizers,
+ * so the runtime never parses JSON. What the runtime cannot reproduce exactly is refused
+ * here with a one-line message naming the file and the field (a Unigram model, an
+ * unknown pre-tokenizer pattern, a normalizer it does not implement), and nothing is
+ * written.
+ *
+ * Kinds recognised: BPE with a ByteLevel pre-tokenizer (GPT-2; Llama-3 and Qwen2/3 with
+ * their Split pattern first), BPE over SentencePiece pieces (Replace " " -> U+2581, with
+ * or without Prepend; Llama-2, Gemma), WordPiece (BertNormalizer, BertPreTokenizer).
+ */
+#include "kiln.h"
+#include "kiln_tok.h"
+
+#include <string.h>
+
+typedef struct {
+  const char *path;
+  char *err;
+  size_t errlen;
+  bool failed;
+} Conv;
+
+/* Records the first error: "<path>: tokenizer.json: <field>: <what>"; returns false. */
+static bool cfail(Conv *c, const char *field, const char *what) {
+  if (!c->failed) snprintf(c->err, c->errlen, "%s: %s: %s", c->path, field, what);
+  c->failed = true;
+  return false;
+}
+
+/* Member key of object o, or NULL (also when o is not an object). */
+static const JVal *jget(const JVal *o, const char *key) {
+  if (!o || o->t != J_OBJ) return NULL;
+  for (int i = 0; i < o->n; i++)
+    if (strcmp(o->keys[i], key) == 0) return &o->items[i];
+  return NULL;
+}
+
+static const char *jstr(const JVal *o, const char *key) {
+  const JVal *v = jget(o, key);
+  return v && v->t == J_STR ? v->text : NULL;
+}
+
+static bool jtrue(const JVal *o, const char *key) {
+  const JVal *v = jget(o, key);
+  return v && v->t == J_BOOL && v->b;
+}
+
+/* ---- GPT-2's byte alphabet ---- */
+
+/* The byte that code point cp spells in GPT-2's byte-to-unicode alphabet, or -1: printable
+ * Latin-1 bytes stand for themselves, the other 68 bytes for U+0100.. in byte order. */
+static int byte_of_char(uint32_t cp) {
+  static int table[324];
+  static bool ready;
+  if (!ready) {
+    int next = 256;
+    for (int b = 0; b < 324; b++) table[b] = -1;
+    for (int b = 0; b < 256; b++) {
+      bool self = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      table[self ? b : next++] = b;
+    }
+    ready = true;
+  }
+  return cp < 324 ? table[cp] : -1;
+}
+
+/* The UTF-8 code point at s (a decoded JSON string is valid UTF-8); its length in *len. */
+static uint32_t utf8_at(const unsigned char *s, int *len) {
+  if (s[0] < 0x80) return *len = 1, s[0];
+  if (s[0] < 0xe0) return *len = 2, (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
+  if (s[0] < 0xf0) return *len = 3, (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+  return *len = 4, (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
+}
+
+/* A vocabulary piece as the runtime holds it: byte-level pieces decoded to bytes, U+2581
+ * as a space for SentencePiece, WordPiece pieces as they are. */
+static bool piece_bytes(Conv *c, int kind, const JVal *s, Buf *out) {
+  const unsigned char *p = (const unsigned char *)s->text;
+  for (size_t i = 0; i < s->len;) {
+    int len;
+    uint32_t cp = utf8_at(p + i, &len);
+    if (kind == KILN_TOK_BYTE_BPE) {
+      int b = byte_of_char(cp);
+      if (b < 0) return cfail(c, "model.vocab", kiln_fmt("piece '%s' is not in the byte-level alphabet", esc_message(s->text)));
+      unsigned char ch = (unsigned char)b;
+      buf_put(out, &ch, 1);
+    } else if (kind == KILN_TOK_SPM_BPE && cp == 0x2581) buf_put(out, " ", 1);
+    else buf_put(out, p + i, (size_t)len);
+    i += (size_t)len;
+  }
+  if (s->len == 0) return cfail(c, "model.vocab", "an empty piece");
+  return true;
+}
+
+/* ---- the model's kind, pre-tokenizer and flags ---- */
+
+static const char *const PATTERN_LLAMA3 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const PATTERN_QWEN2 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const PATTERN_GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+/* One pre-tokenizer of a byte-level model: ByteLevel (with its own GPT-2 split when
+ * use_regex) or a Split with a known pattern. */
+static bool bytelevel_step(Conv *c, const JVal *p, int *pretok, bool *bytelevel) {
+  const char *type = jstr(p, "type");
+  if (type && strcmp(type, "ByteLevel") == 0) {
+    if (jtrue(p, "add_prefix_space")) return cfail(c, "pre_tokenizer.add_prefix_space", "true is not supported");
+    if (jtrue(p, "use_regex")) *pretok = KILN_PRE_GPT2;
+    *bytelevel = true;
+    return true;
+  }
+  if (type && strcmp(type, "Split") == 0) {
+    const char *re = jstr(jget(p, "pattern"), "Regex"), *behavior = jstr(p, "behavior");
+    if (!behavior || strcmp(behavior, "Isolated") != 0 || jtrue(p, "invert")) return cfail(c, "pre_tokenizer.behavior", "only Isolated splits are supported");
+    *pretok = !re ? -1 : strcmp(re, PATTERN_LLAMA3) == 0 ? KILN_PRE_LLAMA3 : strcmp(re, PATTERN_QWEN2) == 0 ? KILN_PRE_QWEN2
+            : strcmp(re, PATTERN_GPT2) == 0 ? KILN_PRE_GPT2 : -1;
+    if (*pretok < 0) return cfail(c, "pre_tokenizer.pattern", "not a split pattern Kiln implements (GPT-2, Llama-3, Qwen2)");
+    return true;
+  }
+  return cfail(c, "pre_tokenizer.type", kiln_fmt("'%s' is not supported for byte-level BPE", type ? esc_message(type) : "?"));
+}
+
+/* True when the pre-tokenizer is byte-level (ByteLevel alone or in a Sequence); its
+ * split pattern in *pretok. */
+static bool is_bytelevel(Conv *c, const JVal *pre, int *pretok) {
+  bool bytelevel = false;
+  const char *type = jstr(pre, "type");
+  const JVal *seq = jget(pre, "pretokenizers");
+  bool has = false;
+  if (type && strcmp(type, "ByteLevel") == 0) has = true;
+  for (int i = 0; seq && seq->t == J_ARR && i < seq->n; i++)
+    if (jstr(&seq->items[i], "type") && strcmp(jstr(&seq->items[i], "type"), "ByteLevel") == 0) has = true;
+  if (!has) return false;
+  if (type && strcmp(type, "Sequence") == 0) {
+    for (int i = 0; i < seq->n; i++)
+      if (!bytelevel_step(c, &seq->items[i], pretok, &bytelevel)) return false;
+  } else if (!bytelevel_step(c, pre, pretok, &bytelevel)) return false;
+  return true;
+}
+
+/* SentencePiece normalizer: Replace " " -> U+2581, optionally after Prepend U+2581. */
+static bool spm_normalizer(Conv *c, const JVal *norm, int *flags) {
+  const char *type = jstr(norm, "type");
+  const JVal *seq = jget(norm, "normalizers");
+  int n = type && strcmp(type, "Sequence") == 0 && seq && seq->t == J_ARR ? seq->n : 1;
+  bool replace = false;
+  for (int i = 0; i < n; i++) {
+    const JVal *s = n == 1 && !(type && strcmp(type, "Sequence") == 0) ? norm : &seq->items[i];
+    const char *t = jstr(s, "type");
+    if (t && strcmp(t, "Prepend") == 0 && jstr(s, "prepend") && strcmp(jstr(s, "prepend"), "\xe2\x96\x81") == 0) *flags |= KILN_TOKF_PREFIX_SPACE;
+    else if (t && strcmp(t, "Replace") == 0 && jstr(jget(s, "pattern"), "String") && strcmp(jstr(jget(s, "pattern"), "String"), " ") == 0 &&
+             jstr(s, "content") && strcmp(jstr(s, "content"), "\xe2\x96\x81") == 0) replace = true;
+    else return cfail(c, "normalizer", kiln_fmt("'%s' is not supported for SentencePiece BPE", t ? esc_message(t) : "?"));
+  }
+  if (!replace) return cfail(c, "normalizer", "SentencePiece BPE needs Replace ' ' -> U+2581");
+  return true;
+}
+
+/* The kind, pre-tokenizer and flags of a tokenizer.json. */
+static bool model_kind(Conv *c, const JVal *root, int *kind, int *pretok, int *flags) {
+  const JVal *model = jget(root, "model"), *pre = jget(root, "pre_tokenizer"), *norm = jget(root, "normalizer");
+  const char *type = jstr(model, "type");
+  if (!type) return cfail(c, "model.type", "missing");
+  *pretok = KILN_PRE_NONE, *flags = 0;
+  if (strcmp(type, "WordPiece") == 0) {
+    *kind = KILN_TOK_WORDPIECE;
+    const char *nt = jstr(norm, "type");
+    if (nt && strcmp(nt, "BertNormalizer") != 0) return cfail(c, "normalizer", "WordPiece needs BertNormalizer");
+    if (jtrue(norm, "lowercase")) *flags |= KILN_TOKF_LOWERCASE;
+    const JVal *sa = jget(norm, "strip_accents");
+    if (jtrue(norm, "strip_accents") || ((!sa || sa->t == J_NULL) && jtrue(norm, "lowercase"))) *flags |= KILN_TOKF_STRIP_ACCENTS;
+    if (jtrue(norm, "handle_chinese_chars")) *flags |= KILN_TOKF_CJK_SPLIT;
+    return true;
+  }
+  if (strcmp(type, "BPE") != 0) return cfail(c, "model.type", kiln_fmt("'%s' is not supported (BPE, WordPiece)", esc_message(type)));
+  if (jtrue(model, "ignore_merges")) *flags |= KILN_TOKF_IGNORE_MERGES;
+  if (jtrue(model, "byte_fallback")) *flags |= KILN_TOKF_BYTE_FALLBACK;
+  if (jtrue(model, "fuse_unk")) *flags |= KILN_TOKF_FUSE_UNK;
+  if (pre && pre->t != J_NULL && is_bytelevel(c, pre, pretok)) {
+    const char *nt = jstr(norm, "type");
+    /* NFC: Kiln encodes the text as given; text already in NFC (nearly all) gives the same ids */
+    if (norm && norm->t != J_NULL && !(nt && strcmp(nt, "NFC") == 0)) return cfail(c, "normalizer", "byte-level BPE with a normalizer other than NFC");
+    *kind = KILN_TOK_BYTE_BPE;
+    return !c->failed;
+  }
+  if (c->failed) return false;
+  *kind = KILN_TOK_SPM_BPE;
+  const char *pt = jstr(pre, "type");
+  if (pre && pre->t != J_NULL && !(pt && strcmp(pt, "Split") == 0 && jstr(jget(pre, "pattern"), "String") &&
+                                   strcmp(jstr(jget(pre, "pattern"), "String"), " ") == 0))
+    return cfail(c, "pre_tokenizer", "SentencePiece BPE supports none or Split ' '");
+  if (!spm_normalizer(c, norm, flags)) return false;
+  const JVal *decs = jget(jget(root, "decoder"), "decoders");
+  for (int i = 0; decs && decs->t == J_ARR && i < decs->n; i++)
+    if (jstr(&decs->items[i], "type") && strcmp(jstr(&decs->items[i], "type"), "Strip") == 0) *flags |= KILN_TOKF_STRIP_LEADING;
+  return true;
+}
+
+/* ---- vocabulary, merges, added tokens ---- */
+
+typedef struct {
+  int kind, pretok, flags;
+  int n;                  /* ids 0..n-1 */
+  Buf *piece;             /* per id, its runtime bytes (empty: unused) */
+  StrMap ids;             /* tokenizer.json spelling of a piece -> id */
+  Buf merges, added;      /* u32 triples / (id, special, text offset, length), little-endian */
+  Buf added_text;         /* the added tokens' literal texts */
+  int n_merges, n_added;
+  int bos, eos, unk;
+} Tok;
+
+static void put_u32(Buf *b, uint32_t v) {
+  unsigned char p[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+  buf_put(b, p, 4);
+}
+
+static void put_u64(Buf *b, uint64_t v) {
+  put_u32(b, (uint32_t)v);
+  put_u32(b, (uint32_t)(v >> 32));
+}
+
+/* An id of a JSON number: 0 .. 2^24-1. */
+static bool json_id(Conv *c, const JVal *v, const char *field, int *id) {
+  int64_t x;
+  if (!v || !json_uint(v, &x) || x >= (1 << 24)) return cfail(c, field, "id is not an integer in 0..16777215");
+  *id = (int)x;
+  return true;
+}
+
+/* The highest id of the vocabulary and the added tokens, plus one. */
+static bool count_ids(Conv *c, const JVal *vocab, const JVal *added, int *n) {
+  *n = 0;
+  for (int i = 0; i < vocab->n; i++) {
+    int id = 0;
+    if (!json_id(c, &vocab->items[i], "model.vocab", &id)) return false;
+    if (id >= *n) *n = id + 1;
+  }
+  for (int i = 0; added && i < added->n; i++) {
+    int id = 0;
+    if (!json_id(c, jget(&added->items[i], "id"), "added_tokens.id", &id)) return false;
+    if (id >= *n) *n = id + 1;
+  }
+  return true;
+}
+
+/* The vocabulary: pieces by id, and the map from their JSON spelling. */
+static bool read_vocab(Conv *c, Tok *t, const JVal *vocab) {
+  for (int i = 0; i < vocab->n; i++) {
+    int id = 0;
+    json_id(c, &vocab->items[i], "model.vocab", &id);
+    if (strlen(vocab->keys[i]) != vocab->keylens[i]) return cfail(c, "model.vocab", "a piece holds a NUL character");
+    if (t->piece[id].len) return cfail(c, "model.vocab", kiln_fmt("id %d is given twice", id));
+    JVal s = {.t = J_STR, .text = vocab->keys[i], .len = vocab->keylens[i]};
+    if (!piece_bytes(c, t->kind, &s, &t->piece[id])) return false;
+    *strmap_put(&t->ids, vocab->keys[i]) = id + 1;
+  }
+  return true;
+}
+
+/* Added tokens: their text is literal (not in the byte alphabet); ids the vocabulary
+ * lacks get it as their piece. */
+static bool read_added(Conv *c, Tok *t, const JVal *added) {
+  for (int i = 0; added && i < added->n; i++) {
+    const JVal *a = &added->items[i];
+    const JVal *content = jget(a, "content");
+    int id = 0;
+    json_id(c, jget(a, "id"), "added_tokens.id", &id);
+    if (!content || content->t != J_STR || content->len == 0 || strlen(content->text) != content->len)
+      return cfail(c, "added_tokens.content", "not a non-empty string");
+    if (jtrue(a, "lstrip") || jtrue(a, "rstrip") || jtrue(a, "single_word"))
+      return cfail(c, "added_tokens", kiln_fmt("'%s': lstrip, rstrip and single_word are not supported", esc_message(content->text)));
+    if (!t->piece[id].len) buf_put(&t->piece[id], content->text, content->len);
+    put_u32(&t->added, (uint32_t)id);
+    put_u32(&t->added, jtrue(a, "special") ? 1 : 0);
+    put_u32(&t->added, (uint32_t)t->added_text.len);   /* relative to the added texts, rebased on writing */
+    put_u32(&t->added, (uint32_t)content->len);
+    buf_put(&t->added_text, content->text, content->len);
+    t->n_added++;
+  }
+  return true;
+}
+
+/* The id of a piece by its JSON spelling, or -1. */
+static int piece_id(const Tok *t, const char *s) {
+  int *v = strmap_get(&t->ids, s);
+  return v ? *v - 1 : -1;
+}
+
+/* Merges: "a b" strings or [a, b] pairs, in rank order; both parts and their join must
+ * be pieces. */
+static bool read_merges(Conv *c, Tok *t, const JVal *merges) {
+  if (!merges) return true;
+  if (merges->t != J_ARR) return cfail(c, "model.merges", "not an array");
+  for (int i = 0; i < merges->n; i++) {
+    const JVal *m = &merges->items[i];
+    const char *a, *b;
+    if (m->t == J_STR) {
+      const char *sp = strchr(m->text, ' ');
+      if (!sp || strchr(sp + 1, ' ')) return cfail(c, "model.merges", kiln_fmt("entry %d is not 'a b'", i));
+      a = kiln_fmt("%.*s", (int)(sp - m->text), m->text), b = sp + 1;
+    } else if (m->t == J_ARR && m->n == 2 && m->items[0].t == J_STR && m->items[1].t == J_STR) {
+      a = m->items[0].text, b = m->items[1].text;
+    } else return cfail(c, "model.merges", kiln_fmt("entry %d is neither 'a b' nor [a, b]", i));
+    int ia = piece_id(t, a), ib = piece_id(t, b), ir = piece_id(t, kiln_fmt("%s%s", a, b));
+    if (ia < 0 || ib < 0 || ir < 0) return cfail(c, "model.merges", kiln_fmt("entry %d names a piece the vocabulary lacks", i));
+    put_u32(&t->merges, (uint32_t)ia);
+    put_u32(&t->merges, (uint32_t)ib);
+    put_u32(&t->merges, (uint32_t)ir);
+    t->n_merges++;
+  }
+  return true;
+}
+
+/* The id of the first of names that is a piece, or -1. */
+static int first_piece(const Tok *t, const char *const *names) {
+  for (; *names; names++) {
+    for (int id = 0; id < t->n; id++)
+      if (t->piece[id].len == strlen(*names) && memcmp(t->piece[id].data, *names, t->piece[id].len) == 0) return id;
+  }
+  return -1;
+}
+
+/* BOS: the special token the post-processor puts first, else a conventional name; EOS
+ * and UNK likewise (tokenizer.json does not say which token ends a text). */
+static void read_specials(const JVal *root, Tok *t) {
+  static const char *const bos[] = {"<|begin_of_text|>", "<s>", "<bos>", "[CLS]", NULL};
+  static const char *const eos[] = {"<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>", "[SEP]", NULL};
+  const JVal *single = jget(jget(root, "post_processor"), "single");
+  const char *first = single && single->t == J_ARR && single->n ? jstr(jget(&single->items[0], "SpecialToken"), "id") : NULL;
+  const char *unk = jstr(jget(root, "model"), "unk_token");
+  const char *const one[] = {first, NULL}, *const unk1[] = {unk, NULL};
+  t->bos = first ? first_piece(t, one) : -1;
+  if (t->bos < 0) t->bos = first_piece(t, bos);
+  t->eos = first_piece(t, eos);
+  t->unk = unk ? first_piece(t, unk1) : -1;
+}
+
+/* The binary: header, fields, offsets, merges, added tokens, piece bytes. */
+static void write_binary(const Tok *t, Buf *out) {
+  Buf p = {0}, text = {0};
+  uint32_t fields[KILN_TOK_FIELDS] = {(uint32_t)t->kind, (uint32_t)t->pretok, (uint32_t)t->flags, (uint32_t)t->n,
+                                      (uint32_t)t->n_merges, (uint32_t)t->n_added, (uint32_t)t->bos, (uint32_t)t->eos, (uint32_t)t->unk};
+  for (int k = 0; k < KILN_TOK_FIELDS; k++) put_u32(&p, fields[k]);
+  for (int id = 0; id <= t->n; id++) {
+    put_u32(&p, (uint32_t)text.len);
+    if (id < t->n && t->piece[id].len) buf_put(&text, t->piece[id].data, t->piece[id].len);
+  }
+  if (t->merges.len) buf_put(&p, t->merges.data, t->merges.len);
+  for (int k = 0; k < t->n_added; k++) {
+    const unsigned char *a = (const unsigned char *)t->added.data + 16 * k;
+    uint32_t rel = (uint32_t)a[8] | (uint32_t)a[9] << 8 | (uint32_t)a[10] << 16 | (uint32_t)a[11] << 24;
+    buf_put(&p, a, 8);
+    put_u32(&p, (uint32_t)text.len + rel);
+    buf_put(&p, a + 12, 4);
+  }
+  if (t->added_text.len) buf_put(&text, t->added_text.data, t->added_text.len);
+  if (text.len) buf_put(&p, text.data, text.len);
+  buf_put(out, "KILNTOK1", 8);
+  put_u32(out, KILN_TOK_VERSION);
+  put_u32(out, KILN_TOK_HEADER);
+  put_u64(out, p.len);
+  put_u64(out, kiln_fnv1a64(p.data, p.len));
+  buf_put(out, p.data, p.len);
+  buf_free(&p);
+  buf_free(&text);
+}
+
+bool tokjson_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen) {
+  Conv c = {path, err, errlen, false};
+  JVal root;
+  char *jerr = NULL;
+  if (!json_parse(data, size, &root, &jerr)) return cfail(&c, "tokenizer.json", jerr);
+  if (root.t != J_OBJ) return cfail(&c, "tokenizer.json", "not an object");
+  Tok t = {0};
+  if (!model_kind(&c, &root, &t.kind, &t.pretok, &t.flags)) return false;
+  const JVal *vocab = jget(jget(&root, "model"), "vocab"), *added = jget(&root, "added_tokens");
+  if (!vocab || vocab->t != J_OBJ || vocab->n == 0) return cfail(&c, "model.vocab", "missing or not a non-empty object");
+  if (added && added->t != J_ARR && added->t != J_NULL) return cfail(&c, "added_tokens", "not an array");
+  if (added && added->t == J_NULL) added = NULL;
+  if (!count_ids(&c, vocab, added, &t.n)) return false;
+  t.piece = kiln_alloc(sizeof(Buf) * (size_t)t.n);
+  bool ok = read_vocab(&c, &t, vocab) && read_added(&c, &t, added) &&
+            (t.kind == KILN_TOK_WORDPIECE || read_merges(&c, &t, jget(jget(&root, "model"), "merges")));
+  if (ok) {
+    read_specials(&root, &t);
+    if (t.kind != KILN_TOK_BYTE_BPE && t.unk < 0 && !(t.flags & KILN_TOKF_BYTE_FALLBACK)) ok = cfail(&c, "model.unk_token", "missing (needed without byte_fallback)");
+  }
+  if (ok) write_binary(&t, out);
+  for (int id = 0; id < t.n; id++) buf_free(&t.piece[id]);
+  buf_free(&t.merges);
+  buf_free(&t.added);
+  buf_free(&t.added_text);
+  return ok;
+}

@@ -1,0 +1,38 @@
+/*
+ * kiln_tok_internal.h — what the tokenizer files (kiln_tok.c, kiln_tok_bpe.c,
+ * kiln_tok_pretok.c, kiln_tok_wordpiece.c, kiln_tok_unicode.c) share; not an API.
+ */
+#ifndef KILN_TOK_INTERNAL_H
+#define KILN_TOK_INTERNAL_H
+
+#include "kiln_tok.h"
+
+#include <stdint.h>
+
+/* Character classes of the generated table (kiln_tok_unicode.c). */
+enum { KILN_UC_OTHER = 0, KILN_UC_LETTER = 1, KILN_UC_NUMBER = 2, KILN_UC_SPACE = 3 };
+int kiln_tok_uclass(uint32_t cp);
+
+/* The UTF-8 character at s (n bytes left, n >= 1): its code point in *cp and its length;
+ * an invalid or truncated sequence is one byte with *cp = 0xFFFFFFFF (class OTHER). */
+int kiln_tok_utf8(const unsigned char *s, size_t n, uint32_t *cp);
+
+/* The id of the piece s[0..len), or -1. */
+int kiln_tok_lookup(const kiln_tok *t, const unsigned char *s, size_t len);
+
+/* The rank of the merge of ids a and b (its index), or -1. */
+int kiln_tok_merge_rank(const kiln_tok *t, int a, int b);
+
+/* The end of the pre-token that starts at i in s[0..n) (i < n), per pattern pretok. */
+size_t kiln_tok_pretok_next(int pretok, const unsigned char *s, size_t n, size_t i);
+
+/* BPE of one word: sym[0..*nsym) initial ids, merged in place by rank; *nsym shrinks. */
+void kiln_tok_bpe_merge(const kiln_tok *t, int *sym, int *nsym);
+
+/* Encoders of one segment free of added tokens; each appends to ids[*n..max) and
+ * returns -1 when that overflows. work holds at least kiln_tok_work_size bytes. */
+int kiln_tok_encode_bytelevel(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work);
+int kiln_tok_encode_spm(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work);
+int kiln_tok_encode_wordpiece(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work);
+
+#endif /* KILN_TOK_INTERNAL_H */
