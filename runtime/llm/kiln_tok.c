@@ -217,7 +217,7 @@ int kiln_tok_load(kiln_tok *t, const void *data, size_t size, char *err, size_t 
   memset(t, 0, sizeof *t);
   const unsigned char *p = data;
   if (check_header(p, size, err, errlen) != 0) return -1;
-  size_t plen = size - KILN_TOK_HEADER, text_at;
+  size_t plen = size - KILN_TOK_HEADER, text_at = 0;
   uint32_t head[KILN_TOK_FIELDS];
   for (int k = 0; k < KILN_TOK_FIELDS && 4 * (size_t)(k + 1) <= plen; k++) head[k] = (uint32_t)get_le(p + KILN_TOK_HEADER + 4 * k, 4);
   if (read_fields(t, head, plen, &text_at, err, errlen) != 0) return -1;
@@ -258,7 +258,7 @@ size_t kiln_tok_work_size(const kiln_tok *t, size_t len) {
   (void)t;
   /* ints: the symbols of one word (at most one per byte, plus a dummy prefix), twice;
    * bytes: the normalized text (a prefix and U+2581 -> space only shrink it) */
-  return 2 * (len + 8) * sizeof(int) + 4 * (len + 8);
+  return 2 * (len + 8) * sizeof(int) + 8 * (len + 8);
 }
 
 /* The length of the added token at s[0..n) (its id in *id), longest first, or 0. */

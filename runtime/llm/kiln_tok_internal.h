@@ -9,9 +9,19 @@
 
 #include <stdint.h>
 
-/* Character classes of the generated table (kiln_tok_unicode.c). */
-enum { KILN_UC_OTHER = 0, KILN_UC_LETTER = 1, KILN_UC_NUMBER = 2, KILN_UC_SPACE = 3 };
+/* Character classes of the generated tables (kiln_tok_unicode.c): the pre-tokenizers'
+ * patterns tell letters, numbers and spaces from the rest; BERT also punctuation,
+ * nonspacing marks and controls. */
+enum {
+  KILN_UC_OTHER = 0, KILN_UC_LETTER = 1, KILN_UC_NUMBER = 2, KILN_UC_SPACE = 3,
+  KILN_UC_PUNCT = 4, KILN_UC_MARK = 5, KILN_UC_CONTROL = 6
+};
 int kiln_tok_uclass(uint32_t cp);
+/* cp's simple lowercase mapping (cp itself when it has none). */
+uint32_t kiln_tok_lower(uint32_t cp);
+/* cp's canonical decomposition without its nonspacing marks into out: how many code
+ * points (cp itself when it has no decomposition; Hangul syllables are not handled). */
+int kiln_tok_strip_marks(uint32_t cp, uint32_t out[3]);
 
 /* The UTF-8 character at s (n bytes left, n >= 1): its code point in *cp and its length;
  * an invalid or truncated sequence is one byte with *cp = 0xFFFFFFFF (class OTHER). */

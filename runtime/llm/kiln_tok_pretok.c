@@ -22,7 +22,8 @@
 static int cls(const unsigned char *s, size_t n, size_t i, size_t *len) {
   uint32_t cp;
   *len = (size_t)kiln_tok_utf8(s + i, n - i, &cp);
-  return kiln_tok_uclass(cp);
+  int c = kiln_tok_uclass(cp);
+  return c <= KILN_UC_SPACE ? c : KILN_UC_OTHER;   /* the patterns know no finer classes */
 }
 
 /* The end of the run of characters of class c from i; *last gets the start of the run's

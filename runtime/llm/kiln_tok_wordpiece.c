@@ -1,13 +1,15 @@
 /*
- * kiln_tok_wordpiece.c — BERT's WordPiece encoder: the basic tokenizer (control characters
- * dropped, text split at White_Space, every character that is neither letter, number nor
- * space a word of its own, CJK ideographs likewise when the model says so, ASCII letters
- * lowercased when it says so), then per word greedy longest-match-first, pieces after the
- * first spelt with a "##" prefix; a word with no split into pieces is one UNK.
+ * kiln_tok_wordpiece.c — BERT's WordPiece encoder. First BERT's normalizer and
+ * pre-tokenizer, one character at a time: controls, NUL and U+FFFD dropped; White_Space
+ * ends a word; CJK ideographs are words of their own (when the model says so); accents
+ * stripped (canonical decomposition, nonspacing marks dropped; Hangul syllables into
+ * their jamo) and letters lowercased (when the model says so); then punctuation (ASCII
+ * symbols and Unicode P*) is a word of its own. Then per word greedy longest-match-first,
+ * pieces after the first spelt with a "##" prefix; a word with no such split, or longer
+ * than 100 characters, is one UNK.
  *
- * Limits: lowercasing and accent stripping cover ASCII only (Kiln has no case or
- * decomposition table yet); BERT's punctuation class is approximated by "neither letter,
- * number nor space".
+ * Bytes that are not UTF-8 stay in their word, which then has no split: UNK.
+ * Limits: lowercasing uses simple mappings (plus U+0130), not the final-sigma rule.
  */
 #include "kiln_tok_internal.h"
 
@@ -22,15 +24,35 @@ static int is_cjk(uint32_t cp) {
          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
 }
 
-/* Greedy longest-match-first over word w[0..len) (already normalized); buf holds len+2. */
+/* BERT's punctuation: the ASCII symbols, and every Unicode P* character. */
+static int is_punct(uint32_t cp) {
+  return (cp >= 33 && cp <= 47) || (cp >= 58 && cp <= 64) || (cp >= 91 && cp <= 96) || (cp >= 123 && cp <= 126) ||
+         kiln_tok_uclass(cp) == KILN_UC_PUNCT;
+}
+
+/* cp as UTF-8 at out; its length. */
+static size_t put_utf8(uint32_t cp, unsigned char *out) {
+  if (cp < 0x80) return out[0] = (unsigned char)cp, 1;
+  if (cp < 0x800) return out[0] = (unsigned char)(0xc0 | cp >> 6), out[1] = (unsigned char)(0x80 | (cp & 0x3f)), 2;
+  if (cp < 0x10000) {
+    out[0] = (unsigned char)(0xe0 | cp >> 12), out[1] = (unsigned char)(0x80 | (cp >> 6 & 0x3f));
+    out[2] = (unsigned char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  out[0] = (unsigned char)(0xf0 | cp >> 18), out[1] = (unsigned char)(0x80 | (cp >> 12 & 0x3f));
+  out[2] = (unsigned char)(0x80 | (cp >> 6 & 0x3f)), out[3] = (unsigned char)(0x80 | (cp & 0x3f));
+  return 4;
+}
+
+/* Greedy longest-match-first over word w[0..len) (normalized); buf holds len+2 bytes. */
 static int encode_word(const kiln_tok *t, const unsigned char *w, size_t len, unsigned char *buf, int *ids, int *n, int max) {
   int start_n = *n;
-  size_t chars = 0;
+  size_t chars = 0, start = 0;
   for (size_t i = 0; i < len; chars++) {
     uint32_t cp;
     i += (size_t)kiln_tok_utf8(w + i, len - i, &cp);
   }
-  for (size_t start = 0; start < len && chars <= MAX_WORD_CHARS;) {
+  while (start < len && chars <= MAX_WORD_CHARS) {
     int found = -1;
     size_t end = len;
     for (; end > start; end--) {
@@ -44,35 +66,66 @@ static int encode_word(const kiln_tok *t, const unsigned char *w, size_t len, un
     if (*n >= max) return -1;
     ids[(*n)++] = found;
     start = end;
-    if (start == len) return 0;
   }
+  if (start == len && len) return 0;
   *n = start_n;   /* no split: the word is UNK */
   if (*n >= max) return -1;
   ids[(*n)++] = t->unk;
   return 0;
 }
 
+/* The normalized code points of cp (accents stripped, lowercased, as the flags say) into
+ * out[0..4); how many. */
+static int normalize(const kiln_tok *t, uint32_t cp, uint32_t out[4]) {
+  uint32_t d[3];
+  int n = 0, nd;
+  if ((t->flags & KILN_TOKF_STRIP_ACCENTS) && cp >= 0xAC00 && cp < 0xAC00 + 11172) {   /* Hangul: L V (T) jamo */
+    uint32_t s = cp - 0xAC00;
+    d[0] = 0x1100 + s / 588, d[1] = 0x1161 + s % 588 / 28, d[2] = 0x11A7 + s % 28;
+    nd = s % 28 ? 3 : 2;
+  } else nd = (t->flags & KILN_TOKF_STRIP_ACCENTS) ? kiln_tok_strip_marks(cp, d) : (d[0] = cp, 1);
+  for (int k = 0; k < nd; k++) {
+    uint32_t c = d[k];
+    if ((t->flags & KILN_TOKF_STRIP_ACCENTS) && kiln_tok_uclass(c) == KILN_UC_MARK) continue;
+    if ((t->flags & KILN_TOKF_LOWERCASE) && c == 0x130) {   /* İ lowercases to i + U+0307 */
+      out[n++] = 'i';
+      if (!(t->flags & KILN_TOKF_STRIP_ACCENTS)) out[n++] = 0x307;
+      continue;
+    }
+    out[n++] = (t->flags & KILN_TOKF_LOWERCASE) ? kiln_tok_lower(c) : c;
+  }
+  return n;
+}
+
 int kiln_tok_encode_wordpiece(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work) {
-  unsigned char *word = work, *buf = word + len + 8;
+  unsigned char *word = work, *buf = word + 3 * len + 8;   /* normalizing grows text at most 3x */
   size_t wl = 0;
-  for (size_t i = 0; i <= len;) {
-    uint32_t cp = ' ';
-    int cl = i < len ? kiln_tok_utf8(s + i, len - i, &cp) : 1;
-    int c = kiln_tok_uclass(cp);
-    int alone = c == KILN_UC_OTHER || ((t->flags & KILN_TOKF_CJK_SPLIT) && is_cjk(cp));
-    int control = cp < 0x20 && c != KILN_UC_SPACE;
-    if (c == KILN_UC_SPACE || alone || i == len) {
+  for (size_t i = 0; i < len;) {
+    uint32_t cp, norm[4];
+    int cl = kiln_tok_utf8(s + i, len - i, &cp), c = kiln_tok_uclass(cp);
+    int nn = cp == 0xFFFFFFFFu ? 0 : normalize(t, cp, norm);
+    if (cp == 0xFFFFFFFFu) word[wl++] = s[i];   /* not UTF-8: kept, the word becomes UNK */
+    else if (cp == 0 || cp == 0xFFFD || c == KILN_UC_CONTROL) nn = 0;
+    else if (c == KILN_UC_SPACE || ((t->flags & KILN_TOKF_CJK_SPLIT) && is_cjk(cp))) {
       if (wl && encode_word(t, word, wl, buf, ids, n, max) != 0) return -1;
       wl = 0;
+      if (c == KILN_UC_SPACE) nn = 0;
+      else if (encode_word(t, s + i, (size_t)cl, buf, ids, n, max) != 0) return -1;
+      if (c != KILN_UC_SPACE) nn = 0;
     }
-    if (alone && !control && cp != 0xFFFFFFFFu && encode_word(t, s + i, (size_t)cl, buf, ids, n, max) != 0) return -1;
-    if (c != KILN_UC_SPACE && !alone && i < len) {
-      for (int b = 0; b < cl; b++) {
-        unsigned char ch = s[i + (size_t)b];
-        word[wl++] = (t->flags & KILN_TOKF_LOWERCASE) && ch >= 'A' && ch <= 'Z' ? (unsigned char)(ch + 32) : ch;
+    for (int k = 0; k < nn; k++) {
+      unsigned char u[4];
+      size_t ul = put_utf8(norm[k], u);
+      if (!is_punct(norm[k])) {
+        memcpy(word + wl, u, ul), wl += ul;
+        continue;
       }
+      if (wl && encode_word(t, word, wl, buf, ids, n, max) != 0) return -1;
+      wl = 0;
+      if (encode_word(t, u, ul, buf, ids, n, max) != 0) return -1;
     }
     i += (size_t)cl;
   }
+  if (wl && encode_word(t, word, wl, buf, ids, n, max) != 0) return -1;
   return 0;
 }

@@ -3,7 +3,9 @@
 N lines (default 3000) of varied text, deterministic for a seed, NFC-normalized (Qwen's
 normalizer is NFC, which Kiln does not apply). No line holds a newline, U+0085 or U+FEFF
 (the reference, transformers.js, spells \\s as JavaScript does, which differs from the
-White_Space property exactly there).
+White_Space property exactly there), nor a CJK ideograph beyond U+FFFF (transformers.js'
+BERT normalizer looks at UTF-16 code units and so does not split those, unlike Hugging
+Face's tokenizers and Kiln).
 
   python3 tests/llm/tokjson/gen_texts.py [N] [SEED] > texts.txt
 """
@@ -27,7 +29,7 @@ SCRIPTS = ["Καλημέρα κόσμε", "Привет, мир!", "Съешь �
            "Բարեւ աշխարհ", "გამარჯობა", "ሰላም ልዑል", "ᚠᛇᚻ᛫ᛒᛦᚦ", "Ελληνικά ΑΒΓΔ"]
 CJK = ["你好，世界！", "今天天气很好。", "机器学习模型编译器", "中华人民共和国", "東京タワーへ行きます。",
        "ひらがなとカタカナ", "ｶﾀｶﾅ半角", "日本語のテキスト、句読点。", "안녕하세요 세계", "한국어 문장입니다.",
-       "「引用」と『二重』", "漢字𠀀𪚥", "（全角括弧）", "１２３４５６"]
+       "「引用」と『二重』", "漢字𐌰𐌱𝔄𝔟", "（全角括弧）", "１２３４５６"]
 EMOJI = ["🤖", "😀", "👍🏽", "👨‍👩‍👧‍👦", "🇫🇷", "🇯🇵", "❤️", "1️⃣", "🏳️‍🌈", "🦀", "✨", "🎉🎉🎉", "☃", "⌘"]
 SPACES = [" ", "  ", "   ", "    ", "\t", "\t\t", " \t ", "\r", " \r ", "\u00a0", "\u3000", "\u2003", "\u2009",
           "        ", "\u202f"]
