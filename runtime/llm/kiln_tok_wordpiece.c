@@ -9,7 +9,7 @@
  * than 100 characters, is one UNK.
  *
  * Bytes that are not UTF-8 stay in their word, which then has no split: UNK.
- * Limits: lowercasing uses simple mappings (plus U+0130), not the final-sigma rule.
+ * Lowercasing: simple mappings, plus U+0130 and a final capital sigma (kiln_tok_unicode.c).
  */
 #include "kiln_tok_internal.h"
 
@@ -97,13 +97,24 @@ static int normalize(const kiln_tok *t, uint32_t cp, uint32_t out[4]) {
   return n;
 }
 
+/* Unicode's Final_Sigma, as lowercasing a whole string applies it: a capital sigma at i
+ * after a letter (prev) and before no letter lowercases to the final form. (Case-ignorable
+ * characters between are not skipped: a simplification.) */
+static int final_sigma(const unsigned char *s, size_t len, size_t i, uint32_t prev) {
+  uint32_t next = 0;
+  if (i + 2 < len) kiln_tok_utf8(s + i + 2, len - i - 2, &next);
+  return prev && kiln_tok_uclass(prev) == KILN_UC_LETTER && !(next && kiln_tok_uclass(next) == KILN_UC_LETTER);
+}
+
 int kiln_tok_encode_wordpiece(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work) {
   unsigned char *word = work, *buf = word + 3 * len + 8;   /* normalizing grows text at most 3x */
   size_t wl = 0;
+  uint32_t prev = 0;
   for (size_t i = 0; i < len;) {
     uint32_t cp, norm[4];
     int cl = kiln_tok_utf8(s + i, len - i, &cp), c = kiln_tok_uclass(cp);
     int nn = cp == 0xFFFFFFFFu ? 0 : normalize(t, cp, norm);
+    if (cp == 0x3A3 && (t->flags & KILN_TOKF_LOWERCASE) && final_sigma(s, len, i, prev)) norm[0] = 0x3C2;
     if (cp == 0xFFFFFFFFu) word[wl++] = s[i];   /* not UTF-8: kept, the word becomes UNK */
     else if (cp == 0 || cp == 0xFFFD || c == KILN_UC_CONTROL) nn = 0;
     else if (c == KILN_UC_SPACE || ((t->flags & KILN_TOKF_CJK_SPLIT) && is_cjk(cp))) {
@@ -124,6 +135,7 @@ int kiln_tok_encode_wordpiece(const kiln_tok *t, const unsigned char *s, size_t 
       wl = 0;
       if (encode_word(t, u, ul, buf, ids, n, max) != 0) return -1;
     }
+    prev = cp;
     i += (size_t)cl;
   }
   if (wl && encode_word(t, word, wl, buf, ids, n, max) != 0) return -1;

@@ -74,7 +74,9 @@ def main():
              "I'm here", "I'M HERE", "2024", "12345678901234567890", "x1y22z333", "Ünïcödé", "🤖🤖", "👨‍👩‍👧‍👦",
              "<|im_start|>user\rHello<|im_end|>", "<s>Hello</s>", "<start_of_turn>user hi<end_of_turn>",
              "<|begin_of_text|><|eot_id|>", "text<think>reasoning</think>answer", " \r\r  x", "a \r b", "end   ",
-             "‖⁂※", "ﬁ ligature", "ℌ𝔢𝔩𝔩𝔬", "ｆｕｌｌｗｉｄｔｈ", "a\u3000b", "a\u00a0b"]
+             "‖⁂※", "ﬁ ligature", "ℌ𝔢𝔩𝔩𝔬", "ｆｕｌｌｗｉｄｔｈ", "a\u3000b", "a\u00a0b",
+             "it'Sok", "HE'LLgo", "x'REy", "WE'VEgot", "don'Tx", "I'Dbe", "she'Mx", "'ve'd", "12'34", " 'tis",
+             "a\u2028b\u2029c", "\r\r\r", "x \r\t y", "🤖'sok", "Ǆemal ǅ ǆ", "İİ ıI", "ΣΑΣ σας"]
     lines = fixed[:]
     while len(lines) < N:
         r = rng.random()
