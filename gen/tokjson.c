@@ -145,10 +145,12 @@ static bool is_bytelevel(Conv *c, const JVal *pre, int *pretok) {
 static bool spm_normalizer(Conv *c, const JVal *norm, int *flags) {
   const char *type = jstr(norm, "type");
   const JVal *seq = jget(norm, "normalizers");
-  int n = type && strcmp(type, "Sequence") == 0 && seq && seq->t == J_ARR ? seq->n : 1;
+  bool is_seq = type && strcmp(type, "Sequence") == 0;
+  if (is_seq && (!seq || seq->t != J_ARR)) return cfail(c, "normalizer.normalizers", "not an array");
+  int n = is_seq ? seq->n : 1;
   bool replace = false;
   for (int i = 0; i < n; i++) {
-    const JVal *s = n == 1 && !(type && strcmp(type, "Sequence") == 0) ? norm : &seq->items[i];
+    const JVal *s = is_seq ? &seq->items[i] : norm;
     const char *t = jstr(s, "type");
     if (t && strcmp(t, "Prepend") == 0 && jstr(s, "prepend") && strcmp(jstr(s, "prepend"), "\xe2\x96\x81") == 0) *flags |= KILN_TOKF_PREFIX_SPACE;
     else if (t && strcmp(t, "Replace") == 0 && jstr(jget(s, "pattern"), "String") && strcmp(jstr(jget(s, "pattern"), "String"), " ") == 0 &&
@@ -388,7 +390,16 @@ bool tokjson_convert(const char *path, const unsigned char *data, size_t size, B
     read_specials(&root, &t);
     if (t.kind != KILN_TOK_BYTE_BPE && t.unk < 0 && !(t.flags & KILN_TOKF_BYTE_FALLBACK)) ok = cfail(&c, "model.unk_token", "missing (needed without byte_fallback)");
   }
-  if (ok) write_binary(&t, out);
+  if (ok) {
+    /* what Kiln writes, its runtime must load: checked here, not at the app's first run */
+    Buf bin = {0};
+    write_binary(&t, &bin);
+    kiln_tok rt;
+    char lerr[256];
+    if (kiln_tok_load(&rt, bin.data, bin.len, lerr, sizeof lerr) != 0) ok = cfail(&c, "converted tokenizer", lerr);
+    else kiln_tok_free(&rt), buf_put(out, bin.data, bin.len);
+    buf_free(&bin);
+  }
   for (int id = 0; id < t.n; id++) buf_free(&t.piece[id]);
   buf_free(&t.merges);
   buf_free(&t.added);
