@@ -90,18 +90,37 @@ static bool looks_json(const unsigned char *p, size_t n) {
   return i < n && p[i] == '{';
 }
 
-void tokenizer_binary(const char *path, Buf *out) {
+/* True when the GGUF file at data holds a byte-level vocabulary (model "gpt2"). */
+static bool gguf_bytelevel(const char *path, const unsigned char *data, size_t size) {
   char err[1024];
-  size_t size;
-  unsigned char *data = kiln_read_bounded(path, (size_t)1 << 30, &size, err, sizeof err);
-  if (!data) kiln_error("tokenizer: %s", err);
+  SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
+  if (!f) kiln_error("tokenize: %s", err);
+  const MetaVal *model = meta(f, "tokenizer.ggml.model");
+  return model && model->kind == MV_STR && strcmp(model->s, "gpt2") == 0;
+}
+
+/* The tokenizer binary of the file read into data (see tokenizer_binary). */
+static void binary_of(const char *path, const unsigned char *data, size_t size, Buf *out) {
+  char err[1024];
   if (kiln_tok_is(data, size)) {
     kiln_tok t;
     if (kiln_tok_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
     kiln_tok_free(&t);
     buf_put(out, data, size);
-  } else if (!looks_json(data, size)) kiln_error("%s: not a tokenizer.json or a Kiln tokenizer binary", path);
+  } else if (gguf_is(data, size)) {
+    SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
+    if (!f) kiln_error("tokenize: %s", err);
+    if (!tokgguf_convert(path, f, out, err, sizeof err)) kiln_error("%s", err);
+  } else if (!looks_json(data, size)) kiln_error("%s: not a tokenizer.json, a GGUF file or a Kiln tokenizer binary", path);
   else if (!tokjson_convert(path, data, size, out, err, sizeof err)) kiln_error("%s", err);
+}
+
+void tokenizer_binary(const char *path, Buf *out) {
+  char err[1024];
+  size_t size;
+  unsigned char *data = kiln_read_bounded(path, (size_t)1 << 30, &size, err, sizeof err);
+  if (!data) kiln_error("tokenizer: %s", err);
+  binary_of(path, data, size, out);
 }
 
 /* Lines of stdin through t: ids per line, or with decode text per line of ids. */
@@ -140,10 +159,10 @@ static void tok_lines(const kiln_tok *t, bool decode) {
   free(out);
 }
 
-/* `kiln tokenize` on a tokenizer.json or a .tok file. */
-static int tokenize_tok(const char *path, bool decode, const char *convert) {
+/* `kiln tokenize` on a tokenizer.json, a .tok file or a byte-level GGUF vocabulary. */
+static int tokenize_tok(const char *path, const unsigned char *data, size_t size, bool decode, const char *convert) {
   Buf bin = {0};
-  tokenizer_binary(path, &bin);
+  binary_of(path, data, size, &bin);
   if (convert) {
     FILE *f = fopen(convert, "wb");
     if (!f || fwrite(bin.data, 1, bin.len, f) != bin.len || fclose(f) != 0) kiln_error("tokenize: cannot write %s", convert);
@@ -165,10 +184,9 @@ int cmd_tokenize(const char *path, bool decode, const char *convert) {
   size_t size;
   unsigned char *data = kiln_read_bounded(path, (size_t)256 << 20, &size, err, sizeof err);
   if (!data) kiln_error("tokenize: %s", err);
-  if (kiln_tok_is(data, size) || looks_json(data, size)) {
-    return tokenize_tok(path, decode, convert);
-  }
-  if (convert) kiln_error("tokenize --convert: %s is not a tokenizer.json", path);
+  if (kiln_tok_is(data, size) || looks_json(data, size) || (gguf_is(data, size) && gguf_bytelevel(path, data, size)))
+    return tokenize_tok(path, data, size, decode, convert);
+  if (convert) kiln_error("tokenize --convert: %s is not a tokenizer.json or a byte-level GGUF vocabulary", path);
   if (gguf_is(data, size)) data = gguf_vocab(path, data, size, &size);
   kiln_spm t;
   if (kiln_spm_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);

@@ -66,12 +66,19 @@ static int byte_of_char(uint32_t cp) {
   return cp < 324 ? table[cp] : -1;
 }
 
-/* The UTF-8 code point at s (a decoded JSON string is valid UTF-8); its length in *len. */
-static uint32_t utf8_at(const unsigned char *s, int *len) {
-  if (s[0] < 0x80) return *len = 1, s[0];
-  if (s[0] < 0xe0) return *len = 2, (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
-  if (s[0] < 0xf0) return *len = 3, (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-  return *len = 4, (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 | (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
+/* The UTF-8 code point at s (n bytes left), its length in *len; 0xFFFFFFFF for bytes that
+ * are not UTF-8 (a GGUF string need not be). */
+static uint32_t utf8_at(const unsigned char *s, size_t n, int *len) {
+  int k = s[0] < 0x80 ? 1 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : s[0] >= 0xe0 && s[0] < 0xf0 ? 3 : s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : 0;
+  *len = 1;
+  if (k == 0 || (size_t)k > n) return 0xFFFFFFFFu;
+  uint32_t v = k == 1 ? s[0] : s[0] & (0x7f >> k);
+  for (int i = 1; i < k; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0xFFFFFFFFu;
+    v = v << 6 | (s[i] & 0x3f);
+  }
+  *len = k;
+  return v;
 }
 
 /* A vocabulary piece as the runtime holds it: byte-level pieces decoded to bytes, U+2581
@@ -80,7 +87,8 @@ static bool piece_bytes(Conv *c, int kind, const JVal *s, Buf *out) {
   const unsigned char *p = (const unsigned char *)s->text;
   for (size_t i = 0; i < s->len;) {
     int len;
-    uint32_t cp = utf8_at(p + i, &len);
+    uint32_t cp = utf8_at(p + i, s->len - i, &len);
+    if (cp == 0xFFFFFFFFu) return cfail(c, "model.vocab", "a piece is not UTF-8");
     if (kind == KILN_TOK_BYTE_BPE) {
       int b = byte_of_char(cp);
       if (b < 0) return cfail(c, "model.vocab", kiln_fmt("piece '%s' is not in the byte-level alphabet", esc_message(s->text)));
@@ -370,6 +378,25 @@ static void write_binary(const Tok *t, Buf *out) {
   buf_free(&text);
 }
 
+/* The binary of t appended to out when ok and the runtime loads it (what Kiln writes, its
+ * runtime must load: checked here, not at the app's first run); frees t's buffers. */
+static bool finish(Conv *c, Tok *t, bool ok, Buf *out) {
+  if (ok) {
+    Buf bin = {0};
+    write_binary(t, &bin);
+    kiln_tok rt;
+    char lerr[256];
+    if (kiln_tok_load(&rt, bin.data, bin.len, lerr, sizeof lerr) != 0) ok = cfail(c, "converted tokenizer", lerr);
+    else kiln_tok_free(&rt), buf_put(out, bin.data, bin.len);
+    buf_free(&bin);
+  }
+  for (int id = 0; id < t->n; id++) buf_free(&t->piece[id]);
+  buf_free(&t->merges);
+  buf_free(&t->added);
+  buf_free(&t->added_text);
+  return ok;
+}
+
 bool tokjson_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen) {
   Conv c = {path, err, errlen, false};
   JVal root;
@@ -390,19 +417,81 @@ bool tokjson_convert(const char *path, const unsigned char *data, size_t size, B
     read_specials(&root, &t);
     if (t.kind != KILN_TOK_BYTE_BPE && t.unk < 0 && !(t.flags & KILN_TOKF_BYTE_FALLBACK)) ok = cfail(&c, "model.unk_token", "missing (needed without byte_fallback)");
   }
-  if (ok) {
-    /* what Kiln writes, its runtime must load: checked here, not at the app's first run */
-    Buf bin = {0};
-    write_binary(&t, &bin);
-    kiln_tok rt;
-    char lerr[256];
-    if (kiln_tok_load(&rt, bin.data, bin.len, lerr, sizeof lerr) != 0) ok = cfail(&c, "converted tokenizer", lerr);
-    else kiln_tok_free(&rt), buf_put(out, bin.data, bin.len);
-    buf_free(&bin);
+  return finish(&c, &t, ok, out);
+}
+
+/* ---- GGUF's byte-level vocabularies ---- */
+
+/* The metadata value of key in f, or NULL. */
+static const MetaVal *gguf_meta(const SafeFile *f, const char *key) {
+  for (int i = 0; i < f->nmeta; i++)
+    if (strcmp(f->meta[i].key, key) == 0) return &f->meta[i].v;
+  return NULL;
+}
+
+/* An id of the metadata key (an integer in 0..n-1), or -1 when absent. */
+static int gguf_id(const SafeFile *f, const char *key, int n) {
+  const MetaVal *v = gguf_meta(f, key);
+  return v && v->kind == MV_INT && v->i >= 0 && v->i < n ? (int)v->i : -1;
+}
+
+/* llama.cpp's names of the pre-tokenizers Kiln implements (tokenizer.ggml.pre). */
+static bool gguf_pretok(Conv *c, const MetaVal *pre, int *pretok, int *flags) {
+  const char *name = pre && pre->kind == MV_STR ? pre->s : "default";
+  if (strcmp(name, "llama-bpe") == 0 || strcmp(name, "llama3") == 0) *pretok = KILN_PRE_LLAMA3, *flags |= KILN_TOKF_IGNORE_MERGES;
+  else if (strcmp(name, "qwen2") == 0) *pretok = KILN_PRE_QWEN2;
+  else if (strcmp(name, "gpt-2") == 0 || strcmp(name, "default") == 0) *pretok = KILN_PRE_GPT2;
+  else return cfail(c, "tokenizer.ggml.pre", kiln_fmt("'%s' is not a pre-tokenizer Kiln implements (llama-bpe, qwen2, gpt-2)", esc_message(name)));
+  return true;
+}
+
+/* Tokens with their types: control (3) and user-defined (4) tokens are added tokens, their
+ * text literal; the rest are byte-level pieces. */
+static bool gguf_tokens(Conv *c, Tok *t, const MetaVal *tokens, const MetaVal *types) {
+  for (int i = 0; i < t->n; i++) {
+    const MetaVal *tok = &tokens->items[i];
+    int64_t type = types && types->items[i].kind == MV_INT ? types->items[i].i : 1;
+    if (tok->kind != MV_STR || tok->slen == 0 || strlen(tok->s) != tok->slen)
+      return cfail(c, "tokenizer.ggml.tokens", kiln_fmt("token %d is not a non-empty string", i));
+    if (type == 3 || type == 4) {
+      buf_put(&t->piece[i], tok->s, tok->slen);
+      put_u32(&t->added, (uint32_t)i);
+      put_u32(&t->added, type == 3);
+      put_u32(&t->added, (uint32_t)t->added_text.len);
+      put_u32(&t->added, (uint32_t)tok->slen);
+      buf_put(&t->added_text, tok->s, tok->slen);
+      t->n_added++;
+    } else {
+      JVal s = {.t = J_STR, .text = tok->s, .len = tok->slen};
+      if (!piece_bytes(c, t->kind, &s, &t->piece[i])) return false;
+    }
+    if (!strmap_get(&t->ids, tok->s)) *strmap_put(&t->ids, tok->s) = i + 1;
   }
-  for (int id = 0; id < t.n; id++) buf_free(&t.piece[id]);
-  buf_free(&t.merges);
-  buf_free(&t.added);
-  buf_free(&t.added_text);
-  return ok;
+  return true;
+}
+
+bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen) {
+  Conv c = {path, err, errlen, false};
+  const MetaVal *model = gguf_meta(f, "tokenizer.ggml.model"), *tokens = gguf_meta(f, "tokenizer.ggml.tokens"),
+                *types = gguf_meta(f, "tokenizer.ggml.token_type"), *merges = gguf_meta(f, "tokenizer.ggml.merges");
+  if (!model || model->kind != MV_STR || strcmp(model->s, "gpt2") != 0) return cfail(&c, "tokenizer.ggml.model", "not gpt2");
+  Tok t = {.kind = KILN_TOK_BYTE_BPE};
+  if (!gguf_pretok(&c, gguf_meta(f, "tokenizer.ggml.pre"), &t.pretok, &t.flags)) return false;
+  if (!tokens || tokens->kind != MV_ARR || tokens->n < 1 || tokens->n > (1 << 24)) return cfail(&c, "tokenizer.ggml.tokens", "missing or not a non-empty array");
+  if (types && (types->kind != MV_ARR || types->n != tokens->n)) return cfail(&c, "tokenizer.ggml.token_type", "not an array as long as the tokens");
+  if (!merges || merges->kind != MV_ARR || merges->n > (1 << 24)) return cfail(&c, "tokenizer.ggml.merges", "missing or not an array");
+  t.n = (int)tokens->n;
+  t.piece = kiln_alloc(sizeof(Buf) * (size_t)t.n);
+  JVal arr = {.t = J_ARR, .n = (int)merges->n, .items = kiln_alloc(sizeof(JVal) * (size_t)(merges->n + 1))};
+  bool ok = gguf_tokens(&c, &t, tokens, types);
+  for (int i = 0; ok && i < arr.n; i++) {
+    const MetaVal *m = &merges->items[i];
+    if (m->kind != MV_STR || strlen(m->s) != m->slen) ok = cfail(&c, "tokenizer.ggml.merges", kiln_fmt("entry %d is not a string", i));
+    else arr.items[i] = (JVal){.t = J_STR, .text = m->s, .len = m->slen};
+  }
+  ok = ok && read_merges(&c, &t, &arr);
+  t.bos = gguf_id(f, "tokenizer.ggml.bos_token_id", t.n);
+  t.eos = gguf_id(f, "tokenizer.ggml.eos_token_id", t.n);
+  t.unk = gguf_id(f, "tokenizer.ggml.unknown_token_id", t.n);
+  return finish(&c, &t, ok, out);
 }

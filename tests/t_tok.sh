@@ -6,7 +6,7 @@
 # make_fixtures.sh made them; it is not run here) through the CLI on the tokenizer.json,
 # through the CLI on the converted binary, and through the runtime API under ASan+UBSan
 # (tests/llm/tok_test.c, gcc and clang), which also decodes, feeds bytes that are not
-# UTF-8 and refuses damaged binaries. Then bad tokenizer.json files: one-line errors
+# UTF-8 and refuses damaged binaries; and, for the byte-level ones, written as GGUF. Then bad tokenizer.json files: one-line errors
 # naming file and field, nothing written. Then the fuzz corpus of tests/robust/tokjson/.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln tok
@@ -46,6 +46,23 @@ if "$KILN" tokenize "$WORK/llama3.tok" --decode < $D/llama3.ids 2> "$WORK/err" |
 else
   echo "FAIL tok/cli-decode: $(head -c 200 "$WORK/err")"
 fi
+
+# A GGUF file's byte-level vocabulary (tokenizer.ggml.model "gpt2"), written by
+# tests/llm/tokjson/make_gguf.py as llama.cpp's converter would from the same vocabulary:
+# the same ids; an unknown tokenizer.ggml.pre is refused.
+for spec in "llama3 llama-bpe" "qwen3 qwen2" "gpt2re gpt-2"; do
+  set -- $spec
+  if "$PY" $D/make_gguf.py $D/$1.json $2 "$WORK/$1.gguf" 2> "$WORK/err" &&
+     "$KILN" tokenize "$WORK/$1.gguf" < $D/texts.txt 2>> "$WORK/err" | cmp -s - $D/$1.ids; then
+    echo "PASS tok/$1-gguf"
+  else
+    echo "FAIL tok/$1-gguf: $(head -c 200 "$WORK/err")"
+  fi
+done
+"$PY" $D/make_gguf.py $D/qwen3.json deepseek-llm "$WORK/pre.gguf"
+got=$("$KILN" tokenize "$WORK/pre.gguf" < /dev/null 2>&1)
+case $got in *"pre.gguf: tokenizer.ggml.pre: 'deepseek-llm' is not a pre-tokenizer Kiln implements"*) echo "PASS tok/gguf-unknown-pre" ;;
+  *) echo "FAIL tok/gguf-unknown-pre: $got" ;; esac
 
 # ---- bad tokenizer.json files: one line naming the file and the field; nothing written ----
 # bad NAME WANT_SUBSTRING FILE: --convert must fail with a message holding WANT, write nothing.
@@ -107,7 +124,7 @@ fi
 # every kind, findings, and inputs libFuzzer kept), replayed through the harness built
 # without libFuzzer under ASan/UBSan: any broken promise aborts it.
 if cc $SAN -DKILN_FUZZ_MAIN -Igen -Iruntime/llm -o "$WORK/tokjson_replay" tests/robust/fuzz_tokjson.c gen/tokjson.c \
-      gen/frontend/json.c gen/util.c gen/ops.c gen/escape.c runtime/llm/kiln_tok*.c 2> "$WORK/out"; then
+      gen/frontend/json.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c runtime/llm/kiln_tok*.c 2> "$WORK/out"; then
   if out=$("$WORK/tokjson_replay" tests/robust/tokjson/* 2>&1); then echo "PASS tok/fuzz-replay: $out"
   else echo "FAIL tok/fuzz-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else

@@ -7,7 +7,8 @@
  * The input is split at its first 0xFF 0xFE pair: before it a candidate file, after it a
  * text (none: a fixed text of every character class). A file starting with the binary's
  * magic goes to the loader (its payload size and checksum made to fit, so mutations reach
- * the fields), any other to the converter. The converter must refuse with
+ * the fields), a GGUF file to the converter of its byte-level vocabulary (gguf_parse
+ * first), any other to the tokenizer.json converter. The converter must refuse with
  * one line naming the file and free of control bytes, or write a binary the loader
  * accepts; the loader must refuse with a message or accept. A loaded tokenizer must
  * encode the text into ids inside the vocabulary, and decode each id into at most
@@ -78,7 +79,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else check_message(err, "tokenizer: ");
   } else {
     Buf out = {0};
-    if (tokjson_convert("fuzz.json", file, cut, &out, err, sizeof err)) {
+    SafeFile *f = NULL;
+    bool gguf = gguf_is(file, cut);
+    if (gguf) f = gguf_parse("fuzz.json", file, cut, err, sizeof err);
+    if (gguf ? f && tokgguf_convert("fuzz.json", f, &out, err, sizeof err) : tokjson_convert("fuzz.json", file, cut, &out, err, sizeof err)) {
       if (kiln_tok_load(&t, out.data, out.len, err, sizeof err) != 0) finding("converted binary refused", err);
       exercise(&t, text, tlen);
       kiln_tok_free(&t);
