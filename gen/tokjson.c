@@ -169,6 +169,21 @@ static bool spm_normalizer(Conv *c, const JVal *norm, int *flags) {
   return true;
 }
 
+/* A Metaspace pre-tokenizer (spaces as U+2581, a dummy one first per prepend_scheme, or
+ * add_prefix_space in files older than it); Kiln implements split false only. */
+static bool metaspace(Conv *c, const JVal *pre, int *flags) {
+  const char *rep = jstr(pre, "replacement"), *scheme = jstr(pre, "prepend_scheme");
+  const JVal *split = jget(pre, "split");
+  if (!rep || strcmp(rep, "\xe2\x96\x81") != 0) return cfail(c, "pre_tokenizer.replacement", "only U+2581 is supported");
+  if (!split || split->t != J_BOOL || split->b) return cfail(c, "pre_tokenizer.split", "only false is supported (a missing split means true)");
+  bool prefix = scheme ? strcmp(scheme, "never") != 0 : jtrue(pre, "add_prefix_space");
+  if (scheme && strcmp(scheme, "always") != 0 && strcmp(scheme, "first") != 0 && strcmp(scheme, "never") != 0)
+    return cfail(c, "pre_tokenizer.prepend_scheme", kiln_fmt("'%s' is not always, first or never", esc_message(scheme)));
+  if (prefix) *flags |= KILN_TOKF_PREFIX_SPACE | KILN_TOKF_PREFIX_UNLESS;
+  if (prefix && scheme && strcmp(scheme, "first") == 0) *flags |= KILN_TOKF_PREFIX_FIRST;
+  return true;
+}
+
 /* The kind, pre-tokenizer and flags of a tokenizer.json. */
 static bool model_kind(Conv *c, const JVal *root, int *kind, int *pretok, int *flags) {
   const JVal *model = jget(root, "model"), *pre = jget(root, "pre_tokenizer"), *norm = jget(root, "normalizer");
@@ -199,13 +214,20 @@ static bool model_kind(Conv *c, const JVal *root, int *kind, int *pretok, int *f
   if (c->failed) return false;
   *kind = KILN_TOK_SPM_BPE;
   const char *pt = jstr(pre, "type");
-  if (pre && pre->t != J_NULL && !(pt && strcmp(pt, "Split") == 0 && jstr(jget(pre, "pattern"), "String") &&
-                                   strcmp(jstr(jget(pre, "pattern"), "String"), " ") == 0))
-    return cfail(c, "pre_tokenizer", "SentencePiece BPE supports none or Split ' '");
-  if (!spm_normalizer(c, norm, flags)) return false;
-  const JVal *decs = jget(jget(root, "decoder"), "decoders");
+  if (pt && strcmp(pt, "Metaspace") == 0) {
+    if (norm && norm->t != J_NULL) return cfail(c, "normalizer", "SentencePiece BPE with a Metaspace pre-tokenizer needs none");
+    if (!metaspace(c, pre, flags)) return false;
+  } else {
+    if (pre && pre->t != J_NULL && !(pt && strcmp(pt, "Split") == 0 && jstr(jget(pre, "pattern"), "String") &&
+                                     strcmp(jstr(jget(pre, "pattern"), "String"), " ") == 0))
+      return cfail(c, "pre_tokenizer", "SentencePiece BPE supports none, Split ' ' or Metaspace");
+    if (!spm_normalizer(c, norm, flags)) return false;
+  }
+  const JVal *dec = jget(root, "decoder"), *decs = jget(dec, "decoders");
   for (int i = 0; decs && decs->t == J_ARR && i < decs->n; i++)
     if (jstr(&decs->items[i], "type") && strcmp(jstr(&decs->items[i], "type"), "Strip") == 0) *flags |= KILN_TOKF_STRIP_LEADING;
+  /* a Metaspace decoder drops the space its pre-tokenizer put first */
+  if (jstr(dec, "type") && strcmp(jstr(dec, "type"), "Metaspace") == 0 && (*flags & KILN_TOKF_PREFIX_SPACE)) *flags |= KILN_TOKF_STRIP_LEADING;
   return true;
 }
 

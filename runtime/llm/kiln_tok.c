@@ -113,7 +113,7 @@ static int read_fields(kiln_tok *t, uint32_t *w, size_t plen, size_t *text_at, c
   t->bos = (int)w[6], t->eos = (int)w[7], t->unk = (int)w[8];
   if (w[0] < 1 || w[0] > 3) return fail(err, errlen, "kind", "unknown tokenizer kind");
   if (w[1] > 3) return fail(err, errlen, "pre-tokenizer", "unknown pattern");
-  if (w[2] >= 256) return fail(err, errlen, "flags", "unknown flag");
+  if (w[2] >= 1024) return fail(err, errlen, "flags", "unknown flag");
   if (w[3] < 1 || w[3] > (1u << 24)) return fail(err, errlen, "vocabulary size", "out of range");
   if (w[4] > (1u << 24) || (w[0] == KILN_TOK_WORDPIECE && w[4])) return fail(err, errlen, "merges", "count out of range");
   if (w[5] > w[3]) return fail(err, errlen, "added tokens", "count out of range");
@@ -271,10 +271,10 @@ static size_t match_added(const kiln_tok *t, const unsigned char *s, size_t n, i
 }
 
 /* Encodes s[0..len), a text free of added tokens, with t's kind. */
-static int encode_segment(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work) {
+static int encode_segment(const kiln_tok *t, const unsigned char *s, size_t len, int first, int *ids, int *n, int max, void *work) {
   if (len == 0) return 0;
   if (t->kind == KILN_TOK_BYTE_BPE) return kiln_tok_encode_bytelevel(t, s, len, ids, n, max, work);
-  if (t->kind == KILN_TOK_SPM_BPE) return kiln_tok_encode_spm(t, s, len, ids, n, max, work);
+  if (t->kind == KILN_TOK_SPM_BPE) return kiln_tok_encode_spm(t, s, len, first, ids, n, max, work);
   return kiln_tok_encode_wordpiece(t, s, len, ids, n, max, work);
 }
 
@@ -289,12 +289,12 @@ int kiln_tok_encode(const kiln_tok *t, const char *text, size_t len, int *ids, i
       i++;
       continue;
     }
-    if (encode_segment(t, s + seg, i - seg, ids, &n, max_ids, work) != 0 || n >= max_ids) return -1;
+    if (encode_segment(t, s + seg, i - seg, seg == 0, ids, &n, max_ids, work) != 0 || n >= max_ids) return -1;
     ids[n++] = id;
     i += alen;
     seg = i;
   }
-  if (encode_segment(t, s + seg, len - seg, ids, &n, max_ids, work) != 0) return -1;
+  if (encode_segment(t, s + seg, len - seg, seg == 0, ids, &n, max_ids, work) != 0) return -1;
   return n;
 }
 

@@ -57,7 +57,9 @@ enum {
   KILN_TOKF_LOWERCASE = 16,      /* WordPiece: lowercase ASCII/Latin first */
   KILN_TOKF_STRIP_ACCENTS = 32,  /* WordPiece: drop combining marks */
   KILN_TOKF_CJK_SPLIT = 64,      /* WordPiece: every CJK ideograph a word */
-  KILN_TOKF_FUSE_UNK = 128       /* SPM: consecutive UNKs become one */
+  KILN_TOKF_FUSE_UNK = 128,      /* SPM: consecutive UNKs become one */
+  KILN_TOKF_PREFIX_FIRST = 256,  /* SPM: the dummy prefix only before the text's first segment */
+  KILN_TOKF_PREFIX_UNLESS = 512  /* SPM: no dummy prefix before a segment that starts with one */
 };
 
 typedef struct {

@@ -54,10 +54,15 @@ int kiln_tok_encode_bytelevel(const kiln_tok *t, const unsigned char *s, size_t 
 }
 
 /* The normalized text of a SentencePiece segment into out: the dummy prefix if the
- * model has one, U+2581 as a space (the binary spells it so); returns its length. */
-static size_t spm_normalize(const kiln_tok *t, const unsigned char *s, size_t len, unsigned char *out) {
+ * model adds one here (a Prepend normalizer: always; a Metaspace pre-tokenizer: unless
+ * the segment starts with a space, and with prepend_scheme "first" only at the text's
+ * start), U+2581 as a space (the binary spells it so); returns its length. */
+static size_t spm_normalize(const kiln_tok *t, const unsigned char *s, size_t len, int first, unsigned char *out) {
   size_t m = 0;
-  if (t->flags & KILN_TOKF_PREFIX_SPACE) out[m++] = ' ';
+  int spaced = s[0] == ' ' || (len >= 3 && s[0] == 0xe2 && s[1] == 0x96 && s[2] == 0x81);
+  if ((t->flags & KILN_TOKF_PREFIX_SPACE) && (first || !(t->flags & KILN_TOKF_PREFIX_FIRST)) &&
+      !(spaced && (t->flags & KILN_TOKF_PREFIX_UNLESS)))
+    out[m++] = ' ';
   for (size_t i = 0; i < len; i++) {
     if (i + 2 < len && s[i] == 0xe2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) out[m++] = ' ', i += 2;
     else out[m++] = s[i];
@@ -65,10 +70,10 @@ static size_t spm_normalize(const kiln_tok *t, const unsigned char *s, size_t le
   return m;
 }
 
-int kiln_tok_encode_spm(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work) {
+int kiln_tok_encode_spm(const kiln_tok *t, const unsigned char *s, size_t len, int first, int *ids, int *n, int max, void *work) {
   int *sym = work;
   unsigned char *text = (unsigned char *)(sym + 2 * (len + 8));
-  size_t m = spm_normalize(t, s, len, text);
+  size_t m = spm_normalize(t, s, len, first, text);
   int k = 0;
   for (size_t i = 0; i < m;) {
     uint32_t cp;

@@ -42,7 +42,8 @@ void kiln_tok_bpe_merge(const kiln_tok *t, int *sym, int *nsym);
 /* Encoders of one segment free of added tokens; each appends to ids[*n..max) and
  * returns -1 when that overflows. work holds at least kiln_tok_work_size bytes. */
 int kiln_tok_encode_bytelevel(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work);
-int kiln_tok_encode_spm(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work);
+/* first: the segment starts the text (no added token before it). */
+int kiln_tok_encode_spm(const kiln_tok *t, const unsigned char *s, size_t len, int first, int *ids, int *n, int max, void *work);
 int kiln_tok_encode_wordpiece(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work);
 
 #endif /* KILN_TOK_INTERNAL_H */

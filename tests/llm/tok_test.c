@@ -4,7 +4,8 @@
  *   tok_test NAME FILE.tok TEXTS IDS [exact]
  * For each line of TEXTS: the ids equal the reference's line of IDS; with "exact", decoding
  * them one id at a time through a stream gives the line back byte for byte (but for a
- * line holding an added token when the model adds a dummy prefix) and every
+ * line holding an added token when the model adds a dummy prefix, or starting with a space
+ * under Metaspace: those do not round-trip in Hugging Face's tokenizers either) and every
  * chunk the stream emits is whole UTF-8 characters. Then text that is not UTF-8 encodes to
  * ids inside the vocabulary and decodes to U+FFFD where it was broken; too small an id
  * buffer is refused; damaged copies of the file are refused, each with a message naming
@@ -95,6 +96,8 @@ static void parity(const kiln_tok *t, char *texts, char *ids_text, int exact) {
     int added = 0;   /* SentencePiece with a dummy prefix puts one after every added token too */
     for (int i = 0; i < nwant && (t->flags & KILN_TOKF_PREFIX_SPACE); i++)
       for (int k = 0; k < t->n_added; k++) added |= t->added[4 * k] == (uint32_t)want[i];
+    /* Metaspace adds no prefix before a leading space, yet decoding drops the first space */
+    if ((t->flags & KILN_TOKF_PREFIX_UNLESS) && (t->flags & KILN_TOKF_STRIP_LEADING) && line[0] == ' ') added = 1;
     skipped += exact && added;
     if (exact && !added) {
       char *out = malloc(3 * (len + 8) + kiln_tok_decode_max(t) * (size_t)(nwant + 1));
@@ -110,8 +113,8 @@ static void parity(const kiln_tok *t, char *texts, char *ids_text, int exact) {
   }
   if (!bad && lines) printf("PASS tok/%s-encode (%d lines, the reference's ids)\n", name, lines);
   if (exact && !bad_rt && lines)
-    printf("PASS tok/%s-stream-decode (%d lines back byte for byte, whole characters per chunk; %d with added tokens "
-           "skipped, which gain the dummy prefix's space)\n", name, lines - skipped, skipped);
+    printf("PASS tok/%s-stream-decode (%d lines back byte for byte, whole characters per chunk; %d skipped: with added "
+           "tokens, which gain the dummy prefix's space, or, under Metaspace, a leading space decoding drops)\n", name, lines - skipped, skipped);
 }
 
 /* Bytes that are not UTF-8: ids in the vocabulary, U+FFFD in the decoded text. */

