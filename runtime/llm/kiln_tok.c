@@ -256,9 +256,7 @@ void kiln_tok_free(kiln_tok *t) {
 
 size_t kiln_tok_work_size(const kiln_tok *t, size_t len) {
   (void)t;
-  /* ints: the symbols of one word (at most one per byte, plus a dummy prefix), twice;
-   * bytes: the normalized text (a prefix and U+2581 -> space only shrink it) */
-  return 2 * (len + 8) * sizeof(int) + 8 * (len + 8);
+  return KILN_TOK_WORK(len);   /* the layout: kiln_tok_internal.h */
 }
 
 /* The length of the added token at s[0..n) (its id in *id), longest first, or 0. */

@@ -36,8 +36,16 @@ int kiln_tok_merge_rank(const kiln_tok *t, int a, int b);
 /* The end of the pre-token that starts at i in s[0..n) (i < n), per pattern pretok. */
 size_t kiln_tok_pretok_next(int pretok, const unsigned char *s, size_t n, size_t i);
 
-/* BPE of one word: sym[0..*nsym) initial ids, merged in place by rank; *nsym shrinks. */
-void kiln_tok_bpe_merge(const kiln_tok *t, int *sym, int *nsym);
+/* The work area of kiln_tok_encode for a text of len bytes: the symbols (len+8 ints),
+ * the merge scratch (two links per symbol and a heap of up to three candidates per
+ * symbol: 8 ints per symbol), then bytes of normalized text (at most 3 per input byte,
+ * plus room for WordPiece's "##" copy). */
+#define KILN_TOK_TEXT_AT(len) ((size_t)9 * ((len) + 8) * sizeof(int) + 8)
+#define KILN_TOK_WORK(len) (KILN_TOK_TEXT_AT(len) + 8 * ((len) + 8))
+
+/* BPE of one word: sym[0..*nsym) initial ids, merged in place by rank; *nsym shrinks.
+ * scratch: 8 ints per symbol, 8-byte aligned. */
+void kiln_tok_bpe_merge(const kiln_tok *t, int *sym, int *nsym, void *scratch);
 
 /* Encoders of one segment free of added tokens; each appends to ids[*n..max) and
  * returns -1 when that overflows. work holds at least kiln_tok_work_size bytes. */

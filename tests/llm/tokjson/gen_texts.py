@@ -78,6 +78,11 @@ def main():
              "it'Sok", "HE'LLgo", "x'REy", "WE'VEgot", "don'Tx", "I'Dbe", "she'Mx", "'ve'd", "12'34", " 'tis",
              "a\u2028b\u2029c", "\r\r\r", "x \r\t y", "🤖'sok", "Ǆemal ǅ ǆ", "İİ ıI", "ΣΑΣ σας"]
     lines = fixed[:]
+    # long lines: SentencePiece merges a whole segment at once (no pre-tokenizer)
+    lines.append(" ".join(sentence() for _ in range(150)).replace("\n", " "))
+    lines.append("the quick brown fox jumps over the lazy dog. " * 120)
+    lines.append("".join(soup() for _ in range(100)))
+    lines.append(" " * 700 + "x" + "\t" * 300 + "!" * 500)
     while len(lines) < N:
         r = rng.random()
         if r < 0.55:
