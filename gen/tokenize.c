@@ -115,6 +115,7 @@ static void binary_of(const char *path, const unsigned char *data, size_t size, 
   else if (!tokjson_convert(path, data, size, out, err, sizeof err)) kiln_error("%s", err);
 }
 
+/* See kiln.h; a file of up to 1 GiB. */
 void tokenizer_binary(const char *path, Buf *out) {
   char err[1024];
   size_t size;
@@ -178,6 +179,8 @@ static int tokenize_tok(const char *path, const unsigned char *data, size_t size
   return 0;
 }
 
+/* `kiln tokenize`: tokenizer.json, .tok and byte-level GGUF through kiln_tok; llama2.c
+ * files and SentencePiece GGUF through kiln_spm (kiln_tokenizer.h), as before. */
 int cmd_tokenize(const char *path, bool decode, const char *convert) {
   if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
   char err[1024];

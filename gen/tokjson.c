@@ -37,11 +37,13 @@ static const JVal *jget(const JVal *o, const char *key) {
   return NULL;
 }
 
+/* The string member key of o, or NULL. */
 static const char *jstr(const JVal *o, const char *key) {
   const JVal *v = jget(o, key);
   return v && v->t == J_STR ? v->text : NULL;
 }
 
+/* True when member key of o is the JSON value true. */
 static bool jtrue(const JVal *o, const char *key) {
   const JVal *v = jget(o, key);
   return v && v->t == J_BOOL && v->b;
@@ -244,11 +246,13 @@ typedef struct {
   int bos, eos, unk;
 } Tok;
 
+/* v little-endian, whatever the host (the binary's byte order). */
 static void put_u32(Buf *b, uint32_t v) {
   unsigned char p[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
   buf_put(b, p, 4);
 }
 
+/* v little-endian, 8 bytes. */
 static void put_u64(Buf *b, uint64_t v) {
   put_u32(b, (uint32_t)v);
   put_u32(b, (uint32_t)(v >> 32));
@@ -419,6 +423,8 @@ static bool finish(Conv *c, Tok *t, bool ok, Buf *out) {
   return ok;
 }
 
+/* See kiln.h: parse, classify (model_kind), read vocabulary, added tokens and merges,
+ * specials; finish writes and checks the binary. */
 bool tokjson_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen) {
   Conv c = {path, err, errlen, false};
   JVal root;
@@ -492,6 +498,7 @@ static bool gguf_tokens(Conv *c, Tok *t, const MetaVal *tokens, const MetaVal *t
   return true;
 }
 
+/* See kiln.h: the GGUF metadata read into the same Tok as a tokenizer.json's. */
 bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen) {
   Conv c = {path, err, errlen, false};
   const MetaVal *model = gguf_meta(f, "tokenizer.ggml.model"), *tokens = gguf_meta(f, "tokenizer.ggml.tokens"),

@@ -13,11 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The one-line message "tokenizer: <field>: <what>"; returns -1. */
 static int fail(char *err, size_t errlen, const char *field, const char *what) {
   if (err && errlen) snprintf(err, errlen, "tokenizer: %s: %s", field, what);
   return -1;
 }
 
+/* The n-byte little-endian integer at p (n <= 8), whatever the host's byte order. */
 static uint64_t get_le(const unsigned char *p, int n) {
   uint64_t v = 0;
   for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
@@ -34,6 +36,7 @@ static uint64_t fnv1a64(const unsigned char *p, size_t n) {
 
 static uint32_t hash_bytes(const unsigned char *s, size_t n) { return (uint32_t)fnv1a64(s, n); }
 
+/* A hash of the id pair (a, b): Fibonacci hashing of the two as one 64-bit word. */
 static uint32_t hash_pair(uint32_t a, uint32_t b) {
   uint64_t h = ((uint64_t)a << 32 | b) * 0x9E3779B97F4A7C15ULL;
   return (uint32_t)(h >> 32);
@@ -48,11 +51,13 @@ static uint32_t mask_for(uint32_t n) {
   return m;
 }
 
+/* The bytes of id's piece and their count (0: an unused id); id must be in range. */
 static const unsigned char *piece(const kiln_tok *t, int id, size_t *len) {
   *len = t->off[id + 1] - t->off[id];
   return t->text + t->off[id];
 }
 
+/* Linear probing from the bytes' hash; an empty slot ends the search. */
 int kiln_tok_lookup(const kiln_tok *t, const unsigned char *s, size_t len) {
   for (uint32_t h = hash_bytes(s, len) & t->hash_mask;; h = (h + 1) & t->hash_mask) {
     int id = t->piece_hash[h];
@@ -72,6 +77,8 @@ int kiln_tok_merge_rank(const kiln_tok *t, int a, int b) {
   }
 }
 
+/* Decodes one character strictly (no overlong forms, surrogates or code points past
+ * U+10FFFF), so every tokenizer sees invalid bytes the same way. */
 int kiln_tok_utf8(const unsigned char *s, size_t n, uint32_t *cp) {
   unsigned c = s[0];
   int len = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
@@ -213,6 +220,8 @@ static int build_index(kiln_tok *t, char *err, size_t errlen) {
   return 0;
 }
 
+/* Header, fields, then one block: the tables as host integers, the hashes, the sort
+ * scratch of the added tokens, the text; then every table checked and indexed. */
 int kiln_tok_load(kiln_tok *t, const void *data, size_t size, char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
   const unsigned char *p = data;
@@ -247,6 +256,7 @@ int kiln_tok_load(kiln_tok *t, const void *data, size_t size, char *err, size_t 
   return 0;
 }
 
+/* Frees the one block; t is zeroed (freeing twice is harmless). */
 void kiln_tok_free(kiln_tok *t) {
   free(t->mem);
   memset(t, 0, sizeof *t);
@@ -276,6 +286,8 @@ static int encode_segment(const kiln_tok *t, const unsigned char *s, size_t len,
   return kiln_tok_encode_wordpiece(t, s, len, ids, n, max, work);
 }
 
+/* Added tokens first (leftmost-longest at each byte), each stretch between them through
+ * the kind's encoder. */
 int kiln_tok_encode(const kiln_tok *t, const char *text, size_t len, int *ids, int max_ids, void *work) {
   const unsigned char *s = (const unsigned char *)text;
   int n = 0;
@@ -342,6 +354,8 @@ static int feed(const kiln_tok *t, kiln_tok_stream *s, const unsigned char *p, s
 /* The value of an uppercase hex digit, or -1 (pieces spell bytes <0x0A>). */
 static int hexval(unsigned char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1; }
 
+/* A byte piece <0xNN> (SentencePiece) is its byte; a WordPiece piece is "##" joined or
+ * space separated; anything else is its bytes; all through the UTF-8 stream. */
 int kiln_tok_decode(const kiln_tok *t, kiln_tok_stream *s, int id, char *out) {
   if (id < 0 || id >= t->n) return -1;
   size_t len;
@@ -362,6 +376,7 @@ int kiln_tok_decode(const kiln_tok *t, kiln_tok_stream *s, int id, char *out) {
   return feed(t, s, p, len, out);
 }
 
+/* Bytes still held are an incomplete character: U+FFFD each. */
 int kiln_tok_decode_flush(kiln_tok_stream *s, char *out) {
   int w = 0;
   for (int i = 0; i < s->npending; i++) w += replacement(out + w);

@@ -21,12 +21,14 @@ typedef struct {
   int n;
 } Heap;
 
+/* Adds k (the caller sized the heap: at most three candidates per symbol). */
 static void heap_push(Heap *h, uint64_t k) {
   int i = h->n++;
   while (i > 0 && h->key[(i - 1) / 2] > k) h->key[i] = h->key[(i - 1) / 2], i = (i - 1) / 2;
   h->key[i] = k;
 }
 
+/* Removes and returns the smallest key (h->n > 0). */
 static uint64_t heap_pop(Heap *h) {
   uint64_t top = h->key[0], last = h->key[--h->n];
   int i = 0;
@@ -81,6 +83,7 @@ static int append(const int *sym, int k, int *ids, int *n, int max) {
   return 0;
 }
 
+/* Each pre-token: a whole vocabulary entry (ignore_merges) or its bytes merged. */
 int kiln_tok_encode_bytelevel(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work) {
   int *sym = work;
   void *scratch = sym + ((len + 9) & ~(size_t)1);   /* 8-byte aligned: the heap holds uint64_t */
@@ -114,6 +117,7 @@ static size_t spm_normalize(const kiln_tok *t, const unsigned char *s, size_t le
   return m;
 }
 
+/* The normalized segment's characters (or their byte pieces, or UNK), merged. */
 int kiln_tok_encode_spm(const kiln_tok *t, const unsigned char *s, size_t len, int first, int *ids, int *n, int max, void *work) {
   int *sym = work;
   void *scratch = sym + ((len + 9) & ~(size_t)1);   /* 8-byte aligned: the heap holds uint64_t */

@@ -107,6 +107,7 @@ static size_t next_llama3(const unsigned char *s, size_t n, size_t i, int max_di
   return spaces(s, n, i);
 }
 
+/* Dispatches on the pattern; the end is always past i. */
 size_t kiln_tok_pretok_next(int pretok, const unsigned char *s, size_t n, size_t i) {
   size_t e;
   switch (pretok) {

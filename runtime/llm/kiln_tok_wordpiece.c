@@ -106,6 +106,7 @@ static int final_sigma(const unsigned char *s, size_t len, size_t i, uint32_t pr
   return prev && kiln_tok_uclass(prev) == KILN_UC_LETTER && !(next && kiln_tok_uclass(next) == KILN_UC_LETTER);
 }
 
+/* One pass over the characters: drop, split, or normalize into the current word. */
 int kiln_tok_encode_wordpiece(const kiln_tok *t, const unsigned char *s, size_t len, int *ids, int *n, int max, void *work) {
   unsigned char *word = work, *buf = word + 3 * len + 8;   /* normalizing grows text at most 3x */
   size_t wl = 0;

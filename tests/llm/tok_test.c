@@ -19,6 +19,7 @@
 
 static const char *name;
 
+/* The whole file, NUL-terminated, or NULL. */
 static char *slurp(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
@@ -146,6 +147,7 @@ static void invalid_utf8(const kiln_tok *t) {
   printf("%s tok/%s-invalid-utf8\n", fine ? "PASS" : "FAIL", name);
 }
 
+/* FNV-1a 64, the binary's checksum, written again here. */
 static uint64_t fnv(const unsigned char *p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ULL;
   for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
