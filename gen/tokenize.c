@@ -148,9 +148,10 @@ static void tok_lines(const kiln_tok *t, bool decode) {
       continue;
     }
     size_t len = strlen(line);
-    int *ids = malloc(sizeof(int) * (len + 8));
+    int *ids = malloc(sizeof(int) * (3 * len + 8));   /* always enough (kiln_tok.h) */
     void *work = malloc(kiln_tok_work_size(t, len));
-    int n = kiln_tok_encode(t, line, len, ids, (int)(len + 8), work);
+    if (!ids || !work) kiln_error("tokenize: line %d: out of memory", lineno);
+    int n = kiln_tok_encode(t, line, len, ids, (int)(3 * len + 8), work);
     for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
     putchar('\n');
     free(ids);

@@ -208,8 +208,8 @@ static bool model_kind(Conv *c, const JVal *root, int *kind, int *pretok, int *f
   if (jtrue(model, "fuse_unk")) *flags |= KILN_TOKF_FUSE_UNK;
   if (pre && pre->t != J_NULL && is_bytelevel(c, pre, pretok)) {
     const char *nt = jstr(norm, "type");
-    /* NFC: Kiln encodes the text as given; text already in NFC (nearly all) gives the same ids */
     if (norm && norm->t != J_NULL && !(nt && strcmp(nt, "NFC") == 0)) return cfail(c, "normalizer", "byte-level BPE with a normalizer other than NFC");
+    if (nt) *flags |= KILN_TOKF_NFC;
     *kind = KILN_TOK_BYTE_BPE;
     return !c->failed;
   }
@@ -467,7 +467,7 @@ static int gguf_id(const SafeFile *f, const char *key, int n) {
 static bool gguf_pretok(Conv *c, const MetaVal *pre, int *pretok, int *flags) {
   const char *name = pre && pre->kind == MV_STR ? pre->s : "default";
   if (strcmp(name, "llama-bpe") == 0 || strcmp(name, "llama3") == 0) *pretok = KILN_PRE_LLAMA3, *flags |= KILN_TOKF_IGNORE_MERGES;
-  else if (strcmp(name, "qwen2") == 0) *pretok = KILN_PRE_QWEN2;
+  else if (strcmp(name, "qwen2") == 0) *pretok = KILN_PRE_QWEN2, *flags |= KILN_TOKF_NFC;   /* as Qwen's tokenizer.json */
   else if (strcmp(name, "gpt-2") == 0 || strcmp(name, "default") == 0) *pretok = KILN_PRE_GPT2;
   else return cfail(c, "tokenizer.ggml.pre", kiln_fmt("'%s' is not a pre-tokenizer Kiln implements (llama-bpe, qwen2, gpt-2)", esc_message(name)));
   return true;

@@ -41,6 +41,13 @@ for m in llama3 qwen3 gpt2re llama2 llama2ms gemma3 bert; do
   fi
 done
 
+# NFC (Qwen's normalizer), runtime/llm/kiln_tok_nfc.c, against Python's unicodedata.
+if out=$(gcc $SAN -Iruntime/llm -o "$WORK/nfc_test" tests/llm/nfc_test.c runtime/llm/kiln_tok*.c 2>&1); then
+  "$PY" tests/llm/nfc_check.py "$WORK/nfc_test"
+else
+  echo "FAIL tok/nfc-build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
+fi
+
 # `kiln tokenize --decode` on the binary gives the texts back (Llama-3: byte-level, exact).
 if "$KILN" tokenize "$WORK/llama3.tok" --decode < $D/llama3.ids 2> "$WORK/err" | cmp -s - $D/texts.txt; then
   echo "PASS tok/cli-decode"

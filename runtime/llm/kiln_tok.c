@@ -120,7 +120,7 @@ static int read_fields(kiln_tok *t, uint32_t *w, size_t plen, size_t *text_at, c
   t->bos = (int)w[6], t->eos = (int)w[7], t->unk = (int)w[8];
   if (w[0] < 1 || w[0] > 3) return fail(err, errlen, "kind", "unknown tokenizer kind");
   if (w[1] > 3) return fail(err, errlen, "pre-tokenizer", "unknown pattern");
-  if (w[2] >= 1024) return fail(err, errlen, "flags", "unknown flag");
+  if (w[2] >= 2048) return fail(err, errlen, "flags", "unknown flag");
   if (w[3] < 1 || w[3] > (1u << 24)) return fail(err, errlen, "vocabulary size", "out of range");
   if (w[4] > (1u << 24) || (w[0] == KILN_TOK_WORDPIECE && w[4])) return fail(err, errlen, "merges", "count out of range");
   if (w[5] > w[3]) return fail(err, errlen, "added tokens", "count out of range");
@@ -265,8 +265,8 @@ void kiln_tok_free(kiln_tok *t) {
 /* ---- encoding ---- */
 
 size_t kiln_tok_work_size(const kiln_tok *t, size_t len) {
-  (void)t;
-  return KILN_TOK_WORK(len);   /* the layout: kiln_tok_internal.h */
+  /* the layout: kiln_tok_internal.h; NFC text is at most three times as long */
+  return (t->flags & KILN_TOKF_NFC) ? KILN_TOK_NFC_AREA(len) + KILN_TOK_WORK(3 * len + 8) : KILN_TOK_WORK(len);
 }
 
 /* The length of the added token at s[0..n) (its id in *id), longest first, or 0. */
@@ -281,6 +281,12 @@ static size_t match_added(const kiln_tok *t, const unsigned char *s, size_t n, i
 /* Encodes s[0..len), a text free of added tokens, with t's kind. */
 static int encode_segment(const kiln_tok *t, const unsigned char *s, size_t len, int first, int *ids, int *n, int max, void *work) {
   if (len == 0) return 0;
+  if (t->kind == KILN_TOK_BYTE_BPE && (t->flags & KILN_TOKF_NFC)) {
+    unsigned char *norm = work;
+    uint32_t *cps = (uint32_t *)(norm + (3 * (len + 8) + 7) / 8 * 8);
+    size_t m = kiln_tok_nfc(s, len, cps, norm);
+    return kiln_tok_encode_bytelevel(t, norm, m, ids, n, max, (char *)work + KILN_TOK_NFC_AREA(len));
+  }
   if (t->kind == KILN_TOK_BYTE_BPE) return kiln_tok_encode_bytelevel(t, s, len, ids, n, max, work);
   if (t->kind == KILN_TOK_SPM_BPE) return kiln_tok_encode_spm(t, s, len, first, ids, n, max, work);
   return kiln_tok_encode_wordpiece(t, s, len, ids, n, max, work);

@@ -59,7 +59,8 @@ enum {
   KILN_TOKF_CJK_SPLIT = 64,      /* WordPiece: every CJK ideograph a word */
   KILN_TOKF_FUSE_UNK = 128,      /* SPM: consecutive UNKs become one */
   KILN_TOKF_PREFIX_FIRST = 256,  /* SPM: the dummy prefix only before the text's first segment */
-  KILN_TOKF_PREFIX_UNLESS = 512  /* SPM: no dummy prefix before a segment that starts with one */
+  KILN_TOKF_PREFIX_UNLESS = 512, /* SPM: no dummy prefix before a segment that starts with one */
+  KILN_TOKF_NFC = 1024           /* byte-level: text segments normalized to NFC first (Qwen) */
 };
 
 typedef struct {
@@ -90,7 +91,8 @@ int kiln_tok_is(const void *head, size_t n);
 /* Bytes of scratch kiln_tok_encode needs for a text of len bytes (aligned as malloc's). */
 size_t kiln_tok_work_size(const kiln_tok *t, size_t len);
 /* The ids of the len bytes at text (no BOS/EOS), at most max_ids: returns how many, or -1
- * if more. Any bytes are accepted: invalid UTF-8 goes through byte pieces (or UNK). */
+ * if more (3 * len + 8 ids always suffice). Any bytes are accepted: invalid UTF-8 goes
+ * through byte pieces (or UNK). */
 int kiln_tok_encode(const kiln_tok *t, const char *text, size_t len, int *ids, int max_ids, void *work);
 
 /* Streaming decode: bytes of pieces held back until they complete a UTF-8 character. */

@@ -30,6 +30,19 @@ int kiln_tok_utf8(const unsigned char *s, size_t n, uint32_t *cp);
 /* The id of the piece s[0..len), or -1. */
 int kiln_tok_lookup(const kiln_tok *t, const unsigned char *s, size_t len);
 
+/* NFC (kiln_tok_nfc.c, tables in kiln_tok_nfc_table.c): canonical combining class of cp;
+ * cp's full canonical decomposition into out (how many, 0 for none; not Hangul); the
+ * primary composite of a then b (0 for none; not Hangul). */
+int kiln_tok_ccc(uint32_t cp);
+int kiln_tok_decompose(uint32_t cp, uint32_t out[4]);
+uint32_t kiln_tok_compose(uint32_t a, uint32_t b);
+/* The NFC form of s[0..len) into out (at most 3 * len bytes); its length. cps: scratch
+ * for 2 * len + 8 code points. Bytes that are not UTF-8 are kept as they are. */
+size_t kiln_tok_nfc(const unsigned char *s, size_t len, uint32_t *cps, unsigned char *out);
+/* The bytes before the rest of the work area when the model normalizes to NFC: the NFC
+ * text (3 per byte) and the code point scratch. */
+#define KILN_TOK_NFC_AREA(len) ((3 * ((size_t)(len) + 8) + 7) / 8 * 8 + 4 * (2 * ((size_t)(len) + 8)))
+
 /* The rank of the merge of ids a and b (its index), or -1. */
 int kiln_tok_merge_rank(const kiln_tok *t, int a, int b);
 

@@ -25,10 +25,10 @@ static const char FIXED_TEXT[] = "Hello  world's 12345 caf\xc3\xa9 \xe4\xbd\xa0\
 
 /* Encodes text with t and decodes the ids; findings for ids out of range or overlong. */
 static void exercise(const kiln_tok *t, const char *text, size_t len) {
-  int max = (int)(2 * len + 8), *ids = malloc(sizeof(int) * (size_t)max);
+  int max = (int)(3 * len + 8), *ids = malloc(sizeof(int) * (size_t)max);
   void *work = malloc(kiln_tok_work_size(t, len));
   int n = kiln_tok_encode(t, text, len, ids, max, work);
-  if (n < 0) finding("encode overflowed 2*len+8 ids", NULL);
+  if (n < 0) finding("encode overflowed 3*len+8 ids", NULL);
   size_t cap = kiln_tok_decode_max(t);
   char *out = malloc(cap);
   kiln_tok_stream s;

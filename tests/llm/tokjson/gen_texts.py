@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_texts.py — the parity texts for the tokenizer.json tokenizers (tests/llm/tokjson/):
-N lines (default 3000) of varied text, deterministic for a seed, NFC-normalized (Qwen's
-normalizer is NFC, which Kiln does not apply). No line holds a newline, U+0085 or U+FEFF
+N lines (default 3000) of varied text, deterministic for a seed; all but the last 40 in
+NFC, those 40 deliberately not (Qwen's normalizer is NFC). No line holds a newline, U+0085 or U+FEFF
 (the reference, transformers.js, spells \\s as JavaScript does, which differs from the
 White_Space property exactly there), nor a CJK ideograph beyond U+FFFF (transformers.js'
 BERT normalizer looks at UTF-16 code units and so does not split those, unlike Hugging
@@ -93,8 +93,15 @@ def main():
             lines.append(rng.choice(CODE) + rng.choice(["", " ", "  # note", "\t// x"]))
         else:
             lines.append(sentence() + rng.choice(SPECIAL) + sentence())
-    for s in lines[:N]:
-        s = unicodedata.normalize("NFC", s)
+    out = [unicodedata.normalize("NFC", s) for s in lines[:N - 40]]
+    # and 40 lines not in NFC: decomposed accents and Hangul, marks out of canonical order
+    for _ in range(40):
+        s = sentence()
+        r = rng.random()
+        out.append(unicodedata.normalize("NFD", s) if r < 0.5 else
+                   s + "e\u0301\u0327 o\u0323\u0302 \u1100\u1161\u11a8 A\u030a\u0301" if r < 0.8 else
+                   unicodedata.normalize("NFD", rng.choice(ACCENTED) + " " + rng.choice(CJK)))
+    for s in out:
         assert "\n" not in s and "\x85" not in s and "\ufeff" not in s
         sys.stdout.write(s + "\n")
 
