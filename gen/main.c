@@ -34,15 +34,15 @@ static const char usage[] =
     "  kiln tokenize FILE [--decode] text lines on stdin -> token ids (--decode: ids -> text);\n"
     "                                FILE a tokenizer.json (BPE byte-level or SentencePiece,\n"
     "                                WordPiece), a Kiln .tok, llama2.c's tok*.bin or a GGUF file\n"
-    "  kiln tokenize FILE --convert OUT.tok   tokenizer.json -> Kiln's tokenizer binary\n"
+    "  kiln tokenize FILE --convert OUT.tok   tokenizer.json (or GGUF) -> Kiln's binary\n"
     "  kiln --help                   this text;  kiln --version  the version\n"
     "\n"
     "build options:\n"
     "  -o, --out DIR                 output directory (created; files of the same name replaced)\n"
     "  --target c|metal|coreml|all   what to emit (default c); repeat to combine\n"
     "  --name NAME                   model name, a C identifier (default: script base name)\n"
-    "  --tokenizer FILE              also write NAME.tok, FILE (a tokenizer.json) converted to\n"
-    "                                the binary runtime/llm/kiln_tok.h loads\n"
+    "  --tokenizer FILE              also write NAME.tok: FILE (a tokenizer.json, a byte-level\n"
+    "                                GGUF vocabulary or a .tok) as the binary kiln_tok.h loads\n"
     "  --embed-weights               C: also write NAME_weights.c, the blob as a const array,\n"
     "                                for targets without a file system\n"
     "  --min-os iOS15|iOS16|iOS17|iOS18   CoreML spec 6..9, opset CoreML5..8 (default iOS15); a model\n"
@@ -56,8 +56,7 @@ static const char usage[] =
     "  --dot                         Graphviz DOT instead of text\n"
     "  --after PASS|all              the graph after that pass instead of as traced\n"
     "  --no-fuse                     as for build\n"
-    "\n"
-    ;
+    "\n";
 /* The rest of the usage text: one string literal stays under C's 4095-byte minimum. */
 static const char usage2[] =
     "run options:\n"
