@@ -6,21 +6,22 @@
  *
  *   kiln_tok t;
  *   if (kiln_tok_load(&t, bytes, size, err, sizeof err) != 0) { puts(err); ... }
- *   void *work = malloc(kiln_tok_work_size(&t, len));
+ *   void *work = malloc(kiln_tok_work_size(&t, len));               // ids: 3 * len + 8 suffice
  *   int n = kiln_tok_encode(&t, text, len, ids, max_ids, work);       // no BOS; t.bos is it
  *   kiln_tok_stream s; kiln_tok_stream_init(&s);
  *   for each id: nbytes = kiln_tok_decode(&t, &s, id, out);          // whole code points only
  *   kiln_tok_free(&t);
  *
  * Three kinds:
- *   byte-level BPE (GPT-2, Llama-3, Qwen2/3): the text is split by the model's
- *     pre-tokenizer pattern (scanned by hand, kiln_tok_pretok.c), each piece's bytes are
- *     merged by rank;
+ *   byte-level BPE (GPT-2, Llama-3, Qwen2/3): the text (NFC first for Qwen,
+ *     kiln_tok_nfc.c) is split by the model's pre-tokenizer pattern (scanned by hand,
+ *     kiln_tok_pretok.c), each piece's bytes are merged by rank (kiln_tok_bpe.c);
  *   SentencePiece BPE (Llama-2, Gemma): spaces become U+2581 (a dummy prefix first where the
- *     model prepends one), UTF-8 characters are merged by rank, a character outside the
- *     vocabulary becomes its bytes' <0xNN> pieces;
- *   WordPiece (BERT): split on whitespace and punctuation (CJK ideographs alone), optionally
- *     lowercased, then greedy longest-match-first with "##" continuations.
+ *     model adds one), UTF-8 characters are merged by rank, a character outside the
+ *     vocabulary becomes its bytes' <0xNN> pieces (or UNK);
+ *   WordPiece (BERT, kiln_tok_wordpiece.c): controls dropped, accents stripped and text
+ *     lowercased when the model says so, split at spaces and punctuation (CJK ideographs
+ *     alone), then greedy longest-match-first with "##" continuations.
  * Added tokens (special or not) are matched in the raw text first, leftmost-longest.
  *
  * The file (little-endian): a 32-byte header "KILNTOK1", u32 version, u32 header size
