@@ -48,6 +48,19 @@ else
   echo "FAIL tok/nfc-build: $(echo "$out" | head -n 2 | tr '\n' ' ')"
 fi
 
+# The generated Unicode tables are what their generators make of the Unicode Character
+# Database (Debian's unicode-data, where installed): nobody edited them by hand.
+if [ -f /usr/share/unicode/UnicodeData.txt ]; then
+  "$PY" scripts/gen_unicode_table.py > "$WORK/unicode.c" && "$PY" scripts/gen_nfc_table.py > "$WORK/nfc.c"
+  if cmp -s "$WORK/unicode.c" runtime/llm/kiln_tok_unicode.c && cmp -s "$WORK/nfc.c" runtime/llm/kiln_tok_nfc_table.c; then
+    echo "PASS tok/unicode-tables-regenerate"
+  else
+    echo "FAIL tok/unicode-tables-regenerate: runtime/llm/kiln_tok_unicode.c or kiln_tok_nfc_table.c differs from its generator's output"
+  fi
+else
+  echo "NOTE tok/unicode-tables-regenerate: /usr/share/unicode (Debian package unicode-data) is absent; the committed tables are not regenerated"
+fi
+
 # `kiln tokenize --decode` on the binary gives the texts back (Llama-3: byte-level, exact).
 if "$KILN" tokenize "$WORK/llama3.tok" --decode < $D/llama3.ids 2> "$WORK/err" | cmp -s - $D/texts.txt; then
   echo "PASS tok/cli-decode"
