@@ -306,11 +306,11 @@ static bool read_added(Conv *c, Tok *t, const JVal *added) {
     json_id(c, jget(a, "id"), "added_tokens.id", &id);
     if (!content || content->t != J_STR || content->len == 0 || strlen(content->text) != content->len)
       return cfail(c, "added_tokens.content", "not a non-empty string");
-    if (jtrue(a, "lstrip") || jtrue(a, "rstrip") || jtrue(a, "single_word"))
-      return cfail(c, "added_tokens", kiln_fmt("'%s': lstrip, rstrip and single_word are not supported", esc_message(content->text)));
+    if (jtrue(a, "single_word"))
+      return cfail(c, "added_tokens", kiln_fmt("'%s': single_word is not supported", esc_message(content->text)));
     if (!t->piece[id].len) buf_put(&t->piece[id], content->text, content->len);
     put_u32(&t->added, (uint32_t)id);
-    put_u32(&t->added, jtrue(a, "special") ? 1 : 0);
+    put_u32(&t->added, (jtrue(a, "special") ? 1 : 0) | (jtrue(a, "lstrip") ? 2 : 0) | (jtrue(a, "rstrip") ? 4 : 0));
     put_u32(&t->added, (uint32_t)t->added_text.len);   /* relative to the added texts, rebased on writing */
     put_u32(&t->added, (uint32_t)content->len);
     buf_put(&t->added_text, content->text, content->len);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # t_tok.sh — the tokenizer.json tokenizers (runtime/llm/kiln_tok*.c, gen/tokjson.c,
-# `kiln tokenize`): for each vocabulary of tests/llm/tokjson/ (Llama-3, Qwen3, Qwen3's
+# `kiln tokenize`): for each vocabulary of tests/llm/tokjson/ (Llama-3, Qwen3 (also with
+# added tokens that strip spaces beside them), Qwen3's
 # vocabulary under GPT-2's split pattern, a Llama-2-format SentencePiece BPE (also under a
 # Metaspace pre-tokenizer), Gemma 3,
 # BERT) the ids of 3000 varied lines equal transformers.js' (tests/llm/tokjson/
@@ -20,7 +21,7 @@ for cc in gcc clang; do
   fi
 done
 
-for m in llama3 qwen3 gpt2re llama2 llama2ms gemma3 bert; do
+for m in llama3 qwen3 qwen3strip gpt2re llama2 llama2ms gemma3 bert; do
   # the CLI on the tokenizer.json (converted in memory), then on the binary it writes
   if "$KILN" tokenize $D/$m.json < $D/texts.txt > "$WORK/$m.cli" 2> "$WORK/err" && cmp -s "$WORK/$m.cli" $D/$m.ids; then
     echo "PASS tok/$m-cli-json ($(wc -l < $D/$m.ids) lines equal transformers.js' ids)"
@@ -113,7 +114,7 @@ write("merge", lambda t: t["model"]["merges"].append(["zzzq", "qqqz"]))
 write("normalizer", lambda t: t.update(normalizer={"type": "NFKC"}))
 write("vocabid", lambda t: t["model"]["vocab"].update({"Ġzzzq": -4}))
 write("novocab", lambda t: t["model"].pop("vocab"))
-write("lstrip", lambda t: t["added_tokens"][0].update(lstrip=True))
+write("singleword", lambda t: t["added_tokens"][0].update(single_word=True))
 m = json.load(open(d + "/llama2ms.json", encoding="utf-8"))
 m["pre_tokenizer"].pop("split")
 json.dump(m, open(w + "/split.json", "w", encoding="utf-8"), ensure_ascii=False)
@@ -125,7 +126,7 @@ bad normalizer "normalizer: byte-level BPE with a normalizer other than NFC" "$W
 bad vocab-id "model.vocab: id is not an integer" "$WORK/vocabid.json"
 bad no-vocab "model.vocab: missing" "$WORK/novocab.json"
 bad metaspace-split "pre_tokenizer.split: only false is supported" "$WORK/split.json"
-bad lstrip "added_tokens: '<|endoftext|>': lstrip, rstrip and single_word are not supported" "$WORK/lstrip.json"
+bad single-word "added_tokens: '<|endoftext|>': single_word is not supported" "$WORK/singleword.json"
 printf 'not a tokenizer' > "$WORK/junk.bin"
 head -c 100 "$WORK/qwen3.tok" > "$WORK/cut.tok"
 got=$("$KILN" tokenize "$WORK/cut.tok" < /dev/null 2>&1)

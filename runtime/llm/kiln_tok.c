@@ -152,7 +152,7 @@ static int check_tables(const kiln_tok *t, size_t text_len, char *err, size_t er
   }
   for (int k = 0; k < t->n_added; k++) {
     const uint32_t *a = t->added + 4 * k;
-    if (a[0] >= (uint32_t)t->n || a[1] > 1) return fail(err, errlen, "added token", "id or flag out of range");
+    if (a[0] >= (uint32_t)t->n || a[1] > 7) return fail(err, errlen, "added token", "id or flags out of range");
     if (a[3] == 0 || a[2] > text_len || a[3] > text_len - a[2]) return fail(err, errlen, "added token", "text empty or outside the text");
   }
   return 0;
@@ -269,11 +269,12 @@ size_t kiln_tok_work_size(const kiln_tok *t, size_t len) {
   return (t->flags & KILN_TOKF_NFC) ? KILN_TOK_NFC_AREA(len) + KILN_TOK_WORK(3 * len + 8) : KILN_TOK_WORK(len);
 }
 
-/* The length of the added token at s[0..n) (its id in *id), longest first, or 0. */
-static size_t match_added(const kiln_tok *t, const unsigned char *s, size_t n, int *id) {
+/* The length of the added token at s[0..n) (its id in *id, its flags in *flags: 1
+ * special, 2 lstrip, 4 rstrip), longest first, or 0. */
+static size_t match_added(const kiln_tok *t, const unsigned char *s, size_t n, int *id, int *flags) {
   for (int k = t->added_at[s[0]]; k < t->added_at[s[0] + 1]; k++) {
     const uint32_t *a = t->added + 4 * k;
-    if (a[3] <= n && memcmp(t->text + a[2], s, a[3]) == 0) return *id = (int)a[0], a[3];
+    if (a[3] <= n && memcmp(t->text + a[2], s, a[3]) == 0) return *id = (int)a[0], *flags = (int)a[1], a[3];
   }
   return 0;
 }
@@ -292,22 +293,43 @@ static int encode_segment(const kiln_tok *t, const unsigned char *s, size_t len,
   return kiln_tok_encode_wordpiece(t, s, len, ids, n, max, work);
 }
 
+/* True when the character ending just before s + e (s <= that character) is White_Space;
+ * its start in *start. */
+static int space_before(const unsigned char *s, size_t lo, size_t e, size_t *start) {
+  size_t b = e - 1;
+  while (b > lo && e - b < 4 && (s[b] & 0xc0) == 0x80) b--;
+  uint32_t cp;
+  if ((size_t)kiln_tok_utf8(s + b, e - b, &cp) != e - b) return 0;
+  *start = b;
+  return kiln_tok_uclass(cp) == KILN_UC_SPACE;
+}
+
+/* The length of the White_Space character at s + i (i <= len), or 0. */
+static size_t space_at(const unsigned char *s, size_t len, size_t i) {
+  uint32_t cp;
+  if (i >= len) return 0;
+  int cl = kiln_tok_utf8(s + i, len - i, &cp);
+  return kiln_tok_uclass(cp) == KILN_UC_SPACE ? (size_t)cl : 0;
+}
+
 /* Added tokens first (leftmost-longest at each byte), each stretch between them through
- * the kind's encoder. */
+ * the kind's encoder; a token that strips (lstrip, rstrip) takes the spaces beside it. */
 int kiln_tok_encode(const kiln_tok *t, const char *text, size_t len, int *ids, int max_ids, void *work) {
   const unsigned char *s = (const unsigned char *)text;
   int n = 0;
   size_t seg = 0;
   for (size_t i = 0; i < len;) {
-    int id;
-    size_t alen = match_added(t, s + i, len - i, &id);
+    int id, flags;
+    size_t alen = match_added(t, s + i, len - i, &id, &flags), e = i, b;
     if (!alen) {
       i++;
       continue;
     }
-    if (encode_segment(t, s + seg, i - seg, seg == 0, ids, &n, max_ids, work) != 0 || n >= max_ids) return -1;
+    while ((flags & 2) && e > seg && space_before(s, seg, e, &b)) e = b;
+    if (encode_segment(t, s + seg, e - seg, seg == 0, ids, &n, max_ids, work) != 0 || n >= max_ids) return -1;
     ids[n++] = id;
     i += alen;
+    for (size_t w; (flags & 4) && (w = space_at(s, len, i)) > 0;) i += w;
     seg = i;
   }
   if (encode_segment(t, s + seg, len - seg, seg == 0, ids, &n, max_ids, work) != 0) return -1;

