@@ -424,6 +424,13 @@ SafeFile *gguf_load(const char *path, char *err, size_t errlen);
 SafeFile *gguf_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
 bool gguf_is(const unsigned char *head, size_t n);
 const char *gguf_meta_name(const char *name);
+/* A Hugging Face tokenizer.json (the n bytes at data) as Kiln's tokenizer binary
+ * (runtime/llm/kiln_tok.h) appended to out (tokjson.c); false and a one-line message
+ * "<path>: <field>: <what>" in err otherwise, out untouched. The fuzz target. */
+bool tokjson_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen);
+/* The same from a GGUF file's byte-level vocabulary (tokenizer.ggml.model "gpt2": .pre,
+ * .tokens, .token_type, .merges, .bos/.eos/.unknown_token_id). */
+bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen);
 /* JSON (json.c): strict RFC 8259. A parsed value; strings decoded and NUL-terminated. */
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
 
@@ -498,7 +505,10 @@ void npy_write(const char *dir, const char *name, const Tensor *t);
 unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
 
 /* `kiln tokenize FILE [--decode]` (tokenize.c): text lines on stdin to ids, or back. */
-int cmd_tokenize(const char *path, bool decode);
+int cmd_tokenize(const char *path, bool decode, const char *convert);
+/* The tokenizer binary of path (a tokenizer.json, converted; or a .tok, checked) appended
+ * to out; kiln_error (nothing written) when it is neither or is damaged. */
+void tokenizer_binary(const char *path, Buf *out);
 
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
