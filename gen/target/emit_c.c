@@ -324,50 +324,61 @@ static const char *k_cast(KernelCtx *k) {
   return "c/cast.c.tmpl";
 }
 
-enum { MATMUL_NT_NB = 4 };
-enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */   /* outputs a Linear kernel computes together: kiln_dot4's rows */
+enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */
 
-/* The loops over n of a Linear (matmul_nt) kernel: NB outputs at a time while N
- * holds NB more, then one at a time for what is left; a loop with nothing to do is
- * not emitted. Sets LOOPS, BLOCK_ENUM and BLOCK_DOC. */
-static void matmul_nt_loops(KernelCtx *k, const MatmulGeom *m, bool batched) {
-  int64_t blocked = m->n - m->n % MATMUL_NT_NB;
-  bool block = blocked > 0, tail = blocked < m->n;
-  EmitVars lv = {0};
-  emit_var(&lv, "IND", batched ? "  " : "");
-  emit_var(&lv, "Y", batched ? "y + yo" : "y");
-  emit_var(&lv, "ROW", batched ? "(b * M + m) * N" : "m * N");
-  emit_var(&lv, "EPILOGUE", emit_hook_epilogue);
-  emit_var(&lv, "END", tail ? "N_BLOCKED" : "N");
-  emit_var(&lv, "START", block ? "N_BLOCKED" : "0");
-  Buf loops = {0};
-  if (block) expand(&loops, "c/matmul_nt_block.c.tmpl", &lv);
-  if (tail) expand(&loops, "c/matmul_nt_tail.c.tmpl", &lv);
-  emit_var(&k->v, "LOOPS", kiln_strdup(loops.data));
-  buf_free(&loops);
-  EmitVars ev = {0};
-  emit_vari(&ev, "NB", MATMUL_NT_NB);
-  emit_vari(&ev, "N_BLOCKED", blocked);
-  emit_var(&k->v, "BLOCK_ENUM", !block ? "" : expand_str(tail ? "c/matmul_nt_enum_tail.c.tmpl" : "c/matmul_nt_enum.c.tmpl", &ev));
-  emit_var(&k->v, "BLOCK_DOC", !block ? "" : template_get(tail ? "c/matmul_nt_doc_tail.c.tmpl" : "c/matmul_nt_doc.c.tmpl"));
+/* The kiln_gemm call of a matmul kernel (matmul_call.c.tmpl) over operands x and y and
+ * result o. Plain: A = x, B = y, read in place or, when y is a packed weight, as its panels.
+ * Swapped (matmul_swapped: under 4 columns): C^T = y^T x^T, so A = y^T, B = x^T (x's panels
+ * when packed) and C is stored transposed. Sets HOW, the kernel comment's note. */
+static char *matmul_call(KernelCtx *k, bool swapped, const char *x, const char *y, const char *o) {
+  const Node *xn = IN(0), *yn = IN(1);
+  EmitVars v = {0};
+  const char *const plain[] = {"ROWS", "M", "COLS", "N", "A", x, "AS_M", "XS_M", "AS_K", "XS_K", "BS_K", "YS_K",
+                               "BS_N", "YS_N", "C", o, "CS_I", "N", "CS_J", "1"};
+  const char *const swap[] = {"ROWS", "N", "COLS", "M", "A", y, "AS_M", "YS_N", "AS_K", "YS_K", "BS_K", "XS_K",
+                              "BS_N", "XS_M", "C", o, "CS_I", "1", "CS_J", "N"};
+  const char *const *kv = swapped ? swap : plain;
+  for (int i = 0; i < 20; i += 2) emit_var(&v, kv[i], kv[i + 1]);
+  const Node *bn = swapped ? xn : yn;
+  const char *bname = swapped ? x : y;
+  emit_var(&v, "PANELS", bn->pack ? bname : "NULL");
+  emit_var(&v, "B", bn->pack ? "NULL" : bname);
+  const char *how = swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "";
+  if (bn->pack)
+    how = kiln_fmt("%s\n * %s is packed at build time in panels of %d columns (pass_pack).", how, swapped ? "x" : "y",
+                   KILN_PANEL);
+  emit_var(&k->v, "HOW", how);
+  return expand_str("c/matmul_call.c.tmpl", &v);
 }
 
-/* Matmul family: sets geometry and batch-broadcast strides; x @ y^T (Linear) gets
- * the blocked matmul_nt templates, anything else the plain ones, batched iff batch > 1. */
+/* Whether the batch of a matmul is really more rows: y is one matrix every batch shares and
+ * x's matrices lie back to back, untransposed. */
+static bool batch_is_rows(const MatmulGeom *m) {
+  return m->batch > 1 && !m->trans_x && m->b.rank == 1 && m->b.strides[1][0] == m->m * m->k && m->b.strides[2][0] == 0;
+}
+
+/* Matmul family: sets geometry, batch-broadcast strides and CALL; one template for a single
+ * matrix (or a batch that is just more rows of x), the batched one otherwise. */
 static const char *k_matmul(KernelCtx *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
+  MatmulShape ms = matmul_shape(k->g, k->n);   /* before folding a batch into rows: pass_pack's view */
+  bool swapped = matmul_swapped(&ms);
+  if (!swapped && batch_is_rows(&m)) {
+    m.m *= m.batch;
+    m.batch = 1;
+  }
   emit_matmul_vars(&k->v, &m);
   emit_vari(&k->v, "BATCH", m.batch);
   emit_vari(&k->v, "RANK", m.b.rank);
   emit_var(&k->v, "DIMS", emit_int_list(m.b.dims, m.b.rank));
   emit_var(&k->v, "XSTRIDES", emit_int_list(m.b.strides[1], m.b.rank));
   emit_var(&k->v, "YSTRIDES", emit_int_list(m.b.strides[2], m.b.rank));
-  bool batched = m.batch > 1;   /* else the batch loop is noise to a reader */
-  if (m.trans_y && !m.trans_x) {
-    matmul_nt_loops(k, &m, batched);
-    return batched ? "c/matmul_nt_batched.c.tmpl" : "c/matmul_nt.c.tmpl";
+  if (m.batch > 1) {
+    emit_var(&k->v, "CALL", matmul_call(k, swapped, "x + xo", "y + yo", "o"));
+    return "c/matmul_batched.c.tmpl";
   }
-  return batched ? "c/matmul_batched.c.tmpl" : "c/matmul.c.tmpl";
+  emit_var(&k->v, "CALL", matmul_call(k, swapped, "x", "y", "out"));
+  return "c/matmul.c.tmpl";
 }
 
 /* Conv2d family: sets the conv geometry, and the bias parameter and loop iff the
@@ -620,6 +631,14 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * region passes what an int holds: then 64-bit #defines (docs/output.md). The test hook
  * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
  * run it without writing gigabytes. */
+/* The helper functions the kernels call, each once and in a fixed order: kiln_dot4
+ * (dot4.c.tmpl) and the matmul micro-kernels (gemm_lib.c.tmpl). */
+static const char *helpers(const char *kernels) {
+  bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
+  bool gemm = kernels && strstr(kernels, "kiln_gemm(");
+  return kiln_fmt("%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "");
+}
+
 static bool wide_region(int64_t size) {
   const char *force = getenv("KILN_TEST_WIDE_OFFSETS");
   return size > INT32_MAX || (force && strcmp(force, "1") == 0);
@@ -746,7 +765,7 @@ static void emit_source(const Ctx *c, Buf *out) {
   offset_enums(c, &fv);
   emit_var(&fv, "KERNELS", kernels.data ? kernels.data : "");
   /* Helpers only the kernels that call them pull in (so small models stay small). */
-  emit_var(&fv, "HELPERS", kernels.data && strstr(kernels.data, "kiln_dot4(") ? template_get("c/dot4.c.tmpl") : "");
+  emit_var(&fv, "HELPERS", helpers(kernels.data));
   emit_var(&fv, "RUN", expand_str("c/run.c.tmpl", &rv));
   expand(out, "c/file.c.tmpl", &fv);
   buf_free(&kernels);
@@ -1110,15 +1129,15 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   emit_var(&fv, "ENTRY_COUNT", emit_count(p->nentries, "entry point", "entry points"));
   emit_var(&fv, "ENTRY_LIST", list.data);
   emit_var(&fv, "STATE_BLOCK", pc->has_state ? "the caller's state block (S_* byte offsets),\n * " : "");
-  bool dot4 = strstr(entries.data, "kiln_dot4(") != NULL;   /* its helper includes <string.h> itself */
-  emit_var(&fv, "INCLUDES", pc->has_state && !dot4 ? "#include <string.h>\n" : "");
+  const char *help = helpers(entries.data);   /* a helper includes <string.h> itself */
+  emit_var(&fv, "INCLUDES", pc->has_state && !*help ? "#include <string.h>\n" : "");
   emit_var(&fv, "WEIGHT_ENUM", wl.len ? offset_block("c/weight_enum.c.tmpl", "c/weight_enum_wide.c.tmpl",
                                                     wide_region(p->weights_size), &wv) : "");
   emit_var(&fv, "STATE_ENUM", sl.len ? offset_block("c/state_enum.c.tmpl", "c/state_enum_wide.c.tmpl",
                                                    wide_region(p->state_size), &sv) : "");
   emit_var(&fv, "RESET", pc->has_state ? expand_str("c/reset.c.tmpl", &rv) : "");
   emit_var(&fv, "ENTRIES", entries.data);
-  emit_var(&fv, "HELPERS", dot4 ? template_get("c/dot4.c.tmpl") : "");
+  emit_var(&fv, "HELPERS", help);
   expand(out, "c/file_entries.c.tmpl", &fv);
   Buf *all[] = {&wl, &sl, &entries, &list};
   for (int i = 0; i < 4; i++) buf_free(all[i]);
