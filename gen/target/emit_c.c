@@ -199,6 +199,7 @@ typedef struct {
   Graph *g;
   Node *n;
   EmitVars v;      /* NAME, DESC, LOC already set */
+  bool fused;      /* the anchor has an elementwise chain after it */
 } KernelCtx;
 
 #define IN(i) input(k->g, k->n, (i))
@@ -325,6 +326,9 @@ static const char *k_cast(KernelCtx *k) {
 }
 
 enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */
+/* Filters per group from which a convolution runs as a matrix product (conv_gemm): fewer
+ * fill too little of a micro-kernel tile (a depthwise convolution has one). */
+enum { CONV_GEMM_MIN_OCG = 8 };
 
 /* The kiln_gemm call of a matmul kernel (matmul_call.c.tmpl) over operands x and y and
  * result o. Plain: A = x, B = y, read in place or, when y is a packed weight, as its panels.
@@ -387,6 +391,14 @@ static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
   emit_conv_vars(&k->v, &c);
   emit_var(&k->v, "BIAS_PARAM", c.bias ? restrict_param(", ", "float", "bias") : "");
+  if (c.ocg >= CONV_GEMM_MIN_OCG) {
+    EmitVars sv = {0};
+    emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
+    emit_var(&sv, "BIAS", c.bias ? " + bias[i / (OH * OW) % OC]" : "");
+    emit_var(&k->v, "STORE", c.bias || k->fused ? expand_str("c/conv_gemm_store.c.tmpl", &sv) : "");
+    emit_var(&k->v, "BIAS_DOC", c.bias ? ", then the bias" : "");
+    return "c/conv_gemm.c.tmpl";
+  }
   /* Four or more filters a group share each gathered patch (kiln_dot4); the patch lives
    * on the stack, so it stays small, and below CONV_PATCH_MIN taps gathering costs more than
    * the vector dot products save (LeNet's 5x5 first layer). Otherwise the direct loops. */
@@ -599,7 +611,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   EmitEpilogue e;
   emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
-  KernelCtx k = {.c = c, .g = g, .n = n};
+  KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1};
   emit_var(&k.v, "NAME", c->kname[ki]);
   emit_var(&k.v, "DESC", esc_comment(emit_describe(g, kr)));
   emit_var(&k.v, "LOC", e.lines);
@@ -632,11 +644,14 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
  * run it without writing gigabytes. */
 /* The helper functions the kernels call, each once and in a fixed order: kiln_dot4
- * (dot4.c.tmpl) and the matmul micro-kernels (gemm_lib.c.tmpl). */
+ * (dot4.c.tmpl), the matmul micro-kernels (gemm_lib.c.tmpl) and the convolution's patch
+ * panels over them (conv_lib.c.tmpl). */
 static const char *helpers(const char *kernels) {
   bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
-  bool gemm = kernels && strstr(kernels, "kiln_gemm(");
-  return kiln_fmt("%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "");
+  bool conv = kernels && strstr(kernels, "kiln_conv_gemm(");
+  bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm("));
+  return kiln_fmt("%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
+                  conv ? template_get("c/conv_lib.c.tmpl") : "");
 }
 
 static bool wide_region(int64_t size) {
