@@ -5,10 +5,13 @@
 # (KILN_SCALAR, and any target without FMA); each output is one fused multiply-add chain in
 # k order on all of them. kiln_dot4 (templates/c/dot4.c.tmpl: convolutions through gathered
 # patches) has AVX, SSE/NEON and plain variants doing the same arithmetic in the same order.
-# Each model is compiled with gcc at -O2 (SSE2, the x86-64 baseline: the plain path),
-# -O2 -mavx2 -mfma, -O3 -march=native (this machine: AVX-512), -O2 -DKILN_SCALAR, and with
-# clang -O2 and -O2 -march=x86-64-v3, run on the same seeded inputs (tests/runtime/driver.c),
-# and every output must be byte-identical across the six. A model with entry points runs
+# Each model is compiled with gcc at -O2 (SSE2, the x86-64 baseline: the plain path, fmaf
+# from libm), -O2 -mavx2 -mfma, -O3 -march=native (this machine: AVX-512), -O2 -march=native
+# -DKILN_SCALAR (the plain path with fmaf inlined), clang -O2 -march=x86-64-v3, and three
+# builds whose matrix products run as tasks on 2, 3 and 4 threads (the _par functions with
+# runtime/kiln_pool.c: a product is cut into tasks that never split an output's chain; the
+# last one clang's plain path), run on the same seeded inputs (tests/runtime/driver.c), and
+# every output must be byte-identical across the eight. A model with entry points runs
 # each entry once, in order, the state block chained from call to call and compared too. Numerical correctness against
 # the interpreter and PyTorch is t_ops' and t_models' job; this suite checks that the paths
 # they do not exercise agree with the one they do.
@@ -49,9 +52,12 @@ for k, e in enumerate(sig.get("entries") or [sig]):
 PYEOF
 )
   first=""
-  for cfg in "gcc -O2" "gcc -O2 -mavx2 -mfma" "gcc -O3 -march=native" "gcc -O2 -DKILN_SCALAR" "clang -O2" \
-           "clang -O2 -march=x86-64-v3"; do
-    tag=$(echo "$cfg" | tr ' =' '__')
+  for spec in "gcc -O2" "gcc -O2 -mavx2 -mfma" "gcc -O3 -march=native" "gcc -O2 -march=native -DKILN_SCALAR" \
+           "clang -O2 -march=x86-64-v3" "gcc -O3 -march=native @2" "gcc -O2 -mavx2 -mfma @3" "clang -O2 @4"; do
+    # "@N": the entries' _par functions with a kiln_pool of N threads (runtime/kiln_pool.c)
+    cfg=${spec%@*} threads="" pool=""
+    if [ "$cfg" != "$spec" ]; then threads="-t ${spec##*@}"; pool="-DKILN_POOL -pthread runtime/kiln_pool.c"; fi
+    tag=$(echo "$spec" | tr ' =@' '___')
     res=$d/res_$tag
     mkdir -p "$res"
     ok=yes k=0
@@ -70,13 +76,13 @@ PYEOF
       exe=$d/drv_${tag}_$k
       # shellcheck disable=SC2086
       if ! $cfg -std=c11 -Wall -Wextra -Wpedantic -Werror -D_POSIX_C_SOURCE=200809L -I"$d/out" -Iruntime \
-           -DKILN_MODEL="$n" -DKILN_MODEL_UPPER="$(echo "$n" | tr a-z A-Z)" $defs tests/runtime/driver.c "$d/out/$n.c" \
+           -DKILN_MODEL="$n" -DKILN_MODEL_UPPER="$(echo "$n" | tr a-z A-Z)" $defs $pool tests/runtime/driver.c "$d/out/$n.c" \
            runtime/kiln_runtime.c -lm -o "$exe" 2> "$WORK/err"; then
         echo "FAIL $S/$n/$tag: does not compile: $(grep -m 1 error "$WORK/err")"; ok=no; break
       fi
       mkdir -p "$res/call$k"
       # shellcheck disable=SC2086
-      if ! "$exe" -w "$d/out/$n.weights" $state_args -o "$res/call$k" $ins > "$WORK/err" 2>&1; then
+      if ! "$exe" -w "$d/out/$n.weights" $threads $state_args -o "$res/call$k" $ins > "$WORK/err" 2>&1; then
         echo "FAIL $S/$n/$tag: run: $(head -n 1 "$WORK/err")"; ok=no; break
       fi
       k=$((k + 1))

@@ -58,7 +58,7 @@ static bool reserved_ident(const char *s) {
       "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
-      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", NULL};
+      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "par", "pfor", "pool", NULL};
   for (int i = 0; own[i]; i++)
     if (strcmp(own[i], s) == 0) return true;
   return emit_is_c_keyword(s);
@@ -120,6 +120,8 @@ static void ctx_init(Ctx *c, Graph *g) {
   Names ids = {0}, stems = {0};
   names_claim(&ids, kiln_fmt("%s_run", g->model));
   names_claim(&ids, kiln_fmt("%s_run_v", g->model));
+  names_claim(&ids, kiln_fmt("%s_run_par", g->model));
+  names_claim(&ids, kiln_fmt("%s_body", g->model));
   c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
   c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
   c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
@@ -623,10 +625,12 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   emit_var(&k.v, "EPILOGUE", emit_hook_epilogue);
   emit_var(&k.v, "IF_FUSED", emit_hook_fused);
   const char *tmpl = fn(&k);
+  const char *text = emit_epilogue_apply(expand_str(tmpl, &k.v), &e);
   buf_puts(out, e.helper);
-  buf_puts(out, emit_epilogue_apply(expand_str(tmpl, &k.v), &e));
+  buf_puts(out, text);
 
   Buf args = {0};
+  if (strstr(text, "(const kiln_par *par, ")) buf_puts(&args, "par, ");   /* it splits its work into tasks */
   for (int i = n->op == OP_WRITE; i < n->nin; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, n, i), false));
   for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
   buf_puts(&args, operand_ptr(c, res, true));
@@ -648,8 +652,8 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * panels over them (conv_lib.c.tmpl). */
 static const char *helpers(const char *kernels) {
   bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
-  bool conv = kernels && strstr(kernels, "kiln_conv_gemm(");
-  bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm("));
+  bool conv = kernels && strstr(kernels, "kiln_conv_par(");
+  bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm_par("));
   return kiln_fmt("%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
                   conv ? template_get("c/conv_lib.c.tmpl") : "");
 }
@@ -744,6 +748,17 @@ static char *run_params(const Ctx *c) {
   return s;
 }
 
+/* ", image, logits": the run function's parameter names, to pass them on. */
+static char *param_names(const Ctx *c) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++) run_arg(&b, "c/run_name.c.tmpl", true, "", c->in_param[i], i);
+  for (int i = 0; i < g->noutputs; i++) run_arg(&b, "c/run_name.c.tmpl", false, "", c->out_param[i], i);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
 /* Appends <model>.c to out: every kernel in schedule order, the offset enums and the
  * run function calling them, (void)-ing the pointers no kernel uses. c is initialised. */
 static void emit_source(const Ctx *c, Buf *out) {
@@ -757,11 +772,13 @@ static void emit_source(const Ctx *c, Buf *out) {
   EmitVars rv = {0};
   emit_var(&rv, "MODEL", c->model);
   emit_var(&rv, "PARAMS", run_params(c));
+  emit_var(&rv, "NAMES", param_names(c));
   emit_var(&rv, "CALLS", calls.data ? calls.data : "");
   emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
   const char *calltext = calls.data ? calls.data : "";
   Buf unused = {0};
+  if (!strstr(calltext, "(par, ")) unused_line(&unused, "par");
   if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
   if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
   for (int i = 0; i < g->ninputs; i++)   /* an input no kernel reads stays in the signature */
@@ -842,6 +859,7 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   emit_var(&v, "OUTPUT_NAMES", onm.data);
   emit_var(&v, "PARAMS", run_params(c));
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header.h.tmpl", &v);
   Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
   for (int i = 0; i < 7; i++) buf_free(all[i]);
@@ -1004,6 +1022,8 @@ static void pctx_init(PCtx *pc, Program *p) {
     const Graph *g = p->entries[e];
     pc->fn[e] = names_claim(&ids, kiln_fmt("%s_%s", p->model, g->entry));
     names_claim(&ids, kiln_fmt("%s_v", pc->fn[e]));
+    names_claim(&ids, kiln_fmt("%s_par", pc->fn[e]));
+    names_claim(&ids, kiln_fmt("%s_body", pc->fn[e]));
     pc->estem[e] = p->explicit_entries ? kiln_fmt("%s_", emit_upper(g->entry)) : "";
     for (int i = 0; i < g->ninputs; i++) names_add(&params, emit_ident(g->inputs[i].name));
     for (int i = 0; i < g->noutputs; i++) names_add(&params, emit_ident(g->outputs[i].name));
@@ -1082,6 +1102,7 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
   for (int k = 0; k < g->nkernels; k++) emit_kernel(c, k, &kernels, &calls);
   const char *checks = entry_checks(pc, c);
   const char *calltext = calls.data ? calls.data : "";
+  if (!strstr(calltext, "(par, ")) unused_line(&unused, "par");
   if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
   if (pc->has_state && !strstr(calltext, "(s + ")) unused_line(&unused, "s");
   if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
@@ -1098,6 +1119,7 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
   emit_var(&rv, "STATE_PTR", pc->has_state ? "  unsigned char *s = (unsigned char *)state;\n" : "");
   emit_var(&rv, "CHECK_DOC", *checks ? "the range checks, then " : "");
   emit_var(&rv, "PARAMS", entry_params(c, false));
+  emit_var(&rv, "NAMES", param_names(c));
   emit_var(&rv, "VARGS", entry_params(c, true));
   emit_var(&rv, "UNUSED", kiln_strdup(unused.data ? unused.data : ""));
   emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
@@ -1273,6 +1295,7 @@ static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, B
   emit_var(&v, "NUM_ENTRIES", kiln_fmt("%d", p->nentries));
   emit_var(&v, "ENTRY_DEFINES", edefs.data);
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header_entries.h.tmpl", &v);
   Buf *all[] = {&edoc, &edefs, &sdoc, &sdefs};
   for (int i = 0; i < 4; i++) buf_free(all[i]);
