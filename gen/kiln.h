@@ -31,6 +31,7 @@ enum {
   /* Elements per tensor: kernels spell shapes as int enum constants, Metal indexes with
    * 32-bit uint. (Byte offsets and region sizes are 64-bit: KILN_MAX_BYTES.) */
   KILN_MAX_NUMEL = 0x7fffffff,
+  KILN_PANEL = 32,     /* columns of a packed weight panel (pass_pack; templates/c/gemm_lib.c.tmpl) */
 };
 /* Bytes of weights or arena a build may plan (1 TiB): generated C addresses them with
  * 64-bit offsets past 2 GiB; the bound keeps every sum of sizes far from overflow. */
@@ -198,6 +199,8 @@ typedef struct Node {
   int io_slot;                  /* REG_INPUT/REG_OUTPUT: which input/output buffer */
                                 /* REG_STATE: every version of one state shares its bytes */
   int64_t offset;               /* byte offset within its region */
+  int pack;                     /* WEIGHT stored as panels of this many columns (pass_pack), 0: as is */
+  bool pack_t;                  /* packed from the transpose: the weight is B^T (a Linear's [N, K]) */
 } Node;
 
 /* A kernel: nodes rendered as one function (C) / one dispatch (Metal). Nodes are in
@@ -274,6 +277,7 @@ typedef struct Program {
   uint64_t weights_checksum;    /* the payload's FNV-1a 64, once weights_write has written it */
   bool checksummed;             /* weights_checksum is set: later targets reuse it */
   int64_t arena_size;           /* the largest entry's arena */
+  bool no_pack;                 /* keep every weight row-major (a target besides C reads the blob) */
 } Program;
 
 Program *program_new(const char *model, const char *script);
@@ -302,7 +306,7 @@ void graph_output(Graph *g, const char *name, int node);
 const char *graph_src_name(const Graph *g, const char *file);
 Node *graph_node(Graph *g, int id);
 int64_t node_numel(const Node *n);
-int64_t node_bytes(const Node *n);
+int64_t node_bytes(const Node *n);           /* of its value: numel * dtype size */
 /* The rule for one op: sets n->shape and n->dtype from its inputs and attrs, or
  * writes a message to err and returns false. Derived from the op table. */
 bool shape_infer(Graph *g, Node *n, char *err, size_t errlen);
@@ -324,8 +328,25 @@ void pass_cse(Graph *g);        /* identical (op, inputs, attrs) nodes merged */
 void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (never WEIGHTs) */
 void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
 void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
+void pass_pack(Graph *g);       /* matmul weights read as B get a panel layout (Node.pack) */
 void pass_schedule(Graph *g);   /* kernels in a deterministic topological order */
 void pass_memplan(Graph *g);    /* region + offset for every live value; arena/weights size */
+
+/* A matmul's matrix sizes after its transposes (m x k times k x n), and whether its C
+ * kernel computes the transpose out^T = y^T x^T (a matrix-vector product W v: W's long
+ * side then runs along the panels). One rule for pass_pack and emit_c. */
+typedef struct {
+  int64_t m, n, k;
+} MatmulShape;
+MatmulShape matmul_shape(Graph *g, const Node *mm);
+bool matmul_swapped(const MatmulShape *s);
+/* A packed weight (Node.pack) as B: k rows, n columns. */
+void pack_dims(const Node *w, int64_t *k, int64_t *n);
+/* Bytes w takes in the weights payload: node_bytes, or its padded panels when packed. */
+int64_t node_stored_bytes(const Node *w);
+/* w's payload bytes when packed: a fresh malloc'd copy in panel order (the caller frees
+ * it), so the build holds one tensor's panels at a time, never a second copy of the model. */
+float *node_panels(const Node *w);
 
 typedef struct {
   const char *name;

@@ -81,7 +81,7 @@ static const char usage2[] =
     "  --lua-max-instructions N      Lua VM instructions a script may run (default 1000000000, 0 = none)\n"
     "  --lua-max-memory MIB          Lua memory a script may hold (default 1024, 0 = none)\n"
     "\n"
-    "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule memplan\n"
+    "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule pack memplan\n"
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
 
 typedef struct {
@@ -282,6 +282,7 @@ static int cmd_build(const Args *a) {
   Buf tok = {0};   /* converted before anything is written: a bad tokenizer.json writes nothing */
   if (a->tokenizer) tokenizer_binary(a->tokenizer, &tok);
   Program *p = trace(a);
+  p->no_pack = (a->targets & TGT_METAL) != 0;   /* Metal reads the one weights file row-major */
   kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
   Graph *g = p->entries[0];

@@ -284,10 +284,11 @@ static const char *region_name(Region r) {
   return "?";
 }
 
-/* "[k3 fc1 arena+128]" once grouping or memory planning has run. */
+/* "[k3 fc1 arena+128]" once grouping or memory planning has run; a packed weight adds
+ * "panels32" ("panels32^T" when packed from its transpose). */
 static void put_placement(Buf *b, const Graph *g, const Node *n) {
   bool has_kernel = n->kernel >= 0 && n->kernel < g->nkernels;
-  if (!has_kernel && n->region == REG_NONE) return;
+  if (!has_kernel && n->region == REG_NONE && !n->pack) return;
   buf_puts(b, "  [");
   if (has_kernel) buf_printf(b, "k%d %s", n->kernel, g->kernels[n->kernel].cname);
   else if (n->op == OP_RESHAPE) buf_puts(b, "view");
@@ -297,6 +298,7 @@ static void put_placement(Buf *b, const Graph *g, const Node *n) {
       buf_printf(b, "%s%d+%lld", region_name(n->region), n->io_slot, (long long)n->offset);
     else buf_printf(b, "%s+%lld", region_name(n->region), (long long)n->offset);
   }
+  if (n->pack) buf_printf(b, "%spanels%d%s", has_kernel || n->region != REG_NONE ? " " : "", n->pack, n->pack_t ? "^T" : "");
   buf_puts(b, "]");
 }
 

@@ -448,6 +448,26 @@ add("matmul", "linear_nobias", "kiln.linear(x, w)", [("x", [3, 16], "f32", "n"),
     ref=lambda x, w: N(F.linear(T(x), T(w))),
     tol=Tol.red(16, lambda x, w: N(F.linear(T(np.abs(x)), T(np.abs(w))))))
 
+# The C micro-kernel's tiling edges (templates/c/gemm_lib.c.tmpl; tests/matmul/edges.lua runs
+# the same shapes on every ISA path in t_isa): weights packed at build time as panels of 32
+# columns (N = 70: a partial panel; K = 300: past one 256-step pass), row counts around each
+# tile height, the transposed matrix-vector product W x, a fused epilogue.
+_gw = _rng.standard_normal((70, 300)).astype(np.float32)
+_gb = _rng.standard_normal((70,)).astype(np.float32)
+_gu = _rng.standard_normal((300, 45)).astype(np.float32)
+_gv = _rng.standard_normal((40, 300)).astype(np.float32)
+for _m in (1, 5, 13):
+    add("matmul", "gemm_linear_m%d" % _m, "kiln.relu(kiln.linear(x, w, b))", [("x", [_m, 300], "f32", "n")],
+        params={"w": _gw, "b": _gb}, also=("weight", "add", "relu"),
+        ref=lambda x, w, b: N(F.relu(F.linear(T(x), T(w), T(b)))),
+        tol=Tol.red(300, lambda x, w, b: N(F.linear(T(np.abs(x)), T(np.abs(w)), T(np.abs(b))))))
+add("matmul", "gemm_kn_batch", "kiln.matmul(x, u)", [("x", [2, 7, 300], "f32", "n")], params={"u": _gu},
+    also=("weight",), ref=lambda x, u: N(T(x) @ T(u)),
+    tol=Tol.red(300, lambda x, u: N(T(np.abs(x)) @ T(np.abs(u)))))
+add("matmul", "gemm_wx", "kiln.matmul(v, x)", [("x", [300, 1], "f32", "n")], params={"v": _gv},
+    also=("weight",), ref=lambda x, v: N(T(v) @ T(x)),
+    tol=Tol.red(300, lambda x, v: N(T(np.abs(v)) @ T(np.abs(x)))))
+
 # ---------------------------------------------------------------- conv2d
 
 
