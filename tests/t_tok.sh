@@ -1,15 +1,18 @@
 #!/bin/sh
 # t_tok.sh — the tokenizer.json tokenizers (runtime/llm/kiln_tok*.c, gen/tokjson.c,
-# `kiln tokenize`): for each vocabulary of tests/llm/tokjson/ (Llama-3, Qwen3 (also with
-# added tokens that strip spaces beside them), Qwen3's
-# vocabulary under GPT-2's split pattern, a Llama-2-format SentencePiece BPE (also under a
-# Metaspace pre-tokenizer), Gemma 3,
-# BERT) the ids of 3000 varied lines equal transformers.js' (tests/llm/tokjson/
-# make_fixtures.sh made them; it is not run here) through the CLI on the tokenizer.json,
-# through the CLI on the converted binary, and through the runtime API under ASan+UBSan
-# (tests/llm/tok_test.c, gcc and clang), which also decodes, feeds bytes that are not
-# UTF-8 and refuses damaged binaries; and, for the byte-level ones, written as GGUF. Then bad tokenizer.json files: one-line errors
-# naming file and field, nothing written. Then the fuzz corpus of tests/robust/tokjson/.
+# `kiln tokenize`): for each vocabulary of tests/llm/tokjson/ (Qwen3 (also with added
+# tokens that strip spaces beside them), Qwen3's vocabulary under GPT-2's split pattern
+# and under Llama-3's settings (llama3re), a Llama-2-format SentencePiece BPE (also under a
+# Metaspace pre-tokenizer, and under Gemma 3's settings: gemmalike), BERT; README.md there
+# says where each comes from) the ids of 3000 varied lines equal transformers.js'
+# (tests/llm/tokjson/make_fixtures.sh made them; it is not run here) through the CLI on
+# the tokenizer.json, through the CLI on the converted binary, and through the runtime API
+# under ASan+UBSan (tests/llm/tok_test.c, gcc and clang), which also decodes, feeds bytes
+# that are not UTF-8 and refuses damaged binaries; and, for the byte-level ones, written as
+# GGUF. With KILN_TOKJSON_RESTRICTED=DIR (make_fixtures.sh's SCRATCH/restricted: the real
+# Llama-3 and Gemma 3 cuts, which the repository does not ship) those go through the same.
+# Then bad tokenizer.json files: one-line errors naming file and field, nothing written.
+# Then the fuzz corpus of tests/robust/tokjson/.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln tok
 kt_work tok
@@ -21,26 +24,32 @@ for cc in gcc clang; do
   fi
 done
 
-for m in llama3 qwen3 qwen3strip gpt2re llama2 llama2ms gemma3 bert; do
+R=${KILN_TOKJSON_RESTRICTED:-}
+if [ -n "$R" ] && [ ! -f "$R/llama3.json" ]; then
+  echo "FAIL tok/restricted: KILN_TOKJSON_RESTRICTED=$R holds no llama3.json (make_fixtures.sh writes SCRATCH/restricted)"; R=
+fi
+for f in $D/qwen3 $D/qwen3strip $D/gpt2re $D/llama3re $D/llama2 $D/llama2ms $D/gemmalike $D/bert ${R:+"$R/llama3" "$R/gemma3"}; do
+  m=$(basename "$f")
   # the CLI on the tokenizer.json (converted in memory), then on the binary it writes
-  if "$KILN" tokenize $D/$m.json < $D/texts.txt > "$WORK/$m.cli" 2> "$WORK/err" && cmp -s "$WORK/$m.cli" $D/$m.ids; then
-    echo "PASS tok/$m-cli-json ($(wc -l < $D/$m.ids) lines equal transformers.js' ids)"
+  if "$KILN" tokenize "$f.json" < $D/texts.txt > "$WORK/$m.cli" 2> "$WORK/err" && cmp -s "$WORK/$m.cli" "$f.ids"; then
+    echo "PASS tok/$m-cli-json ($(wc -l < "$f.ids") lines equal transformers.js' ids)"
   else
-    echo "FAIL tok/$m-cli-json: $(head -c 200 "$WORK/err") $(cmp "$WORK/$m.cli" $D/$m.ids 2>&1 | head -n 1)"
+    echo "FAIL tok/$m-cli-json: $(head -c 200 "$WORK/err") $(cmp "$WORK/$m.cli" "$f.ids" 2>&1 | head -n 1)"
   fi
-  if "$KILN" tokenize $D/$m.json --convert "$WORK/$m.tok" 2> "$WORK/err" &&
-     "$KILN" tokenize "$WORK/$m.tok" < $D/texts.txt 2>> "$WORK/err" | cmp -s - $D/$m.ids; then
+  if "$KILN" tokenize "$f.json" --convert "$WORK/$m.tok" 2> "$WORK/err" &&
+     "$KILN" tokenize "$WORK/$m.tok" < $D/texts.txt 2>> "$WORK/err" | cmp -s - "$f.ids"; then
     echo "PASS tok/$m-cli-binary"
   else
     echo "FAIL tok/$m-cli-binary: $(head -c 200 "$WORK/err")"
   fi
   exact=exact; [ $m = bert ] && exact=   # WordPiece drops case, accents and spaces
   if [ -f "$WORK/$m.tok" ]; then
-    "$WORK/tok_test_gcc" $m "$WORK/$m.tok" $D/texts.txt $D/$m.ids $exact
-    "$WORK/tok_test_clang" $m "$WORK/$m.tok" $D/texts.txt $D/$m.ids $exact > "$WORK/clang.out" 2>&1 &&
+    "$WORK/tok_test_gcc" $m "$WORK/$m.tok" $D/texts.txt "$f.ids" $exact
+    "$WORK/tok_test_clang" $m "$WORK/$m.tok" $D/texts.txt "$f.ids" $exact > "$WORK/clang.out" 2>&1 &&
       ! grep -q '^FAIL' "$WORK/clang.out" && echo "PASS tok/$m-clang" || echo "FAIL tok/$m-clang: $(grep -m 2 -E 'FAIL|ERROR|runtime error' "$WORK/clang.out" | tr '\n' ' ')"
   fi
 done
+[ -n "$R" ] || echo "NOTE tok/restricted: the real Llama-3 and Gemma 3 vocabularies are not in the repository (licence terms); make_fixtures.sh writes them to SCRATCH/restricted, KILN_TOKJSON_RESTRICTED=that checks them"
 
 # NFC (Qwen's normalizer), runtime/llm/kiln_tok_nfc.c, against Python's unicodedata.
 if out=$(gcc $SAN -Iruntime/llm -o "$WORK/nfc_test" tests/llm/nfc_test.c runtime/llm/kiln_tok*.c 2>&1); then
@@ -62,8 +71,9 @@ else
   echo "NOTE tok/unicode-tables-regenerate: /usr/share/unicode (Debian package unicode-data) is absent; the committed tables are not regenerated"
 fi
 
-# `kiln tokenize --decode` on the binary gives the texts back (Llama-3: byte-level, exact).
-if "$KILN" tokenize "$WORK/llama3.tok" --decode < $D/llama3.ids 2> "$WORK/err" | cmp -s - $D/texts.txt; then
+# `kiln tokenize --decode` on the binary gives the texts back (Llama-3's settings on Qwen3's
+# vocabulary: byte-level, no normalizer, so exact).
+if "$KILN" tokenize "$WORK/llama3re.tok" --decode < $D/llama3re.ids 2> "$WORK/err" | cmp -s - $D/texts.txt; then
   echo "PASS tok/cli-decode"
 else
   echo "FAIL tok/cli-decode: $(head -c 200 "$WORK/err")"
@@ -72,13 +82,14 @@ fi
 # A GGUF file's byte-level vocabulary (tokenizer.ggml.model "gpt2"), written by
 # tests/llm/tokjson/make_gguf.py as llama.cpp's converter would from the same vocabulary:
 # the same ids; an unknown tokenizer.ggml.pre is refused.
-for spec in "llama3 llama-bpe" "qwen3 qwen2" "gpt2re gpt-2"; do
+for spec in "$D/llama3re llama-bpe" "$D/qwen3 qwen2" "$D/gpt2re gpt-2" ${R:+"$R/llama3 llama-bpe"}; do
   set -- $spec
-  if "$PY" $D/make_gguf.py $D/$1.json $2 "$WORK/$1.gguf" 2> "$WORK/err" &&
-     "$KILN" tokenize "$WORK/$1.gguf" < $D/texts.txt 2>> "$WORK/err" | cmp -s - $D/$1.ids; then
-    echo "PASS tok/$1-gguf"
+  m=$(basename "$1")
+  if "$PY" $D/make_gguf.py "$1.json" $2 "$WORK/$m.gguf" 2> "$WORK/err" &&
+     "$KILN" tokenize "$WORK/$m.gguf" < $D/texts.txt 2>> "$WORK/err" | cmp -s - "$1.ids"; then
+    echo "PASS tok/$m-gguf"
   else
-    echo "FAIL tok/$1-gguf: $(head -c 200 "$WORK/err")"
+    echo "FAIL tok/$m-gguf: $(head -c 200 "$WORK/err")"
   fi
 done
 "$PY" $D/make_gguf.py $D/qwen3.json deepseek-llm "$WORK/pre.gguf"
