@@ -20,8 +20,9 @@ LDLIBS  = $(LUA_LIBS) $(PBC_LIBS) -lm
 
 SRCS    = $(sort $(wildcard gen/*.c gen/*/*.c))
 OBJS    = $(SRCS:gen/%.c=$(BUILD)/%.o)
-PROTOS  = $(sort $(wildcard gen/target/*.proto))
-PB_SRCS = $(PROTOS:gen/target/%.proto=$(BUILD)/%.pb-c.c)
+# Protocol buffer schemas: Core ML's (emitters, gen/target/) and ONNX's (importer, gen/frontend/).
+PROTOS  = $(sort $(wildcard gen/target/*.proto gen/frontend/*.proto))
+PB_SRCS = $(patsubst %.proto,$(BUILD)/%.pb-c.c,$(notdir $(PROTOS)))
 PB_OBJS = $(PB_SRCS:.c=.o)
 EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*/*.lua))
 
@@ -48,6 +49,9 @@ $(BUILD)/%.o: gen/%.c gen/*.h gen/*/*.h $(PB_SRCS) | $(BUILD)
 
 $(BUILD)/%.pb-c.c: gen/target/%.proto | $(BUILD)
 	protoc-c --proto_path=gen/target --c_out=$(BUILD) $<
+
+$(BUILD)/%.pb-c.c: gen/frontend/%.proto | $(BUILD)
+	protoc-c --proto_path=gen/frontend --c_out=$(BUILD) $<
 
 # Keep the generated sources (not intermediates to delete, which rebuilt everything on
 # every make), and generate them all before compiling any: one .proto imports another.
