@@ -106,14 +106,19 @@ static int on_error(lua_State *L) {
   return 1;
 }
 
-/* Contract: runs onnx.lua on the model; leaves the script text (string) and the weights
+/* Pushes the embedded Lua file path as a function named name; a failure is a Kiln bug. */
+static void load_embedded(lua_State *L, const char *path, const char *name) {
+  size_t len;
+  const char *src = embedded_get(path, &len);
+  if (!src) die("%s is not embedded", path);
+  if (luaL_loadbufferx(L, src, len, name, "t") != LUA_OK) die("%s: %s", path, lua_tostring(L, -1));
+}
+
+/* Contract: runs onnx.lua (with onnx_ops.lua's handlers) on the model; leaves the script text (string) and the weights
  * list ({{name=, id=, dims=}}) on the stack. Errors end the import with one line. */
 static void translate(lua_State *L, OnnxModel *m, const ImportArgs *a, const char *name) {
-  size_t len;
-  const char *src = embedded_get("gen/frontend/onnx.lua", &len);
-  if (!src) die("gen/frontend/onnx.lua is not embedded");
   lua_pushcfunction(L, on_error);
-  if (luaL_loadbufferx(L, src, len, "=[kiln] onnx.lua", "t") != LUA_OK) die("onnx.lua: %s", lua_tostring(L, -1));
+  load_embedded(L, "gen/frontend/onnx.lua", "=[kiln] onnx.lua");
   onnx_push_model(L, m);
   lua_createtable(L, 0, 4);
   push_pairs(L, a->defines, a->ndefines, m, false);
@@ -125,7 +130,8 @@ static void translate(lua_State *L, OnnxModel *m, const ImportArgs *a, const cha
   const char *base = strrchr(m->file, '/');
   lua_pushstring(L, base ? base + 1 : m->file);
   lua_setfield(L, -2, "file");
-  if (lua_pcall(L, 2, 2, 1) != LUA_OK) {
+  load_embedded(L, "gen/frontend/onnx_ops.lua", "=[kiln] onnx_ops.lua");   /* the op handlers */
+  if (lua_pcall(L, 3, 2, 1) != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (msg && msg[0] == 'U') kiln_error("%s: %s", m->file, esc_message(msg + 1));
     die("onnx.lua failed: %s", msg ? msg + 1 : "(no message)");

@@ -257,18 +257,21 @@ static void push_value_info(lua_State *L, const OnnxModel *m, const Onnx__ValueI
   }
 }
 
-/* The default domain's opset version (7..17, checked), or a user error. */
+/* The default domain's opset version (1..17, checked), or a user error. */
 static int64_t default_opset(const OnnxModel *m) {
   const Onnx__ModelProto *mp = m->proto;
   for (size_t i = 0; i < mp->n_opset_import; i++) {
     const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
     if (!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) {
-      if (o->version < 7 || o->version > 17)
-        kiln_error("%s: opset %lld of the default domain; Kiln imports opsets 7 to 17", m->file, (long long)o->version);
+      /* 7..17 is the range Kiln targets; older files import where each op reads the same
+       * (an attribute only older versions had is refused by the translator). */
+      if (o->version < 1 || o->version > 17)
+        kiln_error("%s: opset %lld of the default domain is not supported (Kiln imports opsets up to 17)", m->file,
+                   (long long)o->version);
       return o->version;
     }
   }
-  kiln_error("%s: the model imports no opset of the default ONNX domain", m->file);
+  kiln_error("%s: the model imports no opset of the default ONNX domain: other domains are not supported", m->file);
 }
 
 /* Contract: reads and decodes path into m (m->proto set); a file that is not a
