@@ -70,6 +70,7 @@ local function bind(id) return use_table and ("v." .. id) or id end
 local function assign(id) return use_table and ("v." .. id .. " = ") or ("local " .. id .. " = ") end
 
 local weights = {}                    -- {name=, id=, dims=}: the safetensors file, in order
+local used_weight = {}                -- weight names taken
 
 -- ---- values ----
 -- A value: {shape = {...}, dt = "f32"|"i32"|"bool", ref = Lua expression or nil,
@@ -157,9 +158,13 @@ local function ref(v)
   local id = lua_name(v.name or "const")
   local n = numel(v.shape)
   local expr
-  if v.init and (not v.k or n > 16) then
-    local wname = v.init.name ~= "" and v.init.name or id
+  -- Initializers (but scalars) and large Constant values go to the weights file, named
+  -- as in the ONNX graph; small constants are written inline.
+  if v.init and (not v.k or (v.is_init and #v.shape > 0) or n > 16) then
+    local wname = v.is_init and v.init.name ~= "" and v.init.name or id
     if wname:find("[%c]") then wname = id end
+    while used_weight[wname] do wname = wname .. "_" end
+    used_weight[wname] = true
     weights[#weights + 1] = {name = wname, id = v.init.id, dims = copy(v.shape)}
     expr = string.format("kiln.param(%q, %s)", wname, shape_lua(v.shape))
     if #v.shape == 0 then fail("initializer '%s': a scalar weight too large to inline", wname) end
@@ -174,7 +179,7 @@ local function ref(v)
       expr = string.format("kiln.constant({%s}, %s, %q)", table.concat(t, ", "), shape_lua(v.shape), v.dt)
     end
   end
-  line(assign(id) .. expr .. (v.init and "  -- initializer" or "  -- constant"))
+  line(assign(id) .. expr .. (v.is_init and "  -- initializer" or "  -- constant"))
   v.ref = bind(id)
   return v.ref
 end
@@ -355,7 +360,7 @@ local function declare_inputs()
   for _, t in ipairs(model.inits) do
     inits[t.name] = true
     local v = tensor_value(t, string.format("initializer '%s'", t.name))
-    v.name = t.name
+    v.name, v.is_init = t.name, true
     vals[t.name] = v
   end
   local any = false
