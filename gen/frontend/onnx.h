@@ -15,9 +15,12 @@ typedef struct {
   Onnx__ModelProto *proto;
   const Onnx__TensorProto **tensors;      /* initializers, Constant values, frozen inputs: by id */
   int ntensors, captensors;
+  Onnx__TensorProto *frozen[64];          /* --freeze files, decoded separately */
+  int nfrozen;
 } OnnxModel;
 
 void onnx_read(OnnxModel *m, const char *path);
+void onnx_free(OnnxModel *m);
 void onnx_push_model(lua_State *L, OnnxModel *m);
 void onnx_push_tensor_file(lua_State *L, OnnxModel *m, const char *path);
 void onnx_tensor_to_f32(const OnnxModel *m, int id, float *out, int64_t n);

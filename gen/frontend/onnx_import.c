@@ -12,6 +12,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -186,29 +187,41 @@ static void write_weights(lua_State *L, const OnnxModel *m, const char *dir, con
   buf_free(&all);
 }
 
+/* The import in progress, released at exit on every path (kiln_error exits): run before
+ * kiln_free_all, which main registered first, so nothing is left for a leak checker. */
+static OnnxModel import_model;
+static lua_State *import_lua;
+
+static void import_cleanup(void) {
+  if (import_lua) lua_close(import_lua);
+  import_lua = NULL;
+  onnx_free(&import_model);
+}
+
 /* `kiln import`: see the file comment. Returns 0; every failure is a one-line error. */
 int onnx_import_main(int argc, char **argv) {
   ImportArgs a = parse_import_args(argc, argv);
   struct stat st;
   if (stat(a.outdir, &st) == 0 && !S_ISDIR(st.st_mode)) kiln_error("import: %s exists and is not a directory", a.outdir);
-  OnnxModel m = {.file = a.file};
-  onnx_read(&m, a.file);
+  atexit(import_cleanup);
+  OnnxModel *mp = &import_model;
+  mp->file = a.file;
+  onnx_read(mp, a.file);
   const char *name = model_name(&a);
-  lua_State *L = luaL_newstate();
+  lua_State *L = import_lua = luaL_newstate();
   if (!L) kiln_error("out of memory (creating a Lua state)");
   luaL_openlibs(L);
-  translate(L, &m, &a, name);
+  translate(L, mp, &a, name);
   static const char *const suffixes[] = {".lua", ".safetensors", NULL};
   Publish *pub = publish_begin(a.outdir, name);
   publish_set_owned(pub, suffixes);
   size_t len;
   const char *script = lua_tolstring(L, -2, &len);
   kiln_write_file(publish_staging(pub), kiln_fmt("%s.lua", name), script, len);
-  if (luaL_len(L, -1) > 0) write_weights(L, &m, publish_staging(pub), kiln_fmt("%s.safetensors", name));
+  if (luaL_len(L, -1) > 0) write_weights(L, mp, publish_staging(pub), kiln_fmt("%s.safetensors", name));
   publish_commit(pub);
   fprintf(stderr, "kiln: imported %s: %s/%s.lua (%lld weights)\n", esc_message(a.file), esc_message(a.outdir), name,
           (long long)luaL_len(L, -1));
-  lua_close(L);
-  onnx__model_proto__free_unpacked(m.proto, NULL);
+  import_cleanup();
   return 0;
 }

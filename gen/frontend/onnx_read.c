@@ -331,6 +331,8 @@ void onnx_push_tensor_file(lua_State *L, OnnxModel *m, const char *path) {
   if (!data) kiln_error("%s", err);
   Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, size, data);
   if (!t) kiln_error("%s: not an ONNX TensorProto: the protobuf does not decode", path);
+  if (m->nfrozen == (int)(sizeof m->frozen / sizeof *m->frozen)) die("more --freeze files than the parser allows");
+  m->frozen[m->nfrozen++] = t;      /* freed by onnx_free */
   push_tensor(L, m, t);
 }
 
@@ -344,3 +346,11 @@ void onnx_tensor_to_f32(const OnnxModel *m, int id, float *out, int64_t n) {
 
 /* The element count of tensor id (checked when it was registered). */
 int64_t onnx_tensor_numel(const OnnxModel *m, int id) { return tensor_numel(m, m->tensors[id]); }
+
+/* Frees what protobuf-c allocated for m (the model and the --freeze tensors). */
+void onnx_free(OnnxModel *m) {
+  if (m->proto) onnx__model_proto__free_unpacked(m->proto, NULL);
+  for (int i = 0; i < m->nfrozen; i++) onnx__tensor_proto__free_unpacked(m->frozen[i], NULL);
+  m->proto = NULL;
+  m->nfrozen = 0;
+}
