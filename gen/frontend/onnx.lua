@@ -208,7 +208,7 @@ end
 
 -- Axis in [-rank, rank) as 0-based.
 local function axis_of(a, rank, what)
-  a = math.tointeger(a)
+  a = type(a) == "number" and math.tointeger(a) or nil
   if not a or a < -rank or a >= rank then fail("%s: axis %s out of range for rank %d", what, tostring(a), rank) end
   return a < 0 and a + rank or a
 end
@@ -390,6 +390,11 @@ local function declare_inputs()
           else shape[i] = d end
         end
         if #shape > 6 then fail("%s: rank %d is not supported (Kiln allows at most 6)", what, #shape) end
+        local total = 1
+        for _, d in ipairs(shape) do
+          total = total * math.min(d, 1 << 31)
+          if total > 2147483647 then fail("%s: shape %s is too large to import (Kiln's limit is 2^31 - 1 elements)", what, shape_lua(shape)) end
+        end
         local cn = c_name(inp.name)
         local id = lua_name(inp.name)
         local note = inp.dtype == 7 and "  -- int64 in the ONNX model: pass int32" or ""

@@ -117,14 +117,15 @@ static void load_embedded(lua_State *L, const char *path, const char *name) {
 
 /* Contract: runs onnx.lua (with onnx_ops.lua's handlers) on the model; leaves the script text (string) and the weights
  * list ({{name=, id=, dims=}}) on the stack. Errors end the import with one line. */
-static void translate(lua_State *L, OnnxModel *m, const ImportArgs *a, const char *name) {
+void onnx_translate(lua_State *L, OnnxModel *m, const char *const *defines, int ndefines, const char *const *freeze,
+                    int nfreeze, const char *name) {
   lua_pushcfunction(L, on_error);
   load_embedded(L, "gen/frontend/onnx.lua", "=[kiln] onnx.lua");
   onnx_push_model(L, m);
   lua_createtable(L, 0, 4);
-  push_pairs(L, a->defines, a->ndefines, m, false);
+  push_pairs(L, defines, ndefines, m, false);
   lua_setfield(L, -2, "defines");
-  push_pairs(L, a->freeze, a->nfreeze, m, true);
+  push_pairs(L, freeze, nfreeze, m, true);
   lua_setfield(L, -2, "freeze");
   lua_pushstring(L, name);
   lua_setfield(L, -2, "name");
@@ -134,7 +135,7 @@ static void translate(lua_State *L, OnnxModel *m, const ImportArgs *a, const cha
   load_embedded(L, "gen/frontend/onnx_ops.lua", "=[kiln] onnx_ops.lua");   /* the op handlers */
   if (lua_pcall(L, 3, 2, 1) != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
-    if (msg && msg[0] == 'U') kiln_error("%s: %s", m->file, esc_message(msg + 1));
+    if (msg && msg[0] == 'U') onnx_fail(m, "%s: %s", m->file, msg + 1);
     die("onnx.lua failed: %s", msg ? msg + 1 : "(no message)");
   }
 }
@@ -211,7 +212,7 @@ int onnx_import_main(int argc, char **argv) {
   lua_State *L = import_lua = luaL_newstate();
   if (!L) kiln_error("out of memory (creating a Lua state)");
   luaL_openlibs(L);
-  translate(L, mp, &a, name);
+  onnx_translate(L, mp, a.defines, a.ndefines, a.freeze, a.nfreeze, name);
   static const char *const suffixes[] = {".lua", ".safetensors", NULL};
   Publish *pub = publish_begin(a.outdir, name);
   publish_set_owned(pub, suffixes);

@@ -21,7 +21,15 @@ local function op(names, attrs, f)
   for name in names:gmatch("%S+") do H[name] = {attrs = attrs, f = f} end
 end
 
+-- Folding works on Lua tables: a constant result past this many elements is refused
+-- (a hostile file could otherwise ask for billions), as too large to import.
+local FOLD_MAX = 1 << 20
+local function fold_limit(n)
+  if n > FOLD_MAX then fail("%s: a constant of %d elements is too large to import", who(), n) end
+end
+
 local function map2(a, b, shape, f)
+  fold_limit(numel(shape))
   local out = {}
   local sa, sb = strides(a.shape), strides(b.shape)
   local st = strides(shape)
@@ -679,6 +687,7 @@ fold.Concat = function(ins)
   local shape = copy(ins[1].shape)
   shape[ax + 1] = 0
   for _, v in ipairs(ins) do shape[ax + 1] = shape[ax + 1] + v.shape[ax + 1] end
+  fold_limit(numel(shape))
   local outer = 1
   for i = 1, ax do outer = outer * shape[i] end
   local k = {}
@@ -823,6 +832,7 @@ fold.Gather = function(ins)
   local outer, inner = 1, 1
   for i = 1, ax do outer = outer * x.shape[i] end
   for i = ax + 2, #x.shape do inner = inner * x.shape[i] end
+  fold_limit(outer * #idx.k * inner)
   local k = {}
   for o = 0, outer - 1 do
     for _, j in ipairs(idx.k) do
@@ -899,7 +909,13 @@ op("ConstantOfShape", "value", function()
   local v, dt = 0.0, "f32"
   if t then
     local tv = tensor_value(t, who() .. ": value")
+    if not tv.k or #tv.k ~= 1 then fail("%s: value must hold one element", who()) end
     v, dt = tv.k[1], tv.dt
+  end
+  for _, d in ipairs(spec) do if d < 1 then fail("%s: a dim of %d (Kiln has no empty tensors)", who(), d) end end
+  if numel(spec) > 4096 then   -- a big fill is a line of the script, not a folded table
+    out(1, string.format("kiln.full(%s, %s, %q)", shape_lua(spec), num(v, dt), dt), copy(spec), dt)
+    return
   end
   local k = {}
   for i = 1, numel(spec) do k[i] = v end
@@ -909,8 +925,10 @@ end)
 op("Range", "", function()
   local s, l, d = const_input(1, "start"), const_input(2, "limit"), const_input(3, "delta")
   local dt = input(1).dt
+  if d[1] == 0 then fail("%s: delta 0", who()) end
   local n = math.max(math.ceil((l[1] - s[1]) / d[1]), 0)
   if n == 0 then fail("%s: an empty range (Kiln has no empty tensors)", who()) end
+  fold_limit(n)
   local k = {}
   for i = 1, n do k[i] = s[1] + (i - 1) * d[1] end
   out_const(1, k, {math.tointeger(n)}, dt)
@@ -1127,6 +1145,7 @@ op("EyeLike", "dtype k", function()
   local code = attr("dtype", "i", nil)
   local dt = code and kiln_dtype[code] or x.dt
   if not dt then fail("%s: dtype %s is not supported", who(), onnx_dtype_names[code] or tostring(code)) end
+  fold_limit(numel(x.shape))
   local k, vals_ = attr("k", "i", 0), {}
   for i = 0, x.shape[1] - 1 do
     for j = 0, x.shape[2] - 1 do vals_[#vals_ + 1] = (j - i == k) and (dt == "f32" and 1.0 or 1) or (dt == "f32" and 0.0 or 0) end

@@ -21,6 +21,8 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ONNX TensorProto.DataType codes the reader decodes (onnx.proto has them all). */
@@ -48,13 +50,13 @@ static const char *shown(const char *name) { return name && *name ? name : "(unn
 static int64_t tensor_numel(const OnnxModel *m, const Onnx__TensorProto *t) {
   int64_t n = 1;
   for (size_t i = 0; i < t->n_dims; i++) {
-    if (t->dims[i] < 0) kiln_error("%s: tensor '%s': dim %zu is %lld", m->file, shown(t->name), i, (long long)t->dims[i]);
+    if (t->dims[i] < 0) onnx_fail(m, "%s: tensor '%s': dim %zu is %lld", m->file, shown(t->name), i, (long long)t->dims[i]);
     if (t->dims[i] > 0 && n > KILN_MAX_NUMEL / t->dims[i])
-      kiln_error("%s: tensor '%s': more than %lld elements", m->file, shown(t->name), (long long)KILN_MAX_NUMEL);
+      onnx_fail(m, "%s: tensor '%s': more than %lld elements", m->file, shown(t->name), (long long)KILN_MAX_NUMEL);
     n *= t->dims[i];
   }
   if (t->n_dims > KILN_MAX_RANK)
-    kiln_error("%s: tensor '%s': rank %zu (Kiln's limit is %d)", m->file, shown(t->name), t->n_dims, KILN_MAX_RANK);
+    onnx_fail(m, "%s: tensor '%s': rank %zu (Kiln's limit is %d)", m->file, shown(t->name), t->n_dims, KILN_MAX_RANK);
   return n;
 }
 
@@ -95,9 +97,9 @@ static int64_t tensor_i64(const Onnx__TensorProto *t, int64_t i) {
 static void check_tensor(const OnnxModel *m, const Onnx__TensorProto *t) {
   int64_t n = tensor_numel(m, t);
   if (t->has_data_location && t->data_location == 1)
-    kiln_error("%s: tensor '%s': external data (a separate file) is not supported", m->file, shown(t->name));
+    onnx_fail(m, "%s: tensor '%s': external data (a separate file) is not supported", m->file, shown(t->name));
   int es = elem_size(t->data_type);
-  if (!es) kiln_error("%s: tensor '%s': unsupported dtype %s", m->file, shown(t->name), onnx_dtype_name(t->data_type));
+  if (!es) onnx_fail(m, "%s: tensor '%s': unsupported dtype %s", m->file, shown(t->name), onnx_dtype_name(t->data_type));
   size_t have;
   if (t->has_raw_data) have = t->raw_data.len / (size_t)es;
   else if (t->data_type == OT_FLOAT) have = t->n_float_data;
@@ -105,7 +107,7 @@ static void check_tensor(const OnnxModel *m, const Onnx__TensorProto *t) {
   else if (t->data_type == OT_INT64) have = t->n_int64_data;
   else have = t->n_int32_data;
   if ((t->has_raw_data && t->raw_data.len != (size_t)n * (size_t)es) || (!t->has_raw_data && have != (size_t)n))
-    kiln_error("%s: tensor '%s': %lld elements in its shape, %zu in its data (truncated file?)", m->file,
+    onnx_fail(m, "%s: tensor '%s': %lld elements in its shape, %zu in its data (truncated file?)", m->file,
                shown(t->name), (long long)n, t->has_raw_data ? t->raw_data.len / (size_t)es : have);
 }
 
@@ -179,7 +181,7 @@ static void push_attr(lua_State *L, OnnxModel *m, const Onnx__AttributeProto *a)
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING: kind = "s"; lua_pushlstring(L, (const char *)a->s.data, a->s.len); break;
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR:
     kind = "t";
-    if (!a->t) kiln_error("%s: attribute '%s' says tensor and holds none", m->file, shown(a->name));
+    if (!a->t) onnx_fail(m, "%s: attribute '%s' says tensor and holds none", m->file, shown(a->name));
     push_tensor(L, m, a->t);
     break;
   case ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS:
@@ -226,7 +228,7 @@ static void push_node(lua_State *L, OnnxModel *m, const Onnx__NodeProto *n) {
   lua_createtable(L, 0, (int)n->n_attribute);
   for (size_t i = 0; i < n->n_attribute; i++) {
     const Onnx__AttributeProto *a = n->attribute[i];
-    if (!a->name || !*a->name) kiln_error("%s: node '%s' (%s): an attribute without a name", m->file, shown(n->name), shown(n->op_type));
+    if (!a->name || !*a->name) onnx_fail(m, "%s: node '%s' (%s): an attribute without a name", m->file, shown(n->name), shown(n->op_type));
     push_attr(L, m, a);
     lua_setfield(L, -2, a->name);
   }
@@ -238,7 +240,7 @@ static void push_node(lua_State *L, OnnxModel *m, const Onnx__NodeProto *n) {
 static void push_value_info(lua_State *L, const OnnxModel *m, const Onnx__ValueInfoProto *v) {
   const Onnx__TypeProto *t = v->type;
   if (t && !t->tensor_type && (t->has_sequence_type || t->has_map_type || t->has_sparse_tensor_type || t->has_optional_type))
-    kiln_error("%s: graph value '%s' is not a dense tensor (sequence, map, sparse or optional): not supported", m->file, shown(v->name));
+    onnx_fail(m, "%s: graph value '%s' is not a dense tensor (sequence, map, sparse or optional): not supported", m->file, shown(v->name));
   lua_createtable(L, 0, 3);
   lua_pushstring(L, v->name ? v->name : "");
   lua_setfield(L, -2, "name");
@@ -266,12 +268,26 @@ static int64_t default_opset(const OnnxModel *m) {
       /* 7..17 is the range Kiln targets; older files import where each op reads the same
        * (an attribute only older versions had is refused by the translator). */
       if (o->version < 1 || o->version > 17)
-        kiln_error("%s: opset %lld of the default domain is not supported (Kiln imports opsets up to 17)", m->file,
+        onnx_fail(m, "%s: opset %lld of the default domain is not supported (Kiln imports opsets up to 17)", m->file,
                    (long long)o->version);
       return o->version;
     }
   }
-  kiln_error("%s: the model imports no opset of the default ONNX domain: other domains are not supported", m->file);
+  onnx_fail(m, "%s: the model imports no opset of the default ONNX domain: other domains are not supported", m->file);
+}
+
+/* Contract: reports a problem with the model: one line "file: message", through
+ * kiln_error (the command exits), or, when m->escape is set (the fuzz harness), copied
+ * to m->errbuf before a longjmp to *m->escape. */
+void onnx_fail(const OnnxModel *m, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (!m->escape) kiln_error("%s", esc_message(msg));
+  snprintf(m->errbuf, m->errlen, "%s", esc_message(msg));
+  longjmp(*m->escape, 1);
 }
 
 /* Contract: reads and decodes path into m (m->proto set); a file that is not a
@@ -280,12 +296,17 @@ void onnx_read(OnnxModel *m, const char *path) {
   char err[1024];
   size_t size;
   unsigned char *data = kiln_read_bounded(path, (size_t)1 << 31, &size, err, sizeof err);
-  if (!data) kiln_error("%s", err);
+  if (!data) onnx_fail(m, "%s", err);
+  onnx_decode(m, data, size);
+}
+
+/* Contract: decodes the size bytes at data (copied: data may go afterwards) into m. */
+void onnx_decode(OnnxModel *m, const unsigned char *data, size_t size) {
   m->proto = onnx__model_proto__unpack(NULL, size, data);
-  if (!m->proto) kiln_error("%s: not an ONNX model: the protobuf does not decode (truncated or malformed file)", m->file);
-  if (!m->proto->graph) kiln_error("%s: the model has no graph", m->file);
-  if (!m->proto->graph->n_node) kiln_error("%s: the graph has no nodes", m->file);
-  if (m->proto->graph->n_sparse_initializer) kiln_error("%s: sparse initializers are not supported", m->file);
+  if (!m->proto) onnx_fail(m, "%s: not an ONNX model: the protobuf does not decode (truncated or malformed file)", m->file);
+  if (!m->proto->graph) onnx_fail(m, "%s: the model has no graph", m->file);
+  if (!m->proto->graph->n_node) onnx_fail(m, "%s: the graph has no nodes", m->file);
+  if (m->proto->graph->n_sparse_initializer) onnx_fail(m, "%s: sparse initializers are not supported", m->file);
 }
 
 /* Contract: pushes the model table described in the header comment onto L's stack. */
@@ -328,9 +349,9 @@ void onnx_push_tensor_file(lua_State *L, OnnxModel *m, const char *path) {
   char err[1024];
   size_t size;
   unsigned char *data = kiln_read_bounded(path, (size_t)1 << 31, &size, err, sizeof err);
-  if (!data) kiln_error("%s", err);
+  if (!data) onnx_fail(m, "%s", err);
   Onnx__TensorProto *t = onnx__tensor_proto__unpack(NULL, size, data);
-  if (!t) kiln_error("%s: not an ONNX TensorProto: the protobuf does not decode", path);
+  if (!t) onnx_fail(m, "%s: not an ONNX TensorProto: the protobuf does not decode", path);
   if (m->nfrozen == (int)(sizeof m->frozen / sizeof *m->frozen)) die("more --freeze files than the parser allows");
   m->frozen[m->nfrozen++] = t;      /* freed by onnx_free */
   push_tensor(L, m, t);
