@@ -138,7 +138,9 @@ local function tensor_value(t, what)
   if not dt then fail("%s: unsupported dtype %s", what, onnx_dtype_names[t.dtype] or tostring(t.dtype)) end
   local v = {shape = copy(t.dims), dt = dt}
   for _, d in ipairs(t.dims) do
-    if d == 0 then fail("%s: an empty tensor (a dim of 0): Kiln has no empty tensors", what) end
+    -- An empty tensor may stand for an absent input (Resize's roi and scales); it is an
+    -- error only when an op uses it (ref).
+    if d == 0 then return {shape = v.shape, dt = dt, k = {}, empty = what} end
   end
   if t.values then v.k = convert_values(t.values, t.dtype, dt, what) end
   if dt == "f32" then v.init = t end
@@ -155,6 +157,7 @@ end
 -- is an import-time constant not yet in the script.
 local function ref(v)
   if v.ref then return v.ref end
+  if v.empty then fail("%s: an empty tensor (a dim of 0): Kiln has no empty tensors", v.empty) end
   local id = lua_name(v.name or "const")
   local n = numel(v.shape)
   local expr

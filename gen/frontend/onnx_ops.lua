@@ -17,6 +17,13 @@ local line, bind, lua_name, use_table = C.line, C.bind, C.lua_name, C.use_table
 local kiln_dtype, onnx_dtype_names, tensor_value, convert_values = C.kiln_dtype, C.onnx_dtype_names, C.tensor_value,
   C.convert_values
 
+-- The one value of constant input i (a scalar or a one-element tensor).
+local function scalar_input(i, what)
+  local k = const_input(i, what)
+  if not k or #k ~= 1 then fail("%s: input %d (%s) must hold one value", who(), i, what) end
+  return k[1]
+end
+
 local function op(names, attrs, f)
   for name in names:gmatch("%S+") do H[name] = {attrs = attrs, f = f} end
 end
@@ -923,7 +930,7 @@ op("ConstantOfShape", "value", function()
 end)
 
 op("Range", "", function()
-  local s, l, d = const_input(1, "start"), const_input(2, "limit"), const_input(3, "delta")
+  local s, l, d = {scalar_input(1, "start")}, {scalar_input(2, "limit")}, {scalar_input(3, "delta")}
   local dt = input(1).dt
   if d[1] == 0 then fail("%s: delta 0", who()) end
   local n = math.max(math.ceil((l[1] - s[1]) / d[1]), 0)
@@ -936,7 +943,7 @@ end)
 
 op("Trilu", "upper", function()
   local x = need_input(1, "input")
-  local k = input(2) and const_input(2, "k")[1] or 0
+  local k = input(2) and scalar_input(2, "k") or 0
   local f = attr("upper", "i", 1) ~= 0 and "triu" or "tril"
   out(1, string.format("kiln.%s(%s, %d)", f, ref(x), k), x.shape, x.dt)
 end)
@@ -978,7 +985,6 @@ op("ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare R
   local x = need_input(1, "data")
   need_dt(x, "f32", "input data")
   local o, r = N.node.op, #x.shape
-  if o == "ReduceProd" then fail("%s: ReduceProd of a run-time tensor is not supported (Kiln has no product reduction)", who()) end
   local axes
   if o == "ReduceSum" and opset >= 13 then axes = input(2) and const_input(2, "axes") or nil
   else axes = attr("axes", "ints", nil) end
@@ -994,7 +1000,20 @@ op("ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare R
   end
   local s, dl, ks = ref(x), ints_lua(dims), tostring(keep)
   local e
-  if o == "ReduceLogSumExp" then
+  if o == "ReduceProd" then      -- no product reduction in Kiln: the slices multiplied in order
+    local count = 1
+    for _, d in ipairs(dims) do count = count * x.shape[d + 1] end
+    if count > 64 then fail("%s: ReduceProd over %d elements is not supported (at most 64)", who(), count) end
+    e = s
+    for _, d in ipairs(dims) do
+      local n = x.shape[d + 1]
+      if n > 64 then fail("%s: ReduceProd over %d elements is not supported (at most 64 per axis)", who(), n) end
+      local t = {}
+      for j = 0, n - 1 do t[#t + 1] = string.format("%s:slice(%d, %d, %d)", e, d, j, j + 1) end
+      e = "(" .. table.concat(t, " * ") .. ")"
+    end
+    if not keep then e = string.format("%s:reshape(%s)", e, shape_lua(shape)) end
+  elseif o == "ReduceLogSumExp" then
     e = string.format("kiln.amax(%s, %s, true) + kiln.log(kiln.sum(kiln.exp(%s - kiln.amax(%s, %s, true)), %s, true))",
       s, dl, s, s, dl, dl)
     if not keep then e = string.format("(%s):reshape(%s)", e, shape_lua(shape)) end
@@ -1025,7 +1044,7 @@ end)
 op("CumSum", "exclusive reverse", function()
   local x = need_input(1, "x")
   need_dt(x, "f32", "input x")
-  local ax = axis_of(const_input(2, "axis")[1], #x.shape, who())
+  local ax = axis_of(scalar_input(2, "axis"), #x.shape, who())
   local s = ref(x)
   local rev = attr("reverse", "i", 0) ~= 0
   if rev then s = string.format("kiln.flip(%s, %d)", s, ax) end
@@ -1073,7 +1092,7 @@ op("Pad", "mode pads value", function()
   if opset < 11 then pads, value = attr("pads", "ints", nil), attr("value", "f", 0.0)
   else
     pads = const_input(2, "pads")
-    value = input(3) and const_input(3, "constant_value")[1] or 0
+    value = input(3) and scalar_input(3, "constant_value") or 0
     if input(4) then fail("%s: the axes input is not supported", who()) end
   end
   local r = #x.shape
@@ -1098,8 +1117,10 @@ op("Pad", "mode pads value", function()
 end)
 
 op("OneHot", "axis", function()
-  local idx, depth, values = need_input(1, "indices"), const_input(2, "depth"), need_input(3, "values")
-  local dn = math.tointeger(depth[1]) or math.tointeger(math.floor(depth[1]))
+  local idx, depth, values = need_input(1, "indices"), scalar_input(2, "depth"), need_input(3, "values")
+  local dn = math.tointeger(math.floor(depth))
+  if not dn or dn < 1 then fail("%s: depth must be >= 1", who()) end
+  if #values.shape ~= 1 or values.shape[1] ~= 2 then fail("%s: values must hold [off, on]", who()) end
   local r = #idx.shape + 1
   local ax = axis_of(attr("axis", "i", -1), r, who())
   local shape, ones = {}, {}
@@ -1197,6 +1218,223 @@ op("SoftmaxCrossEntropyLoss", "ignore_index reduction", function()
   end
   local e, shape = nll(lp, x, t, w, who())
   out(1, e, shape, "f32")
+end)
+
+-- ---- resampling ----
+
+-- The 1-D resampling of ONNX's Resize as a matrix m[out][in] (a list of rows, each a
+-- list of {index, coefficient}): for output i the source coordinate x from the
+-- coordinate transformation, then the n taps around it (n = 2 for nearest and linear, 4
+-- for cubic) at floor(x) - n/2 + 1 .. floor(x) + n/2 (an integral x counts as the right
+-- end of the interval below it), taps outside the input take the edge value, or with
+-- exclude_outside weight 0 and the others renormalised. This is the definition the ONNX
+-- operator spec gives, so every mode is one table of coefficients.
+local function resize_taps(n_in, n_out, scale, o)
+  local rows = {}
+  local width = scale * n_in                   -- ONNX uses the scaled (fractional) length
+  for i = 0, n_out - 1 do
+    local x
+    local ct = o.coord
+    if ct == "half_pixel" then x = (i + 0.5) / scale - 0.5
+    elseif ct == "pytorch_half_pixel" then x = width > 1 and (i + 0.5) / scale - 0.5 or -0.5
+    elseif ct == "align_corners" then x = width == 1 and 0 or i * (n_in - 1) / (width - 1)
+    elseif ct == "asymmetric" then x = i / scale
+    elseif ct == "tf_half_pixel_for_nn" then x = (i + 0.5) / scale
+    else fail("%s: coordinate_transformation_mode %q is not supported", who(), ct) end
+    local base = math.floor(x)
+    local r = x - base
+    if r == 0 then base, r = base - 1, 1.0 end
+    local c
+    if o.mode == "nearest" then
+      local m = o.nearest
+      local right
+      if r == 1 then right = true
+      elseif m == "round_prefer_floor" then right = r > 0.5
+      elseif m == "round_prefer_ceil" then right = r >= 0.5
+      elseif m == "floor" then right = false
+      elseif m == "ceil" then right = true
+      else fail("%s: nearest_mode %q is not supported", who(), m) end
+      c = right and {0, 1} or {1, 0}
+    elseif o.mode == "linear" then c = {1 - r, r}
+    else
+      local a, q = o.a, 1 - r
+      c = {((a * (r + 1) - 5 * a) * (r + 1) + 8 * a) * (r + 1) - 4 * a, ((a + 2) * r - (a + 3)) * r * r + 1,
+           ((a + 2) * q - (a + 3)) * q * q + 1, ((a * (q + 1) - 5 * a) * (q + 1) + 8 * a) * (q + 1) - 4 * a}
+    end
+    local first = base - #c // 2 + 1
+    if o.exclude then
+      local sum = 0
+      for t = 1, #c do
+        local j = first + t - 1
+        if j < 0 or j >= n_in then c[t] = 0 end
+        sum = sum + c[t]
+      end
+      for t = 1, #c do c[t] = c[t] / sum end
+    end
+    local row = {}
+    for t = 1, #c do
+      if c[t] ~= 0 then row[#row + 1] = {math.max(0, math.min(n_in - 1, first + t - 1)), c[t]} end
+    end
+    rows[i + 1] = row
+  end
+  return rows
+end
+
+op("Resize Upsample", "antialias coordinate_transformation_mode cubic_coeff_a exclude_outside extrapolation_value " ..
+  "keep_aspect_ratio_policy mode nearest_mode scales", function()
+  local x = need_input(1, "X")
+  need_dt(x, "f32", "input X")
+  local r = #x.shape
+  local o = {mode = attr("mode", "s", "nearest"), coord = attr("coordinate_transformation_mode", "s", "half_pixel"),
+    nearest = attr("nearest_mode", "s", "round_prefer_floor"), a = attr("cubic_coeff_a", "f", -0.75),
+    exclude = attr("exclude_outside", "i", 0) ~= 0}
+  if attr("antialias", "i", 0) ~= 0 then fail("%s: antialias is not supported", who()) end
+  if attr("keep_aspect_ratio_policy", "s", "stretch") ~= "stretch" then fail("%s: keep_aspect_ratio_policy is not supported", who()) end
+  attr("extrapolation_value", "f", 0.0)
+  if o.mode ~= "nearest" and o.mode ~= "linear" and o.mode ~= "cubic" then fail("%s: mode %q is not supported", who(), o.mode) end
+  local scales, sizes
+  if N.node.op == "Upsample" then
+    if opset < 9 then scales = attr("scales", "floats", nil) else scales = const_input(2, "scales") end
+  elseif opset < 11 then scales = const_input(2, "scales")
+  else
+    scales = input(3) and const_input(3, "scales") or nil
+    sizes = input(4) and const_input(4, "sizes") or nil
+  end
+  if scales and #scales == 0 then scales = nil end   -- an empty scales tensor stands for "absent"
+  if (scales and #scales ~= r) or (sizes and #sizes ~= r) or not (scales or sizes) then
+    fail("%s: needs %d scales or sizes", who(), r)
+  end
+  local shape, e = {}, ref(x)
+  for d = 1, r do
+    local n_in = x.shape[d]
+    local n_out = sizes and sizes[d] or math.floor(n_in * scales[d] + 0.0)
+    local scale = sizes and n_out / n_in or scales[d]
+    if n_out < 1 then fail("%s: an empty output (Kiln has no empty tensors)", who()) end
+    shape[d] = math.tointeger(n_out)
+    if not (n_out == n_in and scale == 1) then
+      local rows = resize_taps(n_in, n_out, scale, o)
+      if d < r - 1 then fail("%s: resizing dim %d is not supported (only the last two dims)", who(), d - 1) end
+      if o.mode == "nearest" then   -- a gather: exact
+        local idx = {}
+        for i, row in ipairs(rows) do idx[i] = row[1][1] end
+        local iv = ref({shape = {n_out}, dt = "i32", k = idx, name = N.node.outputs[1] .. "_index" .. (d - 1)})
+        e = string.format("kiln.gather(%s, %s, %d)", e, iv, d - 1)
+      else                          -- a product with the interpolation matrix
+        fold_limit(n_out * n_in)
+        local k = {}
+        for i = 1, n_out * n_in do k[i] = 0.0 end
+        for i, row in ipairs(rows) do
+          for _, t in ipairs(row) do k[(i - 1) * n_in + t[1] + 1] = k[(i - 1) * n_in + t[1] + 1] + t[2] end
+        end
+        local mv = ref({shape = {n_out, n_in}, dt = "f32", k = k, name = N.node.outputs[1] .. "_weights" .. (d - 1)})
+        if d == r then e = string.format("kiln.matmul(%s, %s, {trans_b = true})", e, mv)
+        else e = string.format("kiln.matmul(%s, %s)", mv, e) end
+      end
+    end
+  end
+  out(1, e, shape, "f32")
+end)
+
+op("ConvTranspose", "auto_pad dilations group kernel_shape output_padding output_shape pads strides", function()
+  local x, w, b = need_input(1, "X"), need_input(2, "W"), input(3)
+  need_dt(x, "f32", "input X")
+  local r = #x.shape - 2
+  if r ~= 1 and r ~= 2 then fail("%s: %d-D transposed convolution is not supported (1-D and 2-D are)", who(), r) end
+  local g = attr("group", "i", 1)
+  local k = {}
+  for i = 1, r do k[i] = w.shape[2 + i] end
+  local ks = attr("kernel_shape", "ints", nil)
+  if ks then for i = 1, r do if ks[i] ~= k[i] then fail("%s: kernel_shape disagrees with W", who()) end end end
+  local s, d = list_or("strides", r, 1), list_or("dilations", r, 1)
+  local op_ = list_or("output_padding", r, 0)
+  local oshape = attr("output_shape", "ints", nil)
+  local auto = attr("auto_pad", "s", "NOTSET")
+  local pads = attr("pads", "ints", nil)
+  local pb, pe, shape = {}, {}, {x.shape[1], w.shape[2] * g}
+  for i = 1, r do
+    local n = x.shape[2 + i]
+    local target = oshape and oshape[#oshape - r + i] or ((auto == "SAME_UPPER" or auto == "SAME_LOWER") and n * s[i])
+    if target then
+      local total = s[i] * (n - 1) + op_[i] + (k[i] - 1) * d[i] + 1 - target
+      if auto == "SAME_UPPER" then pb[i], pe[i] = total // 2, total - total // 2
+      else pb[i], pe[i] = total - total // 2, total // 2 end
+    else
+      pb[i], pe[i] = pads and pads[i] or 0, pads and pads[r + i] or 0
+    end
+    shape[2 + i] = (n - 1) * s[i] - pb[i] - pe[i] + d[i] * (k[i] - 1) + 1 + op_[i]
+    -- as a convolution: the input spread out with s - 1 zeros between elements, padded by
+    -- d (k - 1) - pad on each side (+ output_padding at the end)
+    pb[i], pe[i] = d[i] * (k[i] - 1) - pb[i], d[i] * (k[i] - 1) - pe[i] + op_[i]
+    if pb[i] < 0 or pe[i] < 0 or shape[2 + i] < 1 then fail("%s: pads larger than the kernel's reach are not supported", who()) end
+  end
+  if x.shape[2] ~= w.shape[1] then fail("%s: X has %d channels, W %d", who(), x.shape[2], w.shape[1]) end
+  local xs, ws = ref(x), ref(w)
+  if r == 1 then xs, ws = xs .. ":unsqueeze(2)", ws .. ":unsqueeze(2)" end
+  local s2, d2 = two(s, r, 1), two(d, r, 1)
+  local pb2, pe2 = two(pb, r, 0), two(pe, r, 0)
+  local n, c, h, wd = x.shape[1], x.shape[2], r == 1 and 1 or x.shape[3], x.shape[2 + r]
+  if s2[1] > 1 or s2[2] > 1 then   -- zeros between the elements: pad a [.., H, 1, W, 1] view, then trim the tail
+    xs = string.format("kiln.pad(%s:reshape({%d, %d, %d, 1, %d, 1}), {0, %d, 0, 0, 0, %d}):reshape({%d, %d, %d, %d})" ..
+      ":slice(2, 0, %d):slice(3, 0, %d)", xs, n, c, h, wd, s2[2] - 1, s2[1] - 1, n, c, h * s2[1], wd * s2[2],
+      (h - 1) * s2[1] + 1, (wd - 1) * s2[2] + 1)
+  end
+  local kh, kw = r == 1 and 1 or k[1], k[r]
+  -- W [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space
+  local cin_g, cout_g = c // g, w.shape[2]
+  ws = string.format("kiln.flip(%s:reshape({%d, %d, %d, %d, %d}):permute({0, 2, 1, 3, 4}):reshape({%d, %d, %d, %d}), {2, 3})",
+    ws, g, cin_g, cout_g, kh, kw, g * cout_g, cin_g, kh, kw)
+  local opts = {string.format("padding = {%d, %d, %d, %d}", pb2[1], pb2[2], pe2[1], pe2[2])}
+  if d2[1] ~= 1 or d2[2] ~= 1 then opts[#opts + 1] = "dilation = " .. ints_lua(d2) end
+  if g ~= 1 then opts[#opts + 1] = "groups = " .. g end
+  local e = string.format("kiln.conv2d(%s, %s%s, {%s})", xs, ws, b and (", " .. ref(b)) or "", table.concat(opts, ", "))
+  if r == 1 then e = e .. ":squeeze(2)" end
+  out(1, e, shape, "f32")
+end)
+
+op("LRN", "alpha beta bias size", function()
+  local x = need_input(1, "X")
+  need_dt(x, "f32", "input X")
+  if #x.shape ~= 4 then fail("%s: needs a 4-D input", who()) end
+  local size = attr("size", "i", nil)
+  local alpha, beta, bias = attr("alpha", "f", 0.0001), attr("beta", "f", 0.75), attr("bias", "f", 1.0)
+  local lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+  local n, c, h, wd = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  local s = ref(x)
+  -- the sum of squares over a window of channels: a padded sum along C
+  local sq = string.format("kiln.sum(kiln.stack({%s}, 0), 0)", (function()
+    local t = {}
+    for j = 0, size - 1 do
+      t[#t + 1] = string.format("kiln.pad(%s * %s, {0, 0, 0, 0, %d, %d}):slice(1, %d, %d)", s, s, lo, hi, j, j + c)
+    end
+    return table.concat(t, ", ")
+  end)())
+  local _ = n + h + wd
+  out(1, string.format("%s / (%s + %s * %s) ^ %s", s, num(bias, "f32"), num(alpha / size, "f32"), sq, num(beta, "f32")),
+    x.shape, "f32")
+end)
+
+op("GatherND", "batch_dims", function()
+  local x, idx = need_input(1, "data"), need_input(2, "indices")
+  need_dt(idx, "i32", "indices")
+  if attr("batch_dims", "i", 0) ~= 0 then fail("%s: batch_dims other than 0 is not supported", who()) end
+  local q = idx.shape[#idx.shape]
+  if q > #x.shape then fail("%s: index tuples of %d for rank %d", who(), q, #x.shape) end
+  -- each index tuple becomes one flat index into the first q dims
+  local strides_, acc = {}, 1
+  for j = q, 1, -1 do strides_[j] = acc; acc = acc * x.shape[j] end
+  local flat = {acc}
+  for j = q + 1, #x.shape do flat[#flat + 1] = x.shape[j] end
+  local shape = {}
+  for j = 1, #idx.shape - 1 do shape[j] = idx.shape[j] end
+  for j = q + 1, #x.shape do shape[#shape + 1] = x.shape[j] end
+  local i, last = ref(idx), #idx.shape - 1
+  local terms = {}
+  for j = 1, q do   -- component j, negative counting from the end, times its stride
+    local comp = string.format("%s:select(%d, %d)", i, last, j - 1)
+    terms[j] = string.format("kiln.where(%s:lt(0), %s + %d, %s) * %d", comp, comp, x.shape[j], comp, strides_[j])
+  end
+  local lin = table.concat(terms, " + ")
+  out(1, string.format("kiln.gather(%s:reshape(%s), %s, 0)", ref(x), shape_lua(flat), lin), shape, x.dt)
 end)
 
 for _, name in ipairs({"If", "Loop", "Scan"}) do
