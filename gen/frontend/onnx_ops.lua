@@ -112,6 +112,13 @@ local binop = {Add = "+", Sub = "-", Mul = "*", Div = "/", Pow = "^"}
 op("Add Sub Mul Div Pow", "", function()
   local a, b = need_input(1, "A"), need_input(2, "B")
   local o = N.node.op
+  if o == "Pow" and a.dt == "i32" then   -- integer powers through f32, rounded back: exact below 2^24
+    need_dt(b, "f32 i32", "input B")
+    local shape = bcast(a.shape, b.shape, who())
+    out(1, string.format("kiln.cast(kiln.round(kiln.cast(%s, \"f32\") ^ kiln.cast(%s, \"f32\")), \"i32\")", ref(a), ref(b)),
+      shape, "i32")
+    return
+  end
   if o == "Div" or o == "Pow" then need_dt(a, "f32", "input A") else need_dt(a, "f32 i32", "input A") end
   if o ~= "Pow" and a.dt ~= b.dt then fail("%s: inputs of dtypes %s and %s", who(), a.dt, b.dt) end
   local shape = bcast(a.shape, b.shape, who())
@@ -1435,6 +1442,122 @@ op("GatherND", "batch_dims", function()
   end
   local lin = table.concat(terms, " + ")
   out(1, string.format("kiln.gather(%s:reshape(%s), %s, 0)", ref(x), shape_lua(flat), lin), shape, x.dt)
+end)
+
+-- ---- ops of constant-known structure ----
+
+op("Compress", "axis", function()
+  local x = need_input(1, "input")
+  local cond = const_input(2, "condition")
+  local ax = attr("axis", "i", nil)
+  local src, d = x, 0
+  local e = ref(x)
+  if ax == nil then
+    e = string.format("%s:reshape({%d})", e, numel(x.shape))
+    src = {shape = {numel(x.shape)}}
+  else d = axis_of(ax, #x.shape, who()) end
+  local idx = {}
+  for i, c in ipairs(cond) do
+    if c ~= 0 and i <= src.shape[d + 1] then idx[#idx + 1] = i - 1 end
+  end
+  if #idx == 0 then fail("%s: an empty result (Kiln has no empty tensors)", who()) end
+  local shape = copy(src.shape)
+  shape[d + 1] = #idx
+  local iv = ref({shape = {#idx}, dt = "i32", k = idx, name = N.node.outputs[1] .. "_index"})
+  out(1, string.format("kiln.gather(%s, %s, %d)", e, iv, d), shape, x.dt)
+end)
+
+op("ReverseSequence", "batch_axis time_axis", function()
+  local x = need_input(1, "input")
+  local lens = const_input(2, "sequence_lens")
+  local ba, ta = attr("batch_axis", "i", 1), attr("time_axis", "i", 0)
+  if #x.shape < 2 then fail("%s: needs rank >= 2", who()) end
+  local nb, nt = x.shape[ba + 1], x.shape[ta + 1]
+  if #lens ~= nb then fail("%s: %d sequence_lens for a batch of %d", who(), #lens, nb) end
+  need_dt(x, "f32", "input")
+  -- the time index every element reads: reversed below its sequence's length
+  local full, k = copy(x.shape), {}
+  fold_limit(numel(full))
+  local st = strides(full)
+  for i = 0, numel(full) - 1 do
+    local b, t = (i // st[ba + 1]) % nb, (i // st[ta + 1]) % nt
+    local l = lens[b + 1]
+    k[i + 1] = t < l and l - 1 - t or t
+  end
+  local iv = ref({shape = full, dt = "i32", k = k, name = N.node.outputs[1] .. "_index"})
+  out(1, string.format("kiln.take_along_dim(%s, %s, %d)", ref(x), iv, ta), full, x.dt)
+end)
+
+-- Scatter with import-time indices: a constant 0/1 matrix [numel(data), numel(updates)]
+-- routes every update to its place (sums duplicates for reduction "add"), and a mask keeps
+-- data where nothing is written. Contract: places[u] = flat data index update u writes.
+local function scatter_out(data, updates, places, reduction)
+  local nd, nu = numel(data.shape), numel(updates.shape)
+  fold_limit(nd * nu)
+  local m, hit = {}, {}
+  for i = 1, nd * nu do m[i] = 0.0 end
+  for i = 1, nd do hit[i] = 0 end
+  for u, p in ipairs(places) do
+    if reduction == "none" then   -- the last write wins
+      for j = 1, nu do if m[p * nu + j] ~= 0 then m[p * nu + j] = 0.0 end end
+    end
+    m[p * nu + u] = 1.0
+    hit[p + 1] = 1
+  end
+  local mv = ref({shape = {nd, nu}, dt = "f32", k = m, name = N.node.outputs[1] .. "_route"})
+  local hv = ref({shape = data.shape, dt = "bool", k = hit, name = N.node.outputs[1] .. "_written"})
+  local routed = string.format("kiln.matmul(%s, %s:reshape({%d})):reshape(%s)", mv, ref(updates), nu, shape_lua(data.shape))
+  if reduction == "add" then return string.format("%s + %s", ref(data), routed) end
+  if reduction ~= "none" then fail("%s: reduction %q is not supported", who(), reduction) end
+  return string.format("kiln.where(%s, %s, %s)", hv, routed, ref(data))
+end
+
+op("ScatterElements Scatter", "axis reduction", function()
+  local data, updates = need_input(1, "data"), need_input(3, "updates")
+  need_dt(data, "f32", "data")
+  local idx = const_input(2, "indices")
+  local iv = input(2)
+  local ax = axis_of(attr("axis", "i", 0), #data.shape, who())
+  local n = data.shape[ax + 1]
+  local sd, su = strides(data.shape), strides(iv.shape)
+  local places = {}
+  for u = 0, #idx - 1 do
+    local p, rem = 0, u
+    for dd = 1, #iv.shape do
+      local c = rem // su[dd]
+      rem = rem % su[dd]
+      if dd == ax + 1 then
+        c = idx[u + 1]
+        if c < -n or c >= n then fail("%s: index %d out of range for a dim of %d", who(), c, n) end
+        if c < 0 then c = c + n end
+      end
+      p = p + c * sd[dd]
+    end
+    places[u + 1] = p
+  end
+  out(1, scatter_out(data, updates, places, attr("reduction", "s", "none")), copy(data.shape), "f32")
+end)
+
+op("ScatterND", "reduction", function()
+  local data, updates = need_input(1, "data"), need_input(3, "updates")
+  need_dt(data, "f32", "data")
+  local idx = const_input(2, "indices")
+  local iv = input(2)
+  local q = iv.shape[#iv.shape]
+  local sd = strides(data.shape)
+  local slice = 1
+  for dd = q + 1, #data.shape do slice = slice * data.shape[dd] end
+  local places = {}
+  for t = 0, #idx // q - 1 do
+    local base = 0
+    for j = 1, q do
+      local c, n = idx[t * q + j], data.shape[j]
+      if c < -n or c >= n then fail("%s: index %d out of range for a dim of %d", who(), c, n) end
+      base = base + (c < 0 and c + n or c) * sd[j]
+    end
+    for e = 0, slice - 1 do places[#places + 1] = base + e end
+  end
+  out(1, scatter_out(data, updates, places, attr("reduction", "s", "none")), copy(data.shape), "f32")
 end)
 
 for _, name in ipairs({"If", "Loop", "Scan"}) do
