@@ -305,20 +305,22 @@ local function ints_lua(t)
 end
 
 
--- ---- op handlers (onnx_ops.lua) ----
+-- ---- op handlers (onnx_ops.lua, onnx_shape.lua) ----
 -- H[op] = {attrs = "names it reads", f = function() ... end}; fold[op](ins) computes an
 -- op of constants at import time. onnx_ops.lua fills both from the helpers below.
 
 local H, fold = {}, {}
-local register_ops = select(3, ...)
-register_ops({
+local register_ops, register_shape_ops = select(3, ...)
+local ctx = {
   H = H, fold = fold, N = N, vals = vals, opset = opset, fail = fail, who = who, input = input,
   need_input = need_input, attr = attr, const_input = const_input, need_dt = need_dt, out = out,
   out_const = out_const, only_outputs = only_outputs, ref = ref, arg = arg, num = num, numel = numel,
   shape_lua = shape_lua, ints_lua = ints_lua, copy = copy, bcast = bcast, axis_of = axis_of, strides = strides,
   line = line, bind = bind, lua_name = lua_name, use_table = use_table, kiln_dtype = kiln_dtype,
   onnx_dtype_names = onnx_dtype_names, tensor_value = tensor_value, convert_values = convert_values,
-})
+}
+register_ops(ctx)
+register_shape_ops(ctx)
 
 -- ---- the graph ----
 
