@@ -58,11 +58,14 @@ static ImportArgs parse_import_args(int argc, char **argv) {
 
 /* The model name: --name, else the file's base name without .onnx, made a C identifier
  * (other characters become '_', a leading digit gets an 'm'). */
+static bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
 static const char *model_name(const ImportArgs *a) {
   if (a->name) {
     bool ok = a->name[0] && !(a->name[0] >= '0' && a->name[0] <= '9');
-    for (const char *p = a->name; *p; p++)
-      ok &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+    for (const char *p = a->name; *p; p++) ok &= ident_char(*p);
     if (!ok) kiln_error("import: --name %s is not a C identifier", a->name);
     return a->name;
   }
@@ -70,14 +73,9 @@ static const char *model_name(const ImportArgs *a) {
   base = base ? base + 1 : a->file;
   size_t n = strlen(base);
   if (n > 5 && strcmp(base + n - 5, ".onnx") == 0) n -= 5;
-  bool digit = n && base[0] >= '0' && base[0] <= '9';
-  char *s = kiln_alloc(n + 3);
-  if (digit || !n) s[0] = 'm';
-  for (size_t i = 0; i < n; i++) {
-    char c = base[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-    s[strlen(s)] = ok ? c : '_';
-  }
+  char *s = kiln_alloc(n + 2), *p = s;
+  if (!n || (base[0] >= '0' && base[0] <= '9')) *p++ = 'm';
+  for (size_t i = 0; i < n; i++) *p++ = ident_char(base[i]) ? base[i] : '_';
   return s;
 }
 
