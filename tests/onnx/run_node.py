@@ -13,7 +13,9 @@ Kiln). Per case:
      UNSUPPORTED (printed, never counted as a pass); any other import error is a FAIL.
   2. `kiln run` on every data set: the interpreter's outputs against the expected ones.
   3. `kiln build`, and the generated C of many cases linked into one driver program per
-     batch (one compiler run for the batch, not one per case), run on the same inputs.
+     batch (one compiler run for the batch, not one per case; -std=c11 -Wall -Wextra
+     -Wpedantic -Werror, so a warning in generated code fails the batch), run on the
+     same inputs.
 Prints PASS / FAIL / UNSUPPORTED lines, one per case, and with --results writes a TSV
 (case, ops, status, reason) for tests/onnx/table.py.
 
@@ -282,7 +284,7 @@ def run_c_batch(batch, work, cc, bi):
     with open(drv, "w") as f:
         f.write("".join(src))
     exe = os.path.join(work, f"driver{bi}")
-    cmd = [cc, "-std=c11", "-O1", "-w", "-o", exe, drv] + [f"{c.dir}/c/{c.cname}.c" for c in batch] + ["-lm"]
+    cmd = [cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-o", exe, drv] + [f"{c.dir}/c/{c.cname}.c" for c in batch] + ["-lm"]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         for c in batch:
