@@ -17,6 +17,8 @@
 #                          message, printed and counted nowhere
 #   onnx/node/torch_cnn    a small CNN exported by torch.onnx.export (tests/onnx/torch_cnn.py),
 #                          imported with -D batch=2, against PyTorch in float64
+#   onnx/node/torch_rnn    a bidirectional GRU into an LSTM, exported the same way (ONNX's own
+#                          tests have only forward recurrences)
 #   onnx/node/long_chain   220 nodes (tests/onnx/long_chain.py): more values than Lua's 200
 #                          locals, kept in a table by the script, against numpy in float64
 #   onnx/canary/<case>     the runner itself: a node test with its expected output nudged by
@@ -62,7 +64,7 @@ fi
 # ---- a PyTorch CNN, and determinism on it ----
 mkdir -p "$WORK/models"
 if ! $PY tests/onnx/torch_cnn.py "$WORK/models" > "$WORK/torch.log" 2>&1; then
-  echo "FAIL $S/node/torch_cnn: export failed: $(tail -n 1 "$WORK/torch.log")"
+  echo "FAIL $S/node/torch_cnn: export of the PyTorch models failed: $(tail -n 1 "$WORK/torch.log")"
 else
   m=$WORK/models/torch_cnn/model.onnx
   "$KILN" import "$m" -o "$WORK/d1" -D batch=2 2> /dev/null

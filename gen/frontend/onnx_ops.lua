@@ -981,6 +981,143 @@ op("GatherND", "batch_dims", function()
   out(1, string.format("kiln.gather(%s:reshape(%s), %s, 0)", ref(x), shape_lua(flat), lin), shape, x.dt)
 end)
 
+-- ---- recurrent layers ----
+
+-- RNN, GRU and LSTM as a Lua loop in the script: the input projection of every step in
+-- one matmul, then the gates step by step in ONNX's equations and gate order (LSTM i o f
+-- c, GRU z r h), per direction. The tracer unrolls the loop. Variable sequence lengths,
+-- clip and input_forget are refused.
+local rnn_gates = {RNN = 1, GRU = 3, LSTM = 4}
+local rnn_default_acts = {RNN = {"Tanh"}, GRU = {"Sigmoid", "Tanh"}, LSTM = {"Sigmoid", "Tanh", "Tanh"}}
+local rnn_act_fn = {Sigmoid = "kiln.sigmoid", Tanh = "kiln.tanh", Relu = "kiln.relu"}
+
+local function recurrent()
+  local kind = N.node.op
+  local x, w, r, b = need_input(1, "X"), need_input(2, "W"), need_input(3, "R"), input(4)
+  local h0, c0, p = input(6), kind == "LSTM" and input(7) or nil, kind == "LSTM" and input(8) or nil
+  need_dt(x, "f32", "input X")
+  local hs = attr("hidden_size", "i", nil)
+  if not hs or hs < 1 then fail("%s: needs hidden_size", who()) end
+  local dir = attr("direction", "s", "forward")
+  local dirs = dir == "bidirectional" and 2 or 1
+  if dir ~= "forward" and dir ~= "reverse" and dir ~= "bidirectional" then fail("%s: direction %q", who(), dir) end
+  local layout = attr("layout", "i", 0)
+  if attr("clip", "f", nil) then fail("%s: clip is not supported", who()) end
+  if attr("input_forget", "i", 0) ~= 0 then fail("%s: input_forget is not supported", who()) end
+  if attr("activation_alpha", "floats", nil) or attr("activation_beta", "floats", nil) then
+    fail("%s: activation_alpha/beta are not supported", who())
+  end
+  local acts = attr("activations", "strings", nil)
+  local na = #rnn_default_acts[kind]
+  local fn = {}
+  for d = 1, dirs do
+    fn[d] = {}
+    for j = 1, na do
+      local a = acts and acts[(d - 1) * na + j] or rnn_default_acts[kind][j]
+      fn[d][j] = rnn_act_fn[a] or fail("%s: activation %q is not supported", who(), tostring(a))
+    end
+  end
+  local lbr = kind == "GRU" and attr("linear_before_reset", "i", 0) ~= 0
+  local seq, batch = x.shape[layout == 0 and 1 or 2], x.shape[layout == 0 and 2 or 1]
+  if input(5) then
+    for _, l in ipairs(const_input(5, "sequence_lens")) do
+      if l ~= seq then fail("%s: sequence_lens shorter than the sequence are not supported", who()) end
+    end
+  end
+  local G = rnn_gates[kind]
+  -- constants the block reads are declared before it: a local inside would end with it
+  for _, v in ipairs({x, w, r, b or x, h0 or x, c0 or x, p or x}) do ref(v) end
+  local ids, decl = {}, {}
+  for i = 1, (kind == "LSTM" and 3 or 2) do
+    local o = N.node.outputs[i]
+    if o and o ~= "" then ids[i] = lua_name(o); decl[#decl + 1] = ids[i] end
+  end
+  if not use_table and #decl > 0 then line("local " .. table.concat(decl, ", ")) end
+  local label = N.node.name ~= "" and (" " .. N.node.name:gsub("%c", "?")) or ""
+  line(string.format("do  -- %s%s: unrolled over %d time steps, %s, gates in ONNX's order (%s)", kind, label, seq,
+    dir, ({RNN = "i", GRU = "z r h", LSTM = "i o f c"})[kind]))
+  local xs = ref(x)
+  if layout ~= 0 then xs = xs .. ":transpose(0, 1)" end
+  local ys, hl, cl = {}, {}, {}
+  for d = 0, dirs - 1 do
+    local f, g, hf = fn[d + 1][1], fn[d + 1][2], fn[d + 1][3]
+    local function L(fmt, ...) line("  " .. string.format(fmt, ...)) end
+    -- the block's names, taken like the graph's (no clash with an ONNX value's name)
+    local nm = {}
+    for _, k in ipairs({"w", "r", "wb", "rb", "xw", "h", "c", "p", "ys"}) do nm[k] = lua_name(k .. d) end
+    L("local %s, %s = %s:select(0, %d), %s:select(0, %d)", nm.w, nm.r, ref(w), d, ref(r), d)
+    local xw = string.format("kiln.matmul(%s, %s, {trans_b = true})", xs, nm.w)
+    local rb = nil
+    if b then
+      L("local %s, %s = %s:select(0, %d):slice(0, 0, %d), %s:select(0, %d):slice(0, %d, %d)", nm.wb, nm.rb, ref(b), d,
+        G * hs, ref(b), d, G * hs, 2 * G * hs)
+      if kind == "GRU" then xw = xw .. " + " .. nm.wb; rb = nm.rb
+      else xw = xw .. string.format(" + %s + %s", nm.wb, nm.rb) end
+    end
+    L("local %s = %s  -- every step's input projection", nm.xw, xw)
+    local hinit = h0 and string.format("%s:select(0, %d)", ref(h0), d) or string.format("kiln.zeros({%d, %d})", batch, hs)
+    L("local %s = %s", nm.h, hinit)
+    if kind == "LSTM" then
+      L("local %s = %s", nm.c, c0 and string.format("%s:select(0, %d)", ref(c0), d) or string.format("kiln.zeros({%d, %d})", batch, hs))
+      if p then L("local %s = %s:select(0, %d)", nm.p, ref(p), d) end
+    end
+    L("local %s = {}", nm.ys)
+    local rev = (dir == "reverse") or d == 1
+    L(rev and "for t = %d, 0, -1 do" or "for t = 0, %d do", seq - 1)
+    local function gate(j) return string.format("g:slice(1, %d, %d)", (j - 1) * hs, j * hs) end
+    local h, c, pp = nm.h, nm.c, nm.p
+    if kind == "RNN" then
+      L("  %s = %s(%s:select(0, t) + kiln.matmul(%s, %s, {trans_b = true}))", h, f, nm.xw, h, nm.r)
+    elseif kind == "GRU" then
+      L("  local x_t = %s:select(0, t)", nm.xw)
+      L("  local g = kiln.matmul(%s, %s:slice(0, 0, %d), {trans_b = true})%s", h, nm.r, 2 * hs,
+        rb and string.format(" + %s:slice(0, 0, %d)", rb, 2 * hs) or "")
+      L("  local z = %s(x_t:slice(1, 0, %d) + %s)", f, hs, gate(1))
+      L("  local rt = %s(x_t:slice(1, %d, %d) + %s)", f, hs, 2 * hs, gate(2))
+      local rh = string.format("%s:slice(0, %d, %d)", nm.r, 2 * hs, 3 * hs)
+      local rbh = rb and string.format(" + %s:slice(0, %d, %d)", rb, 2 * hs, 3 * hs) or ""
+      if lbr then
+        L("  local n = %s(x_t:slice(1, %d, %d) + rt * (kiln.matmul(%s, %s, {trans_b = true})%s))", g, 2 * hs, 3 * hs, h, rh, rbh)
+      else
+        L("  local n = %s(x_t:slice(1, %d, %d) + kiln.matmul(rt * %s, %s, {trans_b = true})%s)", g, 2 * hs, 3 * hs, h, rh, rbh)
+      end
+      L("  %s = (1 - z) * n + z * %s", h, h)
+    else
+      L("  local g = %s:select(0, t) + kiln.matmul(%s, %s, {trans_b = true})", nm.xw, h, nm.r)
+      local pi = p and string.format(" + %s:slice(0, 0, %d) * %s", pp, hs, c) or ""
+      local pf = p and string.format(" + %s:slice(0, %d, %d) * %s", pp, 2 * hs, 3 * hs, c) or ""
+      L("  local i = %s(%s%s)", f, gate(1), pi)
+      L("  local f = %s(%s%s)", f, gate(3), pf)
+      L("  %s = f * %s + i * %s(%s)", c, c, g, gate(4))
+      local po = p and string.format(" + %s:slice(0, %d, %d) * %s", pp, hs, 2 * hs, c) or ""
+      L("  local o = %s(%s%s)", f, gate(2), po)
+      L("  %s = o * %s(%s)", h, hf, c)
+    end
+    L("  %s[t + 1] = %s", nm.ys, h)
+    L("end")
+    ys[#ys + 1] = string.format("kiln.stack(%s, 0)", nm.ys)
+    hl[#hl + 1], cl[#cl + 1] = h, c
+  end
+  local yshape, hshape = {seq, dirs, batch, hs}, {dirs, batch, hs}
+  local ye = string.format("kiln.stack({%s}, 1)", table.concat(ys, ", "))
+  local he = string.format("kiln.stack({%s}, 0)", table.concat(hl, ", "))
+  local ce = string.format("kiln.stack({%s}, 0)", table.concat(cl, ", "))
+  if layout ~= 0 then
+    ye, yshape = ye .. ":permute({2, 0, 1, 3})", {batch, seq, dirs, hs}
+    he, ce, hshape = he .. ":transpose(0, 1)", ce .. ":transpose(0, 1)", {batch, dirs, hs}
+  end
+  local exprs, shapes = {ye, he, ce}, {yshape, hshape, hshape}
+  for i = 1, 3 do
+    if ids[i] then
+      line(string.format("  %s = %s", bind(ids[i]), exprs[i]))
+      vals[N.node.outputs[i]] = {shape = shapes[i], dt = "f32", ref = bind(ids[i]), name = N.node.outputs[i]}
+    end
+  end
+  line("end")
+end
+op("RNN GRU LSTM", "activation_alpha activation_beta activations clip direction hidden_size input_forget layout " ..
+  "linear_before_reset", recurrent)
+
 for _, name in ipairs({"If", "Loop", "Scan"}) do
   H[name] = {attrs = "then_branch else_branch body num_scan_inputs scan_input_axes scan_input_directions " ..
     "scan_output_axes scan_output_directions", f = function()

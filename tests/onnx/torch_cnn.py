@@ -1,7 +1,7 @@
-"""torch_cnn.py OUT_DIR — a small CNN defined in PyTorch, exported with torch.onnx.export,
-written as a case in the layout of ONNX's node tests (OUT_DIR/torch_cnn/model.onnx,
-test_data_set_N/input_0.pb, output_0.pb) so run_node.py imports, builds and checks it
-like any other case.
+"""torch_cnn.py OUT_DIR — a small CNN (and a small GRU/LSTM network, torch_rnn) defined in
+PyTorch, exported with torch.onnx.export, written as cases in the layout of ONNX's node
+tests (OUT_DIR/torch_cnn/model.onnx, test_data_set_N/input_0.pb, output_0.pb) so
+run_node.py imports, builds and checks them like any other case.
 
 The expected outputs are the same network evaluated by PyTorch in float64 (the exported
 float32 weights, widened), so they carry no float32 rounding of their own: the tolerance
@@ -44,7 +44,46 @@ class SmallCNN(torch.nn.Module):
         return torch.log_softmax(self.fc2(y), dim=1)
 
 
+class SmallRNN(torch.nn.Module):
+    """A bidirectional GRU feeding an LSTM, then a linear layer on the last step: ONNX's
+    GRU (linear_before_reset, both directions) and LSTM as PyTorch exports them."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(8, 6, batch_first=True, bidirectional=True)
+        self.lstm = torch.nn.LSTM(12, 5, batch_first=True)
+        self.fc = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        y, _ = self.gru(x)
+        y, _ = self.lstm(y)
+        return self.fc(y[:, -1])
+
+
+def export(model, name, shape, dynamic, root):
+    """Writes root/name/model.onnx and two data sets with float64 PyTorch's outputs."""
+    out = os.path.join(root, name)
+    os.makedirs(out, exist_ok=True)
+    model.eval()
+    x0 = torch.randn(*shape)
+    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
+    torch.onnx.export(model, x0, os.path.join(out, "model.onnx"), input_names=["input"], output_names=["output"],
+                      dynamic_axes=axes, opset_version=14)
+    ref = model.double()
+    for s, x in enumerate([x0, torch.randn(*shape) * 2]):
+        d = os.path.join(out, f"test_data_set_{s}")
+        os.makedirs(d, exist_ok=True)
+        with torch.no_grad():
+            y = ref(x.double()).float()
+        with open(os.path.join(d, "input_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(x.numpy(), "input").SerializeToString())
+        with open(os.path.join(d, "output_0.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(y.numpy(), "output").SerializeToString())
+
+
 def main():
+    torch.manual_seed(1)
+    export(SmallRNN(), "torch_rnn", (2, 7, 8), False, sys.argv[1])
     out = os.path.join(sys.argv[1], "torch_cnn")
     torch.manual_seed(0)
     model = SmallCNN()
