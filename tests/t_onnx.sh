@@ -21,6 +21,8 @@
 #                          tests have only forward recurrences)
 #   onnx/node/long_chain   220 nodes (tests/onnx/long_chain.py): more values than Lua's 200
 #                          locals, kept in a table by the script, against numpy in float64
+#   onnx/node/count        at least tests/onnx/min_pass node tests pass (a regression guard:
+#                          a handler that starts refusing shows, not just a new UNSUPPORTED)
 #   onnx/canary/<case>     the runner itself: a node test with its expected output nudged by
 #                          one ulp (an exact op) and by 1e-5 relative (an elementwise op) must
 #                          FAIL, so a PASS means something
@@ -118,4 +120,8 @@ mkdir -p "$WORK/node"
 $PY tests/onnx/run_node.py "$KILN" "$DATA" "$WORK/node" --results "$WORK/node.tsv" > "$WORK/node.out"
 grep -v '^onnx node tests' "$WORK/node.out"
 echo "NOTE $S/node: $(tail -n 1 "$WORK/node.out" | sed 's/^onnx node tests: //') (docs/onnx-conformance.md)"
+passed=$(grep -c '^PASS onnx/node/test_' "$WORK/node.out")
+floor=$(cat tests/onnx/min_pass)
+if [ "$passed" -ge "$floor" ]; then echo "PASS $S/node/count: $passed cases pass (at least $floor)"
+else echo "FAIL $S/node/count: $passed cases pass, fewer than the $floor of tests/onnx/min_pass"; fi
 if [ -n "$ONNX_RESULTS" ]; then cp "$WORK/node.tsv" "$ONNX_RESULTS"; fi
