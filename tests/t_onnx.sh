@@ -19,6 +19,8 @@
 #                          imported with -D batch=2, against PyTorch in float64
 #   onnx/node/torch_rnn    a bidirectional GRU into an LSTM, exported the same way (ONNX's own
 #                          tests have only forward recurrences)
+#   onnx/node/torch_transformer  an encoder layer with dynamic batch and sequence dims: its
+#                          reshapes come from Shape -> Gather -> Concat chains the import folds
 #   onnx/node/long_chain   220 nodes (tests/onnx/long_chain.py): more values than Lua's 200
 #                          locals, kept in a table by the script, against numpy in float64
 #   onnx/node/count        at least tests/onnx/min_pass node tests pass (a regression guard:

@@ -1,4 +1,5 @@
-"""torch_cnn.py OUT_DIR — a small CNN (and a small GRU/LSTM network, torch_rnn) defined in
+"""torch_cnn.py OUT_DIR — a small CNN (and a GRU/LSTM network, torch_rnn, and a transformer
+encoder layer with dynamic batch and sequence dims, torch_transformer) defined in
 PyTorch, exported with torch.onnx.export, written as cases in the layout of ONNX's node
 tests (OUT_DIR/torch_cnn/model.onnx, test_data_set_N/input_0.pb, output_0.pb) so
 run_node.py imports, builds and checks them like any other case.
@@ -60,13 +61,28 @@ class SmallRNN(torch.nn.Module):
         return self.fc(y[:, -1])
 
 
+class SmallTransformer(torch.nn.Module):
+    """A post-norm encoder layer (multi-head attention, feed-forward) and a layer norm,
+    exported with dynamic batch and sequence dims: the export computes every reshape's
+    target from Shape -> Gather -> Unsqueeze -> Concat chains, which the import folds."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dropout=0.0)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x):
+        return self.norm(self.layer(x))
+
+
 def export(model, name, shape, dynamic, root):
-    """Writes root/name/model.onnx and two data sets with float64 PyTorch's outputs."""
+    """Writes root/name/model.onnx and two data sets with float64 PyTorch's outputs;
+    dynamic maps input dims to dim_param names (the runner gives them with -D)."""
     out = os.path.join(root, name)
     os.makedirs(out, exist_ok=True)
     model.eval()
     x0 = torch.randn(*shape)
-    axes = {"input": {0: "batch"}, "output": {0: "batch"}} if dynamic else None
+    axes = {"input": dynamic, "output": dynamic} if dynamic else None
     torch.onnx.export(model, x0, os.path.join(out, "model.onnx"), input_names=["input"], output_names=["output"],
                       dynamic_axes=axes, opset_version=14)
     ref = model.double()
@@ -83,7 +99,8 @@ def export(model, name, shape, dynamic, root):
 
 def main():
     torch.manual_seed(1)
-    export(SmallRNN(), "torch_rnn", (2, 7, 8), False, sys.argv[1])
+    export(SmallRNN(), "torch_rnn", (2, 7, 8), None, sys.argv[1])
+    export(SmallTransformer(), "torch_transformer", (2, 5, 16), {0: "batch", 1: "seq"}, sys.argv[1])
     out = os.path.join(sys.argv[1], "torch_cnn")
     torch.manual_seed(0)
     model = SmallCNN()
