@@ -286,10 +286,13 @@ end
 local function out_const(i, k, shape, dt)
   local name = N.node.outputs[i]
   if not name or name == "" then return end
+  local v = {shape = shape, dt = dt, k = k, name = name}
   for _, d in ipairs(shape) do
-    if d == 0 then fail("%s: an empty tensor (a dim of 0): Kiln has no empty tensors", who()) end
+    -- an empty constant may still fold (a shape prefix of length 0 in a Concat); an op
+    -- that traces it fails in ref
+    if d == 0 then v.empty = who() end
   end
-  vals[name] = {shape = shape, dt = dt, k = k, name = name}
+  vals[name] = v
 end
 
 local function only_outputs(n)
@@ -383,6 +386,13 @@ local function declare_inputs()
         local dt = kiln_dtype[inp.dtype]
         if not dt then fail("%s: unsupported dtype %s", what, onnx_dtype_names[inp.dtype] or tostring(inp.dtype)) end
         if not inp.dims then fail("%s: no shape in the model (Kiln needs static shapes)", what) end
+        local zero = false
+        for _, d in ipairs(inp.dims) do zero = zero or d == 0 end
+        if zero then   -- always empty, so its (no) values are known: a constant, not a run-time input
+          line(string.format("-- graph input '%s' is empty (a dim of 0): not an input of the Kiln model", inp.name:gsub("%c", "?")))
+          vals[inp.name] = {shape = copy(inp.dims), dt = dt, k = {}, empty = what, name = inp.name}
+          goto continue
+        end
         local shape = {}
         for i, d in ipairs(inp.dims) do
           if type(d) == "string" then
@@ -408,6 +418,7 @@ local function declare_inputs()
         vals[inp.name] = {shape = shape, dt = dt, ref = bind(id), name = inp.name}
       end
     end
+    ::continue::
   end
   local extra = next(opts.freeze)
   if extra then fail("--freeze %s: the model has no graph input of that name", extra) end

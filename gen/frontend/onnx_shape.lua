@@ -32,6 +32,7 @@ local function reshape_target(x, spec, allowzero)
     if d == -1 then
       if infer then fail("%s: two -1 entries in the shape", who()) end
       infer = i
+    elseif d == 0 then fail("%s: shape entry %d is 0: an empty tensor (Kiln has no empty tensors)", who(), i)
     elseif d < 1 then fail("%s: shape entry %d is %d", who(), i, d)
     else known = known * d end
     shape[i] = d
@@ -192,7 +193,7 @@ op("Split", "axis split num_outputs", function()
 end)
 
 -- Slice bounds per axis, normalised as ONNX defines them: {axis, start, stop, step}.
-local function slice_spec()
+local function slice_spec(allow_empty)
   local x = need_input(1, "data")
   local starts, ends, axes, steps
   if opset < 10 then
@@ -218,7 +219,7 @@ local function slice_spec()
       s, e = math.max(0, math.min(s, n - 1)), math.max(-1, math.min(e, n - 1))
       shape[d + 1] = math.max(0, (s - e + (-step) - 1) // (-step))
     end
-    if shape[d + 1] == 0 then fail("%s: an empty slice (Kiln has no empty tensors)", who()) end
+    if shape[d + 1] == 0 and not allow_empty then fail("%s: an empty slice (Kiln has no empty tensors)", who()) end
     spec[#spec + 1] = {d, s, e, step, n}
   end
   return x, spec, shape
@@ -240,7 +241,7 @@ op("Slice", "starts ends axes", function()
   out(1, e, shape, x.dt)
 end)
 fold.Slice = function(ins)
-  local x, spec, shape = slice_spec()
+  local x, spec, shape = slice_spec(true)   -- an empty constant may still fold on
   local idx = {}
   for d = 1, #x.shape do
     local list = {}

@@ -187,7 +187,8 @@ def import_case(c, kbin, work):
     text = open(c.script).read()
     c.in_names = re.findall(r'kiln\.input\("([^"]+)"', text)
     c.out_names = re.findall(r'kiln\.output\("([^"]+)"', text)
-    c.live = [i for i in range(len(c.inputs)) if c.inputs[i] not in frozen]
+    # inputs the model declares empty (a dim of 0) are constants of the script, not inputs
+    c.live = [i for i in range(len(c.inputs)) if c.inputs[i] not in frozen and read_pb(c.sets[0][0][i]).size > 0]
     if len(c.in_names) != len(c.live) or len(c.out_names) != len(c.outputs):
         c.done("FAIL", "the script's inputs/outputs do not match the model's")
 
