@@ -1118,6 +1118,55 @@ end
 op("RNN GRU LSTM", "activation_alpha activation_beta activations clip direction hidden_size input_forget layout " ..
   "linear_before_reset", recurrent)
 
+-- TopK as k rounds of argmax (argmin for the smallest): each round takes the first
+-- extreme (ONNX's order among equal values: the lower index first) and masks it with -inf
+-- (+inf). Limit: when the data hold -inf (+inf) and K reaches them, a masked element ties
+-- with them and an index can repeat (docs/onnx.md).
+op("TopK", "axis largest sorted", function()
+  local x = need_input(1, "X")
+  need_dt(x, "f32", "input X")
+  local k = math.tointeger(scalar_input(2, "K"))
+  local ax = axis_of(attr("axis", "i", -1), #x.shape, who())
+  local n = x.shape[ax + 1]
+  if not k or k < 1 or k > n then fail("%s: K = %s must be between 1 and the dim's %d", who(), tostring(k), n) end
+  if k > 64 then fail("%s: K = %d is not supported (at most 64)", who(), k) end
+  attr("sorted", "i", 1)   -- the rounds give sorted order either way
+  local pick = attr("largest", "i", 1) ~= 0 and "kiln.argmax" or "kiln.argmin"
+  ref(x)
+  local shape = copy(x.shape)
+  shape[ax + 1] = k
+  local ids = {}
+  for i = 1, 2 do
+    local o = N.node.outputs[i]
+    if o and o ~= "" then ids[i] = lua_name(o) end
+  end
+  local decl = {}
+  for i = 1, 2 do if ids[i] then decl[#decl + 1] = ids[i] end end
+  if not use_table and #decl > 0 then line("local " .. table.concat(decl, ", ")) end
+  local nm = {rest = lua_name("rest"), vs = lua_name("vs"), is = lua_name("is"), pos = lua_name("pos")}
+  local ones = {}
+  for d = 1, #x.shape do ones[d] = d == ax + 1 and n or 1 end
+  line(string.format("do  -- TopK%s: K = %d rounds of %s along dim %d", N.node.name ~= "" and (" " .. N.node.name:gsub("%c", "?")) or "",
+    k, pick, ax))
+  line(string.format("  local %s, %s, %s = %s, {}, {}", nm.rest, nm.vs, nm.is, ref(x)))
+  line(string.format("  local %s = kiln.arange(%d):reshape(%s)", nm.pos, n, shape_lua(ones)))
+  line(string.format("  for j = 1, %d do", k))
+  line(string.format("    local i = %s(%s, %d, true)", pick, nm.rest, ax))
+  line(string.format("    %s[j], %s[j] = kiln.take_along_dim(%s, i, %d), i", nm.vs, nm.is, ref(x), ax))
+  line(string.format("    %s = kiln.where(kiln.eq(%s, i), %s, %s)", nm.rest, nm.pos,
+    pick == "kiln.argmax" and "-math.huge" or "math.huge", nm.rest))
+  line("  end")
+  local exprs = {string.format("kiln.concat(%s, %d)", nm.vs, ax), string.format("kiln.concat(%s, %d)", nm.is, ax)}
+  local dts = {"f32", "i32"}
+  for i = 1, 2 do
+    if ids[i] then
+      line(string.format("  %s = %s", bind(ids[i]), exprs[i]))
+      vals[N.node.outputs[i]] = {shape = copy(shape), dt = dts[i], ref = bind(ids[i]), name = N.node.outputs[i]}
+    end
+  end
+  line("end")
+end)
+
 for _, name in ipairs({"If", "Loop", "Scan"}) do
   H[name] = {attrs = "then_branch else_branch body num_scan_inputs scan_input_axes scan_input_directions " ..
     "scan_output_axes scan_output_directions", f = function()

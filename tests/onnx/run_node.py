@@ -46,7 +46,7 @@ EPS = 2.0 ** -23
 EXACT_OPS = set("""Identity Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements
 Expand Tile Where Cast CastLike Equal Less LessOrEqual Greater GreaterOrEqual And Or Xor Not Relu Abs Neg Floor Ceil
 Round Sign MaxPool GlobalMaxPool ReduceMax ReduceMin ArgMax ArgMin Shape Size Constant ConstantOfShape Range Max Min
-Clip Dropout IsNaN IsInf Trilu DepthToSpace SpaceToDepth Pad OneHot PRelu LeakyRelu ThresholdedRelu GatherND""".split())
+Clip Dropout IsNaN IsInf Trilu DepthToSpace SpaceToDepth Pad OneHot PRelu LeakyRelu ThresholdedRelu GatherND TopK""".split())
 REDUCE_OPS = set("""MatMul Gemm Conv AveragePool GlobalAveragePool ReduceSum ReduceMean ReduceL1 ReduceL2 ReduceSumSquare
 ReduceLogSum ReduceLogSumExp Softmax LogSoftmax BatchNormalization InstanceNormalization LayerNormalization
 LpNormalization MeanVarianceNormalization Einsum CumSum Sum Mean ReduceProd Resize Upsample ConvTranspose LRN RNN GRU LSTM""".split())
