@@ -12,6 +12,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,6 +39,10 @@ static ImportArgs parse_import_args(int argc, char **argv) {
   ImportArgs a = {0};
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+      printf("%s\n(kiln --help lists the options; docs/onnx.md the supported ops)\n", import_usage);
+      exit(0);
+    }
     if (strcmp(s, "-o") == 0 || strcmp(s, "--out") == 0) a.outdir = arg_value(argc, argv, &i);
     else if (strcmp(s, "--name") == 0) a.name = arg_value(argc, argv, &i);
     else if (strcmp(s, "-D") == 0 || strcmp(s, "--freeze") == 0) {

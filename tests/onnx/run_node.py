@@ -227,8 +227,10 @@ typedef struct { const char *name; RunV run; size_t wfile, arena; int nin, nout;
 """
 
 DRIVER_MAIN = r"""
+/* C11's aligned_alloc wants a size that is a multiple of the alignment. */
+static void *alloc64(size_t n) { return aligned_alloc(64, (n + 64 + 63) / 64 * 64); }
 static void *slurp(const char *path, size_t n) {
-  void *p = aligned_alloc(64, n + 64);
+  void *p = alloc64(n);
   FILE *f = fopen(path, "rb");
   if (!f || fread(p, 1, n, f) != n) { fprintf(stderr, "cannot read %s\n", path); exit(2); }
   fclose(f);
@@ -243,13 +245,13 @@ int main(int argc, char **argv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/c/%s.weights", dir, md->name);
     unsigned char *w = slurp(path, md->wfile);
-    void *arena = aligned_alloc(64, md->arena + 64);
+    void *arena = alloc64(md->arena);
     const void *in[64]; void *out[64];
     for (int i = 0; i < md->nin; i++) {
       snprintf(path, sizeof path, "%s/in%s_%d.bin", dir, set, i);
       in[i] = slurp(path, md->isz[i]);
     }
-    for (int i = 0; i < md->nout; i++) out[i] = aligned_alloc(64, md->osz[i] + 64);
+    for (int i = 0; i < md->nout; i++) out[i] = alloc64(md->osz[i]);
     md->run(w + 64, arena, in, out);
     for (int i = 0; i < md->nout; i++) {
       snprintf(path, sizeof path, "%s/c%s_%d.bin", dir, set, i);
