@@ -447,7 +447,8 @@ local function main()
   for _, o in ipairs(model.outputs) do
     local v = vals[o.name]
     if not v then fail("graph output '%s' is produced by no node", o.name) end
-    outs[#outs + 1] = string.format("kiln.output(%q, %s)", c_name(o.name), ref(v))
+    outs[#outs + 1] = string.format("kiln.output(%q, %s)%s", c_name(o.name), ref(v),
+      o.dtype == 7 and "  -- int64 in the ONNX model: int32 here" or "")
   end
   for _, s in ipairs(outs) do line(s) end
   local _ = body_start
