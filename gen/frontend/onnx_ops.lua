@@ -452,8 +452,10 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
       if (o - 1) * s[i] >= x.shape[2 + i] + pb[i] then o = o - 1 end
       local extra = (o - 1) * s[i] + k[i] - (x.shape[2 + i] + pb[i] + pe[i])
       if extra > 0 then
-        if avg then fail("%s: ceil_mode with a partial last window is not supported for AveragePool", who()) end
-        pe[i] = pe[i] + extra                -- max pooling: padding never wins
+        if avg and count_pad then
+          fail("%s: ceil_mode with a partial last window and count_include_pad is not supported", who())
+        end
+        pe[i] = pe[i] + extra   -- max: padding never wins; average: excluded below (ratio of sums)
       end
     end
     if o < 1 then fail("%s: the kernel is larger than the padded input", who()) end
@@ -467,17 +469,28 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
   -- (with -inf for max, where padding never wins; with 0 when the average counts it).
   local wide = false
   for i = 1, 4 do wide = wide or p4[i] > k2[(i - 1) % 2 + 1] // 2 end
-  if wide then
-    if avg and not count_pad then fail("%s: pads wider than half the kernel without count_include_pad are not supported", who()) end
-    xs = string.format("kiln.pad(%s, {%d, %d, %d, %d}, \"constant\"%s)", xs, p4[2], p4[4], p4[1], p4[3],
-      avg and "" or ", -math.huge")
-    p4 = {0, 0, 0, 0}
-  end
   local o = {"kernel = " .. ints_lua(k2)}
   if s2[1] ~= k2[1] or s2[2] ~= k2[2] then o[#o + 1] = "stride = " .. ints_lua(s2) end
-  if p4[1] ~= 0 or p4[2] ~= 0 or p4[3] ~= 0 or p4[4] ~= 0 then o[#o + 1] = "padding = " .. ints_lua(p4) end
-  if avg then o[#o + 1] = "count_include_pad = " .. tostring(count_pad) end
-  local e = string.format("kiln.%s(%s, {%s})", avg and "avgpool2d" or "maxpool2d", xs, table.concat(o, ", "))
+  local e
+  if wide and avg and not count_pad then
+    -- an average over the valid elements only: the window sums of x padded with zeros
+    -- divided by those of a ones mask padded likewise (both averages count the padding)
+    local pads = string.format("{%d, %d, %d, %d}", p4[2], p4[4], p4[1], p4[3])
+    local ones = string.format("kiln.full(%s, 1)", shape_lua(r == 1 and {x.shape[1], x.shape[2], 1, x.shape[3]} or x.shape))
+    o[#o + 1] = "count_include_pad = true"
+    local opts = table.concat(o, ", ")
+    e = string.format("kiln.avgpool2d(kiln.pad(%s, %s), {%s}) / kiln.avgpool2d(kiln.pad(%s, %s), {%s})", xs, pads, opts,
+      ones, pads, opts)
+  else
+    if wide then
+      xs = string.format("kiln.pad(%s, {%d, %d, %d, %d}, \"constant\"%s)", xs, p4[2], p4[4], p4[1], p4[3],
+        avg and "" or ", -math.huge")
+      p4 = {0, 0, 0, 0}
+    end
+    if p4[1] ~= 0 or p4[2] ~= 0 or p4[3] ~= 0 or p4[4] ~= 0 then o[#o + 1] = "padding = " .. ints_lua(p4) end
+    if avg then o[#o + 1] = "count_include_pad = " .. tostring(count_pad) end
+    e = string.format("kiln.%s(%s, {%s})", avg and "avgpool2d" or "maxpool2d", xs, table.concat(o, ", "))
+  end
   if r == 1 then e = e .. ":squeeze(2)" end
   out(1, e, shape, "f32")
 end)
