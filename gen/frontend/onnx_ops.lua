@@ -1180,6 +1180,80 @@ op("TopK", "axis largest sorted", function()
   line("end")
 end)
 
+-- DFT as products with constant cosine and sine matrices along the signal axis:
+-- (xr + i xi) e^(-i 2 pi t k / n) = (xr C + xi S) + i (xi C - xr S), C[t][k] = cos(2 pi t k / n),
+-- S likewise with sin; the inverse flips the sign of S and divides by n.
+op("DFT", "axis inverse onesided", function()
+  local x = need_input(1, "input")
+  need_dt(x, "f32", "input")
+  if input(2) then fail("%s: the dft_length input is not supported", who()) end
+  local r = #x.shape
+  local parts = x.shape[r]
+  if parts ~= 1 and parts ~= 2 then fail("%s: the last dim must be 1 (real) or 2 (complex), is %d", who(), parts) end
+  local ax = attr("axis", "i", 1)
+  if ax < 0 then ax = ax + r end
+  if ax < 1 or ax >= r - 1 then fail("%s: axis %d is not a signal dim", who(), ax) end
+  local inv, onesided = attr("inverse", "i", 0) ~= 0, attr("onesided", "i", 0) ~= 0
+  if inv and onesided then fail("%s: inverse with onesided is not supported", who()) end
+  local n = x.shape[ax + 1]
+  local m = onesided and n // 2 + 1 or n
+  fold_limit(n * m)
+  local ck, sk = {}, {}
+  for t = 0, n - 1 do
+    for k = 0, m - 1 do
+      local a = 2 * math.pi * ((t * k) % n) / n
+      ck[#ck + 1], sk[#sk + 1] = math.cos(a), math.sin(a)
+    end
+  end
+  local base = N.node.outputs[1]
+  local cv = ref({shape = {n, m}, dt = "f32", k = ck, name = base .. "_cos"})
+  local sv = ref({shape = {n, m}, dt = "f32", k = sk, name = base .. "_sin"})
+  -- the signal axis last (rank r - 1 once the real/imaginary dim is selected)
+  local perm = {}
+  for d = 0, r - 2 do if d ~= ax then perm[#perm + 1] = d end end
+  perm[#perm + 1] = ax
+  local back = {}
+  for i, d in ipairs(perm) do back[d + 1] = i - 1 end
+  local s = ref(x)
+  local xr = string.format("%s:select(%d, 0):permute(%s)", s, r - 1, ints_lua(perm))
+  local xi = parts == 2 and string.format("%s:select(%d, 1):permute(%s)", s, r - 1, ints_lua(perm)) or nil
+  local function mm(a, b) return string.format("kiln.matmul(%s, %s)", a, b) end
+  local re, im
+  if not inv then
+    re = xi and (mm(xr, cv) .. " + " .. mm(xi, sv)) or mm(xr, cv)
+    im = xi and (mm(xi, cv) .. " - " .. mm(xr, sv)) or ("-" .. mm(xr, sv))
+  else
+    re = xi and ("(" .. mm(xr, cv) .. " - " .. mm(xi, sv) .. ") / " .. n) or (mm(xr, cv) .. " / " .. n)
+    im = xi and ("(" .. mm(xi, cv) .. " + " .. mm(xr, sv) .. ") / " .. n) or (mm(xr, sv) .. " / " .. n)
+  end
+  local shape = copy(x.shape)
+  shape[ax + 1], shape[r] = m, 2
+  out(1, string.format("kiln.stack({(%s):permute(%s), (%s):permute(%s)}, %d)", re, ints_lua(back), im, ints_lua(back), r - 1),
+    shape, "f32")
+end)
+
+-- Det of 2 x 2 and 3 x 3 matrices by their cofactor formulas.
+op("Det", "", function()
+  local x = need_input(1, "X")
+  need_dt(x, "f32", "input X")
+  local r = #x.shape
+  local n = x.shape[r]
+  if r < 2 or x.shape[r - 1] ~= n or n > 3 then fail("%s: only 1 x 1 to 3 x 3 matrices are supported", who()) end
+  local s = ref(x)
+  local function e(i, j) return string.format("%s:select(%d, %d):select(%d, %d)", s, r - 1, j, r - 2, i) end
+  local expr
+  if n == 1 then expr = e(0, 0)
+  elseif n == 2 then expr = string.format("%s * %s - %s * %s", e(0, 0), e(1, 1), e(0, 1), e(1, 0))
+  else
+    expr = string.format("%s * (%s * %s - %s * %s) - %s * (%s * %s - %s * %s) + %s * (%s * %s - %s * %s)",
+      e(0, 0), e(1, 1), e(2, 2), e(1, 2), e(2, 1), e(0, 1), e(1, 0), e(2, 2), e(1, 2), e(2, 0),
+      e(0, 2), e(1, 0), e(2, 1), e(1, 1), e(2, 0))
+  end
+  local shape = {}
+  for d = 1, r - 2 do shape[d] = x.shape[d] end
+  out(1, expr, shape, "f32")
+end)
+
 for _, name in ipairs({"If", "Loop", "Scan"}) do
   H[name] = {attrs = "then_branch else_branch body num_scan_inputs scan_input_axes scan_input_directions " ..
     "scan_output_axes scan_output_directions", f = function()
