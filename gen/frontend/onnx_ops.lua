@@ -1254,6 +1254,58 @@ op("Det", "", function()
   out(1, expr, shape, "f32")
 end)
 
+-- GridSample (bilinear or nearest; zeros or border padding): grid coordinates to pixel
+-- coordinates, then each tap a gather from the image flattened over H x W, weighted, and
+-- zero outside the image (zeros padding; border padding clamps the coordinates first).
+op("GridSample", "align_corners mode padding_mode", function()
+  local x, grid = need_input(1, "X"), need_input(2, "grid")
+  need_dt(x, "f32", "input X")
+  need_dt(grid, "f32", "grid")
+  if #x.shape ~= 4 or #grid.shape ~= 4 or grid.shape[4] ~= 2 or grid.shape[1] ~= x.shape[1] then
+    fail("%s: needs X [N, C, H, W] and grid [N, Ho, Wo, 2]", who())
+  end
+  local mode, pad = attr("mode", "s", "bilinear"), attr("padding_mode", "s", "zeros")
+  local align = attr("align_corners", "i", 0) ~= 0
+  if mode ~= "bilinear" and mode ~= "nearest" then fail("%s: mode %q is not supported", who(), mode) end
+  if pad ~= "zeros" and pad ~= "border" then fail("%s: padding_mode %q is not supported", who(), pad) end
+  local n, c, h, w = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  local ho, wo = grid.shape[2], grid.shape[3]
+  local xs, gs = ref(x), ref(grid)
+  local id = lua_name(N.node.outputs[1])
+  local nm = {tap = lua_name("tap"), ix = lua_name("ix"), iy = lua_name("iy"), flat = lua_name("flat")}
+  if not use_table then line("local " .. id) end
+  line(string.format("do  -- GridSample%s: %s, %s padding, align_corners %d", N.node.name ~= "" and (" " .. N.node.name:gsub("%c", "?")) or "",
+    mode, pad, align and 1 or 0))
+  local function un(g, size)   -- a normalised coordinate in [-1, 1] to pixels
+    if align then return string.format("(%s + 1) / 2 * %d", g, size - 1) end
+    return string.format("((%s + 1) * %d - 1) / 2", g, size)
+  end
+  line(string.format("  local %s, %s = %s, %s", nm.ix, nm.iy, un(gs .. ":select(3, 0)", w), un(gs .. ":select(3, 1)", h)))
+  if pad == "border" then
+    line(string.format("  %s, %s = kiln.clamp(%s, 0, %d), kiln.clamp(%s, 0, %d)", nm.ix, nm.iy, nm.ix, w - 1, nm.iy, h - 1))
+  end
+  line(string.format("  local %s = %s:reshape({%d, %d, %d})", nm.flat, xs, n, c, h * w))
+  line(string.format("  local function %s(py, px, weight)   -- pixel (py, px) of every output place, times weight; 0 outside", nm.tap))
+  line(string.format("    local inside = kiln.cast(px:ge(0), \"f32\") * kiln.cast(px:le(%d), \"f32\") * kiln.cast(py:ge(0), \"f32\") * " ..
+    "kiln.cast(py:le(%d), \"f32\")", w - 1, h - 1))
+  line(string.format("    local index = (kiln.clamp(py, 0, %d) * %d + kiln.clamp(px, 0, %d)):reshape({%d, 1, %d})", h - 1, w, w - 1, n, ho * wo))
+  line(string.format("    local v = kiln.take_along_dim(%s, kiln.cast(kiln.expand(index, {%d, %d, %d}), \"i32\"), 2)", nm.flat, n, c, ho * wo))
+  line(string.format("    return v:reshape({%d, %d, %d, %d}) * (weight * inside):unsqueeze(1)", n, c, ho, wo))
+  line("  end")
+  if mode == "nearest" then
+    line(string.format("  %s = %s(kiln.round(%s), kiln.round(%s), 1)", bind(id), nm.tap, nm.iy, nm.ix))
+  else
+    local x0, y0, wx, wy = lua_name("x0"), lua_name("y0"), lua_name("wx"), lua_name("wy")
+    line(string.format("  local %s, %s = kiln.floor(%s), kiln.floor(%s)", x0, y0, nm.ix, nm.iy))
+    line(string.format("  local %s, %s = %s - %s, %s - %s", wx, wy, nm.ix, x0, nm.iy, y0))
+    line(string.format("  %s = %s(%s, %s, (1 - %s) * (1 - %s)) + %s(%s, %s + 1, (1 - %s) * %s) + %s(%s + 1, %s, %s * (1 - %s)) + " ..
+      "%s(%s + 1, %s + 1, %s * %s)", bind(id), nm.tap, y0, x0, wy, wx, nm.tap, y0, x0, wy, wx, nm.tap, y0, x0, wy, wx,
+      nm.tap, y0, x0, wy, wx))
+  end
+  line("end")
+  vals[N.node.outputs[1]] = {shape = {n, c, ho, wo}, dt = "f32", ref = bind(id), name = N.node.outputs[1]}
+end)
+
 for _, name in ipairs({"If", "Loop", "Scan"}) do
   H[name] = {attrs = "then_branch else_branch body num_scan_inputs scan_input_axes scan_input_directions " ..
     "scan_output_axes scan_output_directions", f = function()
