@@ -362,7 +362,7 @@ local function translate_node(node, index)
 end
 
 -- Contract: the graph inputs (declared in the script, or constants from --freeze) and
--- the initializers become values; returns the inputs' declaration lines.
+-- the initializers become values; the declarations are script lines.
 local function declare_inputs()
   local inits = {}
   for _, t in ipairs(model.inits) do
@@ -371,10 +371,8 @@ local function declare_inputs()
     v.name, v.is_init = t.name, true
     vals[t.name] = v
   end
-  local any = false
   for _, inp in ipairs(model.inputs) do
     if not inits[inp.name] then
-      any = true
       local what = string.format("input '%s'", inp.name)
       local frozen = opts.freeze[inp.name]
       if frozen then
@@ -429,7 +427,6 @@ local function declare_inputs()
     end
     if not found then fail("-D %s: no input has a dynamic dim of that name", name) end
   end
-  return any
 end
 
 local function main()
@@ -439,9 +436,7 @@ local function main()
     "-- the ONNX op type in the comment. Build it with `kiln build` like any model script.",
     "local kiln = require \"kiln\"",
   }
-  local body_start = #lines
-  local any = declare_inputs()
-  local _ = any
+  declare_inputs()
   for i, node in ipairs(model.nodes) do translate_node(node, i) end
   local outs = {}
   for _, o in ipairs(model.outputs) do
@@ -451,7 +446,6 @@ local function main()
       o.dtype == 7 and "  -- int64 in the ONNX model: int32 here" or "")
   end
   for _, s in ipairs(outs) do line(s) end
-  local _ = body_start
   if #weights > 0 then header[#header + 1] = string.format("kiln.load(%q, {strict = true})", opts.name .. ".safetensors") end
   if use_table then header[#header + 1] = "local v = {}   -- the graph's values (more than Lua's 200 locals)" end
   local text = table.concat(header, "\n") .. "\n" .. table.concat(lines, "\n") .. "\n"

@@ -91,16 +91,14 @@ end
 fold.Neg = function(ins) local k = {} for i, v in ipairs(ins[1].k) do k[i] = -v end return k, ins[1].shape, ins[1].dt end
 fold.Not = function(ins) local k = {} for i, v in ipairs(ins[1].k) do k[i] = 1 - v end return k, ins[1].shape, "bool" end
 fold.Identity = function(ins) return ins[1].k, ins[1].shape, ins[1].dt end
+-- v's values broadcast to shape.
+local function spread(v, shape) return map2(v, v, shape, function(x) return x end) end
 fold.Where = function(ins)
   local c, a, b = ins[1], ins[2], ins[3]
   local shape = bcast(bcast(c.shape, a.shape, who()), b.shape, who())
-  local ca = map2(c, a, shape, function(x, y) return x ~= 0 and y or false end)
-  local cv = {shape = shape, k = map2(c, b, shape, function(x) return x end)}
-  local av = {shape = shape, k = map2(a, c, shape, function(x) return x end)}
-  local bv = {shape = shape, k = map2(b, c, shape, function(x) return x end)}
+  local ck, ak, bk = spread(c, shape), spread(a, shape), spread(b, shape)
   local k = {}
-  for i = 1, #cv.k do k[i] = cv.k[i] ~= 0 and av.k[i] or bv.k[i] end
-  local _ = ca
+  for i = 1, #ck do k[i] = ck[i] ~= 0 and ak[i] or bk[i] end
   return k, shape, a.dt
 end
 fold.ReduceProd = function(ins)
@@ -174,7 +172,6 @@ op("Sum Mean Max Min", "", function()
     else e = string.format("kiln.%s(%s, %s)", o:lower(), e, ref(ins[i])) end
   end
   if o == "Mean" and #ins > 1 then e = "(" .. e .. ") / " .. #ins end
-  if #ins == 1 then e = "kiln.copy ~= nil and " .. e .. " or " .. e end
   out(1, #ins == 1 and ref(ins[1]) or e, shape, ins[1].dt)
 end)
 
@@ -953,9 +950,10 @@ op("LRN", "alpha beta bias size", function()
   need_dt(x, "f32", "input X")
   if #x.shape ~= 4 then fail("%s: needs a 4-D input", who()) end
   local size = attr("size", "i", nil)
+  if not size or size < 1 or size > 64 then fail("%s: size must be 1 to 64", who()) end
   local alpha, beta, bias = attr("alpha", "f", 0.0001), attr("beta", "f", 0.75), attr("bias", "f", 1.0)
   local lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
-  local n, c, h, wd = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
+  local c = x.shape[2]
   local s = ref(x)
   -- the sum of squares over a window of channels: a padded sum along C
   local sq = string.format("kiln.sum(kiln.stack({%s}, 0), 0)", (function()
@@ -965,7 +963,6 @@ op("LRN", "alpha beta bias size", function()
     end
     return table.concat(t, ", ")
   end)())
-  local _ = n + h + wd
   out(1, string.format("%s / (%s + %s * %s) ^ %s", s, num(bias, "f32"), num(alpha / size, "f32"), sq, num(beta, "f32")),
     x.shape, "f32")
 end)
