@@ -1303,6 +1303,41 @@ op("GridSample", "align_corners mode padding_mode", function()
   vals[N.node.outputs[1]] = {shape = {n, c, ho, wo}, dt = "f32", ref = bind(id), name = N.node.outputs[1]}
 end)
 
+-- Atan, Asin, Acos: Kiln has no arctangent, so the script computes one: |x| > 1 through
+-- pi/2 - atan(1/|x|), a half-angle step down to [0, tan(pi/8)], and the Taylor series there
+-- (ten terms: the first left out is below 5e-10). asin(x) = atan(x / sqrt((1 - x)(1 + x)))
+-- and acos(x) = 2 atan(sqrt((1 - x) / (1 + x))), whose factors keep 1 - x exact near 1.
+op("Atan Asin Acos", "", function()
+  local x = need_input(1, "input")
+  need_dt(x, "f32", "input")
+  local s = ref(x)
+  local id = lua_name(N.node.outputs[1])
+  local nm = {}
+  for _, k in ipairs({"q", "a", "t", "u", "z", "r"}) do nm[k] = lua_name(k) end
+  if not use_table then line("local " .. id) end
+  line(string.format("do  -- %s%s: an arctangent from a Taylor series after argument reduction", N.node.op,
+    N.node.name ~= "" and (" " .. N.node.name:gsub("%c", "?")) or ""))
+  local o = N.node.op
+  local q = s
+  if o == "Asin" then q = string.format("%s / kiln.sqrt((1 - %s) * (1 + %s))", s, s, s)
+  elseif o == "Acos" then q = string.format("kiln.sqrt((1 - %s) / (1 + %s))", s, s) end
+  line(string.format("  local %s = %s", nm.q, q))
+  line(string.format("  local %s = kiln.abs(%s)", nm.a, nm.q))
+  line(string.format("  local %s = kiln.where(%s:gt(1), 1 / %s, %s)", nm.t, nm.a, nm.a, nm.a))
+  line(string.format("  local %s = %s / (1 + kiln.sqrt(%s * %s + 1))   -- atan(t) = 2 atan(u)", nm.u, nm.t, nm.t, nm.t))
+  line(string.format("  local %s = %s * %s", nm.z, nm.u, nm.u))
+  -- atan(u) = u (1 + z p(z)), z = u^2, p's coefficients (-1)^j / (2j + 1) for j = 1..9 (Horner)
+  local function coef(j) return num(((j % 2 == 1) and -1 or 1) / (2 * j + 1), "f32") end
+  local poly = coef(9)
+  for j = 8, 1, -1 do poly = string.format("%s + %s * (%s)", coef(j), nm.z, poly) end
+  line(string.format("  local %s = 2 * %s * (1 + %s * (%s))", nm.r, nm.u, nm.z, poly))
+  local e = string.format("kiln.where(%s:gt(1), %s - %s, %s)", nm.a, num(math.pi / 2, "f32"), nm.r, nm.r)
+  if o == "Acos" then e = "2 * " .. e else e = string.format("kiln.sign(%s) * %s", nm.q, e) end
+  line(string.format("  %s = %s", bind(id), e))
+  line("end")
+  vals[N.node.outputs[1]] = {shape = copy(x.shape), dt = "f32", ref = bind(id), name = N.node.outputs[1]}
+end)
+
 for _, name in ipairs({"If", "Loop", "Scan"}) do
   H[name] = {attrs = "then_branch else_branch body num_scan_inputs scan_input_axes scan_input_directions " ..
     "scan_output_axes scan_output_directions", f = function()
