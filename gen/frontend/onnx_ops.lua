@@ -1251,9 +1251,10 @@ op("Det", "", function()
   out(1, expr, shape, "f32")
 end)
 
--- GridSample (bilinear or nearest; zeros or border padding): grid coordinates to pixel
--- coordinates, then each tap a gather from the image flattened over H x W, weighted, and
--- zero outside the image (zeros padding; border padding clamps the coordinates first).
+-- GridSample (bilinear, nearest, bicubic; zeros, border or reflection padding): grid
+-- coordinates to pixel coordinates, then each tap a gather from the image flattened over
+-- H x W, weighted, and zero outside the image (zeros padding; border and reflection
+-- padding move the coordinates inside first).
 op("GridSample", "align_corners mode padding_mode", function()
   local x, grid = need_input(1, "X"), need_input(2, "grid")
   need_dt(x, "f32", "input X")
@@ -1263,8 +1264,8 @@ op("GridSample", "align_corners mode padding_mode", function()
   end
   local mode, pad = attr("mode", "s", "bilinear"), attr("padding_mode", "s", "zeros")
   local align = attr("align_corners", "i", 0) ~= 0
-  if mode ~= "bilinear" and mode ~= "nearest" then fail("%s: mode %q is not supported", who(), mode) end
-  if pad ~= "zeros" and pad ~= "border" then fail("%s: padding_mode %q is not supported", who(), pad) end
+  if mode ~= "bilinear" and mode ~= "nearest" and mode ~= "bicubic" then fail("%s: mode %q is not supported", who(), mode) end
+  if pad ~= "zeros" and pad ~= "border" and pad ~= "reflection" then fail("%s: padding_mode %q is not supported", who(), pad) end
   local n, c, h, w = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
   local ho, wo = grid.shape[2], grid.shape[3]
   local xs, gs = ref(x), ref(grid)
@@ -1280,6 +1281,21 @@ op("GridSample", "align_corners mode padding_mode", function()
   line(string.format("  local %s, %s = %s, %s", nm.ix, nm.iy, un(gs .. ":select(3, 0)", w), un(gs .. ":select(3, 1)", h)))
   if pad == "border" then
     line(string.format("  %s, %s = kiln.clamp(%s, 0, %d), kiln.clamp(%s, 0, %d)", nm.ix, nm.iy, nm.ix, w - 1, nm.iy, h - 1))
+  elseif pad == "reflection" then
+    -- folded back into [lo, hi] (the pixel centres' span with align_corners, else the
+    -- pixels' edges) as often as needed, then clamped like border
+    local rf = lua_name("reflect")
+    line(string.format("  local function %s(c, lo, hi, size)", rf))
+    line("    local span = hi - lo")
+    line("    local d = kiln.abs(c - lo)")
+    line("    local flips = kiln.floor(d / span)")
+    line("    local extra = d - flips * span")
+    line("    local even = (flips - kiln.floor(flips / 2) * 2):eq(0)")
+    line("    return kiln.clamp(kiln.where(even, extra + lo, hi - extra), 0, size - 1)")
+    line("  end")
+    local lo, hw, hh = align and 0 or -0.5, align and w - 1 or w - 0.5, align and h - 1 or h - 0.5
+    line(string.format("  %s, %s = %s(%s, %s, %s, %d), %s(%s, %s, %s, %d)", nm.ix, nm.iy, rf, nm.ix, num(lo, "f32"), num(hw, "f32"), w,
+      rf, nm.iy, num(lo, "f32"), num(hh, "f32"), h))
   end
   line(string.format("  local %s = %s:reshape({%d, %d, %d})", nm.flat, xs, n, c, h * w))
   line(string.format("  local function %s(py, px, weight)   -- pixel (py, px) of every output place, times weight; 0 outside", nm.tap))
@@ -1291,6 +1307,25 @@ op("GridSample", "align_corners mode padding_mode", function()
   line("  end")
   if mode == "nearest" then
     line(string.format("  %s = %s(kiln.round(%s), kiln.round(%s), 1)", bind(id), nm.tap, nm.iy, nm.ix))
+  elseif mode == "bicubic" then
+    -- 4 x 4 taps around floor(c), weights from the cubic convolution kernel (a = -0.75)
+    local cw, x0, y0 = lua_name("cubic_weights"), lua_name("x0"), lua_name("y0")
+    line(string.format("  local function %s(t)   -- the weights of taps floor(c) - 1 .. floor(c) + 2, t = c - floor(c)", cw))
+    line("    local a, s = -0.75, 1 - t")
+    line("    return {((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a, ((a + 2) * t - (a + 3)) * t * t + 1,")
+    line("            ((a + 2) * s - (a + 3)) * s * s + 1, ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a}")
+    line("  end")
+    line(string.format("  local %s, %s = kiln.floor(%s), kiln.floor(%s)", x0, y0, nm.ix, nm.iy))
+    local wxs, wys, acc = lua_name("wxs"), lua_name("wys"), lua_name("acc")
+    line(string.format("  local %s, %s = %s(%s - %s), %s(%s - %s)", wxs, wys, cw, nm.ix, x0, cw, nm.iy, y0))
+    line(string.format("  local %s", acc))
+    line("  for i = 1, 4 do")
+    line("    for j = 1, 4 do")
+    line(string.format("      local term = %s(%s + (i - 2), %s + (j - 2), %s[i] * %s[j])", nm.tap, y0, x0, wys, wxs))
+    line(string.format("      %s = %s and %s + term or term", acc, acc, acc))
+    line("    end")
+    line("  end")
+    line(string.format("  %s = %s", bind(id), acc))
   else
     local x0, y0, wx, wy = lua_name("x0"), lua_name("y0"), lua_name("wx"), lua_name("wy")
     line(string.format("  local %s, %s = kiln.floor(%s), kiln.floor(%s)", x0, y0, nm.ix, nm.iy))
