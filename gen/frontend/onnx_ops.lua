@@ -1177,6 +1177,20 @@ op("TopK", "axis largest sorted", function()
   line("end")
 end)
 
+-- The cosine and sine matrices [n, m] of a DFT of length n keeping m bins, as values.
+local function dft_matrices(n, m, base)
+  fold_limit(n * m)
+  local ck, sk = {}, {}
+  for t = 0, n - 1 do
+    for k = 0, m - 1 do
+      local a = 2 * math.pi * ((t * k) % n) / n
+      ck[#ck + 1], sk[#sk + 1] = math.cos(a), math.sin(a)
+    end
+  end
+  return ref({shape = {n, m}, dt = "f32", k = ck, name = base .. "_cos"}),
+    ref({shape = {n, m}, dt = "f32", k = sk, name = base .. "_sin"})
+end
+
 -- DFT as products with constant cosine and sine matrices along the signal axis:
 -- (xr + i xi) e^(-i 2 pi t k / n) = (xr C + xi S) + i (xi C - xr S), C[t][k] = cos(2 pi t k / n),
 -- S likewise with sin; the inverse flips the sign of S and divides by n.
@@ -1194,17 +1208,7 @@ op("DFT", "axis inverse onesided", function()
   if inv and onesided then fail("%s: inverse with onesided is not supported", who()) end
   local n = x.shape[ax + 1]
   local m = onesided and n // 2 + 1 or n
-  fold_limit(n * m)
-  local ck, sk = {}, {}
-  for t = 0, n - 1 do
-    for k = 0, m - 1 do
-      local a = 2 * math.pi * ((t * k) % n) / n
-      ck[#ck + 1], sk[#sk + 1] = math.cos(a), math.sin(a)
-    end
-  end
-  local base = N.node.outputs[1]
-  local cv = ref({shape = {n, m}, dt = "f32", k = ck, name = base .. "_cos"})
-  local sv = ref({shape = {n, m}, dt = "f32", k = sk, name = base .. "_sin"})
+  local cv, sv = dft_matrices(n, m, N.node.outputs[1])
   -- the signal axis last (rank r - 1 once the real/imaginary dim is selected)
   local perm = {}
   for d = 0, r - 2 do if d ~= ax then perm[#perm + 1] = d end end
@@ -1227,6 +1231,35 @@ op("DFT", "axis inverse onesided", function()
   shape[ax + 1], shape[r] = m, 2
   out(1, string.format("kiln.stack({(%s):permute(%s), (%s):permute(%s)}, %d)", re, ints_lua(back), im, ints_lua(back), r - 1),
     shape, "f32")
+end)
+
+-- STFT: the frames (slices every frame_step), times the window, through the DFT's cosine
+-- and sine products (real signals).
+op("STFT", "onesided", function()
+  local x = need_input(1, "signal")
+  need_dt(x, "f32", "signal")
+  if #x.shape ~= 3 or x.shape[3] ~= 1 then fail("%s: only real signals [batch, n, 1] are supported", who()) end
+  local step = math.tointeger(scalar_input(2, "frame_step"))
+  local win = input(3)
+  local len = input(4) and math.tointeger(scalar_input(4, "frame_length")) or (win and win.shape[1])
+  if not step or step < 1 or not len or len < 1 or len > x.shape[2] then fail("%s: bad frame_step or frame_length", who()) end
+  if win and (#win.shape ~= 1 or win.shape[1] ~= len) then fail("%s: the window must hold frame_length values", who()) end
+  local onesided = attr("onesided", "i", 1) ~= 0
+  local m = onesided and len // 2 + 1 or len
+  local nf = (x.shape[2] - len) // step + 1
+  local cv, sv = dft_matrices(len, m, N.node.outputs[1])
+  local s, ws = ref(x), win and ref(win) or nil
+  local id, fr = lua_name(N.node.outputs[1]), lua_name("frames")
+  if not use_table then line("local " .. id) end
+  line(string.format("do  -- STFT%s: %d frames of %d samples every %d, each a DFT by cosine and sine products",
+    N.node.name ~= "" and (" " .. N.node.name:gsub("%c", "?")) or "", nf, len, step))
+  line(string.format("  local %s = {}", fr))
+  line(string.format("  for f = 0, %d do %s[f + 1] = %s:select(2, 0):slice(1, f * %d, f * %d + %d) end", nf - 1, fr, s, step, step, len))
+  local xw = lua_name("windowed")
+  line(string.format("  local %s = kiln.stack(%s, 1)%s", xw, fr, ws and (" * " .. ws) or ""))
+  line(string.format("  %s = kiln.stack({kiln.matmul(%s, %s), -kiln.matmul(%s, %s)}, 3)", bind(id), xw, cv, xw, sv))
+  line("end")
+  vals[N.node.outputs[1]] = {shape = {x.shape[1], nf, m, 2}, dt = "f32", ref = bind(id), name = N.node.outputs[1]}
 end)
 
 -- Det of 2 x 2 and 3 x 3 matrices by their cofactor formulas.

@@ -49,7 +49,7 @@ Round Sign MaxPool GlobalMaxPool ReduceMax ReduceMin ArgMax ArgMin Shape Size Co
 Clip Dropout IsNaN IsInf Trilu DepthToSpace SpaceToDepth Pad OneHot PRelu LeakyRelu ThresholdedRelu GatherND TopK""".split())
 REDUCE_OPS = set("""MatMul Gemm Conv AveragePool GlobalAveragePool ReduceSum ReduceMean ReduceL1 ReduceL2 ReduceSumSquare
 ReduceLogSum ReduceLogSumExp Softmax LogSoftmax BatchNormalization InstanceNormalization LayerNormalization
-LpNormalization MeanVarianceNormalization Einsum CumSum Sum Mean ReduceProd Resize Upsample ConvTranspose LRN RNN GRU LSTM DFT Det GridSample""".split())
+LpNormalization MeanVarianceNormalization Einsum CumSum Sum Mean ReduceProd Resize Upsample ConvTranspose LRN RNN GRU LSTM DFT STFT Det GridSample""".split())
 # Exact by construction but computed through a float product (a constant 0/1 routing
 # matrix): exact as long as the data are finite, which the tests' are.
 EXACT_OPS |= {"ScatterElements", "Scatter", "ScatterND", "Compress", "ReverseSequence"}
