@@ -258,8 +258,11 @@ local function const_input(i, what)
   local v = input(i)
   if not v then return nil end
   if not v.k then
-    fail("%s: input %d (%s, '%s') must be known at import time: Kiln's shapes are static (for a graph input, use --freeze %s=FILE.pb)",
-      who(), i, what, N.node.inputs[i], N.node.inputs[i])
+    local name = N.node.inputs[i]
+    local graph_input = false
+    for _, gi in ipairs(model.inputs) do graph_input = graph_input or gi.name == name end
+    fail("%s: input %d (%s, '%s') must be known at import time: Kiln's shapes are static (%s)", who(), i, what, name,
+      graph_input and string.format("a graph input: use --freeze %s=FILE.pb", name) or "it is computed from run-time inputs")
   end
   return v.k, v
 end
