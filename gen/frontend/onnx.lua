@@ -249,7 +249,11 @@ local function attr(name, kind, default)
   local a = N.node.attrs[name]
   if a == nil then return default end
   N.seen[name] = true
-  if a.kind ~= kind then fail("%s: attribute '%s' should be %s, is %s", who(), name, kind, a.kind) end
+  if a.kind ~= kind then
+    local names = {f = "a float", i = "an int", s = "a string", t = "a tensor", g = "a graph", floats = "floats",
+      ints = "ints", strings = "strings", other = "of an unknown type"}
+    fail("%s: attribute '%s' should be %s, is %s", who(), name, names[kind] or kind, names[a.kind] or a.kind)
+  end
   return a.v
 end
 
@@ -343,9 +347,12 @@ local function translate_node(node, index)
   if not h then fail("node '%s': unsupported op '%s'", label, node.op) end
   local known = {}
   for a in h.attrs:gmatch("%S+") do known[a] = true end
+  local unknown = {}
   for a in pairs(node.attrs) do
-    if not known[a] then fail("%s: unsupported attribute '%s'", who(), a) end
+    if not known[a] then unknown[#unknown + 1] = a end
   end
+  table.sort(unknown)   -- the same message every run, whatever the table order
+  if unknown[1] then fail("%s: unsupported attribute '%s'", who(), unknown[1]) end
   local f = fold[node.op]
   if f and #node.outputs == 1 then
     local ins, all = {}, #node.inputs > 0

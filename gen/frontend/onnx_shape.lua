@@ -352,16 +352,16 @@ op("Size", "", function()
 end)
 
 op("Constant", "value value_float value_floats value_int value_ints", function()
-  local a = N.node.attrs
-  for name in pairs(a) do N.seen[name] = true end
-  if a.value then
-    local v = tensor_value(a.value.v, who())
+  local t, f, fs = attr("value", "t", nil), attr("value_float", "f", nil), attr("value_floats", "floats", nil)
+  local i, is = attr("value_int", "i", nil), attr("value_ints", "ints", nil)
+  if t then
+    local v = tensor_value(t, who())
     vals[N.node.outputs[1]] = v
     v.name = N.node.outputs[1]
-  elseif a.value_float then out_const(1, {a.value_float.v}, {}, "f32")
-  elseif a.value_floats then out_const(1, copy(a.value_floats.v), {#a.value_floats.v}, "f32")
-  elseif a.value_int then out_const(1, convert_values({a.value_int.v}, 7, "i32", who()), {}, "i32")
-  elseif a.value_ints then out_const(1, convert_values(a.value_ints.v, 7, "i32", who()), {#a.value_ints.v}, "i32")
+  elseif f then out_const(1, {f}, {}, "f32")
+  elseif fs then out_const(1, copy(fs), {#fs}, "f32")
+  elseif i then out_const(1, convert_values({i}, 7, "i32", who()), {}, "i32")
+  elseif is then out_const(1, convert_values(is, 7, "i32", who()), {#is}, "i32")
   else fail("%s: needs a value attribute Kiln reads (value, value_float(s), value_int(s))", who()) end
 end)
 
