@@ -364,6 +364,7 @@ local function spatial_pads(x, k, s, d)
   local r = #k
   local auto = attr("auto_pad", "s", "NOTSET")
   local pads = attr("pads", "ints", nil)
+  if pads and #pads ~= 2 * r then fail("%s: %d pads for %d spatial dims", who(), #pads, r) end
   local pb, pe = {}, {}
   for i = 1, r do
     local n = x[2 + i]
@@ -664,7 +665,9 @@ op("CumSum", "exclusive reverse", function()
 end)
 
 op("Einsum", "equation", function()
-  local eq = attr("equation", "s", nil):gsub("%s", "")
+  local eq = attr("equation", "s", nil)
+  if not eq then fail("%s: needs an equation", who()) end
+  eq = eq:gsub("%s", "")
   if eq:find("%.") then fail("%s: ellipsis ('...') in the equation is not supported", who()) end
   local lhs, rhs = eq:match("^(.-)%->(.*)$")
   lhs = lhs or eq
@@ -904,6 +907,9 @@ op("ConvTranspose", "auto_pad dilations group kernel_shape output_padding output
   local oshape = attr("output_shape", "ints", nil)
   local auto = attr("auto_pad", "s", "NOTSET")
   local pads = attr("pads", "ints", nil)
+  if pads and #pads ~= 2 * r then fail("%s: %d pads for %d spatial dims", who(), #pads, r) end
+  if oshape and #oshape < r then fail("%s: output_shape has %d values for %d spatial dims", who(), #oshape, r) end
+  if g < 1 or x.shape[2] % g ~= 0 then fail("%s: group %d does not divide %d channels", who(), g, x.shape[2]) end
   local pb, pe, shape = {}, {}, {x.shape[1], w.shape[2] * g}
   for i = 1, r do
     local n = x.shape[2 + i]

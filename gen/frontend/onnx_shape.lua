@@ -408,6 +408,7 @@ op("DepthToSpace SpaceToDepth", "blocksize mode", function()
   if #x.shape ~= 4 then fail("%s: needs a 4-D input", who()) end
   local b, c, h, w = x.shape[1], x.shape[2], x.shape[3], x.shape[4]
   local bs = attr("blocksize", "i", nil)
+  if not bs or bs < 1 then fail("%s: needs a blocksize >= 1", who()) end
   local e, shape
   if N.node.op == "DepthToSpace" then
     local mode = attr("mode", "s", "DCR")
