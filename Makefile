@@ -34,11 +34,13 @@ all: deps
 deps:
 	@sh scripts/install-deps.sh
 
-$(BUILD)/kiln: $(OBJS) $(PB_OBJS) $(BUILD)/embedded.o $(BUILD)/runtime/kiln_tokenizer.o
+TOK_SRCS = runtime/llm/kiln_tokenizer.c $(sort $(wildcard runtime/llm/kiln_tok*.c))
+TOK_OBJS = $(sort $(TOK_SRCS:runtime/llm/%.c=$(BUILD)/runtime/%.o))
+$(BUILD)/kiln: $(OBJS) $(PB_OBJS) $(BUILD)/embedded.o $(TOK_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# `kiln tokenize` runs the runtime's own tokenizer: one implementation for both.
-$(BUILD)/runtime/kiln_tokenizer.o: runtime/llm/kiln_tokenizer.c runtime/llm/kiln_tokenizer.h | $(BUILD)
+# `kiln tokenize` runs the runtime's own tokenizers: one implementation for both.
+$(BUILD)/runtime/%.o: runtime/llm/%.c runtime/llm/*.h | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) $(CPPFLAGS) -c -o $@ $<
 

@@ -43,10 +43,24 @@ def load_kiln_weights(build_dir, model):
     for w in meta["weights"]:
         if w["dtype"] != "f32":
             continue
+        if "packed" in w:
+            out[w["name"]] = unpack_panels(blob, header + w["offset"], w["packed"])
+            continue
         n = int(np.prod(w["shape"])) if w["shape"] else 1
         a = np.frombuffer(blob, dtype="<f4", count=n, offset=header + w["offset"])
         out[w["name"]] = a.reshape(w["shape"]).copy()
     return meta, out
+
+
+def unpack_panels(blob, offset, p):
+    """A weight stored as the C micro-kernel's panels (docs/output.md, "packed" in m.json):
+    panel j holds rows 0..k-1 of columns 32j..32j+31 of B (k x n), zero past n; the weight
+    is B, or B^T when "transposed"."""
+    w, k, n = p["panel"], p["k"], p["n"]
+    npan = -(-n // w)
+    a = np.frombuffer(blob, dtype="<f4", count=npan * k * w, offset=offset).reshape(npan, k, w)
+    b = a.transpose(1, 0, 2).reshape(k, npan * w)[:, :n]
+    return (b.T if p["transposed"] else b).copy()
 
 
 # ---- PyTorch twins (state_dict names as in models/*.lua) ----

@@ -31,6 +31,7 @@ enum {
   /* Elements per tensor: kernels spell shapes as int enum constants, Metal indexes with
    * 32-bit uint. (Byte offsets and region sizes are 64-bit: KILN_MAX_BYTES.) */
   KILN_MAX_NUMEL = 0x7fffffff,
+  KILN_PANEL = 32,     /* columns of a packed weight panel (pass_pack; templates/c/gemm_lib.c.tmpl) */
 };
 /* Bytes of weights or arena a build may plan (1 TiB): generated C addresses them with
  * 64-bit offsets past 2 GiB; the bound keeps every sum of sizes far from overflow. */
@@ -91,7 +92,10 @@ _Noreturn void die_(const char *cfile, int cline, const char *fmt, ...) __attrib
 void kiln_set_cleanup_dir(const char *tmpdir);
 
 /* ---- dtypes and shapes ---- */
-typedef enum { DT_F32, DT_I32, DT_BOOL } DType;  /* BOOL is one byte per element */
+/* BOOL is one byte per element. I64 is only ever an input's external type (kiln.input
+ * "i64", PyTorch's token ids): the frontend casts it to i32 at once, and each entry
+ * checks the range before running anything (docs/lua-api.md). */
+typedef enum { DT_F32, DT_I32, DT_BOOL, DT_I64 } DType;
 
 typedef struct {
   int rank;
@@ -117,7 +121,8 @@ typedef enum {
 typedef enum {
   FAM_LEAF, FAM_VIEW, FAM_UNARY, FAM_BINARY, FAM_SELECT, FAM_CAST, FAM_MATMUL, FAM_CONV,
   FAM_POOL, FAM_REDUCE, FAM_SOFTMAX, FAM_NORM, FAM_BATCHNORM, FAM_TRANSPOSE, FAM_CONCAT,
-  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM__COUNT
+  FAM_SLICE, FAM_GATHER, FAM_ATTENTION, FAM_WRITE, FAM_ARGREDUCE,
+  FAM_GATHER_ELEMENTS, FAM_TOPK, FAM_CONV_TRANSPOSE, FAM_SCATTER, FAM__COUNT
 } OpFamily;
 
 enum {
@@ -142,14 +147,15 @@ const char *op_expr(OpKind op, DType t);
 
 /* Attributes: one fat struct for every op (chibicc's fat Node); each op reads its own. */
 typedef struct {
-  int axis;                     /* softmax, concat, gather; first normalised dim for norms */
+  int axis;                     /* softmax, concat, gather, argmax/argmin; first normalised dim for norms */
   uint32_t axes;                /* reduce: bit i set = reduce dim i */
-  bool keepdims;                /* reduce */
+  bool keepdims;                /* reduce, argmax/argmin */
   int perm[KILN_MAX_RANK];      /* transpose */
   bool trans_x, trans_y;        /* matmul */
   int kernel[2];                /* pools: kh, kw */
   int stride[2];                /* conv, pools: sh, sw */
-  int pad[4];                   /* conv, pools: top, left, bottom, right */
+  int pad[4];                   /* conv, pools: top, left, bottom, right (conv_transpose2d: bottom and
+                                   right are padding - output_padding, so may be negative) */
   int dilation[2];              /* conv */
   int groups;                   /* conv */
   bool count_pad;               /* avgpool: padding counts in the divisor */
@@ -159,7 +165,12 @@ typedef struct {
   Shape reshape;                /* reshape: the target shape, fully resolved (no -1) */
   bool causal;                  /* sdpa: query row i sees keys j <= pos + i only */
   float scale;                  /* sdpa: the factor on q . k (1/sqrt(D) by default) */
+  int window;                   /* sdpa: 0, or W > 0: row i sees positions pos + i - W < p <= pos + i, the key
+                                   of position p in slot p mod S (a ring; docs/ops.md) */
+  bool ring;                    /* write: row i lands in slot (at + i) mod the state's length */
   int state;                    /* state, write: index in Program.states (write: axis = a.axis) */
+  int k;                        /* topk: how many indices along a.axis */
+  bool largest;                 /* topk: the largest first (descending), else the smallest */
 } Attrs;
 
 /* Where a value lives at run time (memplan.c fills it). */
@@ -188,6 +199,8 @@ typedef struct Node {
   int io_slot;                  /* REG_INPUT/REG_OUTPUT: which input/output buffer */
                                 /* REG_STATE: every version of one state shares its bytes */
   int64_t offset;               /* byte offset within its region */
+  int pack;                     /* WEIGHT stored as panels of this many columns (pass_pack), 0: as is */
+  bool pack_t;                  /* packed from the transpose: the weight is B^T (a Linear's [N, K]) */
 } Node;
 
 /* A kernel: nodes rendered as one function (C) / one dispatch (Metal). Nodes are in
@@ -264,6 +277,7 @@ typedef struct Program {
   uint64_t weights_checksum;    /* the payload's FNV-1a 64, once weights_write has written it */
   bool checksummed;             /* weights_checksum is set: later targets reuse it */
   int64_t arena_size;           /* the largest entry's arena */
+  bool no_pack;                 /* keep every weight row-major (a target besides C reads the blob) */
 } Program;
 
 Program *program_new(const char *model, const char *script);
@@ -292,7 +306,7 @@ void graph_output(Graph *g, const char *name, int node);
 const char *graph_src_name(const Graph *g, const char *file);
 Node *graph_node(Graph *g, int id);
 int64_t node_numel(const Node *n);
-int64_t node_bytes(const Node *n);
+int64_t node_bytes(const Node *n);           /* of its value: numel * dtype size */
 /* The rule for one op: sets n->shape and n->dtype from its inputs and attrs, or
  * writes a message to err and returns false. Derived from the op table. */
 bool shape_infer(Graph *g, Node *n, char *err, size_t errlen);
@@ -314,8 +328,25 @@ void pass_cse(Graph *g);        /* identical (op, inputs, attrs) nodes merged */
 void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (never WEIGHTs) */
 void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
 void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
+void pass_pack(Graph *g);       /* matmul weights read as B get a panel layout (Node.pack) */
 void pass_schedule(Graph *g);   /* kernels in a deterministic topological order */
 void pass_memplan(Graph *g);    /* region + offset for every live value; arena/weights size */
+
+/* A matmul's matrix sizes after its transposes (m x k times k x n), and whether its C
+ * kernel computes the transpose out^T = y^T x^T (a matrix-vector product W v: W's long
+ * side then runs along the panels). One rule for pass_pack and emit_c. */
+typedef struct {
+  int64_t m, n, k;
+} MatmulShape;
+MatmulShape matmul_shape(Graph *g, const Node *mm);
+bool matmul_swapped(const MatmulShape *s);
+/* A packed weight (Node.pack) as B: k rows, n columns. */
+void pack_dims(const Node *w, int64_t *k, int64_t *n);
+/* Bytes w takes in the weights payload: node_bytes, or its padded panels when packed. */
+int64_t node_stored_bytes(const Node *w);
+/* w's payload bytes when packed: a fresh malloc'd copy in panel order (the caller frees
+ * it), so the build holds one tensor's panels at a time, never a second copy of the model. */
+float *node_panels(const Node *w);
 
 typedef struct {
   const char *name;
@@ -416,6 +447,13 @@ SafeFile *gguf_load(const char *path, char *err, size_t errlen);
 SafeFile *gguf_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
 bool gguf_is(const unsigned char *head, size_t n);
 const char *gguf_meta_name(const char *name);
+/* A Hugging Face tokenizer.json (the n bytes at data) as Kiln's tokenizer binary
+ * (runtime/llm/kiln_tok.h) appended to out (tokjson.c); false and a one-line message
+ * "<path>: <field>: <what>" in err otherwise, out untouched. The fuzz target. */
+bool tokjson_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen);
+/* The same from a GGUF file's byte-level vocabulary (tokenizer.ggml.model "gpt2": .pre,
+ * .tokens, .token_type, .merges, .bos/.eos/.unknown_token_id). */
+bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen);
 /* JSON (json.c): strict RFC 8259. A parsed value; strings decoded and NUL-terminated. */
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
 
@@ -491,7 +529,10 @@ void npy_write(const char *dir, const char *name, const Tensor *t);
 unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
 
 /* `kiln tokenize FILE [--decode]` (tokenize.c): text lines on stdin to ids, or back. */
-int cmd_tokenize(const char *path, bool decode);
+int cmd_tokenize(const char *path, bool decode, const char *convert);
+/* The tokenizer binary of path (a tokenizer.json, converted; or a .tok, checked) appended
+ * to out; kiln_error (nothing written) when it is neither or is damaged. */
+void tokenizer_binary(const char *path, Buf *out);
 
 /* Writes a file under dir/name, dying loudly on I/O failure. */
 void kiln_write_file(const char *dir, const char *name, const void *data, size_t n);
@@ -559,7 +600,8 @@ char *emit_describe(Graph *g, const Kernel *k);
  * spelled `param`). */
 typedef struct {
   int input;                    /* Graph.inputs index */
-  int64_t max;                  /* the state's length along the axis minus the rows written */
+  int64_t max;                  /* the state's length along the axis minus the rows written;
+                                   INT32_MAX for a ring write (any offset >= 0) */
   const char *what;
 } EmitRangeCheck;
 /* The distinct (offset input, max) pairs among g's live writes, in node order, into
@@ -625,6 +667,12 @@ typedef struct {
   const char *init, *update, *finish;
 } EmitReduceOp;
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan);
+/* Dies with a user error at the first i64 input of p, for targets without them. */
+void emit_reject_i64_inputs(Program *p, const char *why);
+/* conv_transpose2d's sizes as template variables (see emit_common.c). */
+void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n);
+/* Topk's comparison: v strictly before w (see emit_common.c). */
+char *emit_topk_before(bool largest, const char *v, const char *w, const char *nan_v, const char *nan_w);
 /* A shape around one dim: OUTER x N x INNER; axis normalised; N = 1 past the rank. */
 typedef struct {
   int axis;

@@ -33,13 +33,17 @@ static const char usage[] =
     "  kiln import MODEL.onnx -o DIR ONNX -> DIR/NAME.lua + NAME.safetensors (see below)\n"
     "  kiln ops                      list the op table\n"
     "  kiln tokenize FILE [--decode] text lines on stdin -> token ids (--decode: ids -> text);\n"
-    "                                FILE a llama2.c tokenizer (tok512.bin) or a GGUF file\n"
+    "                                FILE a tokenizer.json (BPE byte-level or SentencePiece,\n"
+    "                                WordPiece), a Kiln .tok, llama2.c's tok*.bin or a GGUF file\n"
+    "  kiln tokenize FILE --convert OUT.tok   tokenizer.json (or GGUF) -> Kiln's binary\n"
     "  kiln --help                   this text;  kiln --version  the version\n"
     "\n"
     "build options:\n"
     "  -o, --out DIR                 output directory (created; files of the same name replaced)\n"
     "  --target c|metal|coreml|all   what to emit (default c); repeat to combine\n"
     "  --name NAME                   model name, a C identifier (default: script base name)\n"
+    "  --tokenizer FILE              also write NAME.tok: FILE (a tokenizer.json, a byte-level\n"
+    "                                GGUF vocabulary or a .tok) as the binary kiln_tok.h loads\n"
     "  --embed-weights               C: also write NAME_weights.c, the blob as a const array,\n"
     "                                for targets without a file system\n"
     "  --min-os iOS15|iOS16|iOS17|iOS18   CoreML spec 6..9, opset CoreML5..8 (default iOS15); a model\n"
@@ -53,7 +57,9 @@ static const char usage[] =
     "  --dot                         Graphviz DOT instead of text\n"
     "  --after PASS|all              the graph after that pass instead of as traced\n"
     "  --no-fuse                     as for build\n"
-    "\n"
+    "\n";
+/* The rest of the usage text: one string literal stays under C's 4095-byte minimum. */
+static const char usage2[] =
     "run options:\n"
     "  --input NAME=FILE             one per model input (all are required)\n"
     "  --entry NAME                  the entry point to run (needed when there are several)\n"
@@ -76,7 +82,7 @@ static const char usage[] =
     "  --lua-max-instructions N      Lua VM instructions a script may run (default 1000000000, 0 = none)\n"
     "  --lua-max-memory MIB          Lua memory a script may hold (default 1024, 0 = none)\n"
     "\n"
-    "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule memplan\n"
+    "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule pack memplan\n"
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
 
 /* Split from usage: ISO C guarantees string literals only up to 4095 characters. */
@@ -99,6 +105,7 @@ typedef struct {
   int ndefines;
   unsigned targets;
   bool embed, dot, fp16, no_fuse, decode;
+  const char *convert, *tokenizer;   /* tokenize --convert OUT; build --tokenizer FILE */
   const char *min_os;
   long limit;
   SandboxOptions sandbox;
@@ -144,7 +151,7 @@ static const struct {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
-    {"-D", "bgr"}, {"--decode", "t"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
+    {"-D", "bgr"}, {"--decode", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -181,6 +188,8 @@ static Args parse_args(int argc, char **argv) {
     else if (strcmp(s, "--dot") == 0) a.dot = true;
     else if (strcmp(s, "--no-fuse") == 0) a.no_fuse = true;
     else if (strcmp(s, "--decode") == 0) a.decode = true;
+    else if (strcmp(s, "--convert") == 0) a.convert = need_value(argc, argv, &i);
+    else if (strcmp(s, "--tokenizer") == 0) a.tokenizer = need_value(argc, argv, &i);
     else if (strcmp(s, "--input") == 0) {
       if (a.ninputs == 64) kiln_error("too many --input options");
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
@@ -198,7 +207,7 @@ static Args parse_args(int argc, char **argv) {
     else if (strcmp(s, "--lua-max-memory") == 0)
       a.sandbox.max_memory = parse_count(s, need_value(argc, argv, &i), (int64_t)1 << 40) << 20;
     else if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-      fputs(usage, stdout);
+      fputs(usage, stdout), fputs(usage2, stdout);
       exit(0);
     } else if (s[0] == '-') kiln_error("unknown option '%s' (see kiln --help)", s);
     else if (!a.script && strcmp(a.cmd, "ops") != 0) a.script = s;
@@ -283,7 +292,10 @@ static int cmd_build(const Args *a) {
   if (!a->outdir) kiln_error("build: no output directory (use -o DIR)");
   if (!a->outdir[0]) kiln_error("build: the output directory is an empty string");
   if (is_non_dir(a->outdir)) kiln_error("build: %s exists and is not a directory", a->outdir);
+  Buf tok = {0};   /* converted before anything is written: a bad tokenizer.json writes nothing */
+  if (a->tokenizer) tokenizer_binary(a->tokenizer, &tok);
   Program *p = trace(a);
+  p->no_pack = (a->targets & TGT_METAL) != 0;   /* Metal reads the one weights file row-major */
   kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
   Graph *g = p->entries[0];
@@ -301,6 +313,8 @@ static int cmd_build(const Args *a) {
   emit_json(p, &eo);
   if (a->targets & TGT_METAL) emit_metal(p, &eo);
   if (a->targets & TGT_COREML) emit_coreml(p, &eo);
+  if (tok.len) kiln_write_file(publish_staging(pub), kiln_fmt("%s.tok", g->model), tok.data, tok.len);
+  buf_free(&tok);
   char *files = staged_files(publish_staging(pub));
   publish_commit(pub);
   kiln_progress_end();
@@ -484,7 +498,7 @@ static int cmd_ops(void) {
     if (o->max_in < 0) snprintf(arity, sizeof arity, "%d+", o->min_in);
     else if (o->min_in == o->max_in) snprintf(arity, sizeof arity, "%d", o->min_in);
     else snprintf(arity, sizeof arity, "%d-%d", o->min_in, o->max_in);
-    printf("%-12s %-5s %s\n", o->name, arity, o->doc);
+    printf("%-16s %-5s %s\n", o->name, arity, o->doc);   /* the longest name: conv_transpose2d */
   }
   return 0;
 }
@@ -494,7 +508,7 @@ static int cmd_ops(void) {
 int main(int argc, char **argv) {
   atexit(kiln_free_all);
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)) {
-    fputs(usage, stdout);
+    fputs(usage, stdout), fputs(usage2, stdout);
     fputs(usage_import, stdout);
     return 0;
   }
@@ -508,6 +522,9 @@ int main(int argc, char **argv) {
   if (strcmp(a.cmd, "graph") == 0) return cmd_graph(&a);
   if (strcmp(a.cmd, "run") == 0) return cmd_run(&a);
   if (strcmp(a.cmd, "ops") == 0) return cmd_ops();
-  if (strcmp(a.cmd, "tokenize") == 0) return cmd_tokenize(a.script, a.decode);
+  if (strcmp(a.cmd, "tokenize") == 0) {
+    if (a.decode && a.convert) kiln_error("tokenize: --decode and --convert exclude each other");
+    return cmd_tokenize(a.script, a.decode, a.convert);
+  }
   kiln_error("unknown command '%s' (see kiln --help)", a.cmd);
 }

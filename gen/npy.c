@@ -1,7 +1,7 @@
 /*
  * npy.c — NumPy's .npy files: reading an input for `kiln run`, writing an output for
  * `kiln run --save`. Only what Kiln's dtypes need: little-endian f32 ('<f4'), i32
- * ('<i4') and bool ('|b1'), C order, format versions 1 to 3. The reader works on
+ * ('<i4'), i64 ('<i8', inputs only) and bool ('|b1'), C order, format versions 1 to 3. The reader works on
  * bytes in memory and reports problems as messages instead of exiting, so a fuzz
  * harness (tests/robust/fuzz_npy.c) can drive it.
  */
@@ -53,7 +53,7 @@ static const char *one_line_hdr(const char *hdr) {
 }
 
 /* Contract (kiln.h): checks a .npy file's header and returns its data: version 1..3, a
- * dict with the dtype wanted ('<f4', '<i4', '|b1'), C order, exactly shape, and exactly
+ * dict with the dtype wanted ('<f4', '<i4', '<i8', '|b1'), C order, exactly shape, and exactly
  * the bytes that shape holds. On any problem returns NULL with a one-line message
  * naming path (and iname, the input it is for) in err; never reads outside all. */
 unsigned char *npy_parse(const char *path, const char *iname, DType dtype, const Shape *shape, unsigned char *all,
@@ -68,7 +68,7 @@ unsigned char *npy_parse(const char *path, const char *iname, DType dtype, const
   memcpy(hdr, all + pre, hlen);
   if (strlen(hdr) != hlen) NPY_FAIL("%s: .npy header contains a NUL byte", path);
   int64_t bytes = shape_numel(shape) * dtype_size(dtype);
-  const char *want = dtype == DT_F32 ? "'<f4'" : dtype == DT_I32 ? "'<i4'" : "'|b1'";
+  const char *want = dtype == DT_F32 ? "'<f4'" : dtype == DT_I32 ? "'<i4'" : dtype == DT_I64 ? "'<i8'" : "'|b1'";
   const char *descr = npy_field(hdr, "descr"), *fortran = npy_field(hdr, "fortran_order"), *shp = npy_field(hdr, "shape");
   Shape s;
   if (!descr || !fortran || !shp || !npy_shape(shp, &s)) NPY_FAIL("%s: malformed .npy header %s", path, one_line_hdr(hdr));

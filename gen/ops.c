@@ -35,12 +35,13 @@ const char *dtype_name(DType t) {
   case DT_F32: return "f32";
   case DT_I32: return "i32";
   case DT_BOOL: return "bool";
+  case DT_I64: return "i64";
   }
   die("bad dtype %d", (int)t);
 }
 
-/* Bytes per element: bool is stored as one byte, f32 and i32 as four. */
-int dtype_size(DType t) { return t == DT_BOOL ? 1 : 4; }
+/* Bytes per element: bool is stored as one byte, f32 and i32 as four, i64 as eight. */
+int dtype_size(DType t) { return t == DT_BOOL ? 1 : t == DT_I64 ? 8 : 4; }
 
 /* Accepts "f32"/"float32", "i32"/"int32" and "bool" (exact, case-sensitive) into *out;
  * returns false on anything else, leaving *out untouched. */

@@ -75,12 +75,17 @@
   /* contractions and windows */ \
   X(MATMUL,     "matmul",     2, 2, FAM_MATMUL,  OPF_F32, NULL, NULL, "batched x @ y over the last two dims, leading dims broadcast; a.trans_x/a.trans_y transpose them first") \
   X(CONV2D,     "conv2d",     2, 3, FAM_CONV,    OPF_F32, NULL, NULL, "NCHW x (*) OIHW w [+ bias O], stride, pad (t,l,b,r), dilation, groups") \
+  X(CONV_TRANSPOSE2D, "conv_transpose2d", 2, 3, FAM_CONV_TRANSPOSE, OPF_F32, NULL, NULL, "NCHW x, IOHW w [+ bias O]: the gradient of conv2d (torch.conv_transpose2d); stride, pad (t,l,b,r; b,r lowered by output_padding), dilation, groups") \
   X(MAXPOOL2D,  "maxpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, NULL, "NCHW max over kernel windows; padding never wins") \
   X(AVGPOOL2D,  "avgpool2d",  1, 1, FAM_POOL,    OPF_F32, NULL, NULL, "NCHW mean over kernel windows; a.count_pad counts padding in the divisor") \
   /* reductions and normalisations */ \
   X(REDUCE_SUM, "reduce_sum", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "sum over the a.axes bitmask, a.keepdims keeps them as size 1") \
   X(REDUCE_MEAN,"reduce_mean",1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "mean over the a.axes bitmask") \
   X(REDUCE_MAX, "reduce_max", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "max over the a.axes bitmask") \
+  X(REDUCE_MIN, "reduce_min", 1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "min over the a.axes bitmask (torch.amin; NaN propagates)") \
+  X(REDUCE_PROD,"reduce_prod",1, 1, FAM_REDUCE,  OPF_F32, NULL, NULL, "product over the a.axes bitmask (torch.prod)") \
+  X(ARGMAX,     "argmax",     1, 1, FAM_ARGREDUCE, OPF_F32, NULL, NULL, "i32 index of the largest x along a.axis (a.keepdims); first on a tie, a NaN wins (torch)") \
+  X(ARGMIN,     "argmin",     1, 1, FAM_ARGREDUCE, OPF_F32, NULL, NULL, "i32 index of the smallest x along a.axis (a.keepdims); first on a tie, a NaN wins (torch)") \
   X(SOFTMAX,    "softmax",    1, 1, FAM_SOFTMAX, OPF_F32, NULL, NULL, "exp(x - max) / sum over a.axis") \
   X(LAYERNORM,  "layernorm",  1, 3, FAM_NORM,    OPF_F32, NULL, NULL, "(x - mean) / sqrt(var + eps) over dims a.axis.. end, then * gamma + beta") \
   X(RMSNORM,    "rmsnorm",    1, 2, FAM_NORM,    OPF_F32, NULL, NULL, "x / sqrt(mean(x^2) + eps) over dims a.axis.. end, then * gamma") \
@@ -91,9 +96,13 @@
   X(CONCAT,     "concat",     1, -1, FAM_CONCAT, 0, NULL, NULL, "join inputs along a.axis") \
   X(SLICE,      "slice",      1, 1, FAM_SLICE,   0, NULL, NULL, "x[start:end:step] per dim (step > 0)") \
   X(GATHER,     "gather",     2, 2, FAM_GATHER,  0, NULL, NULL, "take i32 indices y along a.axis of x (embedding: axis 0); out of [0, n): interpreter error, kernels clamp") \
+  X(GATHER_ELEMENTS, "gather_elements", 2, 2, FAM_GATHER_ELEMENTS, 0, NULL, NULL, "torch.gather: out[..i..] = x[..y[..i..]..] along a.axis, y i32 of x's rank; out of [0, n): interpreter error, kernels clamp") \
+  X(SCATTER,    "scatter",    3, 3, FAM_SCATTER, 0, NULL, NULL, "torch.scatter: x with out[..y[..i..]..] = z[..i..] along a.axis; the last of duplicate targets wins; out of [0, n): interpreter error, kernels skip") \
+  X(INDEX_COPY, "index_copy", 3, 3, FAM_SCATTER, 0, NULL, NULL, "torch.index_copy: x with slice y[j] along a.axis = slice j of z (1-D i32 y); the last duplicate wins; out of [0, n): interpreter error, kernels skip") \
+  X(TOPK,       "topk",       1, 1, FAM_TOPK,    OPF_F32, NULL, NULL, "i32 indices of the a.k largest (a.largest) or smallest x along a.axis, in order; equal values by index, NaN above every number") \
   /* attention */ \
-  X(SDPA,       "sdpa",       5, 5, FAM_ATTENTION, 0, NULL, NULL, "softmax(q k^T * a.scale) v: q [Hq,T,D], k/v [Hkv,S,D] (query head h reads kv head h/(Hq/Hkv)), i32 scalars len (keys j < len, clamped to [0,S]) and pos (a.causal: row i sees j <= pos+i); a row seeing no key is 0") \
+  X(SDPA,       "sdpa",       5, 5, FAM_ATTENTION, 0, NULL, NULL, "softmax(q k^T * a.scale) v: q [Hq,T,D], k/v [Hkv,S,D] (query head h reads kv head h/(Hq/Hkv)), i32 scalars len (keys j < len, clamped to [0,S]) and pos (a.causal: row i sees j <= pos+i); a.window W > 0: k/v a ring, row i sees positions pos+i-W < p <= pos+i, len-S <= p < len, from slot p mod S; a row seeing no key is 0") \
   /* side effects */ \
-  X(WRITE,      "write",      3, 3, FAM_WRITE,   0, NULL, NULL, "state version x with y stored at i32 scalar offset z along a.axis (in place in state a.state); out of range: error, nothing written")
+  X(WRITE,      "write",      3, 3, FAM_WRITE,   0, NULL, NULL, "state version x with y stored at i32 scalar offset z along a.axis (a.ring: row i at (z + i) mod the length) in place in state a.state; out of range: error, nothing written")
 
 #endif

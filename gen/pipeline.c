@@ -16,6 +16,7 @@ const Pass kiln_passes[] = {
     {"verify2", pass_verify},
     {"group", pass_group},
     {"schedule", pass_schedule},
+    {"pack", pass_pack},         /* after every entry is grouped: a weight's uses span entries */
     {"memplan", pass_memplan},
 };
 const int kiln_npasses = (int)(sizeof kiln_passes / sizeof kiln_passes[0]);

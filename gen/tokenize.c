@@ -1,12 +1,16 @@
 /*
- * tokenize.c — `kiln tokenize FILE [--decode]`: the first tool to reach for when a model's
- * output looks wrong. Reads text on standard input and prints, per input line, the token
- * ids separated by spaces (no BOS); with --decode, reads lines of ids and prints their
- * text. FILE is a llama2.c tokenizer file (tok512.bin) or a GGUF file with a SentencePiece
- * vocabulary (tokenizer.ggml.model "llama"); the work is the runtime's own
- * tokenizer (runtime/llm/kiln_tokenizer.c), so what this prints is what an app gets.
+ * tokenize.c — `kiln tokenize FILE [--decode | --convert OUT]`: the first tool to reach for
+ * when a model's output looks wrong. Reads text on standard input and prints, per input
+ * line, the token ids separated by spaces (no BOS); with --decode, reads lines of ids and
+ * prints their text; with --convert, writes FILE as Kiln's tokenizer binary and reads
+ * nothing. FILE is a Hugging Face tokenizer.json, Kiln's tokenizer binary (.tok), a
+ * llama2.c tokenizer file (tok512.bin) or a GGUF file with a SentencePiece vocabulary
+ * (tokenizer.ggml.model "llama"). The work is the runtime's own tokenizers
+ * (runtime/llm/kiln_tok.c for tokenizer.json and .tok, kiln_tokenizer.c for the rest), so
+ * what this prints is what an app gets.
  */
 #include "kiln.h"
+#include "kiln_tok.h"
 #include "kiln_tokenizer.h"
 
 #include <stdlib.h>
@@ -79,12 +83,114 @@ static unsigned char *gguf_vocab(const char *path, const unsigned char *data, si
   return out;
 }
 
-int cmd_tokenize(const char *path, bool decode) {
+/* True when the file looks like JSON (its first non-space byte is '{'). */
+static bool looks_json(const unsigned char *p, size_t n) {
+  size_t i = 0;
+  while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+  return i < n && p[i] == '{';
+}
+
+/* True when the GGUF file at data holds a byte-level vocabulary (model "gpt2"). */
+static bool gguf_bytelevel(const char *path, const unsigned char *data, size_t size) {
+  char err[1024];
+  SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
+  if (!f) kiln_error("tokenize: %s", err);
+  const MetaVal *model = meta(f, "tokenizer.ggml.model");
+  return model && model->kind == MV_STR && strcmp(model->s, "gpt2") == 0;
+}
+
+/* The tokenizer binary of the file read into data (see tokenizer_binary). */
+static void binary_of(const char *path, const unsigned char *data, size_t size, Buf *out) {
+  char err[1024];
+  if (kiln_tok_is(data, size)) {
+    kiln_tok t;
+    if (kiln_tok_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
+    kiln_tok_free(&t);
+    buf_put(out, data, size);
+  } else if (gguf_is(data, size)) {
+    SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
+    if (!f) kiln_error("tokenize: %s", err);
+    if (!tokgguf_convert(path, f, out, err, sizeof err)) kiln_error("%s", err);
+  } else if (!looks_json(data, size)) kiln_error("%s: not a tokenizer.json, a GGUF file or a Kiln tokenizer binary", path);
+  else if (!tokjson_convert(path, data, size, out, err, sizeof err)) kiln_error("%s", err);
+}
+
+/* See kiln.h; a file of up to 1 GiB. */
+void tokenizer_binary(const char *path, Buf *out) {
+  char err[1024];
+  size_t size;
+  unsigned char *data = kiln_read_bounded(path, (size_t)1 << 30, &size, err, sizeof err);
+  if (!data) kiln_error("tokenizer: %s", err);
+  binary_of(path, data, size, out);
+}
+
+/* Lines of stdin through t: ids per line, or with decode text per line of ids. */
+static void tok_lines(const kiln_tok *t, bool decode) {
+  char *line = NULL, *out = malloc(kiln_tok_decode_max(t) + 16);
+  size_t cap = 0;
+  for (int lineno = 1; read_line(&line, &cap); lineno++) {
+    if (decode) {
+      kiln_tok_stream st;
+      kiln_tok_stream_init(&st);
+      for (char *p = line, *e;; p = e) {
+        long id = strtol(p, &e, 10);
+        if (e == p) {
+          while (*e == ' ' || *e == '\t' || *e == '\r') e++;
+          if (*e) kiln_error("tokenize --decode: line %d: '%s' is not a token id", lineno, esc_message(e));
+          break;
+        }
+        int n = id < 0 || id >= t->n ? -1 : kiln_tok_decode(t, &st, (int)id, out);
+        if (n < 0) kiln_error("tokenize --decode: line %d: id %ld is outside the vocabulary (0..%d)", lineno, id, t->n - 1);
+        fwrite(out, 1, (size_t)n, stdout);
+      }
+      fwrite(out, 1, (size_t)kiln_tok_decode_flush(&st, out), stdout);
+      putchar('\n');
+      continue;
+    }
+    size_t len = strlen(line);
+    int *ids = malloc(sizeof(int) * (3 * len + 8));   /* always enough (kiln_tok.h) */
+    void *work = malloc(kiln_tok_work_size(t, len));
+    if (!ids || !work) kiln_error("tokenize: line %d: out of memory", lineno);
+    int n = kiln_tok_encode(t, line, len, ids, (int)(3 * len + 8), work);
+    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+    putchar('\n');
+    free(ids);
+    free(work);
+  }
+  free(line);
+  free(out);
+}
+
+/* `kiln tokenize` on a tokenizer.json, a .tok file or a byte-level GGUF vocabulary. */
+static int tokenize_tok(const char *path, const unsigned char *data, size_t size, bool decode, const char *convert) {
+  Buf bin = {0};
+  binary_of(path, data, size, &bin);
+  if (convert) {
+    FILE *f = fopen(convert, "wb");
+    if (!f || fwrite(bin.data, 1, bin.len, f) != bin.len || fclose(f) != 0) kiln_error("tokenize: cannot write %s", convert);
+    buf_free(&bin);
+    return 0;
+  }
+  kiln_tok t;
+  char err[1024];
+  if (kiln_tok_load(&t, bin.data, bin.len, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
+  buf_free(&bin);
+  tok_lines(&t, decode);
+  kiln_tok_free(&t);
+  return 0;
+}
+
+/* `kiln tokenize`: tokenizer.json, .tok and byte-level GGUF through kiln_tok; llama2.c
+ * files and SentencePiece GGUF through kiln_spm (kiln_tokenizer.h), as before. */
+int cmd_tokenize(const char *path, bool decode, const char *convert) {
   if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
   char err[1024];
   size_t size;
   unsigned char *data = kiln_read_bounded(path, (size_t)256 << 20, &size, err, sizeof err);
   if (!data) kiln_error("tokenize: %s", err);
+  if (kiln_tok_is(data, size) || looks_json(data, size) || (gguf_is(data, size) && gguf_bytelevel(path, data, size)))
+    return tokenize_tok(path, data, size, decode, convert);
+  if (convert) kiln_error("tokenize --convert: %s is not a tokenizer.json or a byte-level GGUF vocabulary", path);
   if (gguf_is(data, size)) data = gguf_vocab(path, data, size, &size);
   kiln_spm t;
   if (kiln_spm_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);

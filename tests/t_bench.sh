@@ -31,8 +31,9 @@ echo "PASS bench/kiln-build (strict load of prepare.py's safetensors)"
 for cc in gcc clang; do
   flags=-O2
   [ $cc = gcc ] && flags=$SAN
-  if err=$($cc $W $flags -I"$WORK/k" -Iruntime -DKILN_MODEL=mlp_b1 -DKILN_MODEL_UPPER=MLP_B1 \
-      bench/peerbench/kiln_worker.c "$WORK/k/mlp_b1.c" runtime/kiln_runtime.c -lm -o "$WORK/worker_$cc" 2>&1); then
+  if err=$($cc $W $flags -pthread -I"$WORK/k" -Iruntime -DKILN_MODEL=mlp_b1 -DKILN_MODEL_UPPER=MLP_B1 \
+      bench/peerbench/kiln_worker.c "$WORK/k/mlp_b1.c" runtime/kiln_runtime.c runtime/kiln_pool.c -lm \
+      -o "$WORK/worker_$cc" 2>&1); then
     echo "PASS bench/compile-$cc"
   else
     echo "FAIL bench/compile-$cc: $(echo "$err" | head -n 3 | tr '\n' ' ')"
@@ -81,8 +82,8 @@ sys.path.insert(0, "bench/peerbench")
 import cache, run, report, workers, workloads
 work = sys.argv[1]
 w = workloads.BY_NAME["mlp_b1"]
-p = workers.Worker("kiln -O2", "kiln", 1, [], {})
-out = cache.CACHE / "out" / "mlp_b1" / "kiln_-O2@1.bin"
+p = workers.Worker("kiln -O2 v3", "kiln", 1, [], {})
+out = cache.CACHE / "out" / "mlp_b1" / "kiln_-O2_v3@1.bin"
 out.parent.mkdir(parents=True, exist_ok=True)
 shutil.copy(f"{work}/out.bin", out)
 rel, problem = run.check_output(w, p)

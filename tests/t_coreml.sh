@@ -2,7 +2,13 @@
 # t_coreml.sh — the Core ML target, checked without a Mac (nothing here runs Core ML):
 #   schema     gen/coreml*.proto field by field against Apple's text (tests/coreml/apple/)
 #   objc       runtime/coreml/kiln_coreml.m compile-checked with clang against the stub
-#              CoreML/Foundation headers; its header as C
+#              CoreML/Foundation headers, also for macOS 12 (newer APIs only inside
+#              @available); its header as C
+#   mock       the wrapper driven through a fake Core ML (tests/coreml/mock/: GCC's
+#              Objective-C runtime, no ARC) as an app would: tinystate's prefill and
+#              decodes through one shared MLState and through per-entry MLStates, a state
+#              Core ML refuses, a plain model; the logged Core ML calls (order, function
+#              names, which state object, input shapes and types) against expected logs
 #   milrun     the test interpreter (tests/coreml/milrun.c) builds warning-free
 #   models     every models/*.lua and tests/coreml/models/*.lua, for iOS15 and iOS17 in
 #              fp32 and fp16: builds; protoc --decode shows no unknown field; manifest and
@@ -39,11 +45,29 @@ elif out=$(clang -fsyntax-only -x objective-c -fobjc-arc -fblocks -fobjc-runtime
 else
   echo "FAIL $S/objc: $(echo "$out" | head -n 3 | tr '\n' ' ')"
 fi
+# Availability: compiled for macOS 12 (the stubs carry Apple's API_AVAILABLE marks), every
+# newer API (functionName, MLState: macOS 15; the Neural Engine unit: 13; getBytes: 12.3)
+# must sit inside @available, or an app would crash on an older OS. glibc's headers stand in
+# for the SDK's C headers (their __nonnull clashes with clang's Darwin keyword).
+if ! command -v clang >/dev/null; then
+  echo "FAIL $S/objc-availability: clang not installed"
+elif out=$(clang -target x86_64-apple-macos12.0 -isystem /usr/include/x86_64-linux-gnu -U__nonnull '-D__nonnull(p)=' \
+           -fsyntax-only -x objective-c -fobjc-arc -fblocks -Wall -Wextra -Werror -Wunguarded-availability \
+           -Iruntime/coreml/stub -Iruntime/coreml runtime/coreml/kiln_coreml.m 2>&1); then
+  echo "PASS $S/objc-availability: built for macOS 12, every newer Core ML API is guarded by @available"
+else
+  echo "FAIL $S/objc-availability: $(echo "$out" | head -n 3 | tr '\n' ' ')"
+fi
 if out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -fsyntax-only -x c runtime/coreml/kiln_coreml.h 2>&1); then
   echo "PASS $S/objc-header: kiln_coreml.h is valid C11"
 else
   echo "FAIL $S/objc-header: $(echo "$out" | head -n 2 | tr '\n' ' ')"
 fi
+
+# ---- the wrapper against a fake Core ML ----
+# tests/coreml/mock/run.sh: the wrapper, built without ARC on GCC's runtime, driven by
+# tests/coreml/mock/drive.c through tests/coreml/mock/mock_coreml.m.
+sh tests/coreml/mock/run.sh "$KILN" "$WORK/mock"
 
 # ---- milrun ----
 mkdir -p "$WORK/pb"
@@ -198,7 +222,7 @@ for e in "tests/state/implicit.lua:5:iOS18:state hist is i32: Core ML keeps stat
     echo "FAIL $S/errors/$n: unexpected message (or output left behind): $(head -n 2 "$WORK/err" | tr '\n' ' ')"
   fi
 done
-for e in rank6:4:rank keyword:3:reserved; do
+for e in rank6:4:rank keyword:3:reserved i64:3:int64; do
   n=${e%%:*}; rest=${e#*:}; line=${rest%%:*}; word=${rest#*:}
   if "$KILN" build "tests/coreml/errors/$n.lua" -o "$WORK/err-$n" --target coreml 2>"$WORK/err"; then
     echo "FAIL $S/errors/$n: the build succeeded"

@@ -1,12 +1,17 @@
 #!/bin/sh
 # t_isa.sh — the generated C gives bit-identical results on every instruction-set path
-# this machine can run. kiln_dot4 (templates/c/dot4.c.tmpl: the dot products of Linear
-# kernels and of convolutions through gathered patches) has an AVX variant (8-float vectors),
-# an SSE/NEON one (two 4-float vectors) and plain C (KILN_SCALAR); all do the same
-# arithmetic in the same order. Each model is compiled with
-# gcc at -O2 (SSE2, the x86-64 baseline), -O2 -mavx2, -O3 -march=native (this machine: AVX-512),
-# -O2 -DKILN_SCALAR, and with clang -O2, run on the same seeded inputs (tests/runtime/driver.c),
-# and every output must be byte-identical across the five. A model with entry points runs
+# this machine can run. The matmul micro-kernels (templates/c/gemm_lib.c.tmpl) have an
+# AVX-512 path, an AVX2 + FMA path, a NEON path (not run here) and plain C with fmaf
+# (KILN_SCALAR, and any target without FMA); each output is one fused multiply-add chain in
+# k order on all of them. kiln_dot4 (templates/c/dot4.c.tmpl: convolutions through gathered
+# patches) has AVX, SSE/NEON and plain variants doing the same arithmetic in the same order.
+# Each model is compiled with gcc at -O2 (SSE2, the x86-64 baseline: the plain path, fmaf
+# from libm), -O2 -mavx2 -mfma, -O3 -march=native (this machine: AVX-512), -O2 -march=native
+# -DKILN_SCALAR (the plain path with fmaf inlined), clang -O2 -march=x86-64-v3, and three
+# builds whose matrix products run as tasks on 2, 3 and 4 threads (the _par functions with
+# runtime/kiln_pool.c: a product is cut into tasks that never split an output's chain; the
+# last one clang's plain path), run on the same seeded inputs (tests/runtime/driver.c), and
+# every output must be byte-identical across the eight. A model with entry points runs
 # each entry once, in order, the state block chained from call to call and compared too. Numerical correctness against
 # the interpreter and PyTorch is t_ops' and t_models' job; this suite checks that the paths
 # they do not exercise agree with the one they do.
@@ -16,7 +21,7 @@ kt_need_kiln t_isa
 kt_work isa
 S=isa
 for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lua models/stories.lua \
-         models/stories_fixed.lua tests/golden/tiny.lua; do
+         models/stories_fixed.lua tests/golden/tiny.lua tests/matmul/edges.lua; do
   n=$(basename "$m" .lua)
   d=$WORK/$n
   if ! "$KILN" build "$m" -o "$d/out" > "$WORK/err" 2>&1; then echo "FAIL $S/$n/build: $(head -n 1 "$WORK/err")"; continue; fi
@@ -47,8 +52,12 @@ for k, e in enumerate(sig.get("entries") or [sig]):
 PYEOF
 )
   first=""
-  for cfg in "gcc -O2" "gcc -O2 -mavx2" "gcc -O3 -march=native" "gcc -O2 -DKILN_SCALAR" "clang -O2"; do
-    tag=$(echo "$cfg" | tr ' =' '__')
+  for spec in "gcc -O2" "gcc -O2 -mavx2 -mfma" "gcc -O3 -march=native" "gcc -O2 -march=native -DKILN_SCALAR" \
+           "clang -O2 -march=x86-64-v3" "gcc -O3 -march=native @2" "gcc -O2 -mavx2 -mfma @3" "clang -O2 @4"; do
+    # "@N": the entries' _par functions with a kiln_pool of N threads (runtime/kiln_pool.c)
+    cfg=${spec%@*} threads="" pool=""
+    if [ "$cfg" != "$spec" ]; then threads="-t ${spec##*@}"; pool="-DKILN_POOL -pthread runtime/kiln_pool.c"; fi
+    tag=$(echo "$spec" | tr ' =@' '___')
     res=$d/res_$tag
     mkdir -p "$res"
     ok=yes k=0
@@ -67,13 +76,13 @@ PYEOF
       exe=$d/drv_${tag}_$k
       # shellcheck disable=SC2086
       if ! $cfg -std=c11 -Wall -Wextra -Wpedantic -Werror -D_POSIX_C_SOURCE=200809L -I"$d/out" -Iruntime \
-           -DKILN_MODEL="$n" -DKILN_MODEL_UPPER="$(echo "$n" | tr a-z A-Z)" $defs tests/runtime/driver.c "$d/out/$n.c" \
+           -DKILN_MODEL="$n" -DKILN_MODEL_UPPER="$(echo "$n" | tr a-z A-Z)" $defs $pool tests/runtime/driver.c "$d/out/$n.c" \
            runtime/kiln_runtime.c -lm -o "$exe" 2> "$WORK/err"; then
         echo "FAIL $S/$n/$tag: does not compile: $(grep -m 1 error "$WORK/err")"; ok=no; break
       fi
       mkdir -p "$res/call$k"
       # shellcheck disable=SC2086
-      if ! "$exe" -w "$d/out/$n.weights" $state_args -o "$res/call$k" $ins > "$WORK/err" 2>&1; then
+      if ! "$exe" -w "$d/out/$n.weights" $threads $state_args -o "$res/call$k" $ins > "$WORK/err" 2>&1; then
         echo "FAIL $S/$n/$tag: run: $(head -n 1 "$WORK/err")"; ok=no; break
       fi
       k=$((k + 1))
@@ -86,17 +95,18 @@ EOF2
     else echo "FAIL $S/$n/$tag: outputs differ from $first"; fi
   done
 done
-# A test of the test: with FMA contraction allowed the sums round differently, and the
-# comparison must notice (else bit-identical above would prove nothing).
+# A test of the test: the matmul chains with each product rounded before its sum (the plain
+# path with fmaf replaced, tests/matmul/unfused.c) must give other bits, and the comparison
+# must notice (else bit-identical above would prove nothing).
 d=$WORK/mlp
-if [ -d "$d/res_gcc_-O2" ] && gcc -std=c11 -O2 -mavx2 -mfma -ffp-contract=fast -D_POSIX_C_SOURCE=200809L -I"$d/out" -Iruntime \
-     -DKILN_MODEL=mlp -DKILN_MODEL_UPPER=MLP tests/runtime/driver.c "$d/out/mlp.c" runtime/kiln_runtime.c -lm \
-     -o "$d/drv_fma" 2> "$WORK/err"; then
-  mkdir -p "$d/res_fma/call0"
-  "$d/drv_fma" -w "$d/out/mlp.weights" -o "$d/res_fma/call0" "$d"/in0_*.bin > /dev/null 2>&1
-  if diff -r "$d/res_gcc_-O2" "$d/res_fma" > /dev/null; then echo "FAIL $S/fma_control: FMA contraction gave the same bits: the check cannot see a changed order"
-  else echo "PASS $S/fma_control: FMA contraction changes the bits, and the check sees it"; fi
+if [ -d "$d/res_gcc_-O2" ] && gcc -std=c11 -O2 -DKILN_SCALAR -Dfmaf=kiln_unfused_fmaf -D_POSIX_C_SOURCE=200809L -I"$d/out" \
+     -Iruntime -DKILN_MODEL=mlp -DKILN_MODEL_UPPER=MLP tests/runtime/driver.c "$d/out/mlp.c" runtime/kiln_runtime.c \
+     tests/matmul/unfused.c -lm -o "$d/drv_unfused" 2> "$WORK/err"; then
+  mkdir -p "$d/res_unfused/call0"
+  "$d/drv_unfused" -w "$d/out/mlp.weights" -o "$d/res_unfused/call0" "$d"/in0_*.bin > /dev/null 2>&1
+  if diff -r "$d/res_gcc_-O2" "$d/res_unfused" > /dev/null; then echo "FAIL $S/unfused_control: unfused products gave the same bits: the check cannot see a changed rounding"
+  else echo "PASS $S/unfused_control: unfused products change the bits, and the check sees it"; fi
 else
-  echo "FAIL $S/fma_control: could not build the FMA variant: $(head -n 1 "$WORK/err")"
+  echo "FAIL $S/unfused_control: could not build the unfused variant: $(head -n 1 "$WORK/err")"
 fi
 exit 0

@@ -1,7 +1,7 @@
 #!/bin/sh
-# t_llm.sh — models/llm.lua, the Llama / Qwen2 / Qwen3 family script, on seeded Hugging
-# Face-style checkpoints against an independent PyTorch implementation
-# (tests/llm/torch_llm.py); the runner is tests/llm/run_llm.py. Then the sampler
+# t_llm.sh — models/llm.lua, the Llama / Qwen2 / Qwen3 / Gemma 3 family script, on seeded
+# Hugging Face-style checkpoints against independent PyTorch implementations
+# (tests/llm/torch_llm.py, tests/llm/torch_gemma.py); the runner is tests/llm/run_llm.py. Then the sampler
 # (runtime/llm/kiln_sample.c) against tests/llm/sample_test.c's exact expectations.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln llm

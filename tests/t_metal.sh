@@ -158,6 +158,20 @@ for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua tests/go
   fi
 done
 
+# Gemma 3 (models/llm.lua's sliding-window layers on ring caches) over the seeded gemma3
+# checkpoint of tests/llm/run_llm.py, as model `gemma`; run_metal_state.py reads the
+# build's -D arguments from its defines file.
+d=$T/m/gemma
+if defs=$("$PY" tests/llm/run_llm.py --checkpoint gemma3 "$T/gemma_ckpt" 2>"$T/out") &&
+   "$KILN" build models/llm.lua -o "$d" --name gemma $defs --target metal > "$T/out" 2>&1 &&
+   sh "$M/mkemu.sh" "$d" gemma "$d/emu" > "$T/out" 2>&1; then
+  echo "$defs" > "$d/defines"
+  pass metal_compile_gemma
+  programs="$programs gemma"
+else
+  fail metal_compile_gemma "$(tail -n 3 "$T/out" | tr '\n' ' ')"
+fi
+
 # the calls of the models with state or entry points
 if [ -n "$programs" ]; then
   # shellcheck disable=SC2086

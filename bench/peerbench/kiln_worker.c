@@ -8,13 +8,14 @@
  *      -DKILN_MODEL=mlp_b1 -DKILN_MODEL_UPPER=MLP_B1 \
  *      bench/peerbench/kiln_worker.c KILN_OUT/mlp_b1.c runtime/kiln_runtime.c -lm
  *
- *   kiln_worker CACHE_DIR WEIGHTS_FILE
+ *   kiln_worker CACHE_DIR WEIGHTS_FILE [THREADS]
  *
  * `load W` accepts only the compiled model's name; it loads WEIGHTS_FILE through the
  * runtime (which validates it against the model) and CACHE_DIR/data/W/input_<name>.bin
- * for each input in declaration order. The model runs on one thread: Kiln's generated C
- * has no threads.
+ * for each input in declaration order. With THREADS > 1 (compiled with runtime/kiln_pool.c
+ * and -pthread) every call goes through <m>_run_par on a kiln_pool of that many threads.
  */
+#include "kiln_pool.h"
 #include "kiln_runtime.h"
 
 #define STR_(x) #x
@@ -33,6 +34,7 @@ static const size_t in_sizes[] = M_(_INPUT_SIZES), out_sizes[] = M_(_OUTPUT_SIZE
 static const char *const in_names[] = M_(_INPUT_NAMES);
 
 static const char *weights_path;
+static kiln_pool *pool;   /* THREADS > 1 */
 
 /* What worker_load set up. */
 static struct {
@@ -79,7 +81,10 @@ static int worker_load(const char *cache_dir, const char *workload) {
 }
 
 static void worker_call(void) {
-  CAT(KILN_MODEL, _run_v)(S.weights.payload, S.arena, (const void *const *)S.inputs, S.outputs);
+  if (pool)
+    CAT(KILN_MODEL, _run_par)(kiln_pool_for, pool, S.weights.payload, S.arena, (const void *const *)S.inputs, S.outputs);
+  else
+    CAT(KILN_MODEL, _run_v)(S.weights.payload, S.arena, (const void *const *)S.inputs, S.outputs);
 }
 
 static int worker_save(FILE *f) {
@@ -89,11 +94,20 @@ static int worker_save(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: %s CACHE_DIR WEIGHTS_FILE\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: %s CACHE_DIR WEIGHTS_FILE [THREADS]\n", argv[0]);
     return 2;
   }
   weights_path = argv[2];
-  return worker_serve(argv[1], "{\"ready\": true, \"runtime\": \"kiln\", \"model\": \"" STR(KILN_MODEL)
-                               "\", \"threads\": 1}");
+  int threads = argc == 4 ? atoi(argv[3]) : 1;
+  if (threads > 1 && !(pool = kiln_pool_new(threads))) {
+    fprintf(stderr, "cannot start %d threads\n", threads);
+    return 2;
+  }
+  char ready[160];
+  snprintf(ready, sizeof ready, "{\"ready\": true, \"runtime\": \"kiln\", \"model\": \"%s\", \"threads\": %d}",
+           STR(KILN_MODEL), threads > 1 ? threads : 1);
+  int rc = worker_serve(argv[1], ready);
+  kiln_pool_free(pool);
+  return rc;
 }

@@ -117,7 +117,7 @@ def make_peers(w, built):
     if isinstance(kiln, str):
         missing["kiln@1"] = kiln
     else:
-        peers += [wk.kiln_peer(label, exe, weights) for label, exe, weights in kiln]
+        peers += [wk.kiln_peer(label, exe, weights, t) for t in THREADS for label, exe, weights in kiln]
     for t in THREADS:
         if isinstance(built["ort"], str):
             missing[f"ort@{t}"] = built["ort"]

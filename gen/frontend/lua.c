@@ -436,6 +436,10 @@ static DType dtype_arg(lua_State *L, int idx, const char *op) {
   if (lua_isnoneornil(L, idx)) return DT_F32;
   const char *s = lua_tostring(L, idx);
   DType t = DT_F32;
+  if (lua_type(L, idx) == LUA_TSTRING && strcmp(s, "i64") == 0) {   /* PyTorch's token ids: inputs only */
+    if (strcmp(op, "kiln.input") == 0) return DT_I64;
+    fe_error(L, "%s: dtype i64 is for kiln.input only (it is cast to i32 at once); use \"i32\"", op);
+  }
   if (lua_type(L, idx) != LUA_TSTRING || !dtype_parse(s, &t))
     fe_error(L, "%s: dtype must be \"f32\", \"i32\" or \"bool\", got %s", op, s ? s : luaL_typename(L, idx));
   return t;
@@ -460,7 +464,13 @@ static int l_input(lua_State *L) {
     fe_error(L, "kiln.input: outside kiln.entry in a script with entries (inputs belong to an entry)");
   Node *n = graph_leaf(fe_graph(L), OP_INPUT, t, &s, name, fe_loc(L));
   note_io_name(L, name, false, n->io_index);
-  fe_push(L, n->id);
+  if (t != DT_I64) {
+    fe_push(L, n->id);
+    return 1;
+  }
+  /* i64: the script sees its i32 cast only; each entry checks the range first */
+  int x = n->id;
+  fe_push(L, fe_add(L, OP_CAST, &x, 1, &(Attrs){.to = DT_I32}));
   return 1;
 }
 

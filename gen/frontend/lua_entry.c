@@ -220,7 +220,8 @@ static void write_opts(lua_State *L, int idx) {
   while (lua_next(L, idx)) {
     lua_pop(L, 1);
     const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "(not a string)";
-    if (strcmp(k, "axis") != 0 && strcmp(k, "at") != 0) fe_error(L, "kiln.write: unknown option '%s' (known: axis, at)", k);
+    if (strcmp(k, "axis") != 0 && strcmp(k, "at") != 0 && strcmp(k, "ring") != 0)
+      fe_error(L, "kiln.write: unknown option '%s' (known: axis, at, ring)", k);
   }
 }
 
@@ -228,13 +229,15 @@ static void write_opts(lua_State *L, int idx) {
  * the value fills) or an i32 scalar input of the entry. The C target checks a run-time
  * offset before any kernel runs, so it must be available then: computed offsets are
  * refused. */
-static int write_offset(lua_State *L, int opts, const StateDecl *d, int axis, int64_t rows) {
+static int write_offset(lua_State *L, int opts, const StateDecl *d, int axis, int64_t rows, bool ring) {
   int t = lua_getfield(L, opts, "at");
   if (t == LUA_TNIL) fe_error(L, "kiln.write: needs the offset: {axis = %d, at = pos}", axis);
   int id;
   if (t == LUA_TNUMBER) {
     int64_t v = fe_int_arg(L, -1, "kiln.write", "at");
-    if (v < 0 || v > d->shape.dim[axis] - rows)
+    if (ring && (v < 0 || v > INT32_MAX))
+      fe_error(L, "kiln.write: ring offset %lld must be in [0, 2^31)", (long long)v);
+    if (!ring && (v < 0 || v > d->shape.dim[axis] - rows))
       fe_error(L, "kiln.write: offset %lld puts %lld row%s outside [0, %lld) along axis %d of state %s %s", (long long)v,
                (long long)rows, rows == 1 ? "" : "s", (long long)d->shape.dim[axis], axis, d->name, shape_str(&d->shape));
     Shape scalar = {0};
@@ -255,9 +258,10 @@ static int write_offset(lua_State *L, int opts, const StateDecl *d, int axis, in
   return id;
 }
 
-/* kiln.write(state, value, {axis = a, at = offset}): stores value into the state at
- * offset along axis; the state's other dims must equal value's. In the entry from here
- * on, the state handle reads the updated state. */
+/* kiln.write(state, value, {axis = a, at = offset [, ring = true]}): stores value into
+ * the state at offset along axis (ring: row i at (offset + i) mod the state's length, so
+ * a sliding window's cache wraps); the state's other dims must equal value's. In the
+ * entry from here on, the state handle reads the updated state. */
 static int l_write(lua_State *L) {
   FeProgram *fp = fe_prog(L);
   const StateDecl *d = fe_state_of(L, 1);
@@ -277,14 +281,20 @@ static int l_write(lua_State *L) {
     fe_error(L, "kiln.write: value %s does not fit state %s %s along axis %d (the other dims must equal the state's)",
              shape_str(&v->shape), d->name, shape_str(&d->shape), axis);
   if (v->dtype != d->dtype) fe_error(L, "kiln.write: value is %s, state %s is %s", dtype_name(v->dtype), d->name, dtype_name(d->dtype));
-  int at = write_offset(L, 3, d, axis, v->shape.dim[axis]);
+  bool ring = false;
+  if (lua_getfield(L, 3, "ring") != LUA_TNIL) {
+    if (!lua_isboolean(L, -1)) fe_error(L, "kiln.write: ring must be true or false");
+    ring = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  int at = write_offset(L, 3, d, axis, v->shape.dim[axis], ring);
   const Node *root = storage_of(L, x);
   if (root->op == OP_STATE || root->op == OP_WRITE) x = fe_add(L, OP_COPY, &x, 1, NULL);   /* never copy a state onto itself */
   int in[3];
   in[0] = state_version(L, s);
   in[1] = x;
   in[2] = at;
-  Attrs a = {.axis = axis, .state = s};
+  Attrs a = {.axis = axis, .state = s, .ring = ring};
   int w = fe_add(L, OP_WRITE, in, 3, &a);
   fe_node(L, w)->name = d->name;   /* a version of the state: its kernel is <state>_write */
   graph_set_state_last(fe_graph(L), s, w);

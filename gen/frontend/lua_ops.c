@@ -289,6 +289,38 @@ static int l_linear(lua_State *L) {
 
 /* ---- convolution and pooling ---- */
 
+/* conv_transpose2d(x, w [, bias] [, {stride, padding, output_padding, dilation, groups}])
+ * as torch's: w [C, O/groups, KH, KW]; padding a number, {h, w} or {top, left, bottom,
+ * right}; output_padding (a number or {h, w}) adds rows at the bottom/right, stored as
+ * less bottom/right padding (the shape rule bounds it by stride or dilation). */
+static int l_conv_transpose2d(lua_State *L) {
+  static const char *const known[] = {"stride", "padding", "output_padding", "dilation", "groups", NULL};
+  int in[3], nin = 2;
+  in[0] = fe_tensor(L, 1, "conv_transpose2d");
+  in[1] = fe_tensor(L, 2, "conv_transpose2d");
+  int oidx = 3;
+  if (fe_is_tensor(L, 3)) {
+    in[nin++] = fe_tensor(L, 3, "conv_transpose2d");
+    oidx = 4;
+  } else if (lua_isnil(L, 3) && !lua_isnone(L, 4)) {
+    oidx = 4;
+  }
+  int o = opts_arg(L, oidx, "conv_transpose2d", known);
+  Attrs a = {0};
+  int outpad[2];
+  opt_ints(L, o, "stride", 1, a.stride, 2, "conv_transpose2d");
+  opt_ints(L, o, "dilation", 1, a.dilation, 2, "conv_transpose2d");
+  opt_ints(L, o, "padding", 0, a.pad, 4, "conv_transpose2d");
+  opt_ints(L, o, "output_padding", 0, outpad, 2, "conv_transpose2d");
+  if (outpad[0] < 0 || outpad[1] < 0)
+    return fe_error(L, "conv_transpose2d: output_padding [%d, %d] must be >= 0", outpad[0], outpad[1]);
+  a.pad[2] -= outpad[0], a.pad[3] -= outpad[1];
+  int64_t groups = opt_int(L, o, "groups", 1, "conv_transpose2d");
+  if (groups < 1 || groups > (1 << 20)) return fe_error(L, "conv_transpose2d: groups %lld must be >= 1", (long long)groups);
+  a.groups = (int)groups;
+  return push_id(L, fe_add(L, OP_CONV_TRANSPOSE2D, in, nin, &a));
+}
+
 /* conv2d(x, w [, bias] [, {stride, padding, dilation, groups}]) */
 static int l_conv2d(lua_State *L) {
   static const char *const known[] = {"stride", "padding", "dilation", "groups", NULL};
@@ -382,12 +414,29 @@ static uint32_t dims_mask(lua_State *L, int idx, int rank, const char *op) {
   return m;
 }
 
-/* sum mean amax (x [, dims [, keepdim]]) */
+/* sum mean amax amin prod (x [, dims [, keepdim]]) */
 static int l_reduce(lua_State *L) {
   OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
   const char *name = lua_tostring(L, lua_upvalueindex(2));
   int x = fe_tensor(L, 1, name);
   Attrs a = {.axes = dims_mask(L, 2, tshape(L, x)->rank, name), .keepdims = lua_toboolean(L, 3)};
+  return push_id(L, fe_add(L, op, &x, 1, &a));
+}
+
+/* argmax / argmin (x [, dim [, keepdim]]) -> i32, torch's: without dim, the index into
+ * the flattened x (keepdim then ignored). f32 x of rank >= 1 (the shape rule says so). */
+static int l_argreduce(lua_State *L) {
+  OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
+  const char *name = kiln_ops[op].name;
+  int x = fe_tensor(L, 1, name);
+  Attrs a = {.keepdims = lua_toboolean(L, 3)};
+  if (lua_isnoneornil(L, 2)) {
+    Shape flat = {1, {shape_numel(tshape(L, x))}};
+    x = reshape_to(L, x, &flat);
+    a.keepdims = false;
+  } else {
+    a.axis = fe_dim(L, fe_int_arg(L, 2, name, "dim"), tshape(L, x)->rank, name);
+  }
   return push_id(L, fe_add(L, op, &x, 1, &a));
 }
 
@@ -710,6 +759,105 @@ static int l_gather(lua_State *L) {
   return push_id(L, gather_ids(L, in, fe_dim(L, d, tshape(L, in[0])->rank, "gather"), "gather"));
 }
 
+/* gather_elements(x, idx [, dim = 0]) (torch.gather without broadcasting; take_along_dim
+ * in ops.lua broadcasts first): idx i32 of x's rank, dims equal but along dim. A constant
+ * index out of range is an error here (kernels would clamp it). */
+static int l_gather_elements(lua_State *L) {
+  int in[2];
+  in[0] = fe_tensor(L, 1, "gather_elements");
+  in[1] = fe_tensor(L, 2, "gather_elements");
+  int64_t d = lua_isnoneornil(L, 3) ? 0 : fe_int_arg(L, 3, "gather_elements", "dim");
+  int axis = fe_dim(L, d, tshape(L, in[0])->rank, "gather_elements");
+  int id = fe_add(L, OP_GATHER_ELEMENTS, in, 2, &(Attrs){.axis = axis});
+  const Node *ix = tnode(L, in[1]);
+  int64_t n = tshape(L, in[0])->dim[axis];
+  if (ix->op == OP_CONST && ix->data)
+    for (int64_t i = 0; i < shape_numel(&ix->shape); i++) {
+      int32_t v = ((const int32_t *)ix->data)[i];
+      if (v < 0 || v >= n)
+        fe_error(L, "gather_elements: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", (int)v,
+                 (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
+    }
+  return push_id(L, id);
+}
+
+/* scatter(x, dim, index, src) / index_copy(x, dim, index, source), torch's argument
+ * order: src a tensor of index's shape (scatter; ops.lua wraps this for numbers and
+ * larger sources) or of x's shape with index's length along dim (index_copy). A
+ * constant index out of range is an error here (kernels would skip it). */
+static int l_scatter(lua_State *L) {
+  OpKind op = (OpKind)lua_tointeger(L, lua_upvalueindex(1));
+  const char *name = kiln_ops[op].name;
+  int in[3];
+  in[0] = fe_tensor(L, 1, name);
+  int64_t d = fe_int_arg(L, 2, name, "dim");
+  in[1] = fe_tensor(L, 3, name);
+  in[2] = fe_tensor(L, 4, name);
+  int axis = fe_dim(L, d, tshape(L, in[0])->rank, name);
+  int id = fe_add(L, op, in, 3, &(Attrs){.axis = axis});
+  const Node *ix = tnode(L, in[1]);
+  int64_t n = tshape(L, in[0])->dim[axis];
+  if (ix->op == OP_CONST && ix->data)
+    for (int64_t i = 0; i < shape_numel(&ix->shape); i++) {
+      int32_t v = ((const int32_t *)ix->data)[i];
+      if (v < 0 || v >= n)
+        fe_error(L, "%s: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", name, (int)v,
+                 (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
+    }
+  return push_id(L, id);
+}
+
+/* Pushes the values and the i32 indices of the k first elements of x along dim in
+ * topk's order (largest or smallest first): a TOPK node (the indices) and a
+ * GATHER_ELEMENTS of x by them (the values, exact copies). Two nodes because a node
+ * has one result: the values are a gather of the indices, so nothing is sorted twice. */
+static int push_topk(lua_State *L, int x, int64_t k, int64_t dim, bool largest, const char *op) {
+  const Shape *s = tshape(L, x);
+  if (s->rank == 0) return fe_error(L, "%s: x must have rank >= 1, got a scalar", op);
+  int axis = fe_dim(L, dim, s->rank, op);
+  if (k < 1 || k > s->dim[axis])
+    return fe_error(L, "%s: k = %lld is not in [1, %lld] for %s along dim %d", op, (long long)k, (long long)s->dim[axis],
+                    shape_str(s), axis);
+  int idx = fe_add(L, OP_TOPK, &x, 1, &(Attrs){.axis = axis, .k = (int)k, .largest = largest});
+  int in[2] = {x, idx};
+  int vals = fe_add(L, OP_GATHER_ELEMENTS, in, 2, &(Attrs){.axis = axis});
+  fe_push(L, vals);
+  fe_push(L, idx);
+  return 2;
+}
+
+/* topk(x, k [, dim = -1 [, largest = true [, sorted = true]]]) -> values, indices (i32).
+ * Always sorted (torch leaves the order open when sorted is false); equal values by
+ * index; a NaN counts as larger than every number. */
+static int l_topk(lua_State *L) {
+  int x = fe_tensor(L, 1, "topk");
+  int64_t k = fe_int_arg(L, 2, "topk", "k");
+  int64_t d = lua_isnoneornil(L, 3) ? -1 : fe_int_arg(L, 3, "topk", "dim");
+  bool largest = lua_isnoneornil(L, 4) ? true : lua_toboolean(L, 4);
+  return push_topk(L, x, k, d, largest, "topk");
+}
+
+/* sort(x [, dim = -1 [, descending = false [, stable]]]) -> values, indices (i32): always
+ * stable (equal values keep their order), NaN last ascending and first descending. */
+static int l_sort(lua_State *L) {
+  int x = fe_tensor(L, 1, "sort");
+  int64_t d = lua_isnoneornil(L, 2) ? -1 : fe_int_arg(L, 2, "sort", "dim");
+  const Shape *s = tshape(L, x);
+  int64_t n = s->rank ? s->dim[fe_dim(L, d, s->rank, "sort")] : 1;
+  return push_topk(L, x, n, d, lua_toboolean(L, 3), "sort");
+}
+
+/* argsort(x [, dim = -1 [, descending = false]]) -> the indices of sort. */
+static int l_argsort(lua_State *L) {
+  int x = fe_tensor(L, 1, "argsort");
+  int64_t d = lua_isnoneornil(L, 2) ? -1 : fe_int_arg(L, 2, "argsort", "dim");
+  const Shape *s = tshape(L, x);
+  if (s->rank == 0) return fe_error(L, "argsort: x must have rank >= 1, got a scalar");
+  int axis = fe_dim(L, d, s->rank, "argsort");
+  Attrs a = {.axis = axis, .k = (int)s->dim[axis], .largest = lua_toboolean(L, 3)};
+  return push_id(L, fe_add(L, OP_TOPK, &x, 1, &a));
+}
+
 /* embedding(table, ids): rows of table [n, d] picked by i32 ids of any shape. */
 static int l_embedding(lua_State *L) {
   int in[2];
@@ -741,10 +889,11 @@ static int scalar_i32_opt(lua_State *L, int o, const char *key, int32_t def) {
   return id;
 }
 
-/* sdpa(q, k, v [, {len = L, pos = P, causal = true, scale = s}]): fused scaled dot-product
- * attention (docs/lua-api.md); len and pos are i32 scalars (run-time) or integers. */
+/* sdpa(q, k, v [, {len = L, pos = P, causal = true, scale = s, window = W}]): fused scaled
+ * dot-product attention (docs/lua-api.md); len and pos are i32 scalars (run-time) or
+ * integers; window W > 0 makes it a sliding window over a ring of keys (docs/ops.md). */
 static int l_sdpa(lua_State *L) {
-  static const char *const known[] = {"causal", "len", "pos", "scale", NULL};
+  static const char *const known[] = {"causal", "len", "pos", "scale", "window", NULL};
   int in[5] = {fe_tensor(L, 1, "sdpa"), fe_tensor(L, 2, "sdpa"), fe_tensor(L, 3, "sdpa")};
   int o = opts_arg(L, 4, "sdpa", known);
   const Shape *q = tshape(L, in[0]), *k = tshape(L, in[1]);
@@ -759,6 +908,13 @@ static int l_sdpa(lua_State *L) {
   if (opt(L, o, "scale") != LUA_TNIL) {
     if (lua_type(L, -1) != LUA_TNUMBER) fe_error(L, "sdpa: scale must be a number");
     a.scale = (float)lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  if (opt(L, o, "window") != LUA_TNIL) {
+    int64_t w = fe_int_arg(L, -1, "sdpa", "window");
+    if (w < 1 || w > INT32_MAX) fe_error(L, "sdpa: window must be an integer in [1, 2^31), got %lld", (long long)w);
+    if (!a.causal) fe_error(L, "sdpa: window needs causal attention (a window looks back from each row)");
+    a.window = (int)w;
   }
   lua_pop(L, 1);
   return push_id(L, fe_add(L, OP_SDPA, in, 5, &a));
@@ -803,21 +959,23 @@ static const struct { const char *name; OpKind op; } unary_ops[] = {
     {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH}, {"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"silu", OP_SILU},
     {"sin", OP_SIN}, {"cos", OP_COS}, {"erf", OP_ERF}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND}};
 static const struct { const char *name; OpKind op; } reduce_ops[] = {
-    {"sum", OP_REDUCE_SUM}, {"mean", OP_REDUCE_MEAN}, {"amax", OP_REDUCE_MAX}};
+    {"sum", OP_REDUCE_SUM}, {"mean", OP_REDUCE_MEAN}, {"amax", OP_REDUCE_MAX}, {"amin", OP_REDUCE_MIN},
+    {"prod", OP_REDUCE_PROD}};
 static const luaL_Reg plain_ops[] = {
     {"gelu", l_gelu}, {"where", l_where}, {"cast", l_cast}, {"matmul", l_matmul}, {"linear", l_linear},
-    {"conv2d", l_conv2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
+    {"conv2d", l_conv2d}, {"conv_transpose2d", l_conv_transpose2d}, {"softmax", l_softmax}, {"batchnorm", l_batchnorm}, {"reshape", l_reshape},
     {"transpose", l_transpose}, {"permute", l_permute}, {"flatten", l_flatten}, {"unsqueeze", l_unsqueeze},
     {"squeeze", l_squeeze}, {"concat", l_concat}, {"stack", l_stack}, {"slice", l_slice}, {"chunk", l_chunk},
-    {"gather", l_gather}, {"embedding", l_embedding}, {"sdpa", l_sdpa}, {"arange", l_arange}, {NULL, NULL}};
+    {"gather", l_gather}, {"embedding", l_embedding}, {"gather_elements", l_gather_elements}, {"topk", l_topk},
+    {"sort", l_sort}, {"argsort", l_argsort}, {"sdpa", l_sdpa}, {"arange", l_arange}, {NULL, NULL}};
 
 /* Functions that are also tensor methods (t:op(...)): every op whose first argument is the tensor. */
 static const char *const method_names[] = {
     "add", "sub", "mul", "div", "pow", "max", "min", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
     "sin", "cos", "erf", "floor", "ceil", "round",
-    "sum", "mean", "amax", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
-    "slice", "chunk", "gather", "layernorm", "rmsnorm", "linear", "conv2d", "maxpool2d", "avgpool2d", NULL};
+    "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
+    "slice", "chunk", "gather", "gather_elements", "topk", "sort", "argsort", "scatter", "index_copy", "layernorm", "rmsnorm", "linear", "conv2d", "conv_transpose2d", "maxpool2d", "avgpool2d", NULL};
 
 /* t[name] = f with the op kind as upvalue 1 (t at the top of the stack). */
 static void set_op_closure(lua_State *L, const char *name, lua_CFunction f, OpKind op) {
@@ -839,6 +997,10 @@ void fe_register_ops(lua_State *L) {
   set_op_closure(L, "maxpool2d", l_pool, OP_MAXPOOL2D);
   set_op_closure(L, "avgpool2d", l_pool, OP_AVGPOOL2D);
   set_op_closure(L, "layernorm", l_norm, OP_LAYERNORM);
+  set_op_closure(L, "scatter", l_scatter, OP_SCATTER);
+  set_op_closure(L, "index_copy", l_scatter, OP_INDEX_COPY);
+  set_op_closure(L, "argmax", l_argreduce, OP_ARGMAX);
+  set_op_closure(L, "argmin", l_argreduce, OP_ARGMIN);
   set_op_closure(L, "rmsnorm", l_norm, OP_RMSNORM);
   luaL_setfuncs(L, plain_ops, 0);
 }

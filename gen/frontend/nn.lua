@@ -264,6 +264,59 @@ function Conv1d:forward(x)
   return kiln.conv1d(x, w, b, self.conv)
 end
 
+-- ConvTranspose2d / ConvTranspose1d(cin, cout, kernel [, {stride, padding, output_padding,
+-- dilation, groups, bias}]): kiln.conv_transpose2d/1d with torch's weight [cin, cout/groups,
+-- kh, kw] ([cin, cout/groups, k]); torch's default init reads fan_in from the weight's dim
+-- 1, so the bound is 1/sqrt(cout/groups * kernel elements).
+local function conv_t_init(self, name, cin, cout, opts)
+  self.in_channels = check_int(cin, name .. ": in_channels")
+  self.out_channels = check_int(cout, name .. ": out_channels")
+  opts = check_opts(opts, name, {stride = true, padding = true, output_padding = true, dilation = true, groups = true,
+                                 bias = true})
+  self.groups = check_int(opts.groups or 1, name .. ": groups")
+  if cin % self.groups ~= 0 or cout % self.groups ~= 0 then
+    fail("%s: groups %d must divide in_channels %d and out_channels %d", name, self.groups, cin, cout)
+  end
+  self.has_bias = opts.bias ~= false
+  self.conv = {stride = opts.stride, padding = opts.padding, output_padding = opts.output_padding,
+               dilation = opts.dilation, groups = self.groups}
+end
+
+local ConvTranspose2d = nn.Module("ConvTranspose2d")
+nn.ConvTranspose2d = ConvTranspose2d
+
+function ConvTranspose2d:init(cin, cout, kernel, opts)
+  self.kernel_size = pair(kernel, "nn.ConvTranspose2d: kernel_size")
+  conv_t_init(self, "nn.ConvTranspose2d", cin, cout, opts)
+end
+
+function ConvTranspose2d:forward(x)
+  local kh, kw = self.kernel_size[1], self.kernel_size[2]
+  local cout_g = self.out_channels // self.groups
+  local init = fan_in_uniform(cout_g * kh * kw)
+  local w = self:param("weight", {self.in_channels, cout_g, kh, kw}, init)
+  local b = nil
+  if self.has_bias then b = self:param("bias", {self.out_channels}, init) end
+  return kiln.conv_transpose2d(x, w, b, self.conv)
+end
+
+local ConvTranspose1d = nn.Module("ConvTranspose1d")
+nn.ConvTranspose1d = ConvTranspose1d
+
+function ConvTranspose1d:init(cin, cout, kernel, opts)
+  self.kernel_size = check_int(type(kernel) == "table" and kernel[1] or kernel, "nn.ConvTranspose1d: kernel_size")
+  conv_t_init(self, "nn.ConvTranspose1d", cin, cout, opts)
+end
+
+function ConvTranspose1d:forward(x)
+  local cout_g = self.out_channels // self.groups
+  local init = fan_in_uniform(cout_g * self.kernel_size)
+  local w = self:param("weight", {self.in_channels, cout_g, self.kernel_size}, init)
+  local b = nil
+  if self.has_bias then b = self:param("bias", {self.out_channels}, init) end
+  return kiln.conv_transpose1d(x, w, b, self.conv)
+end
+
 -- GroupNorm(groups, channels [, {eps = 1e-5, affine = true}])
 local GroupNorm = nn.Module("GroupNorm")
 nn.GroupNorm = GroupNorm

@@ -1,6 +1,6 @@
 -- ops.lua — PyTorch functions that are compositions of Kiln's primitive ops, written in
 -- Lua on top of them: clamp and the activations built from it, log_softmax, logsumexp,
--- var/std, min reductions, tril/triu, flip, repeat, split, select, cumsum.
+-- var/std, tril/triu, flip, repeat, split, select, cumsum.
 --
 -- Because each is a composition, it runs on every target (C, Metal, Core ML) and in the
 -- interpreter with no new kernel, and the fusion pass turns an elementwise composition
@@ -99,11 +99,6 @@ def("log_softmax", function(x, dim)
   local d = dim_of(x, dim, "log_softmax")
   local shifted = x - kiln.amax(x, d, true)
   return shifted - kiln.log(kiln.sum(kiln.exp(shifted), d, true))
-end)
--- amin(x, dim [, keepdim]) = -amax(-x).
-def("amin", function(x, dim, keepdim)
-  check_tensor(x, "amin")
-  return -kiln.amax(-x, dim, keepdim)
 end)
 -- var/std(x, dim [, {unbiased = true, keepdim = false}]): the mean of squared deviations
 -- from the mean, divided by n - 1 (unbiased, torch's default) or n.
@@ -262,7 +257,7 @@ local function expand(x, shape)
     if have ~= 1 and have ~= want then fail("expand: dim %d of size %d cannot become %d", i - 1, have, want) end
     mask[i] = have == want and 1 or want
   end
-  return kiln.where(kiln.constant(true, mask), x, 0)
+  return kiln.where(kiln.constant(true, mask), x, x)   -- x twice: any dtype (bool, i32 too)
 end
 def("expand", expand)
 def("broadcast_to", expand)
@@ -270,20 +265,69 @@ def("broadcast_to", expand)
 -- ---- indexing ----
 
 -- take_along_dim(x, idx, dim) (torch.gather): out[..i..] = x[..idx[..i..]..] along dim,
--- per element; idx has x's rank and i32 dtype, and its other dims broadcast with x's.
--- Written as a one-hot select and sum (exactly one term is nonzero, so the result is
--- exact); an index out of range selects nothing and gives 0.
+-- per element; idx has x's rank and i32 dtype, and its other dims broadcast with x's
+-- (each expanded first, where needed), then one gather_elements. An index out of range
+-- is an error in `kiln run`; kernels clamp it, as gather's.
 def("take_along_dim", function(x, idx, dim)
   check_tensor(x, "take_along_dim")
   if not is_tensor(idx) or idx.dtype ~= "i32" then fail("take_along_dim: the index must be an i32 tensor") end
   if idx.rank ~= x.rank then fail("take_along_dim: the index has rank %d, x rank %d", idx.rank, x.rank) end
   local d = dim_of(x, dim, "take_along_dim")
-  local order = {}                                                   -- x's dims, d moved last
-  for i = 0, x.rank - 1 do if i ~= d then order[#order + 1] = i end end
-  order[#order + 1] = d
-  local xs = x:permute(table.unpack(order)):unsqueeze(d)             -- [.., 1 at d, .., n]
-  local hot = idx:unsqueeze(x.rank):eq(kiln.arange(x.shape[d + 1]))   -- [..., n]: idx == j
-  return kiln.sum(kiln.where(hot, xs, 0), x.rank)
+  local xs, is, xb, ib = {}, {}, false, false
+  for i = 1, x.rank do
+    local a, b = x.shape[i], idx.shape[i]
+    if i ~= d + 1 and a ~= b then
+      if a ~= 1 and b ~= 1 then fail("take_along_dim: dim %d differs: x %d, index %d", i - 1, a, b) end
+      xb, ib = xb or a == 1, ib or b == 1
+    end
+    xs[i] = i == d + 1 and a or math.max(a, b)
+    is[i] = i == d + 1 and b or math.max(a, b)
+  end
+  if xb then x = x:expand(xs) end
+  if ib then idx = idx:expand(is) end
+  return kiln.gather_elements(x, idx, d)
+end)
+
+-- scatter(x, dim, index, src) (torch.scatter, reduce none): x with out[..index[..i..]..] =
+-- src[..i..] along dim. src may be a number (torch's value form) or a tensor at least as
+-- large as index in every dim (torch uses its leading part). The last of duplicate
+-- targets wins (torch leaves it open); index's other dims must equal x's.
+local raw_scatter = kiln.scatter
+local function scatter(x, dim, index, src)
+  check_tensor(x, "scatter")
+  if not is_tensor(index) or index.dtype ~= "i32" then fail("scatter: the index must be an i32 tensor") end
+  if type(src) == "number" then
+    src = kiln.full(index.shape, src, x.dtype)
+  elseif is_tensor(src) and src.rank == index.rank then
+    for i = 1, src.rank do
+      if src.shape[i] < index.shape[i] then fail("scatter: src dim %d is %d, smaller than index's %d", i - 1, src.shape[i], index.shape[i]) end
+      if src.shape[i] > index.shape[i] then src = src:slice(i - 1, 0, index.shape[i]) end
+    end
+  end
+  return raw_scatter(x, dim, index, src)
+end
+def("scatter", scatter)
+
+-- index_put(x, {index}, values) (torch's index_put, accumulate false) with one i32 index
+-- vector: rows index[j] of x (dim 0) become values[j]; values broadcast to [#index,
+-- x.shape[2..]]. An index_copy along dim 0.
+def("index_put", function(x, indices, values)
+  check_tensor(x, "index_put")
+  if type(indices) ~= "table" or is_tensor(indices) or #indices ~= 1 or not is_tensor(indices[1]) then
+    fail("index_put: indices must be a list of one i32 index tensor (one indexed dim)")
+  end
+  local idx = indices[1]
+  if idx.dtype ~= "i32" or idx.rank ~= 1 then fail("index_put: the index must be an i32 vector") end
+  local shape = x.shape
+  shape[1] = idx.shape[1]
+  if type(values) == "number" then values = kiln.full(shape, values, x.dtype)
+  else
+    check_tensor(values, "index_put")
+    local same = values.rank == #shape
+    for i = 1, #shape do same = same and values.shape[i] == shape[i] end
+    if not same then values = values:expand(shape) end
+  end
+  return kiln.index_copy(x, 0, idx, values)
 end)
 
 -- ---- padding ----
@@ -443,6 +487,26 @@ def("conv1d", function(x, w, bias, opts)
   return y:squeeze(2)
 end)
 
+-- conv_transpose1d(x [N, C, L], w [C, O/g, K] [, bias] [, {stride, padding,
+-- output_padding, dilation, groups}]): a conv_transpose2d over a height of 1.
+def("conv_transpose1d", function(x, w, bias, opts)
+  check_tensor(x, "conv_transpose1d")
+  if x.rank ~= 3 then fail("conv_transpose1d: expects x [N, C, L], got rank %d", x.rank) end
+  if not is_tensor(w) or w.rank ~= 3 then fail("conv_transpose1d: expects w [C, O/groups, K]") end
+  if type(bias) == "table" and not is_tensor(bias) then bias, opts = nil, bias end
+  opts = opts or {}
+  local function one(v, default)
+    if v == nil then return default end
+    if type(v) == "table" then return v[1] end
+    return v
+  end
+  local y = kiln.conv_transpose2d(x:unsqueeze(2), w:unsqueeze(2), bias,
+                                  {stride = {1, one(opts.stride, 1)}, padding = {0, one(opts.padding, 0)},
+                                   output_padding = {0, one(opts.output_padding, 0)},
+                                   dilation = {1, one(opts.dilation, 1)}, groups = opts.groups})
+  return y:squeeze(2)
+end)
+
 -- group_norm(x, groups, weight, bias [, eps = 1e-5]) on x [N, C, ...]: each group of C /
 -- groups channels normalised over its channels and positions (biased variance), then
 -- the per-channel affine.
@@ -539,22 +603,3 @@ def("einsum", function(spec, ...)
   end
   return product
 end, false)
-
--- argmax/argmin(x, dim [, keepdim]) -> i32: the index of the largest (smallest) element
--- along dim, the first on a tie (torch's). The extreme, then the smallest index holding it
--- (indices as f32, exact below 2^24). A NaN never wins here (torch's argmax picks it).
-local function arg_extreme(x, dim, keepdim, largest, who)
-  check_tensor(x, who)
-  local d = dim_of(x, dim, who)
-  local n = x.shape[d + 1]
-  if n >= 16777216 then fail("%s: dim %d has %d elements, more than f32 indices hold exactly", who, d, n) end
-  local ext = largest and kiln.amax(x, d, true) or kiln.amin(x, d, true)
-  local shape = {}
-  for i = 1, x.rank do shape[i] = 1 end
-  shape[d + 1] = n
-  local idx = kiln.cast(kiln.arange(n), "f32"):reshape(table.unpack(shape))
-  local first = kiln.amin(kiln.where(x:eq(ext), idx, n), d, keepdim)
-  return kiln.cast(first, "i32")
-end
-def("argmax", function(x, dim, keepdim) return arg_extreme(x, dim, keepdim, true, "argmax") end)
-def("argmin", function(x, dim, keepdim) return arg_extreme(x, dim, keepdim, false, "argmin") end)

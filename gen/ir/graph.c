@@ -187,6 +187,7 @@ static void put_attrs(Buf *b, const Node *n) {
     if (a->trans_y) buf_puts(b, " trans_y");
     break;
   case FAM_CONV:
+  case FAM_CONV_TRANSPOSE:
     buf_puts(b, " stride ");
     put_ints(b, a->stride, 2);
     buf_puts(b, " pad ");
@@ -213,11 +214,21 @@ static void put_attrs(Buf *b, const Node *n) {
     if (a->keepdims) buf_puts(b, " keepdims");
     break;
   }
+  case FAM_GATHER_ELEMENTS:
+  case FAM_SCATTER:
+    buf_printf(b, " axis %d", a->axis);
+    break;
+  case FAM_TOPK:
+    buf_printf(b, " axis %d k %d %s", a->axis, a->k, a->largest ? "largest" : "smallest");
+    break;
+  case FAM_ARGREDUCE:
+    buf_printf(b, " axis %d%s", a->axis, a->keepdims ? " keepdims" : "");
+    break;
   case FAM_SOFTMAX:
   case FAM_CONCAT:
   case FAM_GATHER:
   case FAM_WRITE:
-    buf_printf(b, " axis %d", a->axis);
+    buf_printf(b, " axis %d%s", a->axis, n->op == OP_WRITE && a->ring ? " ring" : "");
     break;
   case FAM_NORM:
     buf_printf(b, " axis %d eps %g", a->axis, (double)a->eps);
@@ -227,6 +238,7 @@ static void put_attrs(Buf *b, const Node *n) {
     break;
   case FAM_ATTENTION:
     buf_printf(b, " scale %g%s", (double)a->scale, a->causal ? " causal" : "");
+    if (a->window) buf_printf(b, " window %d", a->window);
     break;
   case FAM_TRANSPOSE:
     buf_puts(b, " perm ");
@@ -272,10 +284,11 @@ static const char *region_name(Region r) {
   return "?";
 }
 
-/* "[k3 fc1 arena+128]" once grouping or memory planning has run. */
+/* "[k3 fc1 arena+128]" once grouping or memory planning has run; a packed weight adds
+ * "panels32" ("panels32^T" when packed from its transpose). */
 static void put_placement(Buf *b, const Graph *g, const Node *n) {
   bool has_kernel = n->kernel >= 0 && n->kernel < g->nkernels;
-  if (!has_kernel && n->region == REG_NONE) return;
+  if (!has_kernel && n->region == REG_NONE && !n->pack) return;
   buf_puts(b, "  [");
   if (has_kernel) buf_printf(b, "k%d %s", n->kernel, g->kernels[n->kernel].cname);
   else if (n->op == OP_RESHAPE) buf_puts(b, "view");
@@ -285,6 +298,7 @@ static void put_placement(Buf *b, const Graph *g, const Node *n) {
       buf_printf(b, "%s%d+%lld", region_name(n->region), n->io_slot, (long long)n->offset);
     else buf_printf(b, "%s+%lld", region_name(n->region), (long long)n->offset);
   }
+  if (n->pack) buf_printf(b, "%spanels%d%s", has_kernel || n->region != REG_NONE ? " " : "", n->pack, n->pack_t ? "^T" : "");
   buf_puts(b, "]");
 }
 

@@ -206,11 +206,28 @@ static int32_t f32_to_i32(float v) {
   return (int32_t)v;
 }
 
-/* Converts each element to out's dtype: to bool is "!= 0", f32 -> i32 truncates and
- * saturates (f32_to_i32, NaN -> 0), other conversions are plain C. Cannot fail. */
-static bool interp_CAST(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
-  (void)n, (void)err, (void)errlen;
+/* An i64 input narrowed to i32 (the cast kiln.input adds): a value outside the i32
+ * range is an error naming the input and the element, as the C entry's E_RANGE. */
+static bool cast_i64(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   int64_t count = shape_numel(&out->shape);
+  for (int64_t i = 0; i < count; i++) {
+    int64_t v = ((const int64_t *)in[0].data)[i];
+    if (v < INT32_MIN || v > INT32_MAX) {
+      snprintf(err, errlen, "%s:%d: i64 input value %lld (element %lld) is outside the i32 range", n->loc.file ? n->loc.file : "?",
+               n->loc.line, (long long)v, (long long)i);
+      return false;
+    }
+    ((int32_t *)out->data)[i] = (int32_t)v;
+  }
+  return true;
+}
+
+/* Converts each element to out's dtype: to bool is "!= 0", f32 -> i32 truncates and
+ * saturates (f32_to_i32, NaN -> 0), other conversions are plain C; an i64 input's
+ * value outside the i32 range is the one failure (cast_i64). */
+static bool interp_CAST(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  int64_t count = shape_numel(&out->shape);
+  if (in[0].dtype == DT_I64) return cast_i64(n, in, out, err, errlen);
   for (int64_t i = 0; i < count; i++) {
     double v = in[0].dtype == DT_F32 ? f32_at(&in[0], i)
                : in[0].dtype == DT_I32 ? ((const int32_t *)in[0].data)[i]
@@ -296,6 +313,38 @@ static bool interp_CONV2D(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
+/* Transposed convolution written the other way round from the kernels: every input
+ * element scatters x * w into the outputs it reaches (a float64 accumulator per
+ * output), which kernels compute as a gather. Cannot fail. */
+static bool interp_CONV_TRANSPOSE2D(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  const Attrs *a = &n->a;
+  const Shape *xs = &in[0].shape, *ws = &in[1].shape, *os = &out->shape;
+  int64_t C = xs->dim[1], H = xs->dim[2], W = xs->dim[3], CG = C / a->groups;
+  int64_t OG = ws->dim[1], KH = ws->dim[2], KW = ws->dim[3], O = OG * a->groups, OH = os->dim[2], OW = os->dim[3];
+  const float *x = in[0].data, *w = in[1].data, *bias = n->nin == 3 ? in[2].data : NULL;
+  int64_t count = shape_numel(os);
+  double *acc = kiln_alloc(sizeof(double) * (size_t)count);
+  for (int64_t b = 0; b < xs->dim[0]; b++)
+    for (int64_t ic = 0; ic < C; ic++)
+      for (int64_t ih = 0; ih < H; ih++)
+        for (int64_t iw = 0; iw < W; iw++) {
+          double v = x[((b * C + ic) * H + ih) * W + iw];
+          for (int64_t j = 0; j < OG; j++)
+            for (int64_t kh = 0; kh < KH; kh++)
+              for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t oh = ih * a->stride[0] - a->pad[0] + kh * a->dilation[0];
+                int64_t ow = iw * a->stride[1] - a->pad[1] + kw * a->dilation[1];
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                int64_t oc = ic / CG * OG + j;
+                acc[((b * O + oc) * OH + oh) * OW + ow] += v * w[((ic * OG + j) * KH + kh) * KW + kw];
+              }
+        }
+  float *o = f32_out(out);
+  for (int64_t i = 0; i < count; i++) o[i] = (float)(acc[i] + (bias ? bias[i / (OH * OW) % O] : 0.0));
+  return true;
+}
+
 /* Max or mean over each window; padded positions never take part in a max, and
  * count in a mean's divisor only with a.count_pad. */
 static bool interp_pool(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
@@ -329,13 +378,33 @@ static bool interp_pool(const Node *n, const Tensor *in, Tensor *out, char *err,
 
 /* ---- reductions and normalisations ---- */
 
-/* Sum, mean or max over the a.axes dims; a NaN in a max propagates. */
+/* The accumulator of a reduction before any element: the identity of its update. */
+static double reduce_init(OpKind op) {
+  switch (op) {
+  case OP_REDUCE_MAX: return -INFINITY;
+  case OP_REDUCE_MIN: return INFINITY;
+  case OP_REDUCE_PROD: return 1.0;
+  default: return 0.0;
+  }
+}
+
+/* acc updated with element v: a NaN, once in a max or min, stays (torch.amax/amin). */
+static double reduce_step(OpKind op, double acc, double v) {
+  switch (op) {
+  case OP_REDUCE_MAX: return !isnan(acc) && (isnan(v) || v > acc) ? v : acc;
+  case OP_REDUCE_MIN: return !isnan(acc) && (isnan(v) || v < acc) ? v : acc;
+  case OP_REDUCE_PROD: return acc * v;
+  default: return acc + v;
+  }
+}
+
+/* Sum, mean, max, min or product over the a.axes dims, in double. */
 static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   (void)err, (void)errlen;
   const Shape *xs = &in[0].shape;
   int64_t ocount = shape_numel(&out->shape), icount = shape_numel(xs), idx[KILN_MAX_RANK];
   double *acc = kiln_alloc(sizeof(double) * (size_t)ocount);
-  for (int64_t j = 0; j < ocount; j++) acc[j] = n->op == OP_REDUCE_MAX ? -INFINITY : 0.0;
+  for (int64_t j = 0; j < ocount; j++) acc[j] = reduce_init(n->op);
   Shape kept = *xs;   /* x's shape with reduced dims set to 1: indexes acc */
   for (int d = 0; d < xs->rank; d++)
     if (n->a.axes & (1u << d)) kept.dim[d] = 1;
@@ -344,9 +413,7 @@ static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *er
     for (int d = 0; d < xs->rank; d++)
       if (n->a.axes & (1u << d)) idx[d] = 0;
     int64_t j = ravel(idx, &kept);
-    double v = f32_at(&in[0], i);
-    if (n->op != OP_REDUCE_MAX) acc[j] += v;
-    else if (!isnan(acc[j]) && (isnan(v) || v > acc[j])) acc[j] = v;
+    acc[j] = reduce_step(n->op, acc[j], f32_at(&in[0], i));
   }
   double per = (double)icount / (double)ocount;
   for (int64_t j = 0; j < ocount; j++) f32_out(out)[j] = (float)(n->op == OP_REDUCE_MEAN ? acc[j] / per : acc[j]);
@@ -355,6 +422,31 @@ static bool interp_reduce(const Node *n, const Tensor *in, Tensor *out, char *er
 #define interp_REDUCE_SUM interp_reduce
 #define interp_REDUCE_MEAN interp_reduce
 #define interp_REDUCE_MAX interp_reduce
+#define interp_REDUCE_MIN interp_reduce
+#define interp_REDUCE_PROD interp_reduce
+
+/* Argmax/argmin along a.axis: per line, the first index holding the extreme, or the
+ * first NaN (torch: a NaN is larger and smaller than everything). Cannot fail. */
+static bool interp_argreduce(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t outer = 1, len = in[0].shape.dim[n->a.axis], inner = 1;
+  for (int d = 0; d < n->a.axis; d++) outer *= in[0].shape.dim[d];
+  for (int d = n->a.axis + 1; d < in[0].shape.rank; d++) inner *= in[0].shape.dim[d];
+  int32_t *o = (int32_t *)out->data;
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t c = 0; c < inner; c++) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < len; i++) {
+        double v = f32_at(&in[0], (a * len + i) * inner + c), b = f32_at(&in[0], (a * len + best) * inner + c);
+        bool wins = n->op == OP_ARGMAX ? v > b : v < b;
+        if (!isnan(b) && (isnan(v) || wins)) best = i;
+      }
+      o[a * inner + c] = (int32_t)best;
+    }
+  return true;
+}
+#define interp_ARGMAX interp_argreduce
+#define interp_ARGMIN interp_argreduce
 
 /* Softmax along a.axis, max-subtracted for stability, in double. Cannot fail. */
 static bool interp_SOFTMAX(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
@@ -488,14 +580,99 @@ static bool interp_GATHER(const Node *n, const Tensor *in, Tensor *out, char *er
   return true;
 }
 
-/* out = x with y stored at rows at.. of a.axis; an offset that would put a row of y
- * outside x is an error naming the node's line. */
+/* out[..i..] = x[..y[..i..]..] along a.axis (same rank, other dims equal); an index
+ * outside [0, n) is an error. */
+static bool interp_GATHER_ELEMENTS(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  size_t es = (size_t)dtype_size(out->dtype);
+  int ax = n->a.axis;
+  int64_t count = shape_numel(&out->shape), idx[KILN_MAX_RANK], limit = in[0].shape.dim[ax];
+  for (int64_t i = 0; i < count; i++) {
+    int32_t v = ((const int32_t *)in[1].data)[i];
+    if (v < 0 || v >= limit) {
+      snprintf(err, errlen, "%s:%d: gather_elements: index %d out of range [0, %lld) for %s", n->loc.file ? n->loc.file : "?",
+               n->loc.line, (int)v, (long long)limit, shape_str(&in[0].shape));
+      return false;
+    }
+    unravel(i, &out->shape, idx);
+    idx[ax] = v;
+    memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)ravel(idx, &in[0].shape) * es, es);
+  }
+  return true;
+}
+
+/* Scatter and index_copy: out = x, then every element (scatter) or slice (index_copy)
+ * of the source stored at its index along a.axis, in row-major order, so the last of
+ * duplicate targets wins; an index outside [0, n) is an error naming the line. */
+static bool interp_scatter(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  size_t es = (size_t)dtype_size(out->dtype);
+  int ax = n->a.axis;
+  int64_t count = shape_numel(&in[2].shape), idx[KILN_MAX_RANK], limit = in[0].shape.dim[ax];
+  memcpy(out->data, in[0].data, (size_t)shape_numel(&out->shape) * es);
+  for (int64_t i = 0; i < count; i++) {
+    unravel(i, &in[2].shape, idx);
+    int32_t v = ((const int32_t *)in[1].data)[n->op == OP_SCATTER ? i : idx[ax]];
+    if (v < 0 || v >= limit) {
+      snprintf(err, errlen, "%s:%d: %s: index %d out of range [0, %lld) for %s", n->loc.file ? n->loc.file : "?", n->loc.line,
+               kiln_ops[n->op].name, (int)v, (long long)limit, shape_str(&in[0].shape));
+      return false;
+    }
+    idx[ax] = v;
+    memcpy((char *)out->data + (size_t)ravel(idx, &out->shape) * es, (const char *)in[2].data + (size_t)i * es, es);
+  }
+  return true;
+}
+#define interp_SCATTER interp_scatter
+#define interp_INDEX_COPY interp_scatter
+
+/* Does value a come strictly before b in topk's order? Largest first (or smallest
+ * first), a NaN above every number; equal values (two NaNs too) are not ordered here:
+ * the caller keeps them by index. */
+static bool topk_before(double a, double b, bool largest) {
+  if (isnan(a) || isnan(b)) return largest ? isnan(a) && !isnan(b) : isnan(b) && !isnan(a);
+  return largest ? a > b : a < b;
+}
+
+/* Stable merge sort of the indices ix[0..n) of one line (values v[ix * stride]) by
+ * topk_before; tmp has room for n. */
+static void topk_sort(int32_t *ix, int32_t *tmp, int64_t n, const float *v, int64_t stride, bool largest) {
+  if (n < 2) return;
+  int64_t h = n / 2;
+  topk_sort(ix, tmp, h, v, stride, largest);
+  topk_sort(ix + h, tmp, n - h, v, stride, largest);
+  int64_t i = 0, j = h, k = 0;
+  while (i < h && j < n) tmp[k++] = topk_before(v[ix[j] * stride], v[ix[i] * stride], largest) ? ix[j++] : ix[i++];
+  while (i < h) tmp[k++] = ix[i++];
+  while (j < n) tmp[k++] = ix[j++];
+  memcpy(ix, tmp, sizeof(int32_t) * (size_t)n);
+}
+
+/* Topk: per line along a.axis, the whole line sorted stably, the first a.k indices
+ * kept. Cannot fail. */
+static bool interp_TOPK(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  int64_t outer = 1, len = in[0].shape.dim[n->a.axis], inner = 1, k = n->a.k;
+  for (int d = 0; d < n->a.axis; d++) outer *= in[0].shape.dim[d];
+  for (int d = n->a.axis + 1; d < in[0].shape.rank; d++) inner *= in[0].shape.dim[d];
+  int32_t *ix = kiln_alloc(sizeof(int32_t) * (size_t)len), *tmp = kiln_alloc(sizeof(int32_t) * (size_t)len);
+  int32_t *o = (int32_t *)out->data;
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t c = 0; c < inner; c++) {
+      for (int64_t i = 0; i < len; i++) ix[i] = (int32_t)i;
+      topk_sort(ix, tmp, len, (const float *)in[0].data + a * len * inner + c, inner, n->a.largest);
+      for (int64_t r = 0; r < k; r++) o[(a * k + r) * inner + c] = ix[r];
+    }
+  return true;
+}
+
+/* out = x with y stored at rows at.. of a.axis (a.ring: row i at (at + i) mod the
+ * length); an offset that would put a row of y outside x, or a negative ring offset, is
+ * an error naming the node's line. */
 static bool interp_WRITE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {
   size_t es = (size_t)dtype_size(out->dtype);
   int ax = n->a.axis;
   int32_t at = *(const int32_t *)in[2].data;
   int64_t rows = in[1].shape.dim[ax], limit = in[0].shape.dim[ax];
-  if (at < 0 || at > limit - rows) {
+  if (at < 0 || (!n->a.ring && at > limit - rows)) {
     snprintf(err, errlen, "%s:%d: write: offset %d puts %lld row%s outside [0, %lld) along axis %d of state %s %s",
              n->loc.file ? n->loc.file : "?", n->loc.line, (int)at, (long long)rows, rows == 1 ? "" : "s", (long long)limit,
              ax, n->name ? n->name : "?", shape_str(&in[0].shape));
@@ -505,7 +682,7 @@ static bool interp_WRITE(const Node *n, const Tensor *in, Tensor *out, char *err
   int64_t count = shape_numel(&in[1].shape), idx[KILN_MAX_RANK];
   for (int64_t i = 0; i < count; i++) {
     unravel(i, &in[1].shape, idx);
-    idx[ax] += at;
+    idx[ax] = n->a.ring ? (idx[ax] + at) % limit : idx[ax] + at;
     memcpy((char *)out->data + (size_t)ravel(idx, &out->shape) * es, (const char *)in[1].data + (size_t)i * es, es);
   }
   return true;
@@ -521,12 +698,25 @@ static bool interp_leaf(const Node *n, const Tensor *in, Tensor *out, char *err,
 #define interp_CONST interp_leaf
 #define interp_STATE interp_leaf
 
-/* Keys row i of sdpa sees: j < min(clamp(len, 0, S), pos + i + 1 if causal). */
-static int64_t sdpa_end(const Node *n, int64_t S, int64_t len, int64_t pos, int64_t i) {
+/* The keys row i of sdpa sees, as positions lo..hi (none when lo > hi), each at slot
+ * sdpa_slot(n, S, p). Without a window: j < min(clamp(len, 0, S), pos + i + 1 if causal).
+ * With window W (a ring of S slots, docs/ops.md): pos + i - W < p <= pos + i, p < len,
+ * p >= 0 and p >= len - S (older positions were overwritten). */
+static void sdpa_range(const Node *n, int64_t S, int64_t len, int64_t pos, int64_t i, int64_t *lo, int64_t *hi) {
+  if (n->a.window > 0) {
+    int64_t a = pos + i - n->a.window + 1, b = len - S;
+    *lo = a > b ? a : b;
+    if (*lo < 0) *lo = 0;
+    *hi = pos + i < len - 1 ? pos + i : len - 1;
+    return;
+  }
   int64_t end = len < 0 ? 0 : len > S ? S : len;
   if (n->a.causal && pos + i + 1 < end) end = pos + i + 1 < 0 ? 0 : pos + i + 1;
-  return end;
+  *lo = 0, *hi = end - 1;
 }
+
+/* The slot of key position p (>= 0): p mod S in a ring (window), p otherwise. */
+static int64_t sdpa_slot(const Node *n, int64_t S, int64_t p) { return n->a.window > 0 ? p % S : p; }
 
 /* Attention the plain way: every score of a row in double, its softmax, the weighted sum
  * of v; the C and Metal kernels' online softmax must agree with it. Cannot fail. */
@@ -540,19 +730,22 @@ static bool interp_SDPA(const Node *n, const Tensor *in, Tensor *out, char *err,
   for (int64_t h = 0; h < HQ; h++)
     for (int64_t i = 0; i < T; i++) {
       const float *qi = q + (h * T + i) * D, *kh = k + h / G * S * D, *vh = v + h / G * S * D;
-      int64_t end = sdpa_end(n, S, len, pos, i);
+      int64_t lo, hi;
+      sdpa_range(n, S, len, pos, i, &lo, &hi);
+      int64_t cnt = hi >= lo ? hi - lo + 1 : 0;   /* <= S: the window's slots are distinct */
       double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < end; j++) {
+      for (int64_t j = 0; j < cnt; j++) {
+        const float *kj = kh + sdpa_slot(n, S, lo + j) * D;
         double d = 0;
-        for (int64_t c = 0; c < D; c++) d += (double)qi[c] * kh[j * D + c];
+        for (int64_t c = 0; c < D; c++) d += (double)qi[c] * kj[c];
         s[j] = d * n->a.scale;
         if (s[j] > mx) mx = s[j];
       }
-      for (int64_t j = 0; j < end; j++) sum += s[j] = exp(s[j] - mx);
+      for (int64_t j = 0; j < cnt; j++) sum += s[j] = exp(s[j] - mx);
       for (int64_t c = 0; c < D; c++) {
         double acc = 0;
-        for (int64_t j = 0; j < end; j++) acc += s[j] * vh[j * D + c];
-        f32_out(out)[(h * T + i) * D + c] = end ? (float)(acc / sum) : 0.0f;
+        for (int64_t j = 0; j < cnt; j++) acc += s[j] * vh[sdpa_slot(n, S, lo + j) * D + c];
+        f32_out(out)[(h * T + i) * D + c] = cnt ? (float)(acc / sum) : 0.0f;
       }
     }
   return true;

@@ -66,7 +66,7 @@ static int64_t weight_slot(Program *p, int shared, const Node *n) {
   }
   int64_t at = p->weights_size;
   p->wslots[p->nwslots++] = (WeightSlot){n, at};
-  p->weights_size = align_up(at + node_bytes(n));
+  p->weights_size = align_up(at + node_stored_bytes(n));
   return at;
 }
 
@@ -79,7 +79,7 @@ static int entry_slots(Graph *g) {
   if (first > p->nwslots) die("memplan: entry %s planned after a later one was re-planned", g->entry ? g->entry : "?");
   p->nwslots = first;
   const WeightSlot *last = first ? &p->wslots[first - 1] : NULL;
-  p->weights_size = last ? align_up(last->offset + node_bytes(last->node)) : 0;
+  p->weights_size = last ? align_up(last->offset + node_stored_bytes(last->node)) : 0;
   return first;
 }
 
@@ -102,7 +102,7 @@ static void place_leaves(Graph *g) {
         n->offset = weight_slot(p, shared, n);
       } else {
         n->offset = w;
-        w = align_up(w + node_bytes(n));
+        w = align_up(w + node_stored_bytes(n));
       }
     } else if (n->op == OP_STATE || n->op == OP_WRITE) {
       if (!p || n->a.state < 0 || n->a.state >= p->nstates) die("memplan: %%%d names state %d it has none of", n->id, n->a.state);

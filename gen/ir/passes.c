@@ -181,6 +181,8 @@ static bool attrs_eq(const Attrs *a, const Attrs *b) {
   if (memcmp(a->step, b->step, sizeof a->step)) return false;
   if (memcmp(&a->eps, &b->eps, sizeof a->eps) || a->to != b->to || a->state != b->state) return false;   /* bits: -0.0 != 0.0 */
   if (a->causal != b->causal || memcmp(&a->scale, &b->scale, sizeof a->scale)) return false;
+  if (a->window != b->window || a->ring != b->ring) return false;
+  if (a->k != b->k || a->largest != b->largest) return false;
   return a->reshape.rank == b->reshape.rank && memcmp(a->reshape.dim, b->reshape.dim, sizeof a->reshape.dim) == 0;
 }
 

@@ -76,10 +76,11 @@ static bool check_dims(const Node *n, const Shape *s, const char *what, char *er
 /* ---- leaves ---- */
 
 /* INPUT/WEIGHT/CONST: the tracer already set dtype and shape; only checks them
- * (known dtype, positive dims, within rank and size limits). */
+ * (known dtype, i64 for an INPUT only; positive dims, within rank and size limits). */
 static bool shape_leaf(Graph *g, Node *n, char *err, size_t errlen) {
   (void)g;
-  if (n->dtype != DT_F32 && n->dtype != DT_I32 && n->dtype != DT_BOOL) return FAIL("%s: bad dtype %d", OPNAME, (int)n->dtype);
+  bool known = n->dtype == DT_F32 || n->dtype == DT_I32 || n->dtype == DT_BOOL || (n->dtype == DT_I64 && n->op == OP_INPUT);
+  if (!known) return FAIL("%s: bad dtype %d", OPNAME, (int)n->dtype);   /* i64: inputs only */
   return check_dims(n, &n->shape, "shape", err, errlen);
 }
 #define shape_INPUT shape_leaf
@@ -156,6 +157,7 @@ static bool shape_unary(Graph *g, Node *n, char *err, size_t errlen) {
 /* out keeps in0's shape and takes dtype a.to; fails only on a target outside DType. */
 static bool shape_CAST(Graph *g, Node *n, char *err, size_t errlen) {
   if (n->a.to != DT_F32 && n->a.to != DT_I32 && n->a.to != DT_BOOL) return FAIL("cast: bad target dtype %d", (int)n->a.to);
+  if (IN(0)->dtype == DT_I64 && n->a.to != DT_I32) return FAIL("cast: an i64 input casts to i32 only, not %s", dtype_name(n->a.to));
   n->shape = IN(0)->shape;
   n->dtype = n->a.to;
   return true;
@@ -224,6 +226,43 @@ static bool shape_CONV2D(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* CONV_TRANSPOSE2D: x [N, C, H, W], w [C, O/groups, KH, KW] (PyTorch's layout), optional
+ * bias [O]; OH = (H - 1) stride - pad_top - pad_bottom + dilation (KH - 1) + 1 (same for
+ * W), >= 1. pad_bottom/right are PyTorch's padding minus output_padding, so they may be
+ * negative, down to 1 - max(stride, dilation) (PyTorch's output_padding bound). */
+static bool shape_CONV_TRANSPOSE2D(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape, *w = &IN(1)->shape;
+  const Attrs *a = &n->a;
+  if (x->rank != 4 || w->rank != 4)
+    return FAIL("conv_transpose2d: needs x [N, C, H, W] and w [C, O/groups, KH, KW]: x %s, w %s", SH(0), SH(1));
+  if (a->groups < 1) return FAIL("conv_transpose2d: groups %d must be >= 1", a->groups);
+  for (int i = 0; i < 2; i++) {
+    if (a->stride[i] < 1) return FAIL("conv_transpose2d: stride [%d, %d] must be >= 1", a->stride[0], a->stride[1]);
+    if (a->dilation[i] < 1) return FAIL("conv_transpose2d: dilation [%d, %d] must be >= 1", a->dilation[0], a->dilation[1]);
+    int most = a->stride[i] > a->dilation[i] ? a->stride[i] : a->dilation[i];
+    if (a->pad[i] < 0 || a->pad[i + 2] <= -most)
+      return FAIL("conv_transpose2d: padding [%d, %d, %d, %d] (bottom/right less output_padding) out of range for stride [%d, %d], "
+                  "dilation [%d, %d]: output_padding must be smaller than stride or dilation",
+                  a->pad[0], a->pad[1], a->pad[2], a->pad[3], a->stride[0], a->stride[1], a->dilation[0], a->dilation[1]);
+  }
+  int64_t c = x->dim[1], o = w->dim[1] * a->groups;
+  if (w->dim[0] != c || c % a->groups != 0)
+    return FAIL("conv_transpose2d: input has %lld channels, weight [C, O/groups, KH, KW] expects %lld (groups %d): x %s, w %s",
+                (long long)c, (long long)w->dim[0], a->groups, SH(0), SH(1));
+  if (n->nin == 3 && !(IN(2)->shape.rank == 1 && IN(2)->shape.dim[0] == o))
+    return FAIL("conv_transpose2d: bias must be [%lld], got %s", (long long)o, SH(2));
+  int64_t oh = (x->dim[2] - 1) * a->stride[0] - a->pad[0] - a->pad[2] + (int64_t)a->dilation[0] * (w->dim[2] - 1) + 1;
+  int64_t ow = (x->dim[3] - 1) * a->stride[1] - a->pad[1] - a->pad[3] + (int64_t)a->dilation[1] * (w->dim[3] - 1) + 1;
+  if (oh <= 0 || ow <= 0)
+    return FAIL("conv_transpose2d: padding [%d, %d, %d, %d] leaves no output: x %s, w %s", a->pad[0], a->pad[1], a->pad[2],
+                a->pad[3], SH(0), SH(1));
+  Shape s = {4, {x->dim[0], o, oh, ow}};
+  if (shape_numel_checked(&s) < 0) return FAIL("conv_transpose2d: output %s has too many elements", shape_str(&s));
+  n->shape = s;
+  n->dtype = DT_F32;
+  return true;
+}
+
 /* MAXPOOL2D/AVGPOOL2D: x [N, C, H, W] -> [N, C, OH, OW] f32. Kernel and stride >= 1,
  * each pad at most half its kernel dim, and the window must fit the padded input. */
 static bool shape_pool(Graph *g, Node *n, char *err, size_t errlen) {
@@ -251,7 +290,7 @@ static bool shape_pool(Graph *g, Node *n, char *err, size_t errlen) {
 
 /* ---- reductions and normalisations ---- */
 
-/* REDUCE_SUM/MEAN/MAX over the dims set in the a.axes bitmask: those dims are dropped,
+/* REDUCE_SUM/MEAN/MAX/MIN/PROD over the dims set in the a.axes bitmask: those dims are dropped,
  * or kept as 1 with a.keepdims; f32. Fails on a mask bit at or beyond x's rank. */
 static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
@@ -269,6 +308,25 @@ static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_REDUCE_SUM shape_reduce
 #define shape_REDUCE_MEAN shape_reduce
 #define shape_REDUCE_MAX shape_reduce
+#define shape_REDUCE_MIN shape_reduce
+#define shape_REDUCE_PROD shape_reduce
+
+/* ARGMAX/ARGMIN along a.axis of an f32 x of rank >= 1: that dim dropped, or kept as 1
+ * with a.keepdims; the result is i32 (indices). */
+static bool shape_argreduce(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape;
+  if (n->a.axis < 0 || n->a.axis >= x->rank) return FAIL("%s: axis %d out of range for %s", OPNAME, n->a.axis, SH(0));
+  Shape s = {0};
+  for (int i = 0; i < x->rank; i++) {
+    if (i != n->a.axis) s.dim[s.rank++] = x->dim[i];
+    else if (n->a.keepdims) s.dim[s.rank++] = 1;
+  }
+  n->shape = s;
+  n->dtype = DT_I32;
+  return true;
+}
+#define shape_ARGMAX shape_argreduce
+#define shape_ARGMIN shape_argreduce
 
 /* Softmax along a.axis (already normalised to 0..rank-1 by the tracer): out = x's shape, f32. */
 static bool shape_SOFTMAX(Graph *g, Node *n, char *err, size_t errlen) {
@@ -413,6 +471,64 @@ static bool shape_GATHER(Graph *g, Node *n, char *err, size_t errlen) {
   return true;
 }
 
+/* x (any dtype) indexed per element along a.axis by i32 y of x's rank whose other dims
+ * equal x's (torch.gather without broadcasting: the frontend expands first); out has
+ * y's shape and x's dtype. */
+static bool shape_GATHER_ELEMENTS(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape, *idx = &IN(1)->shape;
+  int ax = n->a.axis;
+  if (IN(1)->dtype != DT_I32) return FAIL("gather_elements: indices must be i32, got %s%s", dtype_name(IN(1)->dtype), SH(1));
+  if (ax < 0 || ax >= x->rank) return FAIL("gather_elements: axis %d out of range for %s", ax, SH(0));
+  if (idx->rank != x->rank) return FAIL("gather_elements: indices %s must have the rank of x %s", SH(1), SH(0));
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax && idx->dim[i] != x->dim[i])
+      return FAIL("gather_elements: indices %s and x %s differ in dim %d (only dim %d may)", SH(1), SH(0), i, ax);
+  n->shape = *idx;
+  n->dtype = IN(0)->dtype;
+  return true;
+}
+
+/* SCATTER (x, idx, src): idx i32 of x's rank with x's dims except along a.axis, src of
+ * idx's shape and x's dtype. INDEX_COPY (x, idx, src): idx a 1-D i32 vector, src x's
+ * shape with idx's length along a.axis, x's dtype. The result is x's type. */
+static bool shape_scatter(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape, *idx = &IN(1)->shape, *src = &IN(2)->shape;
+  int ax = n->a.axis;
+  if (IN(1)->dtype != DT_I32) return FAIL("%s: indices must be i32, got %s%s", OPNAME, dtype_name(IN(1)->dtype), SH(1));
+  if (IN(2)->dtype != IN(0)->dtype)
+    return FAIL("%s: source %s%s must have x's dtype %s", OPNAME, dtype_name(IN(2)->dtype), SH(2), dtype_name(IN(0)->dtype));
+  if (ax < 0 || ax >= x->rank) return FAIL("%s: axis %d out of range for %s", OPNAME, ax, SH(0));
+  Shape want = *x;
+  if (n->op == OP_SCATTER) {
+    if (idx->rank != x->rank) return FAIL("scatter: indices %s must have the rank of x %s", SH(1), SH(0));
+    want.dim[ax] = idx->dim[ax];
+    if (!shape_eq(idx, &want))
+      return FAIL("scatter: indices %s and x %s differ in a dim other than %d", SH(1), SH(0), ax);
+  } else {
+    if (idx->rank != 1) return FAIL("index_copy: indices must be a vector, got %s", SH(1));
+    want.dim[ax] = idx->dim[0];
+  }
+  if (!shape_eq(src, &want)) return FAIL("%s: source %s must be %s (x %s, indices %s)", OPNAME, SH(2), shape_str(&want), SH(0), SH(1));
+  n->shape = *x;
+  n->dtype = IN(0)->dtype;
+  return true;
+}
+#define shape_SCATTER shape_scatter
+#define shape_INDEX_COPY shape_scatter
+
+/* topk over a.axis of an f32 x: 1 <= a.k <= x.dim[axis]; out is x's shape with a.k
+ * along the axis, i32 (indices). */
+static bool shape_TOPK(Graph *g, Node *n, char *err, size_t errlen) {
+  const Shape *x = &IN(0)->shape;
+  int ax = n->a.axis;
+  if (ax < 0 || ax >= x->rank) return FAIL("topk: axis %d out of range for %s", ax, SH(0));
+  if (n->a.k < 1 || n->a.k > x->dim[ax]) return FAIL("topk: k = %d is not in [1, %lld] for %s along dim %d", n->a.k, (long long)x->dim[ax], SH(0), ax);
+  n->shape = *x;
+  n->shape.dim[ax] = n->a.k;
+  n->dtype = DT_I32;
+  return true;
+}
+
 /* sdpa(q, k, v, len, pos): q [Hq, T, D], k and v [Hkv, S, D] with Hkv dividing Hq (grouped
  * heads), len and pos i32 scalars; out has q's shape. */
 static bool shape_SDPA(Graph *g, Node *n, char *err, size_t errlen) {
@@ -429,6 +545,8 @@ static bool shape_SDPA(Graph *g, Node *n, char *err, size_t errlen) {
     return FAIL("sdpa: q's %lld heads are not a multiple of k's %lld (grouped-query attention)", (long long)q->dim[0],
                 (long long)k->dim[0]);
   if (!(n->a.scale > 0) || isinf(n->a.scale)) return FAIL("sdpa: scale must be a positive number, got %g", (double)n->a.scale);
+  if (n->a.window < 0 || (n->a.window > 0 && !n->a.causal))
+    return FAIL("sdpa: window %d must be 0 or positive, and causal", n->a.window);
   n->shape = *q;
   n->dtype = DT_F32;
   return true;
@@ -483,6 +601,8 @@ static bool check_inputs(Graph *g, Node *n, char *err, size_t errlen) {
                   dtype_name(IN(0)->dtype), SH(0), i, dtype_name(IN(i)->dtype), SH(i));
     if ((o->flags & OPF_F32) && o->iexpr && IN(i)->dtype == DT_BOOL)
       return FAIL("%s: operands must be f32 or i32, input %d is bool%s", o->name, i, SH(i));
+    if (IN(i)->dtype == DT_I64 && n->op != OP_CAST)   /* an i64 input's only reader is its cast to i32 */
+      return FAIL("%s: input %d is i64%s, which only a cast to i32 may read", o->name, i, SH(i));
   }
   return true;
 }

@@ -58,7 +58,7 @@ static bool reserved_ident(const char *s) {
       "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
-      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", NULL};
+      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "par", "pfor", "pool", NULL};
   for (int i = 0; own[i]; i++)
     if (strcmp(own[i], s) == 0) return true;
   return emit_is_c_keyword(s);
@@ -120,6 +120,8 @@ static void ctx_init(Ctx *c, Graph *g) {
   Names ids = {0}, stems = {0};
   names_claim(&ids, kiln_fmt("%s_run", g->model));
   names_claim(&ids, kiln_fmt("%s_run_v", g->model));
+  names_claim(&ids, kiln_fmt("%s_run_par", g->model));
+  names_claim(&ids, kiln_fmt("%s_body", g->model));
   c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
   c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
   c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
@@ -199,6 +201,7 @@ typedef struct {
   Graph *g;
   Node *n;
   EmitVars v;      /* NAME, DESC, LOC already set */
+  bool fused;      /* the anchor has an elementwise chain after it */
 } KernelCtx;
 
 #define IN(i) input(k->g, k->n, (i))
@@ -324,50 +327,64 @@ static const char *k_cast(KernelCtx *k) {
   return "c/cast.c.tmpl";
 }
 
-enum { MATMUL_NT_NB = 4 };
-enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */   /* outputs a Linear kernel computes together: kiln_dot4's rows */
+enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */
+/* Filters per group from which a convolution runs as a matrix product (conv_gemm): fewer
+ * fill too little of a micro-kernel tile (a depthwise convolution has one). */
+enum { CONV_GEMM_MIN_OCG = 8 };
 
-/* The loops over n of a Linear (matmul_nt) kernel: NB outputs at a time while N
- * holds NB more, then one at a time for what is left; a loop with nothing to do is
- * not emitted. Sets LOOPS, BLOCK_ENUM and BLOCK_DOC. */
-static void matmul_nt_loops(KernelCtx *k, const MatmulGeom *m, bool batched) {
-  int64_t blocked = m->n - m->n % MATMUL_NT_NB;
-  bool block = blocked > 0, tail = blocked < m->n;
-  EmitVars lv = {0};
-  emit_var(&lv, "IND", batched ? "  " : "");
-  emit_var(&lv, "Y", batched ? "y + yo" : "y");
-  emit_var(&lv, "ROW", batched ? "(b * M + m) * N" : "m * N");
-  emit_var(&lv, "EPILOGUE", emit_hook_epilogue);
-  emit_var(&lv, "END", tail ? "N_BLOCKED" : "N");
-  emit_var(&lv, "START", block ? "N_BLOCKED" : "0");
-  Buf loops = {0};
-  if (block) expand(&loops, "c/matmul_nt_block.c.tmpl", &lv);
-  if (tail) expand(&loops, "c/matmul_nt_tail.c.tmpl", &lv);
-  emit_var(&k->v, "LOOPS", kiln_strdup(loops.data));
-  buf_free(&loops);
-  EmitVars ev = {0};
-  emit_vari(&ev, "NB", MATMUL_NT_NB);
-  emit_vari(&ev, "N_BLOCKED", blocked);
-  emit_var(&k->v, "BLOCK_ENUM", !block ? "" : expand_str(tail ? "c/matmul_nt_enum_tail.c.tmpl" : "c/matmul_nt_enum.c.tmpl", &ev));
-  emit_var(&k->v, "BLOCK_DOC", !block ? "" : template_get(tail ? "c/matmul_nt_doc_tail.c.tmpl" : "c/matmul_nt_doc.c.tmpl"));
+/* The kiln_gemm call of a matmul kernel (matmul_call.c.tmpl) over operands x and y and
+ * result o. Plain: A = x, B = y, read in place or, when y is a packed weight, as its panels.
+ * Swapped (matmul_swapped: under 4 columns): C^T = y^T x^T, so A = y^T, B = x^T (x's panels
+ * when packed) and C is stored transposed. Sets HOW, the kernel comment's note. */
+static char *matmul_call(KernelCtx *k, bool swapped, const char *x, const char *y, const char *o) {
+  const Node *xn = IN(0), *yn = IN(1);
+  EmitVars v = {0};
+  const char *const plain[] = {"ROWS", "M", "COLS", "N", "A", x, "AS_M", "XS_M", "AS_K", "XS_K", "BS_K", "YS_K",
+                               "BS_N", "YS_N", "C", o, "CS_I", "N", "CS_J", "1"};
+  const char *const swap[] = {"ROWS", "N", "COLS", "M", "A", y, "AS_M", "YS_N", "AS_K", "YS_K", "BS_K", "XS_K",
+                              "BS_N", "XS_M", "C", o, "CS_I", "1", "CS_J", "N"};
+  const char *const *kv = swapped ? swap : plain;
+  for (int i = 0; i < 20; i += 2) emit_var(&v, kv[i], kv[i + 1]);
+  const Node *bn = swapped ? xn : yn;
+  const char *bname = swapped ? x : y;
+  emit_var(&v, "PANELS", bn->pack ? bname : "NULL");
+  emit_var(&v, "B", bn->pack ? "NULL" : bname);
+  const char *how = swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "";
+  if (bn->pack)
+    how = kiln_fmt("%s\n * %s is packed at build time in panels of %d columns (pass_pack).", how, swapped ? "x" : "y",
+                   KILN_PANEL);
+  emit_var(&k->v, "HOW", how);
+  return expand_str("c/matmul_call.c.tmpl", &v);
 }
 
-/* Matmul family: sets geometry and batch-broadcast strides; x @ y^T (Linear) gets
- * the blocked matmul_nt templates, anything else the plain ones, batched iff batch > 1. */
+/* Whether the batch of a matmul is really more rows: y is one matrix every batch shares and
+ * x's matrices lie back to back, untransposed. */
+static bool batch_is_rows(const MatmulGeom *m) {
+  return m->batch > 1 && !m->trans_x && m->b.rank == 1 && m->b.strides[1][0] == m->m * m->k && m->b.strides[2][0] == 0;
+}
+
+/* Matmul family: sets geometry, batch-broadcast strides and CALL; one template for a single
+ * matrix (or a batch that is just more rows of x), the batched one otherwise. */
 static const char *k_matmul(KernelCtx *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
+  MatmulShape ms = matmul_shape(k->g, k->n);   /* before folding a batch into rows: pass_pack's view */
+  bool swapped = matmul_swapped(&ms);
+  if (!swapped && batch_is_rows(&m)) {
+    m.m *= m.batch;
+    m.batch = 1;
+  }
   emit_matmul_vars(&k->v, &m);
   emit_vari(&k->v, "BATCH", m.batch);
   emit_vari(&k->v, "RANK", m.b.rank);
   emit_var(&k->v, "DIMS", emit_int_list(m.b.dims, m.b.rank));
   emit_var(&k->v, "XSTRIDES", emit_int_list(m.b.strides[1], m.b.rank));
   emit_var(&k->v, "YSTRIDES", emit_int_list(m.b.strides[2], m.b.rank));
-  bool batched = m.batch > 1;   /* else the batch loop is noise to a reader */
-  if (m.trans_y && !m.trans_x) {
-    matmul_nt_loops(k, &m, batched);
-    return batched ? "c/matmul_nt_batched.c.tmpl" : "c/matmul_nt.c.tmpl";
+  if (m.batch > 1) {
+    emit_var(&k->v, "CALL", matmul_call(k, swapped, "x + xo", "y + yo", "o"));
+    return "c/matmul_batched.c.tmpl";
   }
-  return batched ? "c/matmul_batched.c.tmpl" : "c/matmul.c.tmpl";
+  emit_var(&k->v, "CALL", matmul_call(k, swapped, "x", "y", "out"));
+  return "c/matmul.c.tmpl";
 }
 
 /* Conv2d family: sets the conv geometry, and the bias parameter and loop iff the
@@ -376,6 +393,14 @@ static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
   emit_conv_vars(&k->v, &c);
   emit_var(&k->v, "BIAS_PARAM", c.bias ? restrict_param(", ", "float", "bias") : "");
+  if (c.ocg >= CONV_GEMM_MIN_OCG) {
+    EmitVars sv = {0};
+    emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
+    emit_var(&sv, "BIAS", c.bias ? " + bias[i / (OH * OW) % OC]" : "");
+    emit_var(&k->v, "STORE", c.bias || k->fused ? expand_str("c/conv_gemm_store.c.tmpl", &sv) : "");
+    emit_var(&k->v, "BIAS_DOC", c.bias ? ", then the bias" : "");
+    return "c/conv_gemm.c.tmpl";
+  }
   /* Four or more filters a group share each gathered patch (kiln_dot4); the patch lives
    * on the stack, so it stays small, and below CONV_PATCH_MIN taps gathering costs more than
    * the vector dot products save (LeNet's 5x5 first layer). Otherwise the direct loops. */
@@ -511,8 +536,76 @@ static const char *k_gather(KernelCtx *k) {
   return "c/gather.c.tmpl";
 }
 
+/* Argmax/argmin along a.axis: x as OUTER x N x INNER, the comparison that makes a
+ * later element win (strictly, so the first of equal ones stays). */
+static const char *k_argreduce(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool max = k->n->op == OP_ARGMAX;
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_var(&k->v, "CMP", max ? ">" : "<");
+  emit_var(&k->v, "WHAT", max ? "largest" : "smallest");
+  emit_var(&k->v, "TORCH", max ? "argmax" : "argmin");
+  return "c/argreduce.c.tmpl";
+}
+
+/* gather_elements along a.axis: x as OUTER x N x INNER, the indices and the result as
+ * OUTER x NI x INNER. */
+static const char *k_gather_elements(KernelCtx *k) {
+  AxisGeom x = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "OUTER", x.outer);
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", k->n->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  return "c/gather_elements.c.tmpl";
+}
+
+/* topk along a.axis: x as OUTER x N x INNER, K kept; BEFORE says whether value v goes
+ * strictly before w (emit_topk_before, shared with Metal). */
+static const char *k_topk(KernelCtx *k) {
+  AxisGeom a = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool largest = k->n->a.largest;
+  emit_vari(&k->v, "OUTER", a.outer);
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "K", k->n->a.k);
+  emit_var(&k->v, "WHICH", largest ? "largest" : "smallest");
+  emit_var(&k->v, "ORDER", largest ? "descending" : "ascending");
+  emit_var(&k->v, "BEFORE", emit_topk_before(largest, "v", "w", "v != v", "w != w"));
+  return "c/topk.c.tmpl";
+}
+
+/* conv_transpose2d: the sizes (emit_conv_transpose_vars) and the optional bias
+ * parameter, which starts each output's sum. */
+static const char *k_conv_transpose(KernelCtx *k) {
+  bool bias = k->n->nin == 3;
+  emit_conv_transpose_vars(&k->v, k->g, k->n);
+  emit_var(&k->v, "BIAS_PARAM", bias ? restrict_param(", ", "float", "bias") : "");
+  emit_var(&k->v, "BIAS_INIT", bias ? "bias[oc]" : "0.0f");
+  return "c/conv_transpose.c.tmpl";
+}
+
+/* scatter / index_copy along a.axis: x as OUTER x N x INNER, the source as OUTER x NI
+ * x INNER; IDX_AT says where an element's index is: its own position (scatter) or
+ * the source slice's (index_copy, a vector). */
+static const char *k_scatter(KernelCtx *k) {
+  AxisGeom x = emit_axis_geom(&IN(0)->shape, k->n->a.axis);
+  bool sc = k->n->op == OP_SCATTER;
+  emit_var(&k->v, "T", emit_c_type(k->n->dtype));
+  emit_vari(&k->v, "OUTER", x.outer);
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", IN(2)->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  emit_var(&k->v, "IDX_AT", sc ? "at" : "j");
+  emit_var(&k->v, "WHAT", sc ? "scatter: idx has src's shape" : "index_copy: idx is a vector of NI");
+  return "c/scatter.c.tmpl";
+}
+
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
- * the scale as a float literal and CAUSAL as 0/1; returns the fused sdpa template. */
+ * the scale as a float literal, CAUSAL as 0/1 and WINDOW (0: none); returns the fused
+ * sdpa template. */
 static const char *k_attention(KernelCtx *k) {
   const Shape *q = &IN(0)->shape, *kv = &IN(1)->shape;
   emit_vari(&k->v, "HQ", q->dim[0]);
@@ -521,12 +614,14 @@ static const char *k_attention(KernelCtx *k) {
   emit_vari(&k->v, "S", kv->dim[1]);
   emit_vari(&k->v, "GROUP", q->dim[0] / kv->dim[0]);
   emit_vari(&k->v, "CAUSAL", k->n->a.causal);
+  emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
   return "c/sdpa.c.tmpl";
 }
 
 /* Write family: the state viewed as OUTER x N x INNER around the axis, the value as
- * OUTER x ROWS x INNER; the state is the result (operand 0 is not passed: in place). */
+ * OUTER x ROWS x INNER; the state is the result (operand 0 is not passed: in place);
+ * a ring write (a.ring) wraps its rows modulo N. */
 static const char *k_write(KernelCtx *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
@@ -535,7 +630,7 @@ static const char *k_write(KernelCtx *k) {
   emit_vari(&k->v, "N", a.n);
   emit_vari(&k->v, "ROWS", IN(1)->shape.dim[a.axis]);
   emit_vari(&k->v, "INNER", a.inner);
-  return "c/write.c.tmpl";
+  return k->n->a.ring ? "c/write_ring.c.tmpl" : "c/write.c.tmpl";
 }
 
 #undef IN
@@ -549,6 +644,8 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,       [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
+    [FAM_ARGREDUCE] = k_argreduce, [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
+    [FAM_CONV_TRANSPOSE] = k_conv_transpose, [FAM_SCATTER] = k_scatter,
 };
 
 /* Kernel pointers are restrict: a kernel's result must not share bytes with anything
@@ -588,7 +685,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   EmitEpilogue e;
   emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
-  KernelCtx k = {.c = c, .g = g, .n = n};
+  KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1};
   emit_var(&k.v, "NAME", c->kname[ki]);
   emit_var(&k.v, "DESC", esc_comment(emit_describe(g, kr)));
   emit_var(&k.v, "LOC", e.lines);
@@ -600,10 +697,12 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   emit_var(&k.v, "EPILOGUE", emit_hook_epilogue);
   emit_var(&k.v, "IF_FUSED", emit_hook_fused);
   const char *tmpl = fn(&k);
+  const char *text = emit_epilogue_apply(expand_str(tmpl, &k.v), &e);
   buf_puts(out, e.helper);
-  buf_puts(out, emit_epilogue_apply(expand_str(tmpl, &k.v), &e));
+  buf_puts(out, text);
 
   Buf args = {0};
+  if (strstr(text, "(const kiln_par *par, ")) buf_puts(&args, "par, ");   /* it splits its work into tasks */
   for (int i = n->op == OP_WRITE; i < n->nin; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, n, i), false));
   for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
   buf_puts(&args, operand_ptr(c, res, true));
@@ -620,6 +719,17 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * region passes what an int holds: then 64-bit #defines (docs/output.md). The test hook
  * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
  * run it without writing gigabytes. */
+/* The helper functions the kernels call, each once and in a fixed order: kiln_dot4
+ * (dot4.c.tmpl), the matmul micro-kernels (gemm_lib.c.tmpl) and the convolution's patch
+ * panels over them (conv_lib.c.tmpl). */
+static const char *helpers(const char *kernels) {
+  bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
+  bool conv = kernels && strstr(kernels, "kiln_conv_par(");
+  bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm_par("));
+  return kiln_fmt("%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
+                  conv ? template_get("c/conv_lib.c.tmpl") : "");
+}
+
 static bool wide_region(int64_t size) {
   const char *force = getenv("KILN_TEST_WIDE_OFFSETS");
   return size > INT32_MAX || (force && strcmp(force, "1") == 0);
@@ -710,6 +820,45 @@ static char *run_params(const Ctx *c) {
   return s;
 }
 
+/* Does g take an i64 input? Then its entry checks every value fits i32 before running
+ * anything and returns <M>_OK or <M>_E_RANGE. */
+static bool has_i64_input(Graph *g) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (node(g, g->inputs[i].node)->dtype == DT_I64) return true;
+  return false;
+}
+
+/* The range check of each i64 input (entry_check_i64.c.tmpl), in input order. */
+static char *i64_checks(const Ctx *c, const char *upper) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++) {
+    const Node *n = node(g, g->inputs[i].node);
+    if (n->dtype != DT_I64) continue;
+    c->in_read[i] = true;
+    EmitVars v = {0};
+    emit_var(&v, "X", c->in_param[i]);
+    emit_var(&v, "NAME", esc_comment(g->inputs[i].name));
+    emit_varl(&v, "N", node_numel(n));
+    emit_var(&v, "UPPER", upper);
+    expand(&b, "c/entry_check_i64.c.tmpl", &v);
+  }
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
+/* ", image, logits": the run function's parameter names, to pass them on. */
+static char *param_names(const Ctx *c) {
+  Buf b = {0};
+  Graph *g = c->g;
+  for (int i = 0; i < g->ninputs; i++) run_arg(&b, "c/run_name.c.tmpl", true, "", c->in_param[i], i);
+  for (int i = 0; i < g->noutputs; i++) run_arg(&b, "c/run_name.c.tmpl", false, "", c->out_param[i], i);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
 /* Appends <model>.c to out: every kernel in schedule order, the offset enums and the
  * run function calling them, (void)-ing the pointers no kernel uses. c is initialised. */
 static void emit_source(const Ctx *c, Buf *out) {
@@ -721,13 +870,22 @@ static void emit_source(const Ctx *c, Buf *out) {
   for (int i = 0; i < g->noutputs; i++)
     run_arg(&vargs, "c/run_varg.c.tmpl", false, emit_c_type(node(g, g->outputs[i].node)->dtype), c->out_param[i], i);
   EmitVars rv = {0};
+  bool checked = has_i64_input(g);
+  const char *checks = i64_checks(c, c->upper);
   emit_var(&rv, "MODEL", c->model);
   emit_var(&rv, "PARAMS", run_params(c));
+  emit_var(&rv, "RET", checked ? "int" : "void");
+  emit_var(&rv, "CHECK_DOC", checked ? "the range checks of the i64 inputs, then " : "");
+  emit_var(&rv, "CHECKS", checks);
+  emit_var(&rv, "RETURN", checked ? kiln_fmt("  return %s_OK;\n", c->upper) : "");
+  emit_var(&rv, "RETURN_KW", checked ? "return " : "");
+  emit_var(&rv, "NAMES", param_names(c));
   emit_var(&rv, "CALLS", calls.data ? calls.data : "");
   emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
   const char *calltext = calls.data ? calls.data : "";
   Buf unused = {0};
+  if (!strstr(calltext, "(par, ")) unused_line(&unused, "par");
   if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
   if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
   for (int i = 0; i < g->ninputs; i++)   /* an input no kernel reads stays in the signature */
@@ -746,7 +904,7 @@ static void emit_source(const Ctx *c, Buf *out) {
   offset_enums(c, &fv);
   emit_var(&fv, "KERNELS", kernels.data ? kernels.data : "");
   /* Helpers only the kernels that call them pull in (so small models stay small). */
-  emit_var(&fv, "HELPERS", kernels.data && strstr(kernels.data, "kiln_dot4(") ? template_get("c/dot4.c.tmpl") : "");
+  emit_var(&fv, "HELPERS", helpers(kernels.data));
   emit_var(&fv, "RUN", expand_str("c/run.c.tmpl", &rv));
   expand(out, "c/file.c.tmpl", &fv);
   buf_free(&kernels);
@@ -807,7 +965,10 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   emit_var(&v, "INPUT_NAMES", inm.data);
   emit_var(&v, "OUTPUT_NAMES", onm.data);
   emit_var(&v, "PARAMS", run_params(c));
+  emit_var(&v, "RET", has_i64_input(g) ? "int" : "void");
+  emit_var(&v, "RANGE_DEFINES", has_i64_input(g) ? expand_str("c/range_defines.h.tmpl", &v) : "");
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header.h.tmpl", &v);
   Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
   for (int i = 0; i < 7; i++) buf_free(all[i]);
@@ -970,6 +1131,8 @@ static void pctx_init(PCtx *pc, Program *p) {
     const Graph *g = p->entries[e];
     pc->fn[e] = names_claim(&ids, kiln_fmt("%s_%s", p->model, g->entry));
     names_claim(&ids, kiln_fmt("%s_v", pc->fn[e]));
+    names_claim(&ids, kiln_fmt("%s_par", pc->fn[e]));
+    names_claim(&ids, kiln_fmt("%s_body", pc->fn[e]));
     pc->estem[e] = p->explicit_entries ? kiln_fmt("%s_", emit_upper(g->entry)) : "";
     for (int i = 0; i < g->ninputs; i++) names_add(&params, emit_ident(g->inputs[i].name));
     for (int i = 0; i < g->noutputs; i++) names_add(&params, emit_ident(g->outputs[i].name));
@@ -1018,6 +1181,10 @@ static char *entry_params(const Ctx *c, bool vargs) {
  * checked by the frontend. */
 static char *entry_checks(const PCtx *pc, const Ctx *c) {
   Buf b = {0};
+  if (has_i64_input(c->g) && !pc->has_state)   /* such entries return void: no way to report a range error */
+    kiln_error_at(c->g->entry_loc, "C target: i64 inputs in a script with kiln.entry need a kiln.state (entries "
+                                   "without state return nothing) - not supported yet; declare them \"i32\"");
+  buf_puts(&b, i64_checks(c, pc->upper));
   EmitRangeCheck *rc;
   int n = emit_range_checks(c->g, c->in_param, &rc);
   for (int i = 0; i < n; i++) {
@@ -1027,7 +1194,7 @@ static char *entry_checks(const PCtx *pc, const Ctx *c) {
     emit_vari(&v, "MAX", rc[i].max);
     emit_var(&v, "UPPER", pc->upper);
     emit_var(&v, "WHAT", esc_comment(rc[i].what));
-    expand(&b, "c/entry_check.c.tmpl", &v);
+    expand(&b, rc[i].max >= INT32_MAX ? "c/entry_check_ring.c.tmpl" : "c/entry_check.c.tmpl", &v);   /* no always-false test */
   }
   char *s = kiln_strdup(b.data ? b.data : "");
   buf_free(&b);
@@ -1048,6 +1215,7 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
   for (int k = 0; k < g->nkernels; k++) emit_kernel(c, k, &kernels, &calls);
   const char *checks = entry_checks(pc, c);
   const char *calltext = calls.data ? calls.data : "";
+  if (!strstr(calltext, "(par, ")) unused_line(&unused, "par");
   if (!strstr(calltext, "(w + ")) unused_line(&unused, "w");
   if (pc->has_state && !strstr(calltext, "(s + ")) unused_line(&unused, "s");
   if (!strstr(calltext, "(a + ")) unused_line(&unused, "a");
@@ -1064,6 +1232,7 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
   emit_var(&rv, "STATE_PTR", pc->has_state ? "  unsigned char *s = (unsigned char *)state;\n" : "");
   emit_var(&rv, "CHECK_DOC", *checks ? "the range checks, then " : "");
   emit_var(&rv, "PARAMS", entry_params(c, false));
+  emit_var(&rv, "NAMES", param_names(c));
   emit_var(&rv, "VARGS", entry_params(c, true));
   emit_var(&rv, "UNUSED", kiln_strdup(unused.data ? unused.data : ""));
   emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
@@ -1110,15 +1279,15 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   emit_var(&fv, "ENTRY_COUNT", emit_count(p->nentries, "entry point", "entry points"));
   emit_var(&fv, "ENTRY_LIST", list.data);
   emit_var(&fv, "STATE_BLOCK", pc->has_state ? "the caller's state block (S_* byte offsets),\n * " : "");
-  bool dot4 = strstr(entries.data, "kiln_dot4(") != NULL;   /* its helper includes <string.h> itself */
-  emit_var(&fv, "INCLUDES", pc->has_state && !dot4 ? "#include <string.h>\n" : "");
+  const char *help = helpers(entries.data);   /* a helper includes <string.h> itself */
+  emit_var(&fv, "INCLUDES", pc->has_state && !*help ? "#include <string.h>\n" : "");
   emit_var(&fv, "WEIGHT_ENUM", wl.len ? offset_block("c/weight_enum.c.tmpl", "c/weight_enum_wide.c.tmpl",
                                                     wide_region(p->weights_size), &wv) : "");
   emit_var(&fv, "STATE_ENUM", sl.len ? offset_block("c/state_enum.c.tmpl", "c/state_enum_wide.c.tmpl",
                                                    wide_region(p->state_size), &sv) : "");
   emit_var(&fv, "RESET", pc->has_state ? expand_str("c/reset.c.tmpl", &rv) : "");
   emit_var(&fv, "ENTRIES", entries.data);
-  emit_var(&fv, "HELPERS", dot4 ? template_get("c/dot4.c.tmpl") : "");
+  emit_var(&fv, "HELPERS", help);
   expand(out, "c/file_entries.c.tmpl", &fv);
   Buf *all[] = {&wl, &sl, &entries, &list};
   for (int i = 0; i < 4; i++) buf_free(all[i]);
@@ -1239,6 +1408,7 @@ static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, B
   emit_var(&v, "NUM_ENTRIES", kiln_fmt("%d", p->nentries));
   emit_var(&v, "ENTRY_DEFINES", edefs.data);
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header_entries.h.tmpl", &v);
   Buf *all[] = {&edoc, &edefs, &sdoc, &sdefs};
   for (int i = 0; i < 4; i++) buf_free(all[i]);

@@ -330,13 +330,61 @@ ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
   return r;
 }
 
-/* Init, update and finish text for sum, mean (divides by RED) and max (NaN wins,
- * tested with the target's v_is_nan); dies on any other op. */
+/* A target without i64 inputs: the first one of any entry is an error at its Lua line,
+ * "<input>: <why>". */
+void emit_reject_i64_inputs(Program *p, const char *why) {
+  for (int e = 0; e < p->nentries; e++) {
+    Graph *g = p->entries[e];
+    for (int i = 0; i < g->ninputs; i++) {
+      const Node *n = graph_node(g, g->inputs[i].node);
+      if (n->dtype == DT_I64) kiln_error_at(n->loc, "input %s is i64: %s", g->inputs[i].name, why);
+    }
+  }
+}
+
+/* The sizes of a conv_transpose2d (x [NB, C, H, W], w [C, OG, KH, KW], out [NB, O, OH,
+ * OW]) as the variables every target's template names: NB C H W O OH OW KH KW CG OG SH
+ * SW PT PL DH DW (PT/PL: the top/left padding; the bottom/right ones only shape OH/OW). */
+void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n) {
+  const Shape *x = &graph_node(g, n->in[0])->shape, *w = &graph_node(g, n->in[1])->shape, *o = &n->shape;
+  const Attrs *a = &n->a;
+  emit_vari(v, "NB", x->dim[0]);
+  emit_vari(v, "C", x->dim[1]);
+  emit_vari(v, "H", x->dim[2]);
+  emit_vari(v, "W", x->dim[3]);
+  emit_vari(v, "O", o->dim[1]);
+  emit_vari(v, "OH", o->dim[2]);
+  emit_vari(v, "OW", o->dim[3]);
+  emit_vari(v, "KH", w->dim[2]);
+  emit_vari(v, "KW", w->dim[3]);
+  emit_vari(v, "CG", x->dim[1] / a->groups);
+  emit_vari(v, "OG", w->dim[1]);
+  emit_vari(v, "SH", a->stride[0]);
+  emit_vari(v, "SW", a->stride[1]);
+  emit_vari(v, "PT", a->pad[0]);
+  emit_vari(v, "PL", a->pad[1]);
+  emit_vari(v, "DH", a->dilation[0]);
+  emit_vari(v, "DW", a->dilation[1]);
+}
+
+/* Topk's order as a condition: value v goes strictly before w (largest first or
+ * smallest first, a NaN above every number; equal values, two NaNs too, are not
+ * "before": callers order them by index). nan_v/nan_w test v and w for NaN in the
+ * target's spelling. Arena string. */
+char *emit_topk_before(bool largest, const char *v, const char *w, const char *nan_v, const char *nan_w) {
+  if (largest) return kiln_fmt("(%s && !(%s)) || %s > %s", nan_v, nan_w, v, w);
+  return kiln_fmt("(%s && !(%s)) || %s < %s", nan_w, nan_v, v, w);
+}
+
+/* Init, update and finish text for sum, mean (divides by RED), max and min (NaN wins,
+ * tested with the target's v_is_nan) and prod; dies on any other op. */
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan) {
   switch (op) {
   case OP_REDUCE_SUM: return (EmitReduceOp){"0.0f", "acc += v", "acc"};
   case OP_REDUCE_MEAN: return (EmitReduceOp){"0.0f", "acc += v", "acc / (float)RED"};
   case OP_REDUCE_MAX: return (EmitReduceOp){"-INFINITY", kiln_fmt("acc = v > acc || %s ? v : acc", v_is_nan), "acc"};
+  case OP_REDUCE_MIN: return (EmitReduceOp){"INFINITY", kiln_fmt("acc = v < acc || %s ? v : acc", v_is_nan), "acc"};
+  case OP_REDUCE_PROD: return (EmitReduceOp){"1.0f", "acc *= v", "acc"};
   default: die("reduce op %s", kiln_ops[op].name);
   }
 }
@@ -436,6 +484,7 @@ static void describe_attrs(Buf *b, const Node *n) {
     if (a->trans_x || a->trans_y) buf_printf(b, ", transposed:%s%s", a->trans_x ? " x" : "", a->trans_y ? " y" : "");
     break;
   case FAM_CONV:
+  case FAM_CONV_TRANSPOSE:
     buf_printf(b, ", stride %d,%d pad %d,%d,%d,%d dilation %d,%d groups %d", a->stride[0], a->stride[1], a->pad[0], a->pad[1],
                a->pad[2], a->pad[3], a->dilation[0], a->dilation[1], a->groups);
     break;
@@ -444,8 +493,15 @@ static void describe_attrs(Buf *b, const Node *n) {
                a->pad[0], a->pad[1], a->pad[2], a->pad[3], n->op == OP_AVGPOOL2D && a->count_pad ? " count_pad" : "");
     break;
   case FAM_REDUCE: buf_printf(b, ", axes mask 0x%x%s", a->axes, a->keepdims ? " keepdims" : ""); break;
-  case FAM_ATTENTION: buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : ""); break;
-  case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: case FAM_WRITE: buf_printf(b, ", axis %d", a->axis); break;
+  case FAM_ATTENTION:
+    buf_printf(b, ", scale %s%s", emit_float(a->scale), a->causal ? ", causal" : "");
+    if (a->window) buf_printf(b, ", window %d", a->window);
+    break;
+  case FAM_WRITE: buf_printf(b, ", axis %d%s", a->axis, a->ring ? ", ring" : ""); break;
+    case FAM_TOPK: buf_printf(b, ", axis %d, k %d, %s first", a->axis, a->k, a->largest ? "largest" : "smallest"); break;
+  case FAM_GATHER_ELEMENTS: case FAM_SCATTER: buf_printf(b, ", axis %d", a->axis); break;
+  case FAM_ARGREDUCE: buf_printf(b, ", axis %d%s", a->axis, a->keepdims ? " keepdims" : ""); break;
+  case FAM_SOFTMAX: case FAM_CONCAT: case FAM_GATHER: case FAM_NORM: buf_printf(b, ", axis %d", a->axis); break;
   case FAM_TRANSPOSE:
     buf_puts(b, ", perm");
     for (int i = 0; i < n->shape.rank; i++) buf_printf(b, "%s%d", i ? "," : " ", a->perm[i]);
@@ -478,15 +534,16 @@ int emit_range_checks(Graph *g, const char *const *param, EmitRangeCheck **out) 
     if (w->dead || w->op != OP_WRITE) continue;
     const Node *at = graph_node(g, w->in[2]), *x = graph_node(g, w->in[1]);
     if (at->op != OP_INPUT) continue;
-    int64_t rows = x->shape.dim[w->a.axis], max = w->shape.dim[w->a.axis] - rows;
+    int64_t rows = x->shape.dim[w->a.axis], max = w->a.ring ? INT32_MAX : w->shape.dim[w->a.axis] - rows;
     bool dup = false;
     for (int k = 0; k < n && !dup; k++) dup = (*out)[k].input == at->io_index && (*out)[k].max == max;
     if (dup) continue;
     const char *p = param ? param[at->io_index] : g->inputs[at->io_index].name;
     const char *rowtext = rows == 1 ? kiln_fmt("row %s", p) : kiln_fmt("rows %s .. %s + %lld", p, p, (long long)(rows - 1));
     const char *state = g->prog ? g->prog->states[w->a.state].name : "?";
-    (*out)[n++] = (EmitRangeCheck){at->io_index, max, kiln_fmt("%s: %s of %lld along axis %d, %s:%d", state, rowtext,
-                                                                 (long long)w->shape.dim[w->a.axis], w->a.axis,
+    (*out)[n++] = (EmitRangeCheck){at->io_index, max, kiln_fmt("%s: %s of %lld%s along axis %d, %s:%d", state, rowtext,
+                                                                 (long long)w->shape.dim[w->a.axis],
+                                                                 w->a.ring ? " (a ring: any offset >= 0)" : "", w->a.axis,
                                                                  graph_src_name(g, w->loc.file), w->loc.line)};
   }
   return n;
@@ -593,6 +650,7 @@ const char *emit_c_type(DType t) {
   case DT_F32: return "float";
   case DT_I32: return "int32_t";
   case DT_BOOL: return "uint8_t";
+  case DT_I64: return "int64_t";
   }
   die("bad dtype %d", (int)t);
 }

@@ -82,6 +82,7 @@ static const char *emit_leaf(Lower *L, const Node *n) {
   case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, n->data);
   case DT_I32: return mil_const_int(L->m, base, &n->shape, n->data);
   case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, n->data);
+  case DT_I64: break;   /* inputs only: emit_coreml rejected them */
   }
   die("bad dtype");
 }
@@ -359,6 +360,69 @@ static void lower_conv(Lower *L, const Node *n) {
   finish(L, n, add);
 }
 
+/* conv_transpose2d -> MIL conv_transpose (iOS15; weight [C, O/groups, KH, KW] as
+ * PyTorch's, which MIL needs constant: a parameter, or conv_transpose1d's reshaped one,
+ * emitted again in the 4-D shape). MIL's pad only removes output rows, so a negative
+ * bottom/right pad (PyTorch's output_padding) is a conv_transpose without it and then
+ * a constant-0 MIL pad of those rows: no input reaches them, so they hold only the
+ * bias, which is then added after. */
+static void lower_conv_transpose(Lower *L, const Node *n) {
+  const Node *w = in_node(L, n, 1), *b = n->nin > 2 ? in_node(L, n, 2) : NULL, *root = w;
+  while (root->op == OP_RESHAPE) root = in_node(L, root, 0);
+  if (!is_const_leaf(root) || root->dtype != DT_F32)
+    kiln_error_at(n->loc, "conv_transpose2d: Core ML needs a constant weight (a parameter), not a computed one");
+  int eb = n->a.pad[2] < 0 ? -n->a.pad[2] : 0, er = n->a.pad[3] < 0 ? -n->a.pad[3] : 0;
+  bool bias_direct = b && is_const_leaf(b) && !eb && !er, extra = eb || er;
+  const char *xv = X(L, n, 0), *bv = bias_direct ? X(L, n, 2) : NULL;
+  const char *wv = root == w ? X(L, n, 1)
+                             : mil_const_float(L->m, kiln_fmt("%s_4d", root->name ? root->name : "weight"), L->ft, &w->shape, root->data);
+  int32_t strides[2] = {n->a.stride[0], n->a.stride[1]}, dil[2] = {n->a.dilation[0], n->a.dilation[1]};
+  int32_t pad[4] = {n->a.pad[0], n->a.pad[2] + eb, n->a.pad[1], n->a.pad[3] + er};
+  const char *st = mil_ints(L->m, param_name(n, "conv_transpose", "strides"), strides, 2);
+  const char *pt = mil_const_str(L->m, param_name(n, "conv_transpose", "pad_type"), "custom");
+  const char *pd = mil_ints(L->m, param_name(n, "conv_transpose", "pad"), pad, 4);
+  const char *dl = mil_ints(L->m, param_name(n, "conv_transpose", "dilations"), dil, 2);
+  const char *gr = mil_scalar_int(L->m, param_name(n, "conv_transpose", "groups"), n->a.groups);
+  bool last = !extra && (!b || bias_direct);
+  MilOp *op = last ? start(L, n, "conv_transpose") : step(L, n, "conv_transpose");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "weight", wv);
+  if (bv) mil_arg(L->m, op, "bias", bv);
+  mil_arg(L->m, op, "strides", st);
+  mil_arg(L->m, op, "pad_type", pt);
+  mil_arg(L->m, op, "pad", pd);
+  mil_arg(L->m, op, "dilations", dl);
+  mil_arg(L->m, op, "groups", gr);
+  if (last) {
+    finish(L, n, op);
+    return;
+  }
+  Shape cs = n->shape;
+  cs.dim[2] -= eb, cs.dim[3] -= er;
+  const char *c = mil_result(L->m, op, mil_type(L, n->dtype), &cs);
+  if (extra) {
+    int32_t pp[4] = {0, eb, 0, er};
+    const char *pv = mil_ints(L->m, param_name(n, "pad", "pad"), pp, 4);
+    const char *mode = mil_const_str(L->m, param_name(n, "pad", "mode"), "constant");
+    const char *cv = mil_scalar_float(L->m, param_name(n, "pad", "constant_val"), L->ft, 0.0f);
+    MilOp *po = b ? step(L, n, "pad") : start(L, n, "pad");
+    mil_arg(L->m, po, "x", c);
+    mil_arg(L->m, po, "pad", pv);
+    mil_arg(L->m, po, "mode", mode);
+    mil_arg(L->m, po, "constant_val", cv);
+    if (!b) {
+      finish(L, n, po);
+      return;
+    }
+    c = mil_result(L->m, po, mil_type(L, n->dtype), &n->shape);
+  }
+  const char *bc = per_channel(L, n, b, n->shape.rank);
+  MilOp *add = start(L, n, "add");
+  mil_arg(L->m, add, "x", c);
+  mil_arg(L->m, add, "y", bc);
+  finish(L, n, add);
+}
+
 /* maxpool2d/avgpool2d -> max_pool/avg_pool with custom pads and ceil_mode false; avg's
  * exclude_padding_from_average is the negation of Kiln's count_pad. */
 static void lower_pool(Lower *L, const Node *n) {
@@ -385,9 +449,21 @@ static void lower_pool(Lower *L, const Node *n) {
 
 /* ---- reductions and normalisations ---- */
 
-/* reduce_sum/mean/max -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
+/* The MIL reduction of a reduce op (reduce_min and reduce_prod are also iOS15 ops). */
+static const char *mil_reduce_type(OpKind op) {
+  switch (op) {
+  case OP_REDUCE_SUM: return "reduce_sum";
+  case OP_REDUCE_MEAN: return "reduce_mean";
+  case OP_REDUCE_MAX: return "reduce_max";
+  case OP_REDUCE_MIN: return "reduce_min";
+  case OP_REDUCE_PROD: return "reduce_prod";
+  default: die("reduce op %s", kiln_ops[op].name);
+  }
+}
+
+/* reduce_sum/mean/max/min/prod -> MIL reduce_* over the axes set in a.axes, honouring keepdims. */
 static void lower_reduce(Lower *L, const Node *n) {
-  const char *type = n->op == OP_REDUCE_SUM ? "reduce_sum" : n->op == OP_REDUCE_MEAN ? "reduce_mean" : "reduce_max";
+  const char *type = mil_reduce_type(n->op);
   const Node *x = in_node(L, n, 0);
   int32_t axes[KILN_MAX_RANK];
   int na = 0;
@@ -399,6 +475,22 @@ static void lower_reduce(Lower *L, const Node *n) {
   MilOp *op = start(L, n, type);
   mil_arg(L->m, op, "x", xv);
   mil_arg(L->m, op, "axes", av);
+  mil_arg(L->m, op, "keep_dims", kd);
+  finish(L, n, op);
+}
+
+/* argmax/argmin along a.axis -> MIL reduce_argmax/reduce_argmin (int32 result, as
+ * Kiln's). MIL does not document which index wins a tie or what a NaN does: Kiln's
+ * rule (first index; a NaN wins) is what the test evaluator implements, unverified
+ * on a device (docs/ops.md). */
+static void lower_argreduce(Lower *L, const Node *n) {
+  const char *type = n->op == OP_ARGMAX ? "reduce_argmax" : "reduce_argmin";
+  const char *xv = X(L, n, 0);
+  const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
+  const char *kd = mil_scalar_bool(L->m, param_name(n, type, "keep_dims"), n->a.keepdims);
+  MilOp *op = start(L, n, type);
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axis", ax);
   mil_arg(L->m, op, "keep_dims", kd);
   finish(L, n, op);
 }
@@ -456,6 +548,9 @@ static const char *sd_op(Lower *L, const Node *n, const char *type, const char *
   return mil_result(L->m, op, t, s);
 }
 
+static const char *op2(Lower *L, const char *type, const char *base, const char *x, const char *y, MilType t,
+                       const Shape *s);
+
 /* x reshaped to the given dims (an intermediate of n). */
 static const char *sd_reshape(Lower *L, const Node *n, const char *x, const Shape *s) {
   int32_t d[KILN_MAX_RANK];
@@ -464,23 +559,11 @@ static const char *sd_reshape(Lower *L, const Node *n, const char *x, const Shap
   return sd_op(L, n, "reshape", args, L->ft, s);
 }
 
-/* sdpa as MIL (Core ML may mask where C and Metal loop): q [HQ,T,D] viewed as
- * [HKV,G,T,D] against k, v viewed as [HKV,1,S,D], so matmul broadcasts the G query heads
- * of a group over their kv head without a copy; scores * scale; keys j >= lim masked to
- * a large negative value before softmax, lim = clamp(len, 0, S), and min(lim, pos + i + 1)
- * per row i when causal; rows with lim <= 0 multiplied by 0; reshaped back. */
-static void lower_sdpa(Lower *L, const Node *n) {
-  const Shape *qs = &in_node(L, n, 0)->shape, *ks = &in_node(L, n, 1)->shape;
-  int64_t HQ = qs->dim[0], T = qs->dim[1], D = qs->dim[2], HKV = ks->dim[0], S = ks->dim[1], G = HQ / HKV;
-  Shape q4 = {4, {HKV, G, T, D}}, k4 = {4, {HKV, 1, S, D}}, sc = {4, {HKV, G, T, S}}, row = {2, {T, 1}},
-        mask = {2, {T, S}}, scalar = {0};
-  const char *q = sd_reshape(L, n, X(L, n, 0), &q4), *k = sd_reshape(L, n, X(L, n, 1), &k4);
-  const char *v = sd_reshape(L, n, X(L, n, 2), &k4);
-  const char *a1[] = {"x", q, "y", k, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
-                      "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), true), NULL};
-  const char *s = sd_op(L, n, "matmul", a1, L->ft, &sc);
-  const char *a2[] = {"x", s, "y", mil_scalar_float(L->m, param_name(n, "mul", "scale"), L->ft, n->a.scale), NULL};
-  s = sd_op(L, n, "mul", a2, L->ft, &sc);
+/* The keys sdpa n without a window lets row i see, as a bool mask [T, S]: j < lim,
+ * lim = clamp(len, 0, S), and j < pos + i + 1 when causal; *any gets, per row, 1 or 0
+ * (the program's float type, [T, 1]): whether the row sees a key at all. */
+static const char *sdpa_mask_prefix(Lower *L, const Node *n, int64_t T, int64_t S, const char **any) {
+  Shape row = {2, {T, 1}}, mask = {2, {T, S}}, scalar = {0}, cs = {1, {S}};
   const char *a3[] = {"x", X(L, n, 3), "y", mil_scalar_int(L->m, param_name(n, "maximum", "zero"), 0), NULL};
   const char *lim = sd_op(L, n, "maximum", a3, MIL_I32, &scalar);
   const char *a4[] = {"x", lim, "y", mil_scalar_int(L->m, param_name(n, "minimum", "s"), (int32_t)S), NULL};
@@ -499,9 +582,70 @@ static void lower_sdpa(Lower *L, const Node *n) {
     const char *a7[] = {"x", per_row, "y", lim, NULL};
     per_row = sd_op(L, n, "minimum", a7, MIL_I32, &row);
   }
-  Shape cs = {1, {S}};
   const char *a8[] = {"x", mil_const_int(L->m, param_name(n, "less", "keys"), &cs, cols), "y", per_row, NULL};
   const char *m = sd_op(L, n, "less", a8, MIL_BOOL, &mask);
+  const char *a12[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "greater", "zero"), 0), NULL};
+  *any = sd_op(L, n, "greater", a12, MIL_BOOL, &row);
+  const char *a13[] = {"x", *any, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
+  *any = sd_op(L, n, "cast", a13, L->ft, &row);
+  return m;
+}
+
+/* The keys sdpa n with window W lets row i see, in a ring of S slots (docs/ops.md): slot
+ * s holds position p_s = last - ((last - s) mod S), last = max(len - 1, -1), the newest
+ * position written there (so len - S <= p_s <= len - 1 by construction); row i sees it
+ * when max(pos + i - W + 1, 0) <= p_s <= pos + i. The mod's operands are kept
+ * non-negative ((last + S - s) mod S), where every convention agrees. *any as in
+ * sdpa_mask_prefix, from the mask itself. */
+static const char *sdpa_mask_ring(Lower *L, const Node *n, int64_t T, int64_t S, const char **any) {
+  Shape row = {2, {T, 1}}, mask = {2, {T, S}}, scalar = {0}, cs = {1, {S}};
+  int32_t *rows = kiln_alloc(sizeof(int32_t) * (size_t)T), *cols = kiln_alloc(sizeof(int32_t) * (size_t)S);
+  for (int64_t i = 0; i < T; i++) rows[i] = (int32_t)i;
+  for (int64_t j = 0; j < S; j++) cols[j] = (int32_t)j;
+  const char *last = op2(L, "add", base_name(n, "last"), X(L, n, 3), mil_scalar_int(L->m, param_name(n, "add", "minus1"), -1),
+                         MIL_I32, &scalar);
+  last = op2(L, "maximum", base_name(n, "last"), last, mil_scalar_int(L->m, param_name(n, "maximum", "minus1"), -1), MIL_I32,
+             &scalar);
+  const char *d = op2(L, "add", base_name(n, "ahead"), last, mil_scalar_int(L->m, param_name(n, "add", "s"), (int32_t)S),
+                      MIL_I32, &scalar);
+  d = op2(L, "sub", base_name(n, "ahead"), d, mil_const_int(L->m, param_name(n, "sub", "slots"), &cs, cols), MIL_I32, &cs);
+  d = op2(L, "mod", base_name(n, "age"), d, mil_scalar_int(L->m, param_name(n, "mod", "s"), (int32_t)S), MIL_I32, &cs);
+  const char *ps = op2(L, "sub", base_name(n, "slot_pos"), last, d, MIL_I32, &cs);          /* p_s */
+  const char *qp = op2(L, "add", base_name(n, "row_pos"), X(L, n, 4), mil_const_int(L->m, param_name(n, "add", "rows"), &row, rows),
+                       MIL_I32, &row);                                                         /* pos + i */
+  const char *lo = op2(L, "add", base_name(n, "window_start"), qp,
+                       mil_scalar_int(L->m, param_name(n, "add", "window"), i32(n, 1 - (int64_t)n->a.window)), MIL_I32, &row);
+  lo = op2(L, "maximum", base_name(n, "window_start"), lo, mil_scalar_int(L->m, param_name(n, "maximum", "zero"), 0), MIL_I32, &row);
+  const char *ge = op2(L, "greater_equal", base_name(n, "in_window"), ps, lo, MIL_BOOL, &mask);
+  const char *le = op2(L, "less_equal", base_name(n, "causal"), ps, qp, MIL_BOOL, &mask);
+  const char *m = op2(L, "logical_and", base_name(n, "visible"), ge, le, MIL_BOOL, &mask);
+  const char *a1[] = {"x", m, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
+  const char *f = sd_op(L, n, "cast", a1, L->ft, &mask);
+  int32_t axis = -1;
+  const char *a2[] = {"x", f, "axes", mil_ints(L->m, param_name(n, "reduce_max", "axes"), &axis, 1), "keep_dims",
+                      mil_scalar_bool(L->m, param_name(n, "reduce_max", "keep_dims"), true), NULL};
+  *any = sd_op(L, n, "reduce_max", a2, L->ft, &row);
+  return m;
+}
+
+/* sdpa as MIL (Core ML may mask where C and Metal loop): q [HQ,T,D] viewed as
+ * [HKV,G,T,D] against k, v viewed as [HKV,1,S,D], so matmul broadcasts the G query heads
+ * of a group over their kv head without a copy; scores * scale; the keys a row may not
+ * see (sdpa_mask_prefix, or sdpa_mask_ring with a window) masked to a large negative
+ * value before softmax; rows that see no key multiplied by 0; reshaped back. */
+static void lower_sdpa(Lower *L, const Node *n) {
+  const Shape *qs = &in_node(L, n, 0)->shape, *ks = &in_node(L, n, 1)->shape;
+  int64_t HQ = qs->dim[0], T = qs->dim[1], D = qs->dim[2], HKV = ks->dim[0], S = ks->dim[1], G = HQ / HKV;
+  Shape q4 = {4, {HKV, G, T, D}}, k4 = {4, {HKV, 1, S, D}}, sc = {4, {HKV, G, T, S}};
+  const char *q = sd_reshape(L, n, X(L, n, 0), &q4), *k = sd_reshape(L, n, X(L, n, 1), &k4);
+  const char *v = sd_reshape(L, n, X(L, n, 2), &k4);
+  const char *a1[] = {"x", q, "y", k, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
+                      "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), true), NULL};
+  const char *s = sd_op(L, n, "matmul", a1, L->ft, &sc);
+  const char *a2[] = {"x", s, "y", mil_scalar_float(L->m, param_name(n, "mul", "scale"), L->ft, n->a.scale), NULL};
+  s = sd_op(L, n, "mul", a2, L->ft, &sc);
+  const char *any;
+  const char *m = n->a.window > 0 ? sdpa_mask_ring(L, n, T, S, &any) : sdpa_mask_prefix(L, n, T, S, &any);
   float big = L->ft == MIL_F16 ? -65504.0f : -3.0e38f;   /* exp(big - max) is 0; finite, so no inf - inf */
   const char *a9[] = {"cond", m, "a", s, "b", mil_scalar_float(L->m, param_name(n, "select", "masked"), L->ft, big), NULL};
   s = sd_op(L, n, "select", a9, L->ft, &sc);
@@ -510,10 +654,6 @@ static void lower_sdpa(Lower *L, const Node *n) {
   const char *a11[] = {"x", s, "y", v, "transpose_x", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_x"), false),
                        "transpose_y", mil_scalar_bool(L->m, param_name(n, "matmul", "transpose_y"), false), NULL};
   const char *o = sd_op(L, n, "matmul", a11, L->ft, &q4);
-  const char *a12[] = {"x", per_row, "y", mil_scalar_int(L->m, param_name(n, "greater", "zero"), 0), NULL};
-  const char *any = sd_op(L, n, "greater", a12, MIL_BOOL, &row);
-  const char *a13[] = {"x", any, "dtype", mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(L->ft)), NULL};
-  any = sd_op(L, n, "cast", a13, L->ft, &row);
   const char *a14[] = {"x", o, "y", any, NULL};
   o = sd_op(L, n, "mul", a14, L->ft, &q4);
   int32_t out[3] = {(int32_t)HQ, (int32_t)T, (int32_t)D};
@@ -717,6 +857,140 @@ static void lower_gather(Lower *L, const Node *n) {
   finish(L, n, c);
 }
 
+/* An int32 value of n's shape-like operand clamped into [0, hi]: maximum with 0,
+ * minimum with hi (MIL's gathers leave out-of-range indices undefined; Kiln's kernels
+ * clamp). */
+static const char *clamp_indices(Lower *L, const Node *n, const char *iv, const Shape *s, int32_t hi) {
+  const char *lo = mil_scalar_int(L->m, param_name(n, "maximum", "y"), 0);
+  MilOp *mx = step(L, n, "maximum");
+  mil_arg(L->m, mx, "x", iv);
+  mil_arg(L->m, mx, "y", lo);
+  const char *a = mil_result(L->m, mx, MIL_I32, s);
+  const char *top = mil_scalar_int(L->m, param_name(n, "minimum", "y"), hi);
+  MilOp *mn = step(L, n, "minimum");
+  mil_arg(L->m, mn, "x", a);
+  mil_arg(L->m, mn, "y", top);
+  return mil_result(L->m, mn, MIL_I32, s);
+}
+
+/* gather_elements -> MIL gather_along_axis (iOS15) on clamped indices; validate_indices
+ * written from iOS17 as for gather; bool x through int32 as for gather. */
+static void lower_gather_elements(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0), *ix = in_node(L, n, 1);
+  const char *xv = X(L, n, 0);
+  const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
+  bool b = x->dtype == DT_BOOL;
+  if (b) {
+    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
+    MilOp *c = step(L, n, "cast");
+    mil_arg(L->m, c, "x", xv);
+    mil_arg(L->m, c, "dtype", dt);
+    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+  }
+  const char *ax = mil_scalar_int(L->m, param_name(n, "gather_along_axis", "axis"), n->a.axis);
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather_along_axis", "validate_indices"), false) : NULL;
+  MilOp *op = b ? step(L, n, "gather_along_axis") : start(L, n, "gather_along_axis");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "axis", ax);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  if (!b) {
+    finish(L, n, op);
+    return;
+  }
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
+/* scatter -> MIL scatter_along_axis, index_copy -> MIL scatter (both iOS15, mode
+ * "update"; validate_indices written from iOS17 as for gather); bool x and source
+ * through int32. MIL leaves duplicate targets and out-of-range indices undefined:
+ * Kiln's kernels let the last duplicate win and skip out-of-range indices, which our
+ * evaluator checks the lowering against (docs/ops.md). */
+static void lower_scatter(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0), *src = in_node(L, n, 2);
+  const char *type = n->op == OP_SCATTER ? "scatter_along_axis" : "scatter";
+  const char *xv = X(L, n, 0), *iv = X(L, n, 1), *sv = X(L, n, 2);
+  bool b = x->dtype == DT_BOOL;
+  if (b) {
+    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
+    MilOp *c = step(L, n, "cast");
+    mil_arg(L->m, c, "x", xv);
+    mil_arg(L->m, c, "dtype", dt);
+    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+    const char *dt2 = mil_const_str(L->m, param_name(n, "cast_src", "dtype"), "int32");
+    MilOp *c2 = step(L, n, "cast");   /* a fresh name: mil_op makes it unique */
+    mil_arg(L->m, c2, "x", sv);
+    mil_arg(L->m, c2, "dtype", dt2);
+    sv = mil_result(L->m, c2, MIL_I32, &src->shape);
+  }
+  const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
+  const char *mode = mil_const_str(L->m, param_name(n, type, "mode"), "update");
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, type, "validate_indices"), false) : NULL;
+  MilOp *op = b ? step(L, n, type) : start(L, n, type);
+  mil_arg(L->m, op, "data", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "updates", sv);
+  mil_arg(L->m, op, "axis", ax);
+  mil_arg(L->m, op, "mode", mode);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  if (!b) {
+    finish(L, n, op);
+    return;
+  }
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype_out"), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
+/* topk -> MIL argsort (iOS15; int32 indices of the whole line, descending for the
+ * largest first), then slice_by_index to the first k along the axis when k < n. MIL
+ * documents neither the order of equal values nor where a NaN goes: Kiln's rule (by
+ * index; NaN above every number) is what tests/coreml/milrun.c implements, unverified
+ * on a device (docs/ops.md). A single-output op on purpose: MIL's topk has two. */
+static void lower_topk(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0);
+  int ax = n->a.axis, r = x->shape.rank;
+  bool whole = n->a.k == x->shape.dim[ax];
+  const char *xv = X(L, n, 0);
+  const char *av = mil_scalar_int(L->m, param_name(n, "argsort", "axis"), ax);
+  const char *asc = mil_scalar_bool(L->m, param_name(n, "argsort", "ascending"), !n->a.largest);
+  MilOp *op = whole ? start(L, n, "argsort") : step(L, n, "argsort");
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "axis", av);
+  mil_arg(L->m, op, "ascending", asc);
+  if (whole) {
+    finish(L, n, op);
+    return;
+  }
+  const char *sorted = mil_result(L->m, op, MIL_I32, &x->shape);
+  int32_t b[KILN_MAX_RANK], e[KILN_MAX_RANK], st[KILN_MAX_RANK];
+  uint8_t no[KILN_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++) b[i] = 0, st[i] = 1, e[i] = i32(n, i == ax ? n->a.k : x->shape.dim[i]);
+  const char *bv = mil_ints(L->m, param_name(n, "slice_by_index", "begin"), b, r);
+  const char *ev = mil_ints(L->m, param_name(n, "slice_by_index", "end"), e, r);
+  const char *sv = mil_ints(L->m, param_name(n, "slice_by_index", "stride"), st, r);
+  const char *bm = mil_bools(L->m, param_name(n, "slice_by_index", "begin_mask"), no, r);
+  const char *em = mil_bools(L->m, param_name(n, "slice_by_index", "end_mask"), no, r);
+  const char *sm = mil_bools(L->m, param_name(n, "slice_by_index", "squeeze_mask"), no, r);
+  MilOp *sl = start(L, n, "slice_by_index");
+  mil_arg(L->m, sl, "x", sorted);
+  mil_arg(L->m, sl, "begin", bv);
+  mil_arg(L->m, sl, "end", ev);
+  mil_arg(L->m, sl, "stride", sv);
+  mil_arg(L->m, sl, "begin_mask", bm);
+  mil_arg(L->m, sl, "end_mask", em);
+  mil_arg(L->m, sl, "squeeze_mask", sm);
+  finish(L, n, sl);
+}
+
 /* ---- state (iOS18) ----
  *
  * A Kiln state is a function input of MIL type state<tensor<fp16, shape>>: Core ML
@@ -771,8 +1045,9 @@ static void read_states(Lower *L) {
 }
 
 /* The largest offset at which write n fits: the state's length along the axis minus the
- * rows written. */
+ * rows written (a ring write: any offset up to INT32_MAX). */
 static int64_t write_max(const Lower *L, const Node *n) {
+  if (n->a.ring) return INT32_MAX;   /* a ring takes any offset >= 0 */
   return n->shape.dim[n->a.axis] - in_node(L, n, 1)->shape.dim[n->a.axis];
 }
 
@@ -809,12 +1084,70 @@ static void range_checks(Lower *L) {
   }
 }
 
+/* A ring write (a.ring), which slice_update cannot express (its rows may wrap): slot s of
+ * the N along the axis is d_s = (s - at) mod N rows past the offset, computed as
+ * ((s + N - at mod N) mod N) so every mod sees non-negative operands; the slots with
+ * d_s < ROWS (and L->ok, when an offset of the entry is out of range) take row d_s of the
+ * value (a gather along the axis), the others keep the previous version (select); then
+ * write_state, and read_state when a later op reads this version. */
+static void lower_write_ring(Lower *L, const Node *n) {
+  const Node *y = in_node(L, n, 1), *at = in_node(L, n, 2);
+  const char *x16 = L->v16[n->in[0]];
+  if (!x16) die("write %%%d: the version it updates was never read", n->id);
+  int r = n->shape.rank, ax = n->a.axis;
+  int64_t N = n->shape.dim[ax], ROWS = y->shape.dim[ax];
+  Shape scalar = {0}, line = {1, {N}}, col = {r, {0}};
+  for (int i = 0; i < r; i++) col.dim[i] = i == ax ? N : 1;
+  int32_t *slots = kiln_alloc(sizeof(int32_t) * (size_t)N);
+  for (int64_t j = 0; j < N; j++) slots[j] = (int32_t)(j + N);
+  const char *yv = cast_to(L, n, X(L, n, 1), mil_type(L, y->dtype), MIL_F16, &y->shape);
+  const char *a = at->op == OP_CONST ? mil_scalar_int(L->m, param_name(n, "ring", "at"), *(const int32_t *)at->data)
+                                     : L->at[n->id];
+  const char *nv = mil_scalar_int(L->m, param_name(n, "mod", "n"), i32(n, N));
+  a = op2(L, "mod", base_name(n, "ring_at"), a, nv, MIL_I32, &scalar);
+  const char *d = op2(L, "sub", base_name(n, "ring_row"), mil_const_int(L->m, param_name(n, "sub", "slots"), &line, slots), a,
+                      MIL_I32, &line);
+  d = op2(L, "mod", base_name(n, "ring_row"), d, nv, MIL_I32, &line);
+  const char *hit = op2(L, "less", base_name(n, "ring_hit"), d, mil_scalar_int(L->m, param_name(n, "less", "rows"), i32(n, ROWS)),
+                        MIL_BOOL, &line);
+  if (L->ok) hit = op2(L, "logical_and", base_name(n, "ring_hit"), hit, L->ok, MIL_BOOL, &line);
+  int32_t cd[KILN_MAX_RANK];
+  for (int i = 0; i < r; i++) cd[i] = (int32_t)col.dim[i];
+  const char *ra[] = {"x", hit, "shape", mil_ints(L->m, param_name(n, "reshape", "shape"), cd, r), NULL};
+  hit = sd_op(L, n, "reshape", ra, MIL_BOOL, &col);     /* along the axis, to broadcast over the rest */
+  const char *src = op2(L, "minimum", base_name(n, "ring_src"), d,
+                        mil_scalar_int(L->m, param_name(n, "minimum", "last_row"), i32(n, ROWS - 1)), MIL_I32, &line);
+  const char *gax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), ax);   /* consts before the op using them */
+  const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather", "validate_indices"), false) : NULL;
+  MilOp *op = step(L, n, "gather");
+  mil_arg(L->m, op, "x", yv);
+  mil_arg(L->m, op, "indices", src);
+  mil_arg(L->m, op, "axis", gax);
+  if (bd) mil_arg(L->m, op, "batch_dims", bd);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  const char *rows = mil_result(L->m, op, MIL_F16, &n->shape);
+  op = step(L, n, "select");
+  mil_arg(L->m, op, "cond", hit);
+  mil_arg(L->m, op, "a", rows);
+  mil_arg(L->m, op, "b", x16);
+  const char *nv16 = mil_result(L->m, op, MIL_F16, &n->shape);
+  op = step(L, n, "write_state");          /* no output: it stores into the state */
+  mil_arg(L->m, op, "input", L->state_in[n->a.state]);
+  mil_arg(L->m, op, "data", nv16);
+  if (L->uses[n->id]) L->v16[n->id] = read_state(L, n);
+}
+
 /* write -> slice_update of the previous version at the offset along a.axis (begin and
  * end computed from the clamped run-time offset, or constant), guarded by L->ok (the
  * rows already there are stored back when an offset is out of range), then write_state,
  * then read_state when a later op reads this version. stride, begin_mask, end_mask and
  * squeeze_mask are written explicitly, as coremltools' torch frontend does. */
 static void lower_write(Lower *L, const Node *n) {
+  if (n->a.ring) {
+    lower_write_ring(L, n);
+    return;
+  }
   const Node *y = in_node(L, n, 1), *at = in_node(L, n, 2);
   const char *x16 = L->v16[n->in[0]];
   if (!x16) die("write %%%d: the version it updates was never read", n->id);
@@ -889,6 +1222,11 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_GATHER: lower_gather(L, n); return;
   case FAM_ATTENTION: lower_sdpa(L, n); return;
   case FAM_WRITE: lower_write(L, n); return;
+  case FAM_ARGREDUCE: lower_argreduce(L, n); return;
+  case FAM_GATHER_ELEMENTS: lower_gather_elements(L, n); return;
+  case FAM_TOPK: lower_topk(L, n); return;
+  case FAM_CONV_TRANSPOSE: lower_conv_transpose(L, n); return;
+  case FAM_SCATTER: lower_scatter(L, n); return;
   case FAM__COUNT: break;
   }
   kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);
@@ -1291,6 +1629,8 @@ void emit_coreml(Program *p, const EmitOptions *o) {
     if (o->min_os && strcmp(o->min_os, os_table[i].os) == 0) os = i;
   if (os < 0) kiln_error("--min-os: one of iOS15, iOS16, iOS17, iOS18, not '%s'", o->min_os ? o->min_os : "");
   bool plain = program_is_plain(p), multi = p->explicit_entries;
+  emit_reject_i64_inputs(p, "Core ML target: a model input has no int64 type (MLMultiArray holds fp16, fp32, fp64 or int32); "
+                            "declare it \"i32\"");
   if (!plain) check_program(p, os_table[os].spec, o);
   Mil *m = mil_new(os_table[os].opset);
   if (!plain) mil_share_blobs(m);

@@ -487,6 +487,7 @@ static void emit_program(Program *p, const EmitOptions *o) {
  * program exactly as always, one with state or entries with an entries table; dies
  * on broken IR, user errors (kiln_error_at) on grids Metal cannot dispatch. */
 void emit_metal(Program *p, const EmitOptions *o) {
+  emit_reject_i64_inputs(p, "Metal target: i64 inputs are not supported yet (the C target takes them); declare it \"i32\"");
   if (program_is_plain(p)) emit_plain(p->entries[0], o);
   else emit_program(p, o);
 }

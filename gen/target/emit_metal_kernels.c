@@ -30,6 +30,7 @@ const char *mtl_type(DType t) {
   case DT_F32: return "float";
   case DT_I32: return "int";
   case DT_BOOL: return "uchar";
+  case DT_I64: return "long";   /* never reached: emit_metal rejects i64 inputs */
   }
   die("bad dtype %d", (int)t);
 }
@@ -307,7 +308,10 @@ static const char *k_reduce(MtlKernel *k) {
   emit_var(&k->v, "UPDATE", op.update);
   emit_var(&k->v, "FINISH", op.finish);
   emit_var(&k->v, "TG_REDUCE", k->n->op == OP_REDUCE_MAX ? "kiln_tg_max" : "kiln_tg_sum");
-  if (r.red <= 16) {
+  /* min and prod have no threadgroup helper in the prologue (kiln_tg_sum/max only):
+   * one thread per output walks all RED elements, in order (NaN kept, exact order). */
+  bool thread_only = k->n->op == OP_REDUCE_MIN || k->n->op == OP_REDUCE_PROD;
+  if (r.red <= 16 || thread_only) {
     grid_1d(k, r.outn);
     return "metal/reduce_thread.metal.tmpl";
   }
@@ -402,8 +406,81 @@ static const char *k_gather(MtlKernel *k) {
   return "metal/gather.metal.tmpl";
 }
 
+/* Argmax/argmin: one thread per (outer, inner) line of N elements along the axis. */
+static const char *k_argreduce(MtlKernel *k) {
+  AxisGeom a = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  bool max = k->n->op == OP_ARGMAX;
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "TOTAL", a.outer * a.inner);
+  emit_var(&k->v, "CMP", max ? ">" : "<");
+  emit_var(&k->v, "WHAT", max ? "largest" : "smallest");
+  grid_1d(k, a.outer * a.inner);
+  return "metal/argreduce.metal.tmpl";
+}
+
+/* gather_elements: one thread per output element. */
+static const char *k_gather_elements(MtlKernel *k) {
+  AxisGeom x = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  k->opname[1] = "idx";
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", k->n->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  emit_vari(&k->v, "TOTAL", node_numel(k->n));
+  grid_1d(k, node_numel(k->n));
+  return "metal/gather_elements.metal.tmpl";
+}
+
+/* topk: one thread per element of x, each finding its rank in its line (O(N) work a
+ * thread, no shared memory, no barrier); BEFORE: v strictly before w, AFTER: w
+ * strictly before v. */
+static const char *k_topk(MtlKernel *k) {
+  AxisGeom a = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  bool largest = k->n->a.largest;
+  emit_vari(&k->v, "N", a.n);
+  emit_vari(&k->v, "INNER", a.inner);
+  emit_vari(&k->v, "K", k->n->a.k);
+  emit_vari(&k->v, "TOTAL", a.outer * a.n * a.inner);
+  emit_var(&k->v, "WHICH", largest ? "largest" : "smallest");
+  emit_var(&k->v, "ORDER", largest ? "descending" : "ascending");
+  emit_var(&k->v, "BEFORE", emit_topk_before(largest, "v", "w", "isnan(v)", "isnan(w)"));
+  emit_var(&k->v, "AFTER", emit_topk_before(largest, "w", "v", "isnan(w)", "isnan(v)"));
+  grid_1d(k, a.outer * a.n * a.inner);
+  return "metal/topk.metal.tmpl";
+}
+
+/* conv_transpose2d: one thread per output element, gathering its taps. */
+static const char *k_conv_transpose(MtlKernel *k) {
+  bool bias = k->n->nin == 3;
+  emit_conv_transpose_vars(&k->v, k->g, k->n);
+  k->opname[1] = "w";
+  if (bias) k->opname[2] = "bias";
+  emit_var(&k->v, "BIAS_INIT", bias ? "bias[oc]" : "0.0f");
+  emit_vari(&k->v, "TOTAL", node_numel(k->n));
+  grid_1d(k, node_numel(k->n));
+  return "metal/conv_transpose.metal.tmpl";
+}
+
+/* scatter / index_copy: one thread per output element, searching the indices of its
+ * line for the last that targets it (no two threads write one element: no race). */
+static const char *k_scatter(MtlKernel *k) {
+  AxisGeom x = emit_axis_geom(&in(k, 0)->shape, k->n->a.axis);
+  bool sc = k->n->op == OP_SCATTER;
+  k->opname[1] = "idx";
+  k->opname[2] = "src";
+  emit_var(&k->v, "T", mtl_type(k->n->dtype));
+  emit_vari(&k->v, "N", x.n);
+  emit_vari(&k->v, "NI", in(k, 2)->shape.dim[k->n->a.axis]);
+  emit_vari(&k->v, "INNER", x.inner);
+  emit_vari(&k->v, "TOTAL", node_numel(k->n));
+  emit_var(&k->v, "IDX_AT", sc ? "at" : "j");
+  emit_var(&k->v, "WHAT", sc ? "scatter: idx has src's shape" : "index_copy: idx is a vector of NI");
+  grid_1d(k, node_numel(k->n));
+  return "metal/scatter.metal.tmpl";
+}
+
 /* Attention family: one thread per (head, query row); the sizes of q [HQ, T, D] and
- * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal and CAUSAL. */
+ * k/v [HKV, S, D], GROUP = HQ / HKV, the scale literal, CAUSAL and WINDOW (0: none). */
 static const char *k_attention(MtlKernel *k) {
   static const char *const names[] = {"q", "k", "v", "len", "pos"};
   for (int i = 0; i < 5; i++) k->opname[i] = names[i];
@@ -414,6 +491,7 @@ static const char *k_attention(MtlKernel *k) {
   emit_vari(&k->v, "S", kv->dim[1]);
   emit_vari(&k->v, "GROUP", q->dim[0] / kv->dim[0]);
   emit_var(&k->v, "CAUSAL", k->n->a.causal ? "true" : "false");
+  emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
   grid_1d(k, q->dim[0] * q->dim[1]);
   return "metal/sdpa.metal.tmpl";
@@ -434,7 +512,7 @@ static const char *k_write(MtlKernel *k) {
   emit_vari(&k->v, "INNER", a.inner);
   emit_vari(&k->v, "TOTAL", node_numel(x));
   grid_1d(k, node_numel(x));
-  return "metal/write.metal.tmpl";
+  return k->n->a.ring ? "metal/write_ring.metal.tmpl" : "metal/write.metal.tmpl";
 }
 
 typedef const char *RenderFn(MtlKernel *k);
@@ -445,6 +523,8 @@ static RenderFn *const render[FAM__COUNT] = {
     [FAM_NORM] = k_norm,           [FAM_BATCHNORM] = k_batchnorm, [FAM_TRANSPOSE] = k_copy,
     [FAM_CONCAT] = k_concat,       [FAM_SLICE] = k_copy,         [FAM_GATHER] = k_gather,
     [FAM_ATTENTION] = k_attention, [FAM_WRITE] = k_write,
+    [FAM_ARGREDUCE] = k_argreduce, [FAM_GATHER_ELEMENTS] = k_gather_elements, [FAM_TOPK] = k_topk,
+    [FAM_CONV_TRANSPOSE] = k_conv_transpose, [FAM_SCATTER] = k_scatter,
 };
 
 /* Fills k's variables and grid for its anchor's family and returns the template;

@@ -8,6 +8,8 @@
  */
 #include "kiln.h"
 
+#include <stdlib.h>
+
 #include <string.h>
 
 /* A JSON string literal of s (escape.c). */
@@ -51,8 +53,30 @@ static void put_io(Buf *b, Graph *g, const GraphIO *io, int n) {
   buf_puts(b, n ? "\n  ]" : "]");
 }
 
+/* The end of a weights record: offset, the bytes it takes in the payload and their FNV-1a
+ * 64, so drivers can check each tensor; a packed weight adds how its panels are laid out
+ * (docs/output.md): "packed": {"panel": 32, "k": K, "n": N, "transposed": bool}. */
+static void put_stored(Buf *b, const Node *n, int64_t offset) {
+  int64_t bytes = node_stored_bytes(n);
+  buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld, \"fnv1a64\": ", (long long)offset, (long long)bytes);
+  if (!n->data) {
+    put_hex64(b, 0);
+  } else if (n->pack) {
+    float *panels = node_panels(n);
+    put_hex64(b, kiln_fnv1a64(panels, (size_t)bytes));
+    free(panels);
+    int64_t k, c;
+    pack_dims(n, &k, &c);
+    buf_printf(b, ", \"packed\": {\"panel\": %d, \"k\": %lld, \"n\": %lld, \"transposed\": %s}", n->pack,
+               (long long)k, (long long)c, n->pack_t ? "true" : "false");
+  } else {
+    put_hex64(b, kiln_fnv1a64(n->data, (size_t)bytes));
+  }
+  buf_puts(b, "}");
+}
+
 /* One record per live WEIGHT/CONST placed in the weights blob, in node order: kind, dtype,
- * shape, offset, bytes and the FNV-1a 64 of its data, so drivers can check each tensor. */
+ * shape, then put_stored's fields. */
 static void put_weights(Buf *b, Graph *g) {
   int k = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -62,9 +86,7 @@ static void put_weights(Buf *b, Graph *g) {
     put_str(b, value_name(g, n));
     buf_printf(b, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": ", kiln_ops[n->op].name, dtype_name(n->dtype));
     put_shape(b, &n->shape);
-    buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld, \"fnv1a64\": ", (long long)n->offset, (long long)node_bytes(n));
-    put_hex64(b, n->data ? kiln_fnv1a64(n->data, (size_t)node_bytes(n)) : 0);
-    buf_puts(b, "}");
+    put_stored(b, n, n->offset);
   }
   buf_puts(b, k ? "\n  ]" : "]");
 }
@@ -158,10 +180,7 @@ static void put_slots(Buf *b, const Program *p) {
     put_str(b, n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id));
     buf_printf(b, ", \"kind\": \"%s\", \"dtype\": \"%s\", \"shape\": ", kiln_ops[n->op].name, dtype_name(n->dtype));
     put_shape(b, &n->shape);
-    buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld, \"fnv1a64\": ", (long long)p->wslots[i].offset,
-               (long long)node_bytes(n));
-    put_hex64(b, kiln_fnv1a64(n->data, (size_t)node_bytes(n)));
-    buf_puts(b, "}");
+    put_stored(b, n, p->wslots[i].offset);
   }
   buf_puts(b, p->nwslots ? "\n  ]" : "]");
 }

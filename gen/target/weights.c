@@ -2,7 +2,8 @@
  * weights.c — the weights blob, <m>.weights: a 64-byte header, then the payload.
  *
  * The payload is the program's weights_size bytes; every live WEIGHT and CONST node's
- * bytes sit at its memplan offset (64-byte aligned), the gaps are zero. It is streamed
+ * bytes sit at its memplan offset (64-byte aligned), the gaps are zero. A weight packed
+ * by pass_pack is written as its panels (node_panels), made one tensor at a time. It is streamed
  * from the nodes to the file, never assembled in memory (a 1B-parameter model's payload
  * is 4 GB): the header is written last, once the payload's checksum is known. The header is
  * written byte by byte in little-endian order so the file is the same on every
@@ -54,9 +55,9 @@ static Layout layout(Graph *const *gs, int ng, int64_t size) {
     for (int i = 0; i < gs[e]->nnodes; i++) {
       const Node *x = gs[e]->nodes[i];
       if (x->dead || x->region != REG_WEIGHTS || (x->op != OP_WEIGHT && x->op != OP_CONST)) continue;
-      if (x->offset % KILN_ALIGN || x->offset < 0 || x->offset + node_bytes(x) > size)
+      if (x->offset % KILN_ALIGN || x->offset < 0 || x->offset + node_stored_bytes(x) > size)
         die("weights: %%%d at offset %lld (%lld bytes) breaks the layout (payload %lld)", x->id, (long long)x->offset,
-            (long long)node_bytes(x), (long long)size);
+            (long long)node_stored_bytes(x), (long long)size);
       if (!x->data) die("weights: %%%d (%s) has no data", x->id, what(x));
       all[n++] = x;
     }
@@ -67,11 +68,12 @@ static Layout layout(Graph *const *gs, int ng, int64_t size) {
   for (int i = 0; i < n; i++) {
     const Node *x = all[i], *prev = l.count ? l.n[l.count - 1] : NULL;
     if (prev && prev->offset == x->offset) {
-      if (node_bytes(prev) != node_bytes(x) || memcmp(prev->data, x->data, (size_t)node_bytes(x)) != 0)
+      if (node_bytes(prev) != node_bytes(x) || prev->pack != x->pack || prev->pack_t != x->pack_t ||
+          memcmp(prev->data, x->data, (size_t)node_bytes(x)) != 0)
         die("weights: %s and %s share offset %lld with different bytes", what(prev), what(x), (long long)x->offset);
       continue;
     }
-    if (prev && prev->offset + node_bytes(prev) > x->offset)
+    if (prev && prev->offset + node_stored_bytes(prev) > x->offset)
       die("weights: %s overlaps %s at offset %lld", what(prev), what(x), (long long)x->offset);
     l.n[l.count++] = x;
   }
@@ -106,8 +108,15 @@ static void payload(const Layout *l, int64_t size, Sink *s) {
   int64_t at = 0;
   for (int i = 0; i < l->count; i++) {
     sink_zeros(s, l->n[i]->offset - at);
-    sink_put(s, l->n[i]->data, (size_t)node_bytes(l->n[i]));
-    at = l->n[i]->offset + node_bytes(l->n[i]);
+    const Node *x = l->n[i];
+    if (x->pack) {   /* one tensor's panels at a time */
+      float *panels = node_panels(x);
+      sink_put(s, panels, (size_t)node_stored_bytes(x));
+      free(panels);
+    } else {
+      sink_put(s, x->data, (size_t)node_bytes(x));
+    }
+    at = x->offset + node_stored_bytes(x);
     if (s->f) kiln_progress("writing weights", at, size);
   }
   sink_zeros(s, size - at);

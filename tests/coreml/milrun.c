@@ -380,8 +380,11 @@ static Tensor *ev_cast(Ctx *, const char *);
 static Tensor *ev_linear(Ctx *, const char *);
 static Tensor *ev_matmul(Ctx *, const char *);
 static Tensor *ev_conv(Ctx *, const char *);
+static Tensor *ev_conv_transpose(Ctx *, const char *);
+static Tensor *ev_pad(Ctx *, const char *);
 static Tensor *ev_pool(Ctx *, const char *);
 static Tensor *ev_reduce(Ctx *, const char *);
+static Tensor *ev_argreduce(Ctx *, const char *);
 static Tensor *ev_softmax(Ctx *, const char *);
 static Tensor *ev_layer_norm(Ctx *, const char *);
 static Tensor *ev_batch_norm(Ctx *, const char *);
@@ -390,6 +393,9 @@ static Tensor *ev_transpose(Ctx *, const char *);
 static Tensor *ev_concat(Ctx *, const char *);
 static Tensor *ev_slice(Ctx *, const char *);
 static Tensor *ev_gather(Ctx *, const char *);
+static Tensor *ev_gather_along_axis(Ctx *, const char *);
+static Tensor *ev_argsort(Ctx *, const char *);
+static Tensor *ev_scatter(Ctx *, const char *);
 static Tensor *ev_read_state(Ctx *, const char *);
 static Tensor *ev_write_state(Ctx *, const char *);
 static Tensor *ev_slice_update(Ctx *, const char *);
@@ -409,6 +415,7 @@ static const OpDef defs[] = {
     {"greater", ev_binary, {X_, {"y", REQ, 0}}},
     {"greater_equal", ev_binary, {X_, {"y", REQ, 0}}},
     {"logical_and", ev_binary, {X_, {"y", REQ, 0}}},
+    {"mod", ev_binary, {X_, {"y", REQ, 0}}},
     {"select", ev_select, {{"cond", REQ, 0}, {"a", REQ, 0}, {"b", REQ, 0}}},
     {"abs", ev_unary, {X_}},
     {"exp", ev_unary, {X_}},
@@ -432,6 +439,10 @@ static const OpDef defs[] = {
     {"matmul", ev_matmul, {X_, {"y", REQ, 0}, {"transpose_x", CONST | DEF, 0}, {"transpose_y", CONST | DEF, 0}}},
     {"conv", ev_conv, {X_, {"weight", REQ, 0}, {"bias", OPT | CONST, 0}, {"strides", CONST | DEF, 0}, {"pad_type", CONST | DEF, 0},
                        {"pad", CONST | DEF, 0}, {"dilations", CONST | DEF, 0}, {"groups", CONST | DEF, 0}}},
+    {"conv_transpose", ev_conv_transpose, {X_, {"weight", REQ | CONST, 0}, {"bias", OPT | CONST, 0}, {"strides", CONST | DEF, 0},
+                                           {"pad_type", CONST | DEF, 0}, {"pad", CONST | DEF, 0}, {"dilations", CONST | DEF, 0},
+                                           {"groups", CONST | DEF, 0}}},
+    {"pad", ev_pad, {X_, {"pad", REQ | CONST, 0}, {"mode", CONST | DEF, 0}, {"constant_val", CONST | DEF, 0}}},
     {"max_pool", ev_pool, {X_, {"kernel_sizes", REQ | CONST, 0}, {"strides", CONST | DEF, 0}, {"pad_type", REQ | CONST, 0},
                            {"pad", CONST | DEF, 0}, {"ceil_mode", CONST | DEF, 0}}},
     {"avg_pool", ev_pool, {X_, {"kernel_sizes", REQ | CONST, 0}, {"strides", CONST | DEF, 0}, {"pad_type", REQ | CONST, 0},
@@ -439,6 +450,10 @@ static const OpDef defs[] = {
     {"reduce_sum", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
     {"reduce_mean", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
     {"reduce_max", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_min", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_prod", ev_reduce, {X_, {"axes", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_argmax", ev_argreduce, {X_, {"axis", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
+    {"reduce_argmin", ev_argreduce, {X_, {"axis", CONST | DEF, 0}, {"keep_dims", CONST | DEF, 0}}},
     {"softmax", ev_softmax, {X_, {"axis", CONST | DEF, 0}}},
     {"layer_norm", ev_layer_norm, {X_, {"axes", CONST | DEF, 0}, {"gamma", CONST | OPT, 0}, {"beta", CONST | OPT, 0}, {"epsilon", CONST | DEF, 0}}},
     {"batch_norm", ev_batch_norm, {X_, {"mean", REQ | CONST, 0}, {"variance", REQ | CONST, 0}, {"gamma", CONST | OPT, 0},
@@ -448,6 +463,12 @@ static const OpDef defs[] = {
     {"concat", ev_concat, {{"values", REQ | VAR, 0}, {"axis", REQ | CONST, 0}, {"interleave", CONST | DEF, 0}}},
     {"slice_by_index", ev_slice, {X_, {"begin", REQ, 0}, {"end", REQ, 0}, {"stride", CONST | DEF, 0}, {"begin_mask", CONST | DEF, 0},
                                   {"end_mask", CONST | DEF, 0}, {"squeeze_mask", CONST | DEF, 0}}},
+    {"gather_along_axis", ev_gather_along_axis, {X_, {"indices", REQ, 0}, {"axis", CONST | DEF, 0}, {"validate_indices", CONST | DEF, 8}}},
+    {"scatter_along_axis", ev_scatter, {{"data", REQ, 0}, {"indices", REQ, 0}, {"updates", REQ, 0}, {"axis", CONST | DEF, 0},
+                                        {"mode", CONST | DEF, 0}, {"validate_indices", CONST | DEF, 8}}},
+    {"scatter", ev_scatter, {{"data", REQ, 0}, {"indices", REQ, 0}, {"updates", REQ, 0}, {"axis", CONST | DEF, 0},
+                             {"mode", CONST | DEF, 0}, {"validate_indices", CONST | DEF, 8}}},
+    {"argsort", ev_argsort, {X_, {"axis", CONST | DEF, 0}, {"ascending", CONST | DEF, 0}}},
     {"gather", ev_gather, {X_, {"indices", REQ, 0}, {"axis", CONST | DEF, 0}, {"batch_dims", CONST | DEF, 7},
                            {"validate_indices", CONST | DEF, 8}}},
     /* iOS18 (spec 9): states and in-place updates. write_state is what a saved program holds
@@ -516,7 +537,10 @@ static Tensor *ev_binary(Ctx *c, const char *type) {
     else if (!strcmp(type, "mul")) z = x * y;
     else if (!strcmp(type, "real_div")) z = x / y;
     else if (!strcmp(type, "pow")) z = pow(x, y);
-    else if (!strcmp(type, "maximum")) z = fmax(x, y);
+    else if (!strcmp(type, "mod")) {   /* floor mod, numpy's (Kiln emits non-negative operands only) */
+      if (y == 0) fail("mod by zero");
+      z = x - floor(x / y) * y;
+    } else if (!strcmp(type, "maximum")) z = fmax(x, y);
     else if (!strcmp(type, "minimum")) z = fmin(x, y);
     else if (!strcmp(type, "equal")) z = x == y;
     else if (!strcmp(type, "not_equal")) z = x != y;
@@ -705,6 +729,71 @@ static Tensor *ev_conv(Ctx *c, const char *type) {
   return o;
 }
 
+/* conv_transpose: weight [C, O/groups, KH, KW]; pad [top, bottom, left, right] taken
+ * off the full output (non-negative); written as a scatter of every input element,
+ * the other way round from Kiln's kernels. */
+static Tensor *ev_conv_transpose(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *w = c->in[1], *b = c->in[2];
+  same_float(x, w, "x/weight");
+  if (b) same_float(x, b, "x/bias");
+  if (x->rank != 4 || w->rank != 4) fail("Kiln emits 2-D transposed convolutions only (x rank %d)", x->rank);
+  int64_t s[2], p[4], d[2], g = (int64_t)scalar(c->in[7], "groups");
+  ints_of(c->in[3], 2, s, "strides");
+  custom_pad(c->in[4], c->in[5], p);
+  ints_of(c->in[6], 2, d, "dilations");
+  for (int i = 0; i < 4; i++)
+    if (p[i] < 0) fail("negative pad %lld", (long long)p[i]);
+  int64_t N = x->dim[0], C = x->dim[1], H = x->dim[2], W = x->dim[3], OG = w->dim[1], KH = w->dim[2], KW = w->dim[3];
+  if (g < 1 || C % g || w->dim[0] != C) fail("groups %lld do not fit C %lld, weight [%lld, ...]", (long long)g, (long long)C, (long long)w->dim[0]);
+  int64_t O = OG * g, CG = C / g;
+  int64_t OH = (H - 1) * s[0] - p[0] - p[1] + d[0] * (KH - 1) + 1, OW = (W - 1) * s[1] - p[2] - p[3] + d[1] * (KW - 1) + 1;
+  if (OH < 1 || OW < 1) fail("no output");
+  int64_t od[4] = {N, O, OH, OW};
+  Tensor *o = tnew(x->dt, 4, od);
+  for (int64_t i = 0; i < o->n; i++) o->v[i] = b ? b->v[i / (OH * OW) % O] : 0;
+  for (int64_t nn = 0; nn < N; nn++)
+    for (int64_t ic = 0; ic < C; ic++)
+      for (int64_t ih = 0; ih < H; ih++)
+        for (int64_t iw = 0; iw < W; iw++)
+          for (int64_t j = 0; j < OG; j++)
+            for (int64_t kh = 0; kh < KH; kh++)
+              for (int64_t kw = 0; kw < KW; kw++) {
+                int64_t oh = ih * s[0] - p[0] + kh * d[0], ow = iw * s[1] - p[2] + kw * d[1];
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                o->v[((nn * O + ic / CG * OG + j) * OH + oh) * OW + ow] +=
+                    x->v[((nn * C + ic) * H + ih) * W + iw] * w->v[((ic * OG + j) * KH + kh) * KW + kw];
+              }
+  return o;
+}
+
+/* pad, constant mode: pad lists (before, after) for the last len/2 dims. */
+static Tensor *ev_pad(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *pd = c->in[1];
+  if (c->in[2] && (!c->in[2]->s || strcmp(c->in[2]->s, "constant") != 0)) fail("mode '%s' (Kiln writes constant)", c->in[2]->s ? c->in[2]->s : "?");
+  double val = c->in[3] ? scalar(c->in[3], "constant_val") : 0;
+  int np = (int)(pd->n / 2);
+  if (pd->n % 2 || np > x->rank) fail("pad has %lld entries for rank %d", (long long)pd->n, x->rank);
+  int64_t before[MAXR] = {0}, od[MAXR], idx[MAXR];
+  for (int i = 0; i < x->rank; i++) od[i] = x->dim[i];
+  for (int i = 0; i < np; i++) {
+    int d = x->rank - np + i;
+    if (pd->v[2 * i] < 0 || pd->v[2 * i + 1] < 0) fail("negative pad");
+    before[d] = (int64_t)pd->v[2 * i];
+    od[d] += (int64_t)pd->v[2 * i] + (int64_t)pd->v[2 * i + 1];
+  }
+  Tensor *o = tnew(x->dt, x->rank, od);
+  for (int64_t i = 0; i < o->n; i++) o->v[i] = val;
+  for (int64_t i = 0; i < x->n; i++) {
+    unravel(i, x->rank, x->dim, idx);
+    int64_t off = 0;
+    for (int k = 0; k < x->rank; k++) off = off * od[k] + idx[k] + before[k];
+    o->v[off] = x->v[i];
+  }
+  return o;
+}
+
 static Tensor *ev_pool(Ctx *c, const char *type) {
   int avg = !strcmp(type, "avg_pool");
   Tensor *x = c->in[0];
@@ -757,13 +846,14 @@ static Tensor *ev_reduce(Ctx *c, const char *type) {
   }
   Tensor *o = tnew(x->dt, orank, od);
   int64_t cnt = x->n / (o->n ? o->n : 1);
-  int mx = !strcmp(type, "reduce_max");
-  for (int64_t i = 0; i < o->n; i++) o->v[i] = mx ? -INFINITY : 0;
+  int mx = !strcmp(type, "reduce_max"), mn = !strcmp(type, "reduce_min"), pr = !strcmp(type, "reduce_prod");
+  for (int64_t i = 0; i < o->n; i++) o->v[i] = mx ? -INFINITY : mn ? INFINITY : pr ? 1 : 0;
   for (int64_t i = 0; i < x->n; i++) {
     unravel(i, x->rank, x->dim, idx);
     int64_t off = 0;
     for (int k = 0; k < x->rank; k++) off = off * kd[k] + (red[k] ? 0 : idx[k]);
-    o->v[off] = mx ? fmax(o->v[off], x->v[i]) : o->v[off] + x->v[i];
+    double v = x->v[i], a = o->v[off];
+    o->v[off] = mx ? fmax(a, v) : mn ? fmin(a, v) : pr ? a * v : a + v;
   }
   if (!strcmp(type, "reduce_mean"))
     for (int64_t i = 0; i < o->n; i++) o->v[i] /= (double)cnt;
@@ -783,6 +873,31 @@ static int norm_axis(const Tensor *x, double a) {
   if (ax < 0) ax += x->rank;
   if (ax < 0 || ax >= x->rank) fail("axis %d out of range", (int)a);
   return ax;
+}
+
+/* reduce_argmax/argmin: int32 indices along axis. MIL leaves ties and NaN open; this
+ * evaluator takes the first index of the extreme, a NaN beating every number (Kiln's
+ * and torch's rule), so it checks the lowering, not Core ML's own choice. */
+static Tensor *ev_argreduce(Ctx *c, const char *type) {
+  Tensor *x = c->in[0];
+  if (!is_float(x->dt)) fail("x is %s", dt_name(x->dt));
+  int ax = norm_axis(x, scalar(c->in[1], "axis")), keep = (int)scalar(c->in[2], "keep_dims"), mx = !strcmp(type, "reduce_argmax");
+  int64_t od[MAXR], outer, n, inner;
+  int orank = 0;
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax || keep) od[orank++] = i == ax ? 1 : x->dim[i];
+  Tensor *o = tnew(T_I32, orank, od);
+  around(x, ax, &outer, &n, &inner);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t b = 0; b < inner; b++) {
+      int64_t best = 0;
+      for (int64_t i = 1; i < n; i++) {
+        double v = x->v[(a * n + i) * inner + b], w = x->v[(a * n + best) * inner + b];
+        if (!isnan(w) && (isnan(v) || (mx ? v > w : v < w))) best = i;
+      }
+      o->v[a * inner + b] = (double)best;
+    }
+  return o;
 }
 
 static Tensor *ev_softmax(Ctx *c, const char *type) {
@@ -962,6 +1077,94 @@ static Tensor *ev_gather(Ctx *c, const char *type) {
       if (k < 0) k += n;
       if (k < 0 || k >= n) fail("index %lld out of range [0, %lld)", (long long)ix->v[j], (long long)n);
       memcpy(o->v + (a * ix->n + j) * inner, x->v + (a * n + k) * inner, sizeof(double) * (size_t)inner);
+    }
+  return o;
+}
+
+/* gather_along_axis: out[..i..] = x[..indices[..i..]..] along axis; indices of x's rank,
+ * other dims equal; an index out of range is a failure (Kiln clamps before). */
+static Tensor *ev_gather_along_axis(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *ix = c->in[1];
+  if (x->dt == T_BOOL) fail("gather_along_axis of bool data (not in the iOS15 type domain)");
+  if (ix->dt != T_I32) fail("indices are %s", dt_name(ix->dt));
+  int ax = norm_axis(x, scalar(c->in[2], "axis"));
+  if (ix->rank != x->rank) fail("indices rank %d, x rank %d", ix->rank, x->rank);
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax && ix->dim[i] != x->dim[i]) fail("indices and x differ in dim %d", i);
+  Tensor *o = tlike(ix, x->dt);
+  int64_t outer, n, inner, ni = ix->dim[ax];
+  around(x, ax, &outer, &n, &inner);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t j = 0; j < ni; j++)
+      for (int64_t b = 0; b < inner; b++) {
+        int64_t at = (a * ni + j) * inner + b, k = (int64_t)ix->v[at];
+        if (k < 0 || k >= n) fail("index %lld out of range [0, %lld)", (long long)k, (long long)n);
+        o->v[at] = x->v[(a * n + k) * inner + b];
+      }
+  return o;
+}
+
+/* scatter_along_axis (indices of updates' shape, per element) and scatter (a vector of
+ * indices, one per slice of updates along axis), mode "update": data, then each update
+ * stored in row-major order. MIL leaves duplicates and out-of-range indices open: here
+ * the last duplicate wins, as in Kiln's kernels, and an index out of range fails (Kiln's
+ * kernels skip it; the programs we check have none). */
+static Tensor *ev_scatter(Ctx *c, const char *type) {
+  Tensor *x = c->in[0], *ix = c->in[1], *u = c->in[2];
+  int per_element = !strcmp(type, "scatter_along_axis");
+  if (x->dt == T_BOOL || u->dt != x->dt) fail("data %s / updates %s", dt_name(x->dt), dt_name(u->dt));
+  if (ix->dt != T_I32) fail("indices are %s", dt_name(ix->dt));
+  if (!c->in[4] || !c->in[4]->s || strcmp(c->in[4]->s, "update") != 0) fail("mode (Kiln writes update)");
+  int ax = norm_axis(x, scalar(c->in[3], "axis"));
+  if (u->rank != x->rank) fail("updates rank %d, data rank %d", u->rank, x->rank);
+  for (int i = 0; i < x->rank; i++)
+    if (i != ax && u->dim[i] != x->dim[i]) fail("updates and data differ in dim %d", i);
+  if (per_element ? ix->n != u->n : (ix->rank != 1 || ix->dim[0] != u->dim[ax])) fail("indices do not fit the updates");
+  Tensor *o = tlike(x, x->dt);
+  memcpy(o->v, x->v, sizeof(double) * (size_t)x->n);
+  int64_t outer, n, inner, nu = u->dim[ax];
+  around(x, ax, &outer, &n, &inner);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t j = 0; j < nu; j++)
+      for (int64_t b = 0; b < inner; b++) {
+        int64_t at = (a * nu + j) * inner + b, k = (int64_t)ix->v[per_element ? at : j];
+        if (k < 0 || k >= n) fail("index %lld out of range [0, %lld)", (long long)k, (long long)n);
+        o->v[(a * n + k) * inner + b] = u->v[at];
+      }
+  return o;
+}
+
+/* Does a come strictly before b: descending (largest first) or ascending, NaN above
+ * every number. */
+static int sort_before(double a, double b, int asc) {
+  if (isnan(a) || isnan(b)) return asc ? isnan(b) && !isnan(a) : isnan(a) && !isnan(b);
+  return asc ? a < b : a > b;
+}
+
+/* argsort: int32 indices ordering each line along axis. MIL leaves the order of equal
+ * values and NaN open; this evaluator is stable (equal values by index) with NaN above
+ * every number, Kiln's rule, so it checks the lowering, not Core ML's own choice.
+ * An insertion sort: test lines are short. */
+static Tensor *ev_argsort(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0];
+  if (!is_float(x->dt)) fail("x is %s", dt_name(x->dt));
+  int ax = norm_axis(x, c->in[1] ? scalar(c->in[1], "axis") : -1);
+  int asc = c->in[2] ? (int)scalar(c->in[2], "ascending") : 0;
+  Tensor *o = tlike(x, T_I32);
+  int64_t outer, n, inner;
+  around(x, ax, &outer, &n, &inner);
+  int64_t *ix = xalloc(sizeof(int64_t) * (size_t)n);
+  for (int64_t a = 0; a < outer; a++)
+    for (int64_t b = 0; b < inner; b++) {
+      const double *line = x->v + a * n * inner + b;
+      for (int64_t i = 0; i < n; i++) {
+        int64_t j = i;
+        while (j > 0 && sort_before(line[i * inner], line[ix[j - 1] * inner], asc)) ix[j] = ix[j - 1], j--;
+        ix[j] = i;
+      }
+      for (int64_t i = 0; i < n; i++) o->v[(a * n + i) * inner + b] = (double)ix[i];
     }
   return o;
 }

@@ -75,6 +75,12 @@ CASES = {
               [("mark", {"pos": i32(0)}), ("count", {}), ("mark", {"pos": i32(3)}), ("mark", {"pos": i32(4)}),
                ("count", {})],
               [("mark", {"pos": i32(5)}), ("mark", {"pos": i32(-1)})]),
+    # A sliding-window cache as a ring (4 slots, window 3): prefills at 4 and 7 wrap it,
+    # the latter inside its own rows.
+    "ring": ("tests/state/ring.lua",
+             [(e, {"pos": i32(p)}) for e, p in [("prefill", 0), ("decode", 2), ("decode", 3), ("prefill", 4),
+                                                 ("decode", 6), ("prefill", 7), ("decode", 9)]],
+             [("decode", {"pos": i32(-1)}), ("prefill", {"pos": i32(-2)})]),
     "stories": ("models/stories.lua",
                 [("prefill", {"pos": i32(0)}), ("decode", {"pos": i32(32)}), ("decode", {"pos": i32(33)}),
                  ("decode", {"pos": i32(34)})], []),
@@ -85,11 +91,34 @@ CASES = {
              ("decode", {"pos": i32(32), "token": np.array([5], np.int32)}),
              ("decode", {"pos": i32(33), "token": np.array([63], np.int32)}),
              ("prefill", {"pos": i32(34), "tokens": np.arange(32, dtype=np.int32) * 3 % 64})], []),
+    # models/llm.lua on a Gemma 3 checkpoint (SETUP below: vocabulary 128, prefill 8,
+    # sliding layers on a ring of 11): the second prefill wraps the ring, the decodes go
+    # on past it.
+    "gemma": ("models/llm.lua",
+              [("prefill", {"pos": i32(0), "tokens": np.arange(8, dtype=np.int32) * 7 % 128}),
+               ("prefill", {"pos": i32(8), "tokens": np.arange(8, dtype=np.int32) * 5 % 128})] +
+              [("decode", {"pos": i32(p), "token": np.array([p * 11 % 128], np.int32)}) for p in range(16, 22)], []),
 }
+
+
+def gemma_setup(work):
+    """models/llm.lua's Gemma 3 path: tests/llm/run_llm.py's seeded gemma3 checkpoint
+    (window 4 in a ring of 11 slots, 24 positions) written into work; the build's -D
+    arguments."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "llm"))
+    import run_llm  # noqa: E402
+    return run_llm.write_case("gemma3", os.path.join(work, "ckpt"))
+
+
+# Cases built with -D arguments: name -> setup(work) returning them (after writing what
+# they name).
+SETUP = {"gemma": gemma_setup}
 NOTES = {"stories": "an out-of-range pos also indexes the RoPE tables (gather), which Core ML leaves undefined: "
                     "range not checked",
          "llm": "an out-of-range pos also indexes the RoPE tables (gather), which Core ML leaves undefined: "
-                "range not checked"}
+                "range not checked",
+         "gemma": "an out-of-range pos also indexes the RoPE tables (gather), which Core ML leaves undefined: "
+                  "range not checked"}
 # Where scripts with state or entry points live; each must be a case above (or an error
 # case of t_coreml), so a new stateful model cannot go unchecked.
 SCRIPT_DIRS = ["models", "tests/state", "tests/golden", "tests/coreml/models"]
@@ -139,10 +168,10 @@ def mil_name(name):
 class Reference:
     """The C target on a model's sequence: outputs and state arrays after every call."""
 
-    def __init__(self, work, name, script):
+    def __init__(self, work, name, script, extra=()):
         self.d = os.path.join(work, "c")
         self.name, self.meta, self.calls = name, None, []
-        ok, why = kt.kiln_build(os.path.join(ROOT, script), self.d)
+        ok, why = kt.kiln_build(os.path.join(ROOT, script), self.d, extra)
         if not ok:
             raise RuntimeError(why)
         self.meta = kt.load_meta(self.d, name)
@@ -221,11 +250,12 @@ def compare_call(meta, entry, k, c_outs, c_state, out, sout, tol, worst):
     return probs
 
 
-def check_package(kiln, milrun, name, script, work, cfg, meta, ref, bad_calls, tag):
+def check_package(kiln, milrun, name, script, work, cfg, meta, ref, bad_calls, tag, extra=()):
     os_, prec = cfg.split(":")
     t = "%s/%s/%s" % (tag, os_, prec)
     d = os.path.join(work, "%s-%s" % (os_, prec))
-    r = run([kiln, "build", os.path.join(ROOT, script), "-o", d, "--target", "coreml", "--min-os", os_, "--precision", prec])
+    r = run([kiln, "build", os.path.join(ROOT, script), "-o", d, "--target", "coreml", "--min-os", os_, "--precision", prec,
+             *extra])
     if r.returncode:
         print("FAIL %s/build: %s" % (t, last_line(r.stderr)))
         return
@@ -295,8 +325,9 @@ def main():
         tag = "coreml/state/%s" % name
         w = os.path.join(work, name)
         os.makedirs(w, exist_ok=True)
+        extra = SETUP[name](w) + ["--name", name] if name in SETUP else []
         try:
-            c = Reference(w, name, script)
+            c = Reference(w, name, script, extra)
         except RuntimeError as e:
             print("FAIL %s/reference: %s" % (tag, e))
             continue
@@ -321,7 +352,7 @@ def main():
             print("FAIL %s/reference: %s" % (tag, e))
             continue
         for cfg in cfgs:
-            check_package(kiln, milrun, name, script, w, cfg, c.meta, ref, bad_calls, tag)
+            check_package(kiln, milrun, name, script, w, cfg, c.meta, ref, bad_calls, tag, extra)
         if name in NOTES:
             print("NOTE %s: %s" % (tag, NOTES[name]))
 

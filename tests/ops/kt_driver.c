@@ -16,7 +16,8 @@
  *   KT_IN_SIZES         0, <M>_<IN>_SIZE...   KT_OUT_SIZES     0, <M>_<OUT>_SIZE...
  * (the leading 0 keeps the arrays non-empty for a model without inputs).
  * For one entry of a model with state (kiln.state), KT_RUN_V is that entry's <m>_<e>_v
- * and KT_STATE_SIZE is <M>_STATE_SIZE; the sizes are the entry's macros.
+ * and KT_STATE_SIZE is <M>_STATE_SIZE; the sizes are the entry's macros. KT_STATUS: a
+ * model without state whose run returns a status (it has i64 inputs).
  *
  * Usage: kt_driver WEIGHTS IN_1 .. IN_n OUT_1 .. OUT_m
  *        kt_driver WEIGHTS STATE_IN STATE_OUT IN_1 .. IN_n OUT_1 .. OUT_m   (with state)
@@ -97,16 +98,18 @@ static void write_file(const char *path, const void *p, size_t n) {
   if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) fail(2, "cannot write", path);
 }
 
-#ifdef KT_STATE_SIZE
-enum { NS = 2 };   /* STATE_IN, STATE_OUT */
-static const size_t state_size = KT_STATE_SIZE;
-
+#if defined KT_STATE_SIZE || defined KT_STATUS
 /* Whether every byte of p[0 .. n) is b. */
 static bool all_bytes(const unsigned char *p, size_t n, unsigned char b) {
   for (size_t i = 0; i < n; i++)
     if (p[i] != b) return false;
   return true;
 }
+#endif
+
+#ifdef KT_STATE_SIZE
+enum { NS = 2 };   /* STATE_IN, STATE_OUT */
+static const size_t state_size = KT_STATE_SIZE;
 #else
 enum { NS = 0 };
 #endif
@@ -176,6 +179,15 @@ int main(int argc, char **argv) {
     }
     if (run == 0) memcpy(state_first, state, state_size);
     else if (memcmp(state_first, state, state_size) != 0) fail(5, "second run's state differs from the first's", NULL);
+#elif defined KT_STATUS   /* a model with i64 inputs returns <M>_OK or <M>_E_RANGE */
+    int status = KT_RUN_V(weights, arena, ins, outs);
+    if (status != 0) {
+      bool untouched = all_bytes(arena, arena_size, ARENA_BYTE);
+      for (int i = 0; i < NO; i++) untouched &= all_bytes(outs[i], out_sizes[1 + i], FRESH_BYTE) && guards_intact(out_base[i], out_sizes[1 + i]);
+      printf("entry returned %d, %s\n", status, untouched ? "nothing touched" : "after touching its buffers");
+      result = untouched ? 6 : 7;
+      break;
+    }
 #else
     KT_RUN_V(weights, arena, ins, outs);
 #endif

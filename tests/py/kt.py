@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KILN = os.environ.get("KILN") or os.path.join(ROOT, "build", "kiln")
 DRIVER = os.path.join(ROOT, "tests", "ops", "kt_driver.c")
 EPS = float(np.finfo(np.float32).eps)          # 2^-23, the f32 machine epsilon
-NP_DTYPE = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+NP_DTYPE = {"f32": np.float32, "i32": np.int32, "bool": np.bool_, "i64": np.int64}
 JOBS = max(1, min(4, os.cpu_count() or 1))
 
 
@@ -213,6 +213,8 @@ def write_cfg(outdir, model, meta, entry=None):
             "#define KT_IN_SIZES %s\n"
             "#define KT_OUT_SIZES %s\n") % (model, model, model, up, up, up, up,
                                             ", ".join(ins), ", ".join(outs))
+    if any(io["dtype"] == "i64" for io in meta["inputs"]):   # the run returns <M>_OK / <M>_E_RANGE
+        text += "#define KT_STATUS 1\n"
     with open(os.path.join(outdir, "kt_cfg.h"), "w") as f:
         f.write(text)
 
@@ -283,13 +285,13 @@ def run_entry(outdir, model, entry, inputs, state_in=None, exe="kt_run", env=Non
         return "ok", "", res, f.read()
 
 
-def kiln_run_entry(script, entry, inputs, savedir, state_in=None, has_state=True):
+def kiln_run_entry(script, entry, inputs, savedir, state_in=None, has_state=True, defines=()):
     """The interpreter on one entry: inputs a list of (name, array), state_in the state
-    block's bytes (None: fresh). Returns (ok, reason, {name: array}, state bytes after;
-    b"" for a model without state)."""
+    block's bytes (None: fresh), defines the build's -D arguments. Returns (ok, reason,
+    {name: array}, state bytes after; b"" for a model without state)."""
     os.makedirs(savedir, exist_ok=True)
     sout = os.path.join(savedir, "state_out.bin")
-    args = ["--entry", entry] + (["--state-out", sout] if has_state else [])
+    args = ["--entry", entry] + list(defines) + (["--state-out", sout] if has_state else [])
     if state_in is not None and has_state:
         sin = os.path.join(savedir, "state_in.bin")
         with open(sin, "wb") as f:

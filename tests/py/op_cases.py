@@ -23,7 +23,8 @@ np.seterr(all="ignore")
 
 class Case:
     def __init__(self, op, name, expr=None, inputs=(), ref=None, tol=None, dtypes=("f32",),
-                 body=None, outputs=("out",), params=None, also=(), files=None, interp_error=False, state=None):
+                 body=None, outputs=("out",), params=None, also=(), files=None, interp_error=False, state=None,
+                 c_range=False):
         self.op, self.name, self.expr, self.ref = op, name, expr, ref
         self.inputs = list(inputs)          # (name, shape, dtype, gen)
         self.tol = tol or Tol.exact()
@@ -33,6 +34,7 @@ class Case:
         self.files = files                  # raw safetensors entries, when they differ from params
         self.also = tuple(also)
         self.interp_error = interp_error    # the interpreter must refuse (data-dependent error)
+        self.c_range = c_range              # the C entry must return E_RANGE, touching nothing
         self.state = state                  # (shape, dtype, gen): persistent state `s` and what it holds
         self.model = ("%s_%s" % (op, name)).lower()          # before the call; the ref gets it last
 
@@ -59,7 +61,8 @@ class Case:
             lines.append('local %s = kiln.input("%s", %s%s)' % (n, n, lua_shape(shape),
                                                              "" if dt == "f32" else ', "%s"' % dt))
         for n, a in self.params.items():
-            lines.append('local %s = kiln.param("%s", %s)' % (n, n, lua_shape(np.shape(a))))
+            if "." not in n:   # a dotted name belongs to an nn module the body creates
+                lines.append('local %s = kiln.param("%s", %s)' % (n, n, lua_shape(np.shape(a))))
         if self.body:
             lines += self.body.strip().splitlines()
         else:
@@ -91,7 +94,7 @@ def gen(g, rng, shape, dt):
         a = rng.integers(lo, hi, shape)
     else:
         raise ValueError("unknown generator " + g)
-    return np.asarray(a).astype({"f32": np.float32, "i32": np.int32, "bool": np.bool_}[dt]).reshape(shape)
+    return np.asarray(a).astype({"f32": np.float32, "i32": np.int32, "bool": np.bool_, "i64": np.int64}[dt]).reshape(shape)
 
 
 def T(a):
@@ -445,6 +448,26 @@ add("matmul", "linear_nobias", "kiln.linear(x, w)", [("x", [3, 16], "f32", "n"),
     ref=lambda x, w: N(F.linear(T(x), T(w))),
     tol=Tol.red(16, lambda x, w: N(F.linear(T(np.abs(x)), T(np.abs(w))))))
 
+# The C micro-kernel's tiling edges (templates/c/gemm_lib.c.tmpl; tests/matmul/edges.lua runs
+# the same shapes on every ISA path in t_isa): weights packed at build time as panels of 32
+# columns (N = 70: a partial panel; K = 300: past one 256-step pass), row counts around each
+# tile height, the transposed matrix-vector product W x, a fused epilogue.
+_gw = _rng.standard_normal((70, 300)).astype(np.float32)
+_gb = _rng.standard_normal((70,)).astype(np.float32)
+_gu = _rng.standard_normal((300, 45)).astype(np.float32)
+_gv = _rng.standard_normal((40, 300)).astype(np.float32)
+for _m in (1, 5, 13):
+    add("matmul", "gemm_linear_m%d" % _m, "kiln.relu(kiln.linear(x, w, b))", [("x", [_m, 300], "f32", "n")],
+        params={"w": _gw, "b": _gb}, also=("weight", "add", "relu"),
+        ref=lambda x, w, b: N(F.relu(F.linear(T(x), T(w), T(b)))),
+        tol=Tol.red(300, lambda x, w, b: N(F.linear(T(np.abs(x)), T(np.abs(w)), T(np.abs(b))))))
+add("matmul", "gemm_kn_batch", "kiln.matmul(x, u)", [("x", [2, 7, 300], "f32", "n")], params={"u": _gu},
+    also=("weight",), ref=lambda x, u: N(T(x) @ T(u)),
+    tol=Tol.red(300, lambda x, u: N(T(np.abs(x)) @ T(np.abs(u)))))
+add("matmul", "gemm_wx", "kiln.matmul(v, x)", [("x", [300, 1], "f32", "n")], params={"v": _gv},
+    also=("weight",), ref=lambda x, v: N(T(v) @ T(x)),
+    tol=Tol.red(300, lambda x, v: N(T(np.abs(v)) @ T(np.abs(x)))))
+
 # ---------------------------------------------------------------- conv2d
 
 
@@ -515,6 +538,66 @@ conv_case("k288", [1, 32, 6, 6], [8, 32, 3, 3], padding=1)
 conv_case("params", [1, 3, 5, 5], [2, 3, 3, 3], params=True)
 conv_case("all_opts", [1, 6, 11, 11], [6, 2, 3, 3], stride=2, dilation=2, padding=1, groups=3)
 conv_case("kernel_eq_input", [2, 3, 4, 4], [2, 3, 4, 4])
+def convt_ref(x, w, b=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
+    """torch conv_transpose2d in float64. A 4-value padding (t, l, b, r), which torch
+    lacks, is the unpadded result cropped (and zero-extended by output_padding), plus bias."""
+    if not (isinstance(padding, (tuple, list)) and len(padding) == 4):
+        return N(F.conv_transpose2d(T(x), T(w), None if b is None else T(b), stride=stride, padding=padding,
+                                    output_padding=output_padding, groups=groups, dilation=dilation))
+    t, l, bo, r = padding
+    oh, ow = (output_padding, output_padding) if isinstance(output_padding, int) else output_padding
+    full = F.conv_transpose2d(T(x), T(w), None, stride=stride, groups=groups, dilation=dilation)
+    full = F.pad(full, (0, max(0, ow - r), 0, max(0, oh - bo)))
+    H, W = full.shape[2], full.shape[3]
+    out = full[:, :, t:H - max(0, bo - oh), l:W - max(0, r - ow)]
+    if b is not None:
+        out = out + T(b)[None, :, None, None]
+    return N(out)
+
+
+def convt_case(name, sx, sw, bias=True, stride=1, padding=0, output_padding=0, dilation=1, groups=1, expr=None):
+    opts = []
+    for k, v, d in (("stride", stride, 1), ("padding", padding, 0), ("output_padding", output_padding, 0),
+                    ("dilation", dilation, 1)):
+        if v != d:
+            opts.append("%s = %s" % (k, lua_opt(v)))
+    if groups != 1:
+        opts.append("groups = %d" % groups)
+    args = "x, w" + (", b" if bias else "") + (", {%s}" % ", ".join(opts) if opts else "")
+    kw = dict(stride=stride, padding=padding, output_padding=output_padding, dilation=dilation, groups=groups)
+    # each output sums at most (C/groups) KH KW products, plus the bias
+    K = sx[1] // groups * sw[2] * sw[3] + (1 if bias else 0)
+    inputs = [("x", sx, "f32", "n"), ("w", sw, "f32", "n")] + ([("b", [sw[1] * groups], "f32", "n")] if bias else [])
+    add("conv_transpose2d", name, expr or "kiln.conv_transpose2d(%s)" % args, inputs,
+        ref=lambda x, w, b=None: convt_ref(x, w, b, **kw),
+        tol=Tol.red(K, lambda x, w, b=None: convt_ref(np.abs(x), np.abs(w), None if b is None else np.abs(b), **kw)))
+
+
+convt_case("basic", [1, 3, 4, 4], [3, 2, 3, 3])
+convt_case("stride2", [2, 3, 5, 4], [3, 4, 3, 3], stride=2)
+convt_case("stride2_pad1_outpad1", [1, 2, 4, 5], [2, 3, 3, 3], stride=2, padding=1, output_padding=1)
+convt_case("rect", [1, 2, 3, 6], [2, 2, 2, 4], stride=(3, 2), padding=(1, 0), output_padding=(2, 1), bias=False)
+convt_case("dilation", [1, 2, 5, 5], [2, 3, 3, 3], dilation=2, padding=1)
+convt_case("dil_outpad", [1, 2, 4, 4], [2, 2, 3, 2], stride=2, dilation=3, output_padding=2)
+convt_case("groups", [2, 4, 3, 3], [4, 3, 3, 3], stride=2, groups=2, padding=1)
+convt_case("depthwise", [1, 4, 5, 5], [4, 1, 3, 3], groups=4, padding=1)
+convt_case("pointwise", [1, 5, 3, 3], [5, 4, 1, 1])
+convt_case("pad_tlbr", [1, 2, 4, 5], [2, 3, 3, 3], stride=2, padding=(1, 0, 2, 1), output_padding=1)
+convt_case("big", [1, 16, 8, 8], [16, 8, 4, 4], stride=2, padding=1)
+add("conv_transpose2d", "nn_module", "",
+    [("x", [1, 4, 3, 3], "f32", "n")],
+    body='local m = kiln.nn.name(kiln.nn.ConvTranspose2d(4, 6, 3, {stride = 2, padding = 1, output_padding = 1, groups = 2}), "m")\n'
+         'kiln.output("out", m(x))',
+    params={"m.weight": np.random.default_rng(5).standard_normal((4, 3, 3, 3)).astype(np.float32),
+            "m.bias": np.random.default_rng(6).standard_normal(6).astype(np.float32)},
+    ref=lambda x, weight, bias: convt_ref(x, weight, bias, stride=2, padding=1, output_padding=1, groups=2),
+    tol=Tol.red(19, lambda x, weight, bias: convt_ref(np.abs(x), np.abs(weight), np.abs(bias), stride=2, padding=1,
+                                                      output_padding=1, groups=2)), also=("weight",))
+add("conv_transpose2d", "conv_transpose1d", "kiln.conv_transpose1d(x, w, b, {stride = 3, padding = 2, output_padding = 1})",
+    [("x", [2, 3, 7], "f32", "n"), ("w", [3, 2, 4], "f32", "n"), ("b", [2], "f32", "n")],
+    ref=lambda x, w, b: N(F.conv_transpose1d(T(x), T(w), T(b), stride=3, padding=2, output_padding=1)),
+    tol=Tol.red(13, lambda x, w, b: N(F.conv_transpose1d(T(np.abs(x)), T(np.abs(w)), T(np.abs(b)), stride=3, padding=2,
+                                                         output_padding=1))), also=("reshape",))
 add("conv2d", "nn_module", "kiln.nn.Conv2d(3, 4, 3, {padding = 1, bias = false})(x)",
     [("x", [1, 3, 5, 5], "f32", "n")],
     body='local conv = kiln.nn.Conv2d(3, 4, 3, {padding = 1, bias = false})\n'
@@ -563,8 +646,13 @@ add("maxpool2d", "nn_module", "kiln.nn.MaxPool2d(2)(x)", [("x", [1, 2, 4, 6], "f
 
 # ---------------------------------------------------------------- reductions
 
+def _np_prod(t, dim, keepdim):
+    """torch.prod takes one dim: the product over several, in float64 (numpy's)."""
+    return torch.from_numpy(np.asarray(np.prod(t.numpy(), axis=dim, keepdims=keepdim)))
+
+
 RED = {"sum": ("reduce_sum", torch.sum), "mean": ("reduce_mean", torch.mean),
-       "amax": ("reduce_max", torch.amax)}
+       "amax": ("reduce_max", torch.amax), "amin": ("reduce_min", torch.amin), "prod": ("reduce_prod", _np_prod)}
 
 
 def red_case(fn, name, shape, dims=None, keep=False, expr=None, g="n"):
@@ -581,15 +669,29 @@ def red_case(fn, name, shape, dims=None, keep=False, expr=None, g="n"):
         expr = "kiln.%s(%s)" % (fn, ", ".join(args))
 
     def ref(x):
-        if fn == "amax" and dims is None and not keep:
-            return N(torch.amax(T(x), dim=tuple(range(nd)))) if nd else x.astype(np.float64)
+        if fn in ("amax", "amin") and dims is None and not keep:
+            return N(tf(T(x), dim=tuple(range(nd)))) if nd else x.astype(np.float64)
         return N(tf(T(x), dim=tuple(dl), keepdim=keep)) if nd else x.astype(np.float64)
-    tol = Tol.exact() if fn == "amax" else Tol.red(K, lambda x: ref(np.abs(x)) if fn == "sum"
-                                                   else N(torch.mean(T(np.abs(x)), dim=tuple(dl), keepdim=keep)))
+    if fn in ("amax", "amin"):
+        tol = Tol.exact()
+    elif fn == "prod":
+        # K - 1 f32 products, each rounding by at most eps/2 relative: (K - 1) eps / 2
+        # relative in all; (K + 1) eps leaves room for the final rounding and the
+        # interpreter's double product (compared against at twice this).
+        tol = Tol.custom("prod", "prod K=%d" % K, lambda r, ins: (K + 1) * EPS * np.abs(r) + 1e-37)
+    else:
+        tol = Tol.red(K, lambda x: ref(np.abs(x)) if fn == "sum"
+                      else N(torch.mean(T(np.abs(x)), dim=tuple(dl), keepdim=keep)))
     add(op, name, expr, [("x", shape, "f32", g)], ref=ref, tol=tol)
 
 
 for fn in RED:
+    if fn == "prod":   # factors of magnitude 0.5..1.5 keep 60 of them far from under/overflow
+        for (nm, shp, dm, kp) in [("all", [3, 4, 5], None, False), ("d1", [3, 4, 5], 1, False),
+                                  ("d02_keep", [3, 4, 5], (0, 2), True), ("neg", [3, 4, 5], -1, False),
+                                  ("vec", [7], 0, False), ("long", [2, 40], 1, False)]:
+            red_case(fn, nm, shp, dm, kp, g=lambda rng, shape: rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape))
+        continue
     red_case(fn, "all", [3, 4, 5])
     red_case(fn, "d1", [3, 4, 5], 1)
     red_case(fn, "d02", [3, 4, 5], (0, 2))
@@ -974,6 +1076,10 @@ add("gather", "clamp_out_of_range", "kiln.gather(x, i, 0)",
     ref=lambda x, i: x[np.clip(i, 0, 4)], interp_error=True)
 add("reduce_max", "nan", "kiln.amax(x, 1)", [("x", [3, 4], "f32", [1, np.nan, 3, 2, -1, -2, -3, -4, 5, 6, 7, np.nan])],
     ref=lambda x: N(torch.amax(T(x), 1)))
+add("reduce_min", "nan", "kiln.amin(x, 1)", [("x", [3, 4], "f32", [1, np.nan, 3, 2, -1, -2, -3, -4, 5, 6, 7, np.nan])],
+    ref=lambda x: N(torch.amin(T(x), 1)))
+add("reduce_prod", "special", "kiln.prod(x, 1)", [("x", [3, 3], "f32", [2, np.inf, 0, 3, -4, 0.5, 1, np.nan, 2])],
+    ref=lambda x: N(torch.prod(T(x), 1)))
 add("maxpool2d", "nan", "kiln.maxpool2d(x, {kernel = 2})",
     [("x", [1, 1, 2, 4], "f32", [1, 2, np.nan, 0, 3, 4, 5, 6])], ref=lambda x: pool_ref("max", x, 2))
 add("softmax", "neg_inf", "kiln.softmax(x, -1)",
@@ -1029,7 +1135,7 @@ comp("add", "logsumexp_keep", "kiln.logsumexp(x, -2, true)", lambda t: torch.log
 comp("sub", "log_softmax", "x:log_softmax(-1)", lambda t: F.log_softmax(t, -1), shape=(2, 9), tol=Tol.norm(9, mag_max))
 comp("sub", "log_softmax_dim0", "kiln.log_softmax(x * 30, 0)", lambda t: F.log_softmax(t * 30, 0), shape=(5, 2),
      tol=Tol.norm(5, lambda x: 30 * mag_max(x)))
-comp("neg", "amin", "x:amin(1, true)", lambda t: torch.amin(t, 1, keepdim=True), tol=Tol.exact())
+comp("reduce_min", "amin", "x:amin(1, true)", lambda t: torch.amin(t, 1, keepdim=True), tol=Tol.exact())
 comp("div", "var", "x:var(1)", lambda t: t.var(1), shape=(3, 8), tol=Tol.norm(8, lambda x: np.max(x * x)))
 comp("div", "var_biased_keep", "kiln.var(x, 0, {unbiased = false, keepdim = true})",
      lambda t: t.var(0, unbiased=False, keepdim=True), shape=(6, 2), tol=Tol.norm(6, lambda x: np.max(x * x)))
@@ -1089,10 +1195,9 @@ add("batchnorm", "composite_batchnorm1d", "kiln.batchnorm(x, m, v, g, b)", [("x"
     params={"m": np.arange(4, dtype=np.float32) / 4, "v": np.arange(1, 5, dtype=np.float32),
             "g": np.full(4, 1.5, np.float32), "b": np.full(4, -0.25, np.float32)},
     ref=lambda x, m, v, g, b: N(F.batch_norm(T(x), T(m), T(v), T(g), T(b), eps=1e-5)), tol=Tol.ew(mag_abs))
-add("reduce_sum", "composite_take_along_dim", "kiln.take_along_dim(x, i, 1)",
+add("gather_elements", "composite_take_along_dim", "kiln.take_along_dim(x, i, 1)",
     [("x", [3, 5, 2], "f32", "n"), ("i", [3, 4, 2], "i32", lambda rng, s: rng.integers(0, 5, s))],
-    ref=lambda x, i: N(torch.gather(T(x), 1, torch.from_numpy(np.asarray(i, dtype=np.int64)))), tol=Tol.exact(),
-    also=("eq", "where", "permute"))
+    ref=lambda x, i: N(torch.gather(T(x), 1, torch.from_numpy(np.asarray(i, dtype=np.int64)))), tol=Tol.exact())
 add("const", "composite_full", "kiln.full({2, 3}, 1.5) + kiln.ones({3}) - kiln.zeros({2, 1})", [],
     ref=lambda: np.full((2, 3), 2.5), tol=Tol.exact())
 add("const", "bool_constant", "kiln.constant({true, false, true})", [], ref=lambda: np.array([True, False, True]),
@@ -1111,11 +1216,217 @@ _einsum_case("outer", "i,j->ij", [(3,), (4,)])
 _einsum_case("trace_free", "ijk->kj", [(2, 3, 4)])
 _einsum_case("attn", "bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)])
 _einsum_case("three", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)])
-add("cast", "composite_argmax", "x:argmax(1)", [("x", [3, 7], "f32", "n")],
-    ref=lambda x: np.argmax(x, 1).astype(np.int32), dtypes=("i32",), also=("eq", "where", "reduce_max"))
-add("cast", "composite_argmin_ties_keep", "kiln.argmin(x, 0, true)",
-    [("x", [4, 3], "f32", [2, 1, 5, 0, 1, 5, 0, 3, 1, 2, 1, 7])],
-    ref=lambda x: np.argmin(x, 0)[None, :].astype(np.int32), dtypes=("i32",))
+
+# ---------------------------------------------------------------- argmax / argmin
+# Reference: torch.argmax/argmin in float64 (first index on a tie; a NaN counts as the
+# extreme, the first NaN wins). Indices are exact, so the tolerance is exact.
+
+
+def arg_case(fn, name, shape, dim=None, keep=False, g="n", expr=None):
+    if expr is None:
+        args = ["x"] + ([] if dim is None else [str(dim)]) + (["true"] if keep else [])
+        expr = "kiln.%s(%s)" % (fn, ", ".join(args))
+    tf = torch.argmax if fn == "argmax" else torch.argmin
+
+    def ref(x):
+        r = tf(T(x)) if dim is None else tf(T(x), dim, keepdim=keep)
+        return N(r).astype(np.int32)
+    add(fn, name, expr, [("x", shape, "f32", g)], ref=ref, dtypes=("i32",))
+
+
+for fn in ("argmax", "argmin"):
+    arg_case(fn, "d1", [3, 7], 1)
+    arg_case(fn, "d0_keep", [4, 3], 0, True)
+    arg_case(fn, "neg_mid", [2, 5, 3], -2)
+    arg_case(fn, "ties", [4, 6], 1, g="small")
+    arg_case(fn, "ties_d0", [6, 5], 0, g="small")
+    arg_case(fn, "flat", [3, 4])
+    arg_case(fn, "vec", [9], 0)
+    arg_case(fn, "long", [2, 1000], 1)
+    arg_case(fn, "method", [3, 5], 1, expr="x:%s(1)" % fn)
+    arg_case(fn, "nan", [3, 4], 1, g=[1, np.nan, 3, np.nan, -1, -2, -3, -4, np.nan, 6, 7, 8])
+    arg_case(fn, "inf", [2, 3], 1, g=[-np.inf, -np.inf, -np.inf, np.inf, 1, np.inf])
+# ---------------------------------------------------------------- topk / sort / gather_elements
+# Reference: torch.sort(stable=True) in float64 (equal values keep their order; a NaN is
+# larger than every number: last ascending, first descending), its first k for topk
+# (torch.topk's own order of equal values is unspecified). Values are copies of x and
+# indices integers: exact.
+
+
+def _sorted(x, dim, desc):
+    v, i = torch.sort(T(x), dim=dim, descending=desc, stable=True)
+    return N(v), N(i).astype(np.int32)
+
+
+def topk_case(name, shape, k, dim=-1, largest=True, g="n", expr=None):
+    expr = expr or "kiln.topk(x, %d, %d, %s)" % (k, dim, "true" if largest else "false")
+
+    def ref(x):
+        v, i = _sorted(x, dim, largest)
+        return np.take(v, range(k), axis=dim), np.take(i, range(k), axis=dim)
+    add("topk", name, "", [("x", shape, "f32", g)], body="local v, i = %s\nkiln.output(\"v\", v)\nkiln.output(\"i\", i)" % expr,
+        outputs=("v", "i"), dtypes=("f32", "i32"), ref=ref, also=("gather_elements",))
+
+
+def sort_case(name, shape, dim=-1, desc=False, g="n", expr=None):
+    expr = expr or "kiln.sort(x, %d, %s)" % (dim, "true" if desc else "false")
+    add("topk", "sort_" + name, "", [("x", shape, "f32", g)],
+        body="local v, i = %s\nkiln.output(\"v\", v)\nkiln.output(\"i\", i)" % expr,
+        outputs=("v", "i"), dtypes=("f32", "i32"), ref=lambda x: _sorted(x, dim, desc), also=("gather_elements",))
+
+
+_TIES = [3, 1, 3, np.nan, 1, 2, np.nan, 3, -0.0, 0.0, np.inf, -np.inf]
+topk_case("k3", [4, 9], 3)
+topk_case("k1", [5, 6], 1)
+topk_case("smallest", [4, 9], 4, largest=False)
+topk_case("dim0", [7, 3], 2, dim=0)
+topk_case("mid_dim", [2, 6, 3], 4, dim=1, largest=False)
+topk_case("all_k", [3, 5], 5)
+topk_case("ties_nan", [12], 7, dim=0, g=_TIES)
+topk_case("ties_nan_smallest", [12], 7, dim=0, largest=False, g=_TIES)
+topk_case("small_ints", [3, 10], 6, g="small")
+topk_case("long", [2, 300], 10)
+topk_case("method_defaults", [3, 8], 2, expr="x:topk(2)")
+# the same x, k and dim both ways: two topk nodes that differ only in `largest` (CSE
+# must not merge them)
+add("topk", "both_ways", "", [("x", [3, 8], "f32", "n")],
+    body='local a, i = kiln.topk(x, 3, 1, true)\nlocal b, j = kiln.topk(x, 3, 1, false)\n'
+         'kiln.output("hi", i)\nkiln.output("lo", j)',
+    outputs=("hi", "lo"), dtypes=("i32", "i32"),
+    ref=lambda x: (_sorted(x, 1, True)[1][:, :3], _sorted(x, 1, False)[1][:, :3]))
+sort_case("asc", [3, 7])
+sort_case("desc_dim0", [6, 4], 0, True)
+sort_case("ties_nan", [12], 0, g=_TIES)
+sort_case("ties_nan_desc", [12], 0, True, g=_TIES)
+sort_case("small_ints_mid", [2, 9, 2], 1, g="small")
+sort_case("long", [1, 257], -1, True)
+add("topk", "argsort", "kiln.argsort(x, 1, true)", [("x", [3, 6], "f32", "small")],
+    ref=lambda x: _sorted(x, 1, True)[1], dtypes=("i32",))
+add("topk", "fused_cast", 'kiln.cast(kiln.argsort(x), "f32") + 1', [("x", [2, 5], "f32", "n")],
+    ref=lambda x: _sorted(x, -1, False)[1].astype(np.float64) + 1, also=("cast", "add"))
+
+
+def _tgather(x, i, d):
+    return N(torch.gather(T(x), d, torch.from_numpy(np.asarray(i, dtype=np.int64))))
+
+
+add("gather_elements", "d1", "kiln.gather_elements(x, i, 1)",
+    [("x", [3, 5], "f32", "n"), ("i", [3, 4], "i32", "int:0:5")], ref=lambda x, i: _tgather(x, i, 1))
+add("gather_elements", "d0_rank3", "kiln.gather_elements(x, i, 0)",
+    [("x", [4, 2, 3], "f32", "n"), ("i", [6, 2, 3], "i32", "int:0:4")], ref=lambda x, i: _tgather(x, i, 0))
+add("gather_elements", "neg_dim_i32", "kiln.gather_elements(x, i, -1)",
+    [("x", [2, 3, 4], "i32", "int:-50:50"), ("i", [2, 3, 2], "i32", "int:0:4")], ref=lambda x, i: _tgather(x, i, -1).astype(np.int32),
+    dtypes=("i32",))
+add("gather_elements", "bool", "kiln.gather_elements(x, i, 1)",
+    [("x", [2, 5], "bool", "bool"), ("i", [2, 3], "i32", "int:0:5")],
+    ref=lambda x, i: np.take_along_axis(x, i.astype(np.int64), 1), dtypes=("bool",))
+add("gather_elements", "take_along_dim_bcast", "kiln.take_along_dim(x, i, 1)",
+    [("x", [3, 5, 1], "f32", "n"), ("i", [1, 4, 2], "i32", "int:0:5")],
+    ref=lambda x, i: N(torch.take_along_dim(T(x), torch.from_numpy(np.asarray(i, dtype=np.int64)), 1)), also=("where",))
+add("gather_elements", "clamp_out_of_range", "kiln.gather_elements(x, i, 0)",
+    [("x", [4, 2], "f32", "n"), ("i", [3, 2], "i32", [-3, 0, 4, 100, 1, 3])],
+    ref=lambda x, i: np.take_along_axis(x, np.clip(i, 0, 3).astype(np.int64), 0), interp_error=True)
+
+# ---------------------------------------------------------------- scatter / index_copy
+# Reference: torch.scatter / torch.index_copy / Tensor.index_put_ in float64 on indices
+# without duplicates (torch leaves the winner of duplicates open); the duplicate cases
+# follow Kiln's documented rule (the last in row-major order wins) with a plain loop.
+
+
+def _perm_idx(axis, n):
+    """Distinct indices along `axis` per line: a generator of i32 arrays for gen()."""
+    def g(rng, shape):
+        k = shape[axis]
+        moved = np.moveaxis(np.zeros(shape, np.int64), axis, -1)
+        flat = moved.reshape(-1, k)
+        for r in range(flat.shape[0]):
+            flat[r] = rng.permutation(n)[:k]
+        return np.moveaxis(flat.reshape(moved.shape), -1, axis)
+    return g
+
+
+def _tscatter(x, d, i, src):
+    return N(torch.scatter(T(x), d, torch.from_numpy(np.asarray(i, dtype=np.int64)), T(src)))
+
+
+def _last_wins(x, d, i, src, per_element=True):
+    out = np.array(x, dtype=np.float64 if x.dtype != np.bool_ else np.bool_, copy=True)
+    for pos in np.ndindex(*src.shape):
+        t = list(pos)
+        t[d] = i[pos] if per_element else i[pos[d]]
+        out[tuple(t)] = src[pos]
+    return out
+
+
+add("scatter", "d1", "kiln.scatter(x, 1, i, s)",
+    [("x", [3, 6], "f32", "n"), ("i", [3, 4], "i32", _perm_idx(1, 6)), ("s", [3, 4], "f32", "n")],
+    ref=lambda x, i, s: _tscatter(x, 1, i, s))
+add("scatter", "d0_rank3_method", "x:scatter(0, i, s)",
+    [("x", [5, 2, 3], "f32", "n"), ("i", [3, 2, 3], "i32", _perm_idx(0, 5)), ("s", [3, 2, 3], "f32", "n")],
+    ref=lambda x, i, s: _tscatter(x, 0, i, s))
+add("scatter", "neg_dim_larger_src", "kiln.scatter(x, -1, i, s)",
+    [("x", [2, 3, 5], "f32", "n"), ("i", [2, 3, 2], "i32", _perm_idx(2, 5)), ("s", [2, 4, 4], "f32", "n")],
+    ref=lambda x, i, s: _tscatter(x, -1, i, s[:, :3, :2]), also=("slice",))
+add("scatter", "value", "kiln.scatter(x, 1, i, 2.5)",
+    [("x", [2, 5], "f32", "n"), ("i", [2, 2], "i32", _perm_idx(1, 5))],
+    ref=lambda x, i: N(torch.scatter(T(x), 1, torch.from_numpy(np.asarray(i, dtype=np.int64)), 2.5)), also=("const",))
+add("scatter", "i32", "kiln.scatter(x, 0, i, s)",
+    [("x", [4, 3], "i32", "int:-9:9"), ("i", [2, 3], "i32", _perm_idx(0, 4)), ("s", [2, 3], "i32", "int:100:200")],
+    ref=lambda x, i, s: _tscatter(x, 0, i, s).astype(np.int32), dtypes=("i32",))
+add("scatter", "bool", "kiln.scatter(x, 1, i, s)",
+    [("x", [2, 4], "bool", "bool"), ("i", [2, 2], "i32", _perm_idx(1, 4)), ("s", [2, 2], "bool", "bool")],
+    ref=lambda x, i, s: _last_wins(x, 1, i, s), dtypes=("bool",))
+add("scatter", "duplicates_last_wins", "kiln.scatter(x, 1, i, s)",
+    [("x", [2, 4], "f32", "n"), ("i", [2, 5], "i32", [1, 3, 1, 1, 0, 2, 2, 3, 2, 0]), ("s", [2, 5], "f32", "n")],
+    ref=lambda x, i, s: _last_wins(x, 1, i, s))
+add("scatter", "fused_relu", "kiln.relu(kiln.scatter(x, 1, i, s))",
+    [("x", [3, 6], "f32", "n"), ("i", [3, 2], "i32", _perm_idx(1, 6)), ("s", [3, 2], "f32", "n")],
+    ref=lambda x, i, s: np.maximum(_tscatter(x, 1, i, s), 0), also=("relu",))
+add("scatter", "out_of_range_skipped", "kiln.scatter(x, 0, i, s)",
+    [("x", [3, 2], "f32", "n"), ("i", [2, 2], "i32", [5, 0, -1, 2]), ("s", [2, 2], "f32", "n")],
+    ref=lambda x, i, s: _last_wins(x, 0, np.where((i >= 0) & (i < 3), i, 0), np.where((i >= 0) & (i < 3), s, x[0, :])),
+    interp_error=True)
+
+
+def _tindex_copy(x, d, i, src):
+    return N(torch.index_copy(T(x), d, torch.from_numpy(np.asarray(i, dtype=np.int64)), T(src)))
+
+
+add("index_copy", "rows", "kiln.index_copy(x, 0, i, s)",
+    [("x", [6, 3], "f32", "n"), ("i", [2], "i32", [4, 1]), ("s", [2, 3], "f32", "n")],
+    ref=lambda x, i, s: _tindex_copy(x, 0, i, s))
+add("index_copy", "mid_dim_method", "x:index_copy(1, i, s)",
+    [("x", [2, 5, 3], "f32", "n"), ("i", [3], "i32", [0, 4, 2]), ("s", [2, 3, 3], "f32", "n")],
+    ref=lambda x, i, s: _tindex_copy(x, 1, i, s))
+add("index_copy", "duplicates_last_wins", "kiln.index_copy(x, 1, i, s)",
+    [("x", [2, 4], "f32", "n"), ("i", [3], "i32", [2, 0, 2]), ("s", [2, 3], "f32", "n")],
+    ref=lambda x, i, s: _last_wins(x, 1, i, s, per_element=False))
+add("index_copy", "index_put", "kiln.index_put(x, {i}, v)",
+    [("x", [5, 4], "f32", "n"), ("i", [2], "i32", [3, 0]), ("v", [4], "f32", "n")],
+    ref=lambda x, i, v: N(T(x).index_put_((torch.from_numpy(np.asarray(i, dtype=np.int64)),), T(v))), also=("where",))
+add("index_copy", "index_put_value_i32", "kiln.index_put(x, {i}, 7)",
+    [("x", [4, 2], "i32", "int:-5:5"), ("i", [2], "i32", [1, 2])],
+    ref=lambda x, i: np.where(np.isin(np.arange(4), i)[:, None], 7, x).astype(np.int32), dtypes=("i32",), also=("const",))
+add("index_copy", "out_of_range_skipped", "kiln.index_copy(x, 0, i, s)",
+    [("x", [3, 2], "f32", "n"), ("i", [2], "i32", [7, 1]), ("s", [2, 2], "f32", "n")],
+    ref=lambda x, i, s: np.concatenate([x[:1], s[1:], x[2:]]), interp_error=True)
+
+# ---------------------------------------------------------------- i64 inputs
+# kiln.input(name, shape, "i64"): the C entry takes int64_t, checks every value fits i32
+# (else E_RANGE, nothing touched; the interpreter names the line) and casts. numpy's
+# int64 -> int32 of in-range values is the reference.
+_I64_LIMITS = [0, 1, -1, 2**31 - 1, -2**31, 12345678, -7, 31999]
+add("cast", "i64_input", "ids", [("ids", [2, 4], "i64", _I64_LIMITS)], ref=lambda ids: ids.astype(np.int32),
+    dtypes=("i32",), also=("input",))
+add("gather", "i64_token_ids", "kiln.embedding(t, ids) + (ids + 1):cast(\"f32\"):unsqueeze(-1)",
+    [("t", [10, 3], "f32", "n"), ("ids", [2, 3], "i64", "int:0:10")],
+    ref=lambda t, ids: t[ids] + (ids + 1)[..., None], tol=Tol.ew(), also=("cast", "add"))
+for _name, _bad in (("above", 2**31), ("below", -2**31 - 1), ("far", 2**62)):
+    add("cast", "i64_out_of_range_" + _name, "ids + 1", [("ids", [3], "i64", [5, _bad, 7])],
+        ref=lambda ids: ids.astype(np.int32) + 1, dtypes=("i32",), interp_error=True, c_range=True)
+
+add("argmax", "fused_cast", 'kiln.cast(kiln.argmax(x, 1), "f32") * 2', [("x", [3, 5], "f32", "n")],
+    ref=lambda x: np.argmax(x, 1).astype(np.float64) * 2, also=("cast", "mul"))
 add("slice", "composite_split", "", [("x", [7, 3], "f32", "n")], tol=Tol.exact(),
     body="local a, b, c = x:split({2, 4, 1}, 0)\nkiln.output(\"a\", a)\nkiln.output(\"b\", b)\nkiln.output(\"c\", c)",
     outputs=("a", "b", "c"), dtypes=("f32", "f32", "f32"), ref=lambda x: (x[:2], x[2:6], x[6:]))

@@ -33,7 +33,10 @@ sequence of calls, one through the Metal table on the emulator, one through the 
                             the state block, arena, device buffers and outputs are byte for
                             byte what they were (harness exit 6)
 
-Sequences: tests/golden/tinystate.lua and tests/state/*.lua run run_state.py's sequences
+Sequences: models/llm.lua over tests/llm/run_llm.py's gemma3 checkpoint (model `gemma`:
+sliding-window layers on a ring of 11 slots, window 4) a prefill of 8 at 0, one at 8 (the
+ring wraps inside it), 4 decodes at 16..19, and decode at 24 and -1 out of range.
+tests/golden/tinystate.lua and tests/state/*.lua run run_state.py's sequences
 and out-of-range calls; models/stories.lua a prefill of 32 tokens at 0, 16 greedy decodes
 (positions 32..47, each token the C target's arg-max of the previous logits), then a second
 prefill at 48 over a cache in use, and decode at 512 and -3, prefill at 481 out of range.
@@ -53,7 +56,8 @@ import run_state  # noqa: E402
 
 ATOL, RTOL = 2e-6, 1e-5          # Metal vs C: the harness's bound (tests/metal/harness.c)
 SMALL_TOL, MODEL_TOL = 1e-5, 1e-4  # vs the interpreter (and numpy): run_state.py's
-SCRIPTS = {"tinystate": "tests/golden/tinystate.lua", "stories": "models/stories.lua", "llm": "models/llm.lua"}
+SCRIPTS = {"tinystate": "tests/golden/tinystate.lua", "stories": "models/stories.lua", "llm": "models/llm.lua",
+           "gemma": "models/llm.lua"}
 STORIES_DECODES = 16
 
 
@@ -122,10 +126,20 @@ def c_call(d, m, meta, entry, ins, state_in, tag):
     return out, state
 
 
+def defines_of(d):
+    """The -D arguments the model in d was built with (BUILDS/<m>/defines, written by
+    t_metal for models/llm.lua over a generated checkpoint), or none."""
+    p = os.path.join(d, "defines")
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        return f.read().split()
+
+
 def i_call(script, d, meta, entry, ins, state_in, tag):
     e = kt.entry_of(meta, entry)
     ok, why, out, state = kt.kiln_run_entry(script, entry, list(ins.items()), os.path.join(d, "i" + tag), state_in,
-                                            bool(meta["states"]))
+                                            bool(meta["states"]), defines_of(d))
     if not ok:
         raise RuntimeError("interpreter call %s (%s): %s" % (tag, entry, why))
     return [out[io["name"]] for io in e["outputs"]], state
@@ -204,6 +218,14 @@ def sequence(builds, m):
         calls, ref, bad, tol = stories_calls(d, meta, np.random.default_rng(5), vocab=64), None, [
             ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(256)}),
             ("prefill", {"tokens": np.zeros(32, np.int32), "pos": run_state.i32(225)})], MODEL_TOL
+    elif m == "gemma":  # models/llm.lua on run_llm.py's gemma3 checkpoint: window 4 in a ring of 11, 24 positions
+        r = np.random.default_rng(5)
+        calls, ref, bad, tol = (c for c in [
+            ("prefill", {"tokens": r.integers(0, 128, 8).astype(np.int32), "pos": run_state.i32(0)}),
+            ("prefill", {"tokens": r.integers(0, 128, 8).astype(np.int32), "pos": run_state.i32(8)})] +
+            [("decode", {"token": r.integers(0, 128, 1).astype(np.int32), "pos": run_state.i32(p)}) for p in range(16, 20)]), \
+            None, [("decode", {"token": run_state.i32([7]), "pos": run_state.i32(24)}),
+                   ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(-1)})], MODEL_TOL
     else:
         _, ref, seq, bad = run_state.cases()[m]
         calls, tol = (c for c in seq), SMALL_TOL   # a generator: send() is ignored

@@ -78,6 +78,12 @@ def execute(job):
         ok, why = kt.compile_driver(out, case.model, meta)
         if ok:
             ok, why, c_res = kt.run_driver(out, case.model, meta, inputs)
+            if case.c_range:   # must return E_RANGE with nothing touched: the driver exits 6
+                if ok:
+                    errs.append("the C entry ran on an input it must refuse (E_RANGE)")
+                elif "exit 6" not in why:
+                    errs.append(why)
+                ok, c_res = True, None
         if not ok:
             errs.append(why)
     else:

@@ -121,6 +121,25 @@ def ref_implicit(w, st, entry, ins):
     return {"seen": st["hist"].astype(np.float64)}
 
 
+def ref_ring(w, st, entry, ins):
+    """tests/state/ring.lua: rows stored at slots (pos + i) mod 4; row i attends to the
+    positions pos + i - 3 < p <= pos + i (p >= 0), each read from slot p mod 4."""
+    K, V, slots = st["k"], st["v"], st["k"].shape[1]
+    q, p0 = ins["q"].astype(np.float64), int(ins["pos"])
+    T = q.shape[1]
+    for i in range(T):
+        K[:, (p0 + i) % slots] = ins["kn"][:, i]
+        V[:, (p0 + i) % slots] = ins["vn"][:, i]
+    out = np.zeros(q.shape)
+    for h in range(q.shape[0]):
+        for i in range(T):
+            seen = [p % slots for p in range(max(0, p0 + i - 2), p0 + i + 1)]
+            s = K[0, seen].astype(np.float64) @ q[h, i] / np.sqrt(q.shape[2])
+            e = np.exp(s - s.max())
+            out[h, i] = e @ V[0, seen].astype(np.float64) / e.sum()
+    return {"out": out}
+
+
 def f32(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -154,6 +173,11 @@ def cases():
                    [("f", {"x": f32(r, 2), "pos": i32(3)})]),
         "nostate": ("tests/state/nostate.lua", ref_nostate,
                     [("one", {"x": f32(r, 1, 3)}), ("many", {"x": f32(r, 4, 3)}), ("one", {"x": f32(r, 1, 3)})], []),
+        "ring": ("tests/state/ring.lua", ref_ring,
+                 [(e, {"q": f32(r, 2, n, 4), "kn": f32(r, 1, n, 4), "vn": f32(r, 1, n, 4), "pos": i32(p)})
+                  for e, n, p in [("prefill", 2, 0), ("decode", 1, 2), ("decode", 1, 3), ("prefill", 2, 4),
+                                  ("decode", 1, 6), ("prefill", 2, 7), ("decode", 1, 9)]],
+                 [("decode", {"q": f32(r, 2, 1, 4), "kn": f32(r, 1, 1, 4), "vn": f32(r, 1, 1, 4), "pos": i32(-1)})]),
         "implicit": ("tests/state/implicit.lua", ref_implicit,
                      [("run", {"tok": i32([5]), "pos": i32(0)}), ("run", {"tok": i32([-9]), "pos": i32(7)}),
                       ("run", {"tok": i32([3]), "pos": i32(0)})],

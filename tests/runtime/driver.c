@@ -28,6 +28,9 @@
  *          (default: a fresh state, <m>_reset)
  *     -S   write the state block after the call to this file
  * and an entry that returns nonzero (<M>_E_RANGE) prints "status: N" and exits 3.
+ *
+ * Built with -DKILN_POOL, runtime/kiln_pool.c and -pthread, it takes -t N: the call goes
+ * through the entry's _par function with a kiln_pool of N threads (tests/t_threads.sh).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +38,9 @@
 #include <string.h>
 
 #include "kiln_runtime.h"
+#ifdef KILN_POOL
+#include "kiln_pool.h"
+#endif
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -49,9 +55,17 @@
 #define IO_(suffix) M_(suffix)
 #endif
 #ifdef KILN_ENTRY
-#define RUN_V CAT(KILN_MODEL, CAT(_, CAT(KILN_ENTRY, _v)))
+#define RUN_V_ CAT(KILN_MODEL, CAT(_, CAT(KILN_ENTRY, _v)))
+#define RUN_PAR CAT(KILN_MODEL, CAT(_, CAT(KILN_ENTRY, _par)))
 #else
-#define RUN_V CAT(KILN_MODEL, _run_v)
+#define RUN_V_ CAT(KILN_MODEL, _run_v)
+#define RUN_PAR CAT(KILN_MODEL, _run_par)
+#endif
+#ifdef KILN_POOL
+static kiln_pool *pool;   /* -t N */
+#define RUN_V(...) (pool ? RUN_PAR(kiln_pool_for, pool, __VA_ARGS__) : RUN_V_(__VA_ARGS__))
+#else
+#define RUN_V RUN_V_
 #endif
 
 static const size_t in_sizes[] = IO_(_INPUT_SIZES), out_sizes[] = IO_(_OUTPUT_SIZES);
@@ -106,6 +120,15 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) outdir = argv[++i];
     else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) repeat = strtol(argv[++i], NULL, 10);
     else if (strcmp(argv[i], "-c") == 0) check_only = 1;
+#ifdef KILN_POOL
+    else if (strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
+      pool = kiln_pool_new((int)strtol(argv[++i], NULL, 10));
+      if (!pool) {
+        fprintf(stderr, "cannot start the thread pool\n");
+        return 1;
+      }
+    }
+#endif
     else if (strcmp(argv[i], "-m") == 0) map = 1;
     else if (strcmp(argv[i], "-M") == 0) map = 2;
     else if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) state_in = argv[++i];

@@ -1,6 +1,8 @@
 -- Fused attention (kiln.sdpa) on every target: a decode row and a prefill chunk at a run-time
--- position over grouped K/V, a fused epilogue, a non-causal call. t_metal runs it on the
--- emulator, t_coreml through milrun, each compared with the C target.
+-- position over grouped K/V, a fused epilogue, a non-causal call, a sliding window over the
+-- plain cache, and a window over K/V read as a ring (len past S: position p in slot
+-- p mod 16). t_metal runs it on the emulator, t_coreml through milrun, each compared with
+-- the C target.
 local kiln = require "kiln"
 local pos = kiln.input("pos", {}, "i32")
 local k = kiln.input("k", {2, 16, 5})
@@ -10,3 +12,5 @@ local q4 = kiln.input("q4", {4, 4, 5})
 kiln.output("decode", kiln.sdpa(q1, k, v, {len = pos + 1, pos = pos}))
 kiln.output("chunk", kiln.sdpa(q4, k, v, {len = pos + 4, pos = pos}) * 2 + 1)
 kiln.output("bidirectional", kiln.sdpa(q4, k, v, {len = 9, causal = false}))
+kiln.output("window", kiln.sdpa(q4, k, v, {len = pos + 4, pos = pos, window = 3}))
+kiln.output("ring", kiln.sdpa(q4, k, v, {len = pos + 20, pos = pos + 16, window = 6}))

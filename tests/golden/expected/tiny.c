@@ -10,69 +10,267 @@
 #include "tiny.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
+#ifdef __clang__
+/* a * b + c rounds twice, as with gcc -std=c11: clang would fuse it where FMA exists, and
+ * the bits would depend on the compiler and flags. */
+#pragma STDC FP_CONTRACT OFF
+#endif
 
+/* The caller's parallel-for as a _par function received it: the kernels that split their
+ * work into tasks (matrix products) hand them to it. */
+typedef struct {
+  kiln_parallel_for *pfor;
+  void *pool;
+} kiln_par;
+
+/* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
+ * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
+ * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
+ * added after the chain). The vector paths give each output its own lane and never split
+ * the chain, so AVX-512, AVX2 + FMA, NEON and the plain C below (KILN_SCALAR, or any other
+ * target) produce the same bits; only the speed differs. Stopping a chain after KILN_KC
+ * steps, storing it and going on later rounds nothing: a float stored is the float loaded.
+ *
+ * B (K x N) is walked in panels of KILN_PANEL columns: a weight packed at build time is
+ * already in that layout (panel p holds K rows of columns 32p..32p+31, zero past N); any
+ * other B is copied panel by panel into a small buffer first. A is copied KILN_MR rows at a
+ * time into ap (k-major, so the kernel reads one row of ap per k). The micro-kernel keeps a
+ * KILN_MR x KILN_PANEL tile of sums in registers over KILN_KC steps of k. */
 #include <string.h>
-
-/* kiln_dot4: out[t] = the dot product of x with row t = 0..3 of y (rows ys floats
- * apart, K floats each), every one as 8 interleaved partial sums (lane l adds the
- * products k = l, l + 8, ... in order) joined in a fixed tree, then the last K % 8
- * products in order. Each variant below does exactly this arithmetic, so AVX, SSE,
- * NEON and plain C give bit-identical results: the vector width only changes how many
- * lanes one instruction adds, and -std=c11 keeps every multiply and add separately
- * rounded (no FMA contraction). Define KILN_SCALAR to force the plain loops. */
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(KILN_SCALAR)
-#define KILN_VECTOR 1
-typedef float kiln_f4 __attribute__((vector_size(16)));
-#if defined(__AVX__)
-typedef float kiln_f8 __attribute__((vector_size(32)));
-#endif
-#endif
-static inline void kiln_dot4(const float *restrict x, const float *restrict y, int64_t ys, int64_t K, float out[4]) {
-  float lane[4][8];
-  const int64_t kv = K - K % 8;   /* products up to kv go through the lanes, the rest in order */
-#if defined(KILN_VECTOR) && defined(__AVX__)
-  kiln_f8 acc[4] = {{0.0f}, {0.0f}, {0.0f}, {0.0f}};
-  for (int64_t k = 0; k < kv; k += 8) {
-    kiln_f8 xv;
-    memcpy(&xv, x + k, sizeof xv);
-    for (int t = 0; t < 4; t++) {
-      kiln_f8 yv;
-      memcpy(&yv, y + t * ys + k, sizeof yv);
-      acc[t] += xv * yv;
-    }
-  }
-  memcpy(lane, acc, sizeof lane);
-#elif defined(KILN_VECTOR)
-  kiln_f4 lo[4] = {{0.0f}, {0.0f}, {0.0f}, {0.0f}}, hi[4] = {{0.0f}, {0.0f}, {0.0f}, {0.0f}};
-  for (int64_t k = 0; k < kv; k += 8) {
-    kiln_f4 xl, xh;
-    memcpy(&xl, x + k, sizeof xl);
-    memcpy(&xh, x + k + 4, sizeof xh);
-    for (int t = 0; t < 4; t++) {
-      kiln_f4 yl, yh;
-      memcpy(&yl, y + t * ys + k, sizeof yl);
-      memcpy(&yh, y + t * ys + k + 4, sizeof yh);
-      lo[t] += xl * yl;
-      hi[t] += xh * yh;
-    }
-  }
-  for (int t = 0; t < 4; t++) {
-    memcpy(lane[t], &lo[t], sizeof lo[t]);
-    memcpy(lane[t] + 4, &hi[t], sizeof hi[t]);
-  }
+#if !defined(KILN_SCALAR) && (defined(__GNUC__) || defined(__clang__)) && defined(__AVX512F__)
+#include <immintrin.h>
+#define KILN_VW 16   /* floats per vector */
+#define KILN_MR 12   /* rows of the tile: 24 of the 32 zmm registers hold sums */
+typedef __m512 kiln_v;
+#define kiln_vload(p) _mm512_loadu_ps(p)
+#define kiln_vstore(p, v) _mm512_storeu_ps((p), (v))
+#define kiln_vdup(x) _mm512_set1_ps(x)
+#define kiln_vfma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#elif !defined(KILN_SCALAR) && (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define KILN_VW 8
+#define KILN_MR 3    /* 12 of the 16 ymm registers hold sums */
+typedef __m256 kiln_v;
+#define kiln_vload(p) _mm256_loadu_ps(p)
+#define kiln_vstore(p, v) _mm256_storeu_ps((p), (v))
+#define kiln_vdup(x) _mm256_set1_ps(x)
+#define kiln_vfma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#elif !defined(KILN_SCALAR) && (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#include <arm_neon.h>
+#define KILN_VW 4
+#define KILN_MR 2    /* 16 of the 32 q registers hold sums */
+typedef float32x4_t kiln_v;
+#define kiln_vload(p) vld1q_f32(p)
+#define kiln_vstore(p, v) vst1q_f32((p), (v))
+#define kiln_vdup(x) vdupq_n_f32(x)
+#define kiln_vfma(a, b, c) vfmaq_f32((c), (a), (b))
 #else
-  memset(lane, 0, sizeof lane);
-  for (int64_t k = 0; k < kv; k += 8)
-    for (int t = 0; t < 4; t++)
-      for (int l = 0; l < 8; l++) lane[t][l] += x[k + l] * y[t * ys + k + l];
+#define KILN_MR 4
 #endif
-  for (int t = 0; t < 4; t++) {
-    const float *a = lane[t];
-    float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    for (int64_t j = kv; j < K; j++) s += x[j] * y[t * ys + j];
-    out[t] = s;
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_INLINE static inline __attribute__((always_inline))
+#else
+#define KILN_INLINE static inline
+#endif
+enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256 };
+
+/* The tile at t (r rows of KILN_PANEL sums, rows ldt floats apart) goes on by ap (kc rows of
+ * KILN_MR, k-major: A's row i at ap[k * KILN_MR + i]) times the kc rows of a panel bp (ldb
+ * floats apart), each sum one fmaf chain; first: the sums start from zero instead of t. r is
+ * a constant at every call, so the loops unroll and the sums stay in registers. */
+KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
+                           float *restrict t, int64_t ldt, int first) {
+#ifdef KILN_VW
+  enum { NV = KILN_PANEL / KILN_VW };
+  kiln_v acc[KILN_MR][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < r; i++)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) acc[i][v] = first ? kiln_vdup(0.0f) : kiln_vload(t + i * ldt + v * KILN_VW);
+  for (int64_t k = 0; k < kc; k++) {
+    kiln_v b[NV];
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) b[v] = kiln_vload(bp + k * ldb + v * KILN_VW);
+#pragma GCC unroll 16
+    for (int i = 0; i < r; i++) {
+      const kiln_v a = kiln_vdup(ap[k * KILN_MR + i]);
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; v++) acc[i][v] = kiln_vfma(a, b[v], acc[i][v]);
+    }
   }
+#pragma GCC unroll 16
+  for (int i = 0; i < r; i++)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) kiln_vstore(t + i * ldt + v * KILN_VW, acc[i][v]);
+#else
+  if (first)
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < KILN_PANEL; j++) t[i * ldt + j] = 0.0f;
+  for (int64_t k = 0; k < kc; k++)
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < KILN_PANEL; j++) t[i * ldt + j] = fmaf(ap[k * KILN_MR + i], bp[k * ldb + j], t[i * ldt + j]);
+#endif
+}
+
+/* The tile shapes the kernels use: KILN_MR rows, and one row (a matrix-vector product, or
+ * the rows left over). */
+static void kiln_tile_mr(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
+                         int64_t ldt, int first) {
+  kiln_tile(KILN_MR, kc, ap, bp, ldb, t, ldt, first);
+}
+static void kiln_tile_1(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
+                        int first) {
+  kiln_tile(1, kc, ap, bp, ldb, t, KILN_PANEL, first);
+}
+
+/* ap (kc rows of KILN_MR, k-major) = rows i0..i0+r-1, columns k0..k0+kc-1 of A, where
+ * element (i, k) is a[i * as_m + k * as_k], and zero in the rows r..KILN_MR-1 when they run
+ * as a full tile. */
+static void kiln_pack_a(const float *restrict a, int64_t as_m, int64_t as_k, int64_t i0, int r, int64_t k0, int64_t kc,
+                        float *restrict ap) {
+  const int rows = 2 * r >= KILN_MR ? KILN_MR : r;   /* the rows kiln_tile_pass reads */
+  for (int64_t k = 0; k < kc; k++)
+    for (int i = 0; i < rows; i++) ap[k * KILN_MR + i] = i < r ? a[(i0 + i) * as_m + (k0 + k) * as_k] : 0.0f;
+}
+
+/* bp (kc x KILN_PANEL) = rows k0..k0+kc-1, columns j0..j0+31 of B, element (k, j) at
+ * b[k * bs_k + j * bs_n], zero past column n. */
+static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int64_t n, int64_t j0, int64_t k0,
+                        int64_t kc, float *restrict bp) {
+  const int64_t w = n - j0 < KILN_PANEL ? n - j0 : KILN_PANEL;
+  for (int64_t k = 0; k < kc; k++) {
+    for (int64_t j = 0; j < w; j++) bp[k * KILN_PANEL + j] = b[(k0 + k) * bs_k + (j0 + j) * bs_n];
+    for (int64_t j = w; j < KILN_PANEL; j++) bp[k * KILN_PANEL + j] = 0.0f;
+  }
+}
+
+/* Rows i0..i0+r-1 of C (element (i, j) at c[i * cs_i + j * cs_j], columns j0.. up to n) go
+ * on by the kc-step pass of one panel, from zero on the first pass (k0 == 0). Half a tile
+ * or more runs as a full tile (ap's rows past r are zero), fewer rows one at a time (about
+ * two cycles per k each, against KILN_MR for the full tile). Whole rows of C run in place;
+ * a partial panel or a transposed C through a small copy. */
+static void kiln_tile_pass(const float *restrict ap, int r, const float *restrict bp, int64_t ldb, int64_t k0,
+                           int64_t kc, float *restrict c, int64_t cs_i, int64_t cs_j, int64_t n, int64_t i0, int64_t j0) {
+  const int64_t w = n - j0 < KILN_PANEL ? n - j0 : KILN_PANEL;
+  const int full = 2 * r >= KILN_MR, first = k0 == 0;
+  float *restrict ct = c + i0 * cs_i + j0 * cs_j;
+  if (w == KILN_PANEL && cs_j == 1 && (r == KILN_MR || !full)) {
+    if (full)
+      kiln_tile_mr(kc, ap, bp, ldb, ct, cs_i, first);
+    else
+      for (int i = 0; i < r; i++) kiln_tile(1, kc, ap + i, bp, ldb, ct + i * cs_i, cs_i, first);
+    return;
+  }
+  float t[KILN_MR * KILN_PANEL];
+  const int rows = full ? KILN_MR : r;
+  for (int i = 0; i < rows; i++)
+    for (int64_t j = 0; j < KILN_PANEL; j++) t[i * KILN_PANEL + j] = first || j >= w || i >= r ? 0.0f : ct[i * cs_i + j * cs_j];
+  if (full)
+    kiln_tile_mr(kc, ap, bp, ldb, t, KILN_PANEL, 0);
+  else
+    for (int i = 0; i < r; i++) kiln_tile_1(kc, ap + i, bp, ldb, t + i * KILN_PANEL, 0);
+  for (int i = 0; i < r; i++)
+    for (int64_t j = 0; j < w; j++) ct[i * cs_i + j * cs_j] = t[i * KILN_PANEL + j];
+}
+
+/* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
+ * multiple of KILN_PANEL), the sums only (the calling kernel applies its epilogue), C
+ * element (i, j) at c[i * cs_i + j * cs_j]. A element (i, k) at a[i * as_m + k * as_k],
+ * k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
+ * NULL, element (k, j) at b[k * bs_k + j * bs_n].
+ * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (512 KiB:
+ * they stay in the L2 cache), then KILN_MR rows of A (copied once, they stay in L1), then
+ * each panel. A B that must be transposed or strided to be read is instead copied one panel
+ * at a time, and each row block is copied again for every panel. */
+static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
+                      const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
+                      const float *restrict b, int64_t bs_k, int64_t bs_n, float *restrict c, int64_t cs_i, int64_t cs_j) {
+  float ap[KILN_KC * KILN_MR], bbuf[KILN_KC * KILN_PANEL];
+  const int in_place = panels || bs_n == 1;
+  const int64_t whole = panels ? n : n - n % KILN_PANEL;   /* columns read in place */
+  for (int64_t k0 = 0; k0 < kk; k0 += KILN_KC) {
+    const int64_t kc = kk - k0 < KILN_KC ? kk - k0 : KILN_KC;
+    if (!in_place) {
+      for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_PANEL) {
+        kiln_pack_b(b, bs_k, bs_n, n, j0, k0, kc, bbuf);
+        for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
+          const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
+          kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+          kiln_tile_pass(ap, r, bbuf, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
+        }
+      }
+      continue;
+    }
+    const float *edge = NULL;   /* the partial last panel of an in-place B, copied */
+    if (whole < j_hi) {
+      kiln_pack_b(b, bs_k, bs_n, n, whole, k0, kc, bbuf);
+      edge = bbuf;
+    }
+    for (int64_t jc = j_lo; jc < j_hi; jc += KILN_NC) {
+      const int64_t jn = j_hi - jc < KILN_NC ? j_hi : jc + KILN_NC;
+      for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
+        const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
+        kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+        for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL) {
+          if (j0 >= whole)
+            kiln_tile_pass(ap, r, edge, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
+          else if (panels)
+            kiln_tile_pass(ap, r, panels + j0 * kk + k0 * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
+          else
+            kiln_tile_pass(ap, r, b + k0 * bs_k + j0, bs_k, k0, kc, c, cs_i, cs_j, n, i0, j0);
+        }
+      }
+    }
+  }
+}
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
+
+/* How a product is cut into tasks: about KILN_TASK_FMAS multiply-adds each, at most
+ * KILN_TASKS of them, by blocks of rows while there are enough, else by panels. The cut never
+ * splits an output's chain, so any cut (and any number of threads) gives the same bits. */
+enum { KILN_TASKS = 64 };
+#define KILN_TASK_FMAS 262144.0
+typedef struct {
+  int64_t m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j;
+  const float *a, *panels, *b;
+  float *c;
+  int64_t rows, cols, tasks_j;   /* rows and columns of a task; tasks per row block */
+} kiln_gemm_job;
+
+static void kiln_gemm_task(void *arg, int64_t t) {
+  const kiln_gemm_job *g = (const kiln_gemm_job *)arg;
+  const int64_t i_lo = t / g->tasks_j * g->rows, j_lo = t % g->tasks_j * g->cols;
+  const int64_t i_hi = i_lo + g->rows < g->m ? i_lo + g->rows : g->m, j_hi = j_lo + g->cols < g->n ? j_lo + g->cols : g->n;
+  kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, g->a, g->as_m, g->as_k, g->panels, g->b, g->bs_k, g->bs_n, g->c,
+            g->cs_i, g->cs_j);
+}
+
+/* C (m x n) = A times B as kiln_gemm describes, its tasks through par. */
+static void kiln_gemm_par(const kiln_par *par, int64_t m, int64_t n, int64_t kk, const float *a, int64_t as_m,
+                          int64_t as_k, const float *panels, const float *b, int64_t bs_k, int64_t bs_n, float *c,
+                          int64_t cs_i, int64_t cs_j) {
+  kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, m, n, 1};
+  double fmas = (double)m * (double)n * (double)kk;
+  int64_t tasks = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
+  const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
+  if (tasks > 1 && row_blocks >= tasks) {
+    g.rows = (row_blocks + tasks - 1) / tasks * KILN_MR;
+  } else if (tasks > 1) {
+    const int64_t per = (panels_n + (tasks < panels_n ? tasks : panels_n) - 1) / (tasks < panels_n ? tasks : panels_n);
+    g.cols = per * KILN_PANEL;
+    g.tasks_j = (panels_n + per - 1) / per;
+  }
+  kiln_for(par, (m + g.rows - 1) / g.rows * g.tasks_j, kiln_gemm_task, &g);
 }
 
 /* Byte offsets of the parameters and constants in the weights payload. */
@@ -98,21 +296,13 @@ static inline float proj_epilogue(float v, int64_t i, const float *restrict e0) 
 }
 
 /* proj: matmul f32 [2, 8], [4, 8] -> [2, 4], transposed: y, then add (tiny.lua:14)
- * out (M x N) = x (M x K) @ y^T, y stored N x K (a PyTorch Linear weight): each
- * output is the dot product of two contiguous rows, summed k ascending.
- * Outputs go NB at a time through kiln_dot4 (8 partial sums a row, the same on every
- * instruction set). */
-static void proj(const float *restrict x, const float *restrict y, const float *restrict e0, float *restrict out) {
-  enum { M = 2, N = 4, K = 8, NB = 4 };
-  for (int64_t m = 0; m < M; m++) {
-    const float *restrict xr = x + m * K;
-    float *restrict o = out + m * N;
-    for (int64_t n = 0; n < N; n += NB) {
-      float acc[NB];
-      kiln_dot4(xr, y + n * K, K, K, acc);
-      for (int t = 0; t < NB; t++) o[n + t] = proj_epilogue(acc[t], m * N + n + t, e0);
-    }
-  }
+ * out (M x N) = x (M x K) @ y (K x N), element strides XS_*, YS_* (transposes are
+ * strides). Every output is one fmaf chain over k (kiln_gemm). */
+static void proj(const kiln_par *par, const float *restrict x, const float *restrict y, const float *restrict e0, float *restrict out) {
+  enum { M = 2, N = 4, K = 8 };
+  enum { XS_M = 8, XS_K = 1, YS_K = 1, YS_N = 8 };
+  kiln_gemm_par(par, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1);
+  for (int64_t i = 0; i < M * N; i++) out[i] = proj_epilogue(out[i], i, e0);
 }
 
 /* norm_epilogue: the gelu fused into norm.
@@ -176,17 +366,28 @@ static void reduce_max(const float *restrict x, float *restrict out) {
   }
 }
 
-/* Runs the model once: every kernel in schedule order. */
-void tiny_run(const void *weights, void *arena, const float *features, float *probs, float *peak) {
+/* Runs the model once: every kernel in schedule order; par splits the matrix
+ * products into tasks for the caller's parallel-for (NULL: every task on this thread). */
+static void tiny_body(const kiln_par *par, const void *weights, void *arena, const float *features, float *probs, float *peak) {
   const unsigned char *w = (const unsigned char *)weights;
   unsigned char *a = (unsigned char *)arena;
-  proj(features, (const float *)(w + W_PROJ_WEIGHT), (const float *)(w + W_PROJ_BIAS), (float *)(a + A_PROJ));
+  proj(par, features, (const float *)(w + W_PROJ_WEIGHT), (const float *)(w + W_PROJ_BIAS), (float *)(a + A_PROJ));
   norm((const float *)(a + A_PROJ), (const float *)(w + W_NORM_WEIGHT), (const float *)(w + W_NORM_BIAS), (float *)(a + A_NORM));
   softmax((const float *)(a + A_NORM), probs);
   reduce_max(probs, peak);
 }
 
+void tiny_run(const void *weights, void *arena, const float *features, float *probs, float *peak) {
+  tiny_body(NULL, weights, arena, features, probs, peak);
+}
+
 void tiny_run_v(const void *weights, void *arena, const void *const *inputs, void *const *outputs) {
-  tiny_run(weights, arena, (const float *)inputs[0], (float *)outputs[0], (float *)outputs[1]);
+  tiny_body(NULL, weights, arena, (const float *)inputs[0], (float *)outputs[0], (float *)outputs[1]);
+}
+
+void tiny_run_par(kiln_parallel_for *pfor, void *pool, const void *weights, void *arena, const void *const *inputs,
+                   void *const *outputs) {
+  const kiln_par par = {pfor, pool};
+  tiny_body(&par, weights, arena, (const float *)inputs[0], (float *)outputs[0], (float *)outputs[1]);
 }
 

@@ -24,6 +24,17 @@
 extern "C" {
 #endif
 
+#ifndef KILN_PARALLEL_FOR_DEFINED
+#define KILN_PARALLEL_FOR_DEFINED
+/* A parallel-for the app plugs into a _par function: runs task(arg, i) once for every i in
+ * [0, n), on any threads in any order, and returns when all have finished (GCD's
+ * dispatch_apply_f, an OpenMP loop, or kiln_pool_for from runtime/kiln_pool.h). Kiln never
+ * starts a thread itself. Every output is computed by one task whatever the split, so the
+ * results are the same bits for any number of threads. */
+typedef void kiln_parallel_for(void *pool, int64_t n, void (*task)(void *arg, int64_t i), void *arg);
+#endif
+
+
 #define TINY_WEIGHTS_SIZE      320u  /* bytes of the weights payload */
 #define TINY_WEIGHTS_CHECKSUM  0x85d74cd1fdbbb932ull  /* FNV-1a 64 of the payload */
 #define TINY_WEIGHTS_FILE_SIZE 384u  /* bytes of tiny.weights: 64-byte header + payload */
@@ -48,6 +59,9 @@ extern "C" {
 void tiny_run(const void *weights, void *arena, const float *features, float *probs, float *peak);
 /* The same, with inputs/outputs as arrays of pointers in declaration order. */
 void tiny_run_v(const void *weights, void *arena, const void *const *inputs, void *const *outputs);
+/* The same, the matrix products split into tasks run by pfor(pool, ...) (see kiln_parallel_for). */
+void tiny_run_par(kiln_parallel_for *pfor, void *pool, const void *weights, void *arena, const void *const *inputs,
+                   void *const *outputs);
 
 #ifdef __cplusplus
 }

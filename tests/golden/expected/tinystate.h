@@ -37,6 +37,17 @@
 extern "C" {
 #endif
 
+#ifndef KILN_PARALLEL_FOR_DEFINED
+#define KILN_PARALLEL_FOR_DEFINED
+/* A parallel-for the app plugs into a _par function: runs task(arg, i) once for every i in
+ * [0, n), on any threads in any order, and returns when all have finished (GCD's
+ * dispatch_apply_f, an OpenMP loop, or kiln_pool_for from runtime/kiln_pool.h). Kiln never
+ * starts a thread itself. Every output is computed by one task whatever the split, so the
+ * results are the same bits for any number of threads. */
+typedef void kiln_parallel_for(void *pool, int64_t n, void (*task)(void *arg, int64_t i), void *arg);
+#endif
+
+
 #define TINYSTATE_WEIGHTS_SIZE      64u  /* bytes of the weights payload */
 #define TINYSTATE_WEIGHTS_CHECKSUM  0xc7083523c3e1f598ull  /* FNV-1a 64 of the payload */
 #define TINYSTATE_WEIGHTS_FILE_SIZE 128u  /* bytes of tinystate.weights: 64-byte header + payload */
@@ -68,6 +79,9 @@ void tinystate_reset(void *state);
 int tinystate_prefill(const void *weights, void *state, void *arena, const float *x, int32_t pos, float *scores);
 /* The same, with inputs/outputs as arrays of pointers in declaration order. */
 int tinystate_prefill_v(const void *weights, void *state, void *arena, const void *const *inputs, void *const *outputs);
+/* The same, the matrix products split into tasks run by pfor(pool, ...) (see kiln_parallel_for). */
+int tinystate_prefill_par(kiln_parallel_for *pfor, void *pool, const void *weights, void *state, void *arena,
+               const void *const *inputs, void *const *outputs);
 
 /* entry `decode` (tinystate.lua:19) */
 #define TINYSTATE_DECODE_NUM_INPUTS 2
@@ -88,6 +102,9 @@ int tinystate_prefill_v(const void *weights, void *state, void *arena, const voi
 int tinystate_decode(const void *weights, void *state, void *arena, const float *x, int32_t pos, float *scores, float *old_total);
 /* The same, with inputs/outputs as arrays of pointers in declaration order. */
 int tinystate_decode_v(const void *weights, void *state, void *arena, const void *const *inputs, void *const *outputs);
+/* The same, the matrix products split into tasks run by pfor(pool, ...) (see kiln_parallel_for). */
+int tinystate_decode_par(kiln_parallel_for *pfor, void *pool, const void *weights, void *state, void *arena,
+               const void *const *inputs, void *const *outputs);
 
 #ifdef __cplusplus
 }

@@ -5,8 +5,11 @@
  * documented signatures and enum values (nullability annotations dropped):
  * MLModel, MLModelConfiguration, MLComputeUnits, MLModelDescription,
  * MLFeatureDescription, MLMultiArrayConstraint, MLMultiArray(DataType),
- * MLFeatureValue, MLFeatureProvider, MLDictionaryFeatureProvider. Never used to
- * build anything that runs.
+ * MLFeatureValue, MLFeatureProvider, MLDictionaryFeatureProvider, and what iOS 18 /
+ * macOS 15 added for stateful and multifunction models (MLState, MLStateConstraint,
+ * MLModelConfiguration.functionName, -[MLModel newState],
+ * predictionFromFeatures:usingState:error:). On Linux the only program built
+ * against it is the mock test (tests/coreml/mock/), with a fake implementation.
  */
 #ifndef KILN_STUB_COREML_H
 #define KILN_STUB_COREML_H
@@ -37,14 +40,22 @@ extern MLModelMetadataKey const MLModelCreatorDefinedKey;
 @property (readonly, nonatomic) MLMultiArrayDataType dataType;
 @end
 
+@interface MLStateConstraint : NSObject
+@property (readonly, nonatomic) NSArray<NSNumber *> *bufferShape API_AVAILABLE(macos(15.0), ios(18.0));
+@property (readonly, nonatomic) MLMultiArrayDataType dataType API_AVAILABLE(macos(15.0), ios(18.0));
+@end
+
 @interface MLFeatureDescription : NSObject <NSCopying>
 @property (readonly, nonatomic, copy) NSString *name;
 @property (readonly, nonatomic) MLMultiArrayConstraint *multiArrayConstraint;
+@property (readonly, nonatomic) MLStateConstraint *stateConstraint API_AVAILABLE(macos(15.0), ios(18.0));
 @end
 
 @interface MLModelDescription : NSObject
 @property (readonly, nonatomic) NSDictionary<NSString *, MLFeatureDescription *> *inputDescriptionsByName;
 @property (readonly, nonatomic) NSDictionary<NSString *, MLFeatureDescription *> *outputDescriptionsByName;
+@property (readonly, nonatomic) NSDictionary<NSString *, MLFeatureDescription *> *stateDescriptionsByName
+    API_AVAILABLE(macos(15.0), ios(18.0));
 @property (readonly, nonatomic) NSDictionary<MLModelMetadataKey, id> *metadata;
 @end
 
@@ -62,6 +73,13 @@ extern MLModelMetadataKey const MLModelCreatorDefinedKey;
 @property (readonly, nonatomic) NSInteger count;
 - (void)getBytesWithHandler:(void (NS_NOESCAPE ^)(const void *bytes, NSInteger size))handler
     API_AVAILABLE(macos(12.3), ios(15.4));
+- (void)getMutableBytesWithHandler:(void (NS_NOESCAPE ^)(void *mutableBytes, NSInteger size, NSArray<NSNumber *> *strides))handler
+    API_AVAILABLE(macos(12.3), ios(15.4));
+@end
+
+@interface MLState : NSObject
+- (void)getMultiArrayForStateNamed:(NSString *)stateName handler:(void (NS_NOESCAPE ^)(MLMultiArray *buffer))handler
+    API_AVAILABLE(macos(15.0), ios(18.0));
 @end
 
 @interface MLFeatureValue : NSObject <NSCopying>
@@ -80,6 +98,7 @@ extern MLModelMetadataKey const MLModelCreatorDefinedKey;
 
 @interface MLModelConfiguration : NSObject <NSCopying>
 @property (readwrite) MLComputeUnits computeUnits;
+@property (readwrite, nonatomic, copy) NSString *functionName API_AVAILABLE(macos(15.0), ios(18.0));
 @end
 
 @interface MLModel : NSObject
@@ -88,6 +107,9 @@ extern MLModelMetadataKey const MLModelCreatorDefinedKey;
 + (instancetype)modelWithContentsOfURL:(NSURL *)url configuration:(MLModelConfiguration *)configuration
                                  error:(NSError **)error;
 - (id<MLFeatureProvider>)predictionFromFeatures:(id<MLFeatureProvider>)input error:(NSError **)error;
+- (MLState *)newState API_AVAILABLE(macos(15.0), ios(18.0));
+- (id<MLFeatureProvider>)predictionFromFeatures:(id<MLFeatureProvider>)inputFeatures usingState:(MLState *)state
+                                          error:(NSError **)error API_AVAILABLE(macos(15.0), ios(18.0));
 @end
 
 #endif

@@ -2,10 +2,11 @@
  * Foundation/Foundation.h — STUB for compile-checking runtime/coreml on Linux.
  *
  * Only the part of Apple's Foundation API that kiln_coreml.m uses, declared
- * with Apple's documented signatures (nullability annotations dropped), so that
+ * with Apple's documented signatures and availability (nullability annotations dropped), so that
  * `clang -fsyntax-only -x objective-c -fobjc-arc -fblocks` can check the wrapper
- * without a Mac. Never used to build anything that runs: on Apple platforms the
- * real SDK header is found first.
+ * without a Mac. On Apple platforms the real SDK header is found first; on Linux
+ * the only program built against it is the mock test (tests/coreml/mock/), which
+ * links the wrapper with a fake implementation written for that test.
  */
 #ifndef KILN_STUB_FOUNDATION_H
 #define KILN_STUB_FOUNDATION_H
@@ -22,7 +23,12 @@ typedef signed char BOOL;
 #define NS_ENUM(type, name) enum name : type name; enum name : type
 #define NS_OPTIONS(type, name) enum name : type name; enum name : type
 #define NS_NOESCAPE __attribute__((noescape))
-#define API_AVAILABLE(...)
+/* Availability as Apple's SDK marks it, so that a check compiled for an older macOS
+ * (-target ...-apple-macos13 -Wunguarded-availability) flags a newer API used outside
+ * @available. */
+#define macos(v) availability(macos, introduced = v)
+#define ios(v) availability(ios, introduced = v)
+#define API_AVAILABLE(...) __attribute__((__VA_ARGS__))
 
 @class NSArray<ObjectType>;
 
@@ -47,6 +53,7 @@ __attribute__((objc_root_class))
 @property (readonly) NSUInteger length;
 @property (readonly) const char *UTF8String;
 - (NSString *)stringByAppendingPathComponent:(NSString *)str;
+- (NSString *)stringByAppendingString:(NSString *)aString;
 - (NSArray<NSString *> *)componentsSeparatedByString:(NSString *)separator;
 - (BOOL)isEqualToString:(NSString *)aString;
 @end
@@ -61,7 +68,7 @@ __attribute__((objc_root_class))
 
 @interface NSArray<__covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>
 @property (readonly) NSUInteger count;
-- (ObjectType)objectAtIndexedSubscript:(NSUInteger)idx;
+- (ObjectType)objectAtIndex:(NSUInteger)index;
 @property (readonly) ObjectType firstObject;
 @end
 
@@ -71,12 +78,12 @@ __attribute__((objc_root_class))
 @end
 
 @interface NSDictionary<__covariant KeyType, __covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>
-- (ObjectType)objectForKeyedSubscript:(KeyType)key;
+- (ObjectType)objectForKey:(KeyType)aKey;
 @end
 
 @interface NSMutableDictionary<KeyType, ObjectType> : NSDictionary<KeyType, ObjectType>
 + (instancetype)dictionaryWithCapacity:(NSUInteger)numItems;
-- (void)setObject:(ObjectType)obj forKeyedSubscript:(KeyType)key;
+- (void)setObject:(ObjectType)anObject forKey:(KeyType)aKey;
 @end
 
 @interface NSSet<__covariant ObjectType> : NSObject <NSCopying, NSFastEnumeration>

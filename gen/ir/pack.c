@@ -1,0 +1,132 @@
+/*
+ * pack.c — pass_pack: weights stored in the layout the C matmul kernel reads.
+ *
+ * The generated matmul (templates/c/gemm_lib.c.tmpl) walks its right-hand matrix B (K x N)
+ * in panels of KILN_PANEL columns, K rows each. A runtime that loads weights has to copy a
+ * weight into that layout on every call or keep a second copy; an ahead-of-time compiler
+ * can simply store it that way. So a rank-2 f32 WEIGHT whose every use, in every entry of
+ * the program, is as the B side of a matmul read the same way gets a panel layout in the
+ * weights payload (Node.pack): panel p holds rows k = 0..K-1 of columns 32p..32p+31,
+ * zero past N. Node.data keeps the logical tensor (the interpreter, Core ML and the JSON's
+ * shape read that); weights.c writes node_panels() instead.
+ *
+ * B is the weight y of matmul(x, y), read transposed when trans_y (a PyTorch Linear
+ * weight [N, K]); or the weight x of a matrix-vector product matmul(W, v) with N < 4
+ * columns, which the kernel computes transposed (out^T = v^T W^T) so that W's long side
+ * runs along the panels. Metal shares the C weights file and reads it row-major, so a
+ * build with the Metal target packs nothing (Program.no_pack); KILN_NOPACK=1 does the same
+ * (for comparing the two layouts).
+ */
+#include "kiln.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { PACK_MIN_N = 16 };   /* narrower B: padding to a panel costs more than packing saves */
+
+/* How matmul node n reads its operand slot (0 = x, 1 = y) as B, or false when it does not
+ * read it as B. *k, *n and *t: B's rows, columns, and whether the stored weight is B^T. */
+static bool b_role(Graph *g, const Node *mm, int slot, int64_t *k, int64_t *n, bool *t) {
+  if (mm->op != OP_MATMUL || mm->dead) return false;
+  const Node *x = graph_node(g, mm->in[0]), *y = graph_node(g, mm->in[1]);
+  if (x->dtype != DT_F32 || y->dtype != DT_F32) return false;
+  MatmulShape s = matmul_shape(g, mm);
+  bool swapped = matmul_swapped(&s);
+  if (slot == 1 && !swapped && y->shape.rank == 2) {
+    *k = s.k, *n = s.n, *t = mm->a.trans_y;
+    return true;
+  }
+  if (slot == 0 && swapped && x->shape.rank == 2) {   /* B' = x^T: (k, m) = x[m][k] */
+    *k = s.k, *n = s.m, *t = !mm->a.trans_x;
+    return true;
+  }
+  return false;
+}
+
+/* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
+ * w's program (or of g alone); sets *k, *n, *t from the uses. */
+static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t) {
+  Program *p = g->prog;
+  int ng = p ? p->nentries : 1, uses = 0;
+  for (int e = 0; e < ng; e++) {
+    Graph *h = p ? p->entries[e] : g;
+    for (int i = 0; i < h->nnodes; i++) {
+      Node *u = h->nodes[i];
+      if (u->dead) continue;
+      for (int j = 0; j < u->nin; j++) {
+        const Node *in = graph_node(h, u->in[j]);
+        if (in->op != OP_WEIGHT || strcmp(in->name, w->name) != 0) continue;
+        int64_t uk, un;
+        bool ut;
+        if (!b_role(h, u, j, &uk, &un, &ut)) return false;
+        if (uses++ && (uk != *k || un != *n || ut != *t)) return false;
+        *k = uk, *n = un, *t = ut;
+      }
+    }
+  }
+  return uses > 0;
+}
+
+/* Contract in kiln.h. */
+MatmulShape matmul_shape(Graph *g, const Node *mm) {
+  const Node *x = graph_node(g, mm->in[0]);
+  int r = mm->shape.rank;
+  return (MatmulShape){.m = mm->shape.dim[r - 2], .n = mm->shape.dim[r - 1],
+                       .k = mm->a.trans_x ? x->shape.dim[x->shape.rank - 2] : x->shape.dim[x->shape.rank - 1]};
+}
+
+/* Contract in kiln.h: a product with under 4 columns and 32 or more rows. */
+bool matmul_swapped(const MatmulShape *s) { return s->n < 4 && s->m >= KILN_PANEL; }
+
+static bool pack_disabled(const Graph *g) {
+  const char *e = getenv("KILN_NOPACK");
+  return (g->prog && g->prog->no_pack) || (e && strcmp(e, "1") == 0);
+}
+
+/* Contract in kiln.h. Leaves every node as it was except Node.pack of f32 rank-2 WEIGHTs
+ * (and pack_t): set iff the weight is read as B the same way everywhere. Deterministic:
+ * depends only on the graphs. */
+void pass_pack(Graph *g) {
+  bool off = pack_disabled(g);
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *w = g->nodes[i];
+    w->pack = 0;
+    if (off || w->dead || w->op != OP_WEIGHT || w->dtype != DT_F32 || w->shape.rank != 2 || !w->name) continue;
+    int64_t k = 0, n = 0;
+    bool t = false;
+    if (!packable(g, w, &k, &n, &t) || n < PACK_MIN_N) continue;
+    w->pack = KILN_PANEL;
+    w->pack_t = t;
+  }
+}
+
+/* Contract in kiln.h. */
+void pack_dims(const Node *w, int64_t *k, int64_t *n) {
+  *k = w->pack_t ? w->shape.dim[1] : w->shape.dim[0];
+  *n = w->pack_t ? w->shape.dim[0] : w->shape.dim[1];
+}
+
+/* Contract in kiln.h. */
+int64_t node_stored_bytes(const Node *w) {
+  if (!w->pack) return node_bytes(w);
+  int64_t k, n;
+  pack_dims(w, &k, &n);
+  return (n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL * k * (int64_t)sizeof(float);
+}
+
+/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. */
+float *node_panels(const Node *w) {
+  int64_t k, n;
+  pack_dims(w, &k, &n);
+  size_t bytes = (size_t)node_stored_bytes(w);
+  float *out = calloc(1, bytes ? bytes : 1);
+  if (!out) die("out of memory packing %s (%zu bytes)", w->name, bytes);
+  const float *src = w->data;
+  for (int64_t r = 0; r < k; r++)
+    for (int64_t j = 0; j < n; j++) {
+      float v;
+      memcpy(&v, (const char *)src + (size_t)(w->pack_t ? j * k + r : r * n + j) * sizeof v, sizeof v);
+      out[(j / KILN_PANEL * k + r) * KILN_PANEL + j % KILN_PANEL] = v;
+    }
+  return out;
+}
