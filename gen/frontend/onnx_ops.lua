@@ -610,19 +610,8 @@ op("ReduceSum ReduceMean ReduceMax ReduceMin ReduceL1 ReduceL2 ReduceSumSquare R
   end
   local s, dl, ks = ref(x), ints_lua(dims), tostring(keep)
   local e
-  if o == "ReduceProd" then      -- no product reduction in Kiln: the slices multiplied in order
-    local count = 1
-    for _, d in ipairs(dims) do count = count * x.shape[d + 1] end
-    if count > 64 then fail("%s: ReduceProd over %d elements is not supported (at most 64)", who(), count) end
-    e = s
-    for _, d in ipairs(dims) do
-      local n = x.shape[d + 1]
-      if n > 64 then fail("%s: ReduceProd over %d elements is not supported (at most 64 per axis)", who(), n) end
-      local t = {}
-      for j = 0, n - 1 do t[#t + 1] = string.format("%s:slice(%d, %d, %d)", e, d, j, j + 1) end
-      e = "(" .. table.concat(t, " * ") .. ")"
-    end
-    if not keep then e = string.format("%s:reshape(%s)", e, shape_lua(shape)) end
+  if o == "ReduceProd" then
+    e = string.format("kiln.prod(%s, %s, %s)", s, dl, ks)
   elseif o == "ReduceLogSumExp" then
     e = string.format("kiln.amax(%s, %s, true) + kiln.log(kiln.sum(kiln.exp(%s - kiln.amax(%s, %s, true)), %s, true))",
       s, dl, s, s, dl, dl)
@@ -914,7 +903,7 @@ op("ConvTranspose", "auto_pad dilations group kernel_shape output_padding output
   for i = 1, r do
     local n = x.shape[2 + i]
     local target = oshape and oshape[#oshape - r + i] or ((auto == "SAME_UPPER" or auto == "SAME_LOWER") and n * s[i])
-    if target then
+    if target then   -- pads from the output size asked for (ONNX's rule for the odd one)
       local total = s[i] * (n - 1) + op_[i] + (k[i] - 1) * d[i] + 1 - target
       if auto == "SAME_UPPER" then pb[i], pe[i] = total // 2, total - total // 2
       else pb[i], pe[i] = total - total // 2, total // 2 end
@@ -922,32 +911,39 @@ op("ConvTranspose", "auto_pad dilations group kernel_shape output_padding output
       pb[i], pe[i] = pads and pads[i] or 0, pads and pads[r + i] or 0
     end
     shape[2 + i] = (n - 1) * s[i] - pb[i] - pe[i] + d[i] * (k[i] - 1) + 1 + op_[i]
-    -- as a convolution: the input spread out with s - 1 zeros between elements, padded by
-    -- d (k - 1) - pad on each side (+ output_padding at the end)
-    pb[i], pe[i] = d[i] * (k[i] - 1) - pb[i], d[i] * (k[i] - 1) - pe[i] + op_[i]
-    if pb[i] < 0 or pe[i] < 0 or shape[2 + i] < 1 then fail("%s: pads larger than the kernel's reach are not supported", who()) end
+    if shape[2 + i] < 1 then fail("%s: an empty output", who()) end
   end
+  -- a negative pad (an output_shape past the full result) extends the output with zeros
+  -- (then the bias): the transposed convolution reaches no further
+  local ext = {}
+  for i = 1, r do
+    ext[i], ext[r + i] = math.max(0, -pb[i]), math.max(0, -pe[i])
+    pb[i], pe[i] = math.max(0, pb[i]), math.max(0, pe[i])
+  end
+  local extend = false
+  for i = 1, 2 * r do extend = extend or ext[i] > 0 end
   if x.shape[2] ~= w.shape[1] then fail("%s: X has %d channels, W %d", who(), x.shape[2], w.shape[1]) end
   local xs, ws = ref(x), ref(w)
   if r == 1 then xs, ws = xs .. ":unsqueeze(2)", ws .. ":unsqueeze(2)" end
-  local s2, d2 = two(s, r, 1), two(d, r, 1)
+  local s2, d2, o2 = two(s, r, 1), two(d, r, 1), two(op_, r, 0)
   local pb2, pe2 = two(pb, r, 0), two(pe, r, 0)
-  local n, c, h, wd = x.shape[1], x.shape[2], r == 1 and 1 or x.shape[3], x.shape[2 + r]
-  if s2[1] > 1 or s2[2] > 1 then   -- zeros between the elements: pad a [.., H, 1, W, 1] view, then trim the tail
-    xs = string.format("kiln.pad(%s:reshape({%d, %d, %d, 1, %d, 1}), {0, %d, 0, 0, 0, %d}):reshape({%d, %d, %d, %d})" ..
-      ":slice(2, 0, %d):slice(3, 0, %d)", xs, n, c, h, wd, s2[2] - 1, s2[1] - 1, n, c, h * s2[1], wd * s2[2],
-      (h - 1) * s2[1] + 1, (wd - 1) * s2[2] + 1)
+  local opts = {}
+  if s2[1] ~= 1 or s2[2] ~= 1 then opts[#opts + 1] = "stride = " .. ints_lua(s2) end
+  if pb2[1] ~= 0 or pb2[2] ~= 0 or pe2[1] ~= 0 or pe2[2] ~= 0 then
+    opts[#opts + 1] = string.format("padding = {%d, %d, %d, %d}", pb2[1], pb2[2], pe2[1], pe2[2])
   end
-  local kh, kw = r == 1 and 1 or k[1], k[r]
-  -- W [Cin, Cout/g, kh, kw] -> [Cout, Cin/g, kh, kw], flipped in space
-  local cin_g, cout_g = c // g, w.shape[2]
-  ws = string.format("kiln.flip(%s:reshape({%d, %d, %d, %d, %d}):permute({0, 2, 1, 3, 4}):reshape({%d, %d, %d, %d}), {2, 3})",
-    ws, g, cin_g, cout_g, kh, kw, g * cout_g, cin_g, kh, kw)
-  local opts = {string.format("padding = {%d, %d, %d, %d}", pb2[1], pb2[2], pe2[1], pe2[2])}
+  if o2[1] ~= 0 or o2[2] ~= 0 then opts[#opts + 1] = "output_padding = " .. ints_lua(o2) end
   if d2[1] ~= 1 or d2[2] ~= 1 then opts[#opts + 1] = "dilation = " .. ints_lua(d2) end
   if g ~= 1 then opts[#opts + 1] = "groups = " .. g end
-  local e = string.format("kiln.conv2d(%s, %s%s, {%s})", xs, ws, b and (", " .. ref(b)) or "", table.concat(opts, ", "))
+  local e = string.format("kiln.conv_transpose2d(%s, %s%s%s)", xs, ws, (b and not extend) and (", " .. ref(b)) or "",
+    #opts > 0 and (", {" .. table.concat(opts, ", ") .. "}") or "")
   if r == 1 then e = e .. ":squeeze(2)" end
+  if extend then
+    local t = {}
+    for i = r, 1, -1 do t[#t + 1] = ext[i]; t[#t + 1] = ext[r + i] end
+    e = string.format("kiln.pad(%s, %s)", e, ints_lua(t))
+    if b then e = string.format("%s + %s:reshape(%s)", e, ref(b), r == 1 and string.format("{%d, 1}", b.shape[1]) or string.format("{%d, 1, 1}", b.shape[1])) end
+  end
   out(1, e, shape, "f32")
 end)
 
@@ -1134,10 +1130,7 @@ end
 op("RNN GRU LSTM", "activation_alpha activation_beta activations clip direction hidden_size input_forget layout " ..
   "linear_before_reset", recurrent)
 
--- TopK as k rounds of argmax (argmin for the smallest): each round takes the first
--- extreme (ONNX's order among equal values: the lower index first) and masks it with -inf
--- (+inf). Limit: when the data hold -inf (+inf) and K reaches them, a masked element ties
--- with them and an index can repeat (docs/onnx.md).
+-- TopK: Kiln's topk (always sorted; equal values by index, as ONNX orders them).
 op("TopK", "axis largest sorted", function()
   local x = need_input(1, "X")
   need_dt(x, "f32", "input X")
@@ -1145,42 +1138,20 @@ op("TopK", "axis largest sorted", function()
   local ax = axis_of(attr("axis", "i", -1), #x.shape, who())
   local n = x.shape[ax + 1]
   if not k or k < 1 or k > n then fail("%s: K = %s must be between 1 and the dim's %d", who(), tostring(k), n) end
-  if k > 64 then fail("%s: K = %d is not supported (at most 64)", who(), k) end
-  attr("sorted", "i", 1)   -- the rounds give sorted order either way
-  local pick = attr("largest", "i", 1) ~= 0 and "kiln.argmax" or "kiln.argmin"
-  ref(x)
+  attr("sorted", "i", 1)   -- sorted either way: an unsorted order is any order
+  local largest = attr("largest", "i", 1) ~= 0
   local shape = copy(x.shape)
   shape[ax + 1] = k
-  local ids = {}
-  for i = 1, 2 do
-    local o = N.node.outputs[i]
-    if o and o ~= "" then ids[i] = lua_name(o) end
-  end
-  local decl = {}
-  for i = 1, 2 do if ids[i] then decl[#decl + 1] = ids[i] end end
-  if not use_table and #decl > 0 then line("local " .. table.concat(decl, ", ")) end
-  local nm = {rest = lua_name("rest"), vs = lua_name("vs"), is = lua_name("is"), pos = lua_name("pos")}
-  local ones = {}
-  for d = 1, #x.shape do ones[d] = d == ax + 1 and n or 1 end
-  line(string.format("do  -- TopK%s: K = %d rounds of %s along dim %d", N.node.name ~= "" and (" " .. N.node.name:gsub("%c", "?")) or "",
-    k, pick, ax))
-  line(string.format("  local %s, %s, %s = %s, {}, {}", nm.rest, nm.vs, nm.is, ref(x)))
-  line(string.format("  local %s = kiln.arange(%d):reshape(%s)", nm.pos, n, shape_lua(ones)))
-  line(string.format("  for j = 1, %d do", k))
-  line(string.format("    local i = %s(%s, %d, true)", pick, nm.rest, ax))
-  line(string.format("    %s[j], %s[j] = kiln.take_along_dim(%s, i, %d), i", nm.vs, nm.is, ref(x), ax))
-  line(string.format("    %s = kiln.where(kiln.eq(%s, i), %s, %s)", nm.rest, nm.pos,
-    pick == "kiln.argmax" and "-math.huge" or "math.huge", nm.rest))
-  line("  end")
-  local exprs = {string.format("kiln.concat(%s, %d)", nm.vs, ax), string.format("kiln.concat(%s, %d)", nm.is, ax)}
+  local names = {}
+  for i = 1, 2 do names[i] = lua_name((N.node.outputs[i] or "") ~= "" and N.node.outputs[i] or "unused") end
+  local lhs = use_table and (bind(names[1]) .. ", " .. bind(names[2]) .. " = ") or ("local " .. names[1] .. ", " .. names[2] .. " = ")
+  line(string.format("%skiln.topk(%s, %d, %d, %s)  -- TopK%s", lhs, ref(x), k, ax, tostring(largest),
+    N.node.name ~= "" and (" " .. N.node.name:gsub("%c", "?")) or ""))
   local dts = {"f32", "i32"}
   for i = 1, 2 do
-    if ids[i] then
-      line(string.format("  %s = %s", bind(ids[i]), exprs[i]))
-      vals[N.node.outputs[i]] = {shape = copy(shape), dt = dts[i], ref = bind(ids[i]), name = N.node.outputs[i]}
-    end
+    local o = N.node.outputs[i]
+    if o and o ~= "" then vals[o] = {shape = copy(shape), dt = dts[i], ref = bind(names[i]), name = o} end
   end
-  line("end")
 end)
 
 -- The cosine and sine matrices [n, m] of a DFT of length n keeping m bins, as values.
