@@ -20,8 +20,9 @@ LDLIBS  = $(LUA_LIBS) $(PBC_LIBS) -lm
 
 SRCS    = $(sort $(wildcard gen/*.c gen/*/*.c))
 OBJS    = $(SRCS:gen/%.c=$(BUILD)/%.o)
-PROTOS  = $(sort $(wildcard gen/target/*.proto))
-PB_SRCS = $(PROTOS:gen/target/%.proto=$(BUILD)/%.pb-c.c)
+# Protocol buffer schemas: Core ML's (emitters, gen/target/) and ONNX's (importer, gen/frontend/).
+PROTOS  = $(sort $(wildcard gen/target/*.proto gen/frontend/*.proto))
+PB_SRCS = $(patsubst %.proto,$(BUILD)/%.pb-c.c,$(notdir $(PROTOS)))
 PB_OBJS = $(PB_SRCS:.c=.o)
 EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*/*.lua))
 
@@ -51,6 +52,9 @@ $(BUILD)/%.o: gen/%.c gen/*.h gen/*/*.h $(PB_SRCS) | $(BUILD)
 $(BUILD)/%.pb-c.c: gen/target/%.proto | $(BUILD)
 	protoc-c --proto_path=gen/target --c_out=$(BUILD) $<
 
+$(BUILD)/%.pb-c.c: gen/frontend/%.proto | $(BUILD)
+	protoc-c --proto_path=gen/frontend --c_out=$(BUILD) $<
+
 # Keep the generated sources (not intermediates to delete, which rebuilt everything on
 # every make), and generate them all before compiling any: one .proto imports another.
 .SECONDARY: $(PB_SRCS)
@@ -74,7 +78,8 @@ san:
 	$(MAKE) BUILD=$(BUILD)-san CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
 FUZZ_SECONDS ?= 60
-fuzz: deps
+# all, not deps: the ONNX harness links the build's generated build/embedded.c and onnx.pb-c.c.
+fuzz: all
 	@sh scripts/fuzz.sh $(FUZZ_SECONDS)
 
 demo: all

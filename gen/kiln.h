@@ -395,6 +395,8 @@ typedef struct {
   int ndefines;
 } FrontendOptions;
 Program *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at */
+/* `kiln import` (gen/frontend/onnx_import.c): argv after "import"; returns the exit status. */
+int onnx_import_main(int argc, char **argv);
 
 typedef struct {
   const char *name;
@@ -511,6 +513,7 @@ typedef struct Publish Publish;
 /* Locks the output, checks it, creates the staging directory (Publish.tmp). */
 Publish *publish_begin(const char *outdir, const char *model);
 const char *publish_staging(const Publish *p);
+void publish_set_owned(Publish *p, const char *const *suffixes);
 /* Swaps the finished staging directory in as outdir, keeping the user's other files. */
 void publish_commit(Publish *p);
 bool kiln_remove_tree(const char *path);    /* rm -rf without a shell; async-signal-safe */

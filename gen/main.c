@@ -30,6 +30,7 @@ static const char usage[] =
     "                                every output; FILE is .npy (f32/i32/bool, C order)\n"
     "                                or raw little-endian bytes of the input's exact size\n"
     "                                (a model with kiln.entry: one entry per run, --entry)\n"
+    "  kiln import MODEL.onnx -o DIR ONNX -> DIR/NAME.lua + NAME.safetensors (see below)\n"
     "  kiln ops                      list the op table\n"
     "  kiln tokenize FILE [--decode] text lines on stdin -> token ids (--decode: ids -> text);\n"
     "                                FILE a tokenizer.json (BPE byte-level or SentencePiece,\n"
@@ -83,6 +84,18 @@ static const char usage2[] =
     "\n"
     "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule pack memplan\n"
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
+
+/* Split from usage: ISO C guarantees string literals only up to 4095 characters. */
+static const char usage_import[] =
+    "\n"
+    "import options:\n"
+    "  -o, --out DIR                 output directory (replaced as a whole, like build's)\n"
+    "  --name NAME                   model name, a C identifier (default: the file's base name)\n"
+    "  -D DIM=N                      the size of a named dynamic dim (dim_param) of an input\n"
+    "  --freeze INPUT=FILE.pb        make a graph input a constant with the value of a\n"
+    "                                TensorProto file (a shape or axes given as an input)\n"
+    "  the script has one line per ONNX node over the ordinary Lua API; build it with\n"
+    "  `kiln build DIR/NAME.lua -o OUT`. Supported ops and limits: docs/onnx.md\n";
 
 typedef struct {
   const char *cmd, *script, *outdir, *name, *dump_after, *save, *entry, *state_in, *state_out;
@@ -496,12 +509,14 @@ int main(int argc, char **argv) {
   atexit(kiln_free_all);
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)) {
     fputs(usage, stdout), fputs(usage2, stdout);
+    fputs(usage_import, stdout);
     return 0;
   }
   if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
     puts("kiln 0.1");
     return 0;
   }
+  if (argc >= 2 && strcmp(argv[1], "import") == 0) return onnx_import_main(argc - 2, argv + 2);
   Args a = parse_args(argc, argv);
   if (strcmp(a.cmd, "build") == 0) return cmd_build(&a);
   if (strcmp(a.cmd, "graph") == 0) return cmd_graph(&a);

@@ -78,10 +78,13 @@ static void split_path(const char *path, char **dir, char **base) {
   }
 }
 
-/* Whether file name e is one of model m's outputs (the list in the header comment). */
-static bool owned(const char *e, const char *m) {
-  static const char *const suffixes[] = {".h", ".c", ".weights", ".json", ".metal", "_metal.h", "_metal.c",
-                                         "_weights.c", ".mlpackage", NULL};
+/* The files of a model a build owns (the list in the header comment); `kiln import`
+ * owns others (publish_set_owned). */
+static const char *const build_suffixes[] = {".h", ".c", ".weights", ".json", ".metal", "_metal.h", "_metal.c",
+                                             "_weights.c", ".mlpackage", NULL};
+
+/* Whether file name e is one of model m's outputs, <m><suffix> for a suffix listed. */
+static bool owned(const char *e, const char *m, const char *const *suffixes) {
   size_t n = strlen(m);
   if (strncmp(e, m, n) != 0) return false;
   for (int i = 0; suffixes[i]; i++)
@@ -176,6 +179,7 @@ void kiln_mkdir_p(const char *dir) {
 
 struct Publish {
   const char *out, *model, *dir, *base, *tmp;
+  const char *const *suffixes;       /* the model's files this publish owns */
   int lockfd;
 };
 
@@ -199,6 +203,7 @@ Publish *publish_begin(const char *outdir, const char *model) {
   Publish *p = kiln_alloc(sizeof *p);
   p->out = outdir;
   p->model = model;
+  p->suffixes = build_suffixes;
   split_path(outdir, (char **)&p->dir, (char **)&p->base);
   if (strcmp(p->base, ".") == 0 || strcmp(p->base, "..") == 0 || strcmp(p->base, "/") == 0)
     kiln_error("build: -o %s: name a directory of its own (Kiln replaces it as a whole)", outdir);
@@ -236,6 +241,11 @@ Publish *publish_begin(const char *outdir, const char *model) {
   return p;
 }
 
+/* Makes the publish own <model><suffix> for the NULL-terminated suffixes instead of a
+ * build's files: `kiln import` writes <m>.lua and <m>.safetensors, and replaces only those
+ * (a C build of the same model beside them survives). */
+void publish_set_owned(Publish *p, const char *const *suffixes) { p->suffixes = suffixes; }
+
 /* The staging directory the emitters write into. */
 const char *publish_staging(const Publish *p) { return p->tmp; }
 
@@ -256,7 +266,7 @@ void publish_commit(Publish *p) {
     DIR *d = opendir(p->out);
     if (!d) kiln_error("cannot read %s: %s", p->out, strerror(errno));
     for (struct dirent *e; (e = readdir(d));)
-      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !owned(e->d_name, p->model))
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && !owned(e->d_name, p->model, p->suffixes))
         carry(kiln_fmt("%s/%s", p->out, e->d_name), kiln_fmt("%s/%s", p->tmp, e->d_name));
     closedir(d);
   }

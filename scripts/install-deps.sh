@@ -4,20 +4,21 @@
 # Tests: numpy and PyTorch from Debian (used through /usr/bin/python3), protobuf-compiler
 # (protoc --decode of emitted CoreML models).
 # With --bench (scripts/bench.sh, never `make test`): the peer benchmark's extras too:
-# OpenBLAS (a peer, and PyTorch's BLAS once installed), python3-onnx (the twins' ONNX
-# export) and Node.js + npm (for onnxruntime-node, which bench/peerbench installs itself
-# under .cache/bench). A node already on the PATH, e.g. from another source, is kept.
+# OpenBLAS (a peer, and PyTorch's BLAS once installed) and Node.js + npm (for
+# onnxruntime-node, which bench/peerbench installs itself under .cache/bench); python3-onnx,
+# which the benchmark's ONNX export also uses, is a test dependency now. A node already on the PATH, e.g. from another source, is kept.
 set -eu
 need=""
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 # libclang-rt-14-dev: clang's sanitizer and libFuzzer runtimes (t_compile builds with clang
 # -fsanitize=address,undefined); clang only recommends it, and we install without recommends.
+# python3-onnx and libonnx-testdata: t_onnx (torch.onnx.export's writer, ONNX's node tests).
 for p in liblua5.4-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler pkg-config \
-         gcc clang libclang-rt-14-dev make python3-numpy python3-torch; do
+         gcc clang libclang-rt-14-dev make python3-numpy python3-torch python3-onnx libonnx-testdata; do
   have "$p" || need="$need $p"
 done
 if [ "${1:-}" = "--bench" ]; then
-  for p in libopenblas-dev python3-onnx; do
+  for p in libopenblas-dev; do
     have "$p" || need="$need $p"
   done
   command -v node >/dev/null 2>&1 || need="$need nodejs"

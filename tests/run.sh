@@ -16,7 +16,7 @@ trap 'rm -rf "$log"' EXIT
 suites=$(echo ${TESTS:-$(cd tests && ls t_*.sh | sed "s/\.sh$//")})   # one line, space-separated
 
 # The slowest suites start first, so two workers finish close together.
-slow="t_compile t_ops t_robust t_metal t_passes t_hardening"
+slow="t_compile t_ops t_onnx t_robust t_metal t_passes t_hardening"
 order=""
 for s in $slow; do case " $suites " in *" $s "*) order="$order $s" ;; esac; done
 for s in $suites; do case " $slow " in *" $s "*) ;; *) order="$order $s" ;; esac; done

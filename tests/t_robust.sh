@@ -31,6 +31,8 @@
 #                        (a tokenizer file, 0xFF 0xFE, a text) against runtime/llm/kiln_tokenizer.c
 #   robust/wt-replay     tests/robust/fuzz_weights.c replays every tests/robust/wt/* file
 #                        against runtime/kiln_runtime.c under ASan/UBSan
+#   robust/onnx-replay   tests/robust/fuzz_onnx.c replays every tests/robust/onnx/* file through
+#                        `kiln import`'s reader and translator (t_onnx checks their messages)
 # Fuzzing itself (minutes, libFuzzer) is not part of the suite: see the two harnesses' headers.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln robust
@@ -199,3 +201,8 @@ load_each gguf gguf w.gguf
 replay npy npy tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c
 replay wt wt tests/robust/fuzz_weights.c runtime/kiln_runtime.c
 replay tok tok -Iruntime/llm tests/robust/fuzz_tokenizer.c runtime/llm/kiln_tokenizer.c
+# The ONNX harness runs the embedded translator: it links the build's generated sources.
+B=$(dirname "$KILN")
+replay onnx onnx -I"$B" $(pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4) tests/robust/fuzz_onnx.c \
+  gen/frontend/onnx_read.c gen/frontend/onnx_import.c gen/publish.c gen/util.c gen/ops.c gen/escape.c \
+  "$B/onnx.pb-c.c" "$B/embedded.c" $(pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4) -lprotobuf-c -lm

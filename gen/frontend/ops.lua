@@ -147,7 +147,9 @@ local function tri(x, diagonal, lower, who)
   for i = 0, r - 1 do
     for j = 0, c - 1 do keep[#keep + 1] = (lower and j - i <= k) or (not lower and j - i >= k) end
   end
-  return kiln.where(kiln.constant(keep, {r, c}, "bool"), x, 0)
+  -- The zero in x's dtype: where() wants branches of one dtype (i32 and bool tensors too).
+  local zero = x.dtype == "f32" and 0 or kiln.constant(0, nil, x.dtype)
+  return kiln.where(kiln.constant(keep, {r, c}, "bool"), x, zero)
 end
 def("tril", function(x, diagonal) return tri(x, diagonal, true, "tril") end)
 def("triu", function(x, diagonal) return tri(x, diagonal, false, "triu") end)
