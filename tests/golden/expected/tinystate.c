@@ -76,7 +76,10 @@ typedef float32x4_t kiln_v;
 #else
 #define KILN_INLINE static inline
 #endif
-enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256 };
+/* A pass covers KILN_KC values of k; KILN_NC columns of packed B (1 MiB) stay in L2 while
+ * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
+ * and KILN_NB panels at a time (64 KiB on the stack). */
+enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 512, KILN_KB = 128, KILN_NB = 4 };
 
 /* The tile at t (r rows of KILN_PANEL sums, rows ldt floats apart) goes on by ap (kc rows of
  * KILN_MR, k-major: A's row i at ap[k * KILN_MR + i]) times the kc rows of a panel bp (ldb
@@ -86,7 +89,7 @@ KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, co
                            float *restrict t, int64_t ldt, int first) {
 #ifdef KILN_VW
   enum { NV = KILN_PANEL / KILN_VW };
-  kiln_v acc[KILN_MR][NV];
+  kiln_v acc[KILN_MR > 4 ? KILN_MR : 4][NV];   /* r rows: a full tile, 4 or 1 */
 #pragma GCC unroll 16
   for (int i = 0; i < r; i++)
 #pragma GCC unroll 8
@@ -122,9 +125,21 @@ static void kiln_tile_mr(int64_t kc, const float *restrict ap, const float *rest
                          int64_t ldt, int first) {
   kiln_tile(KILN_MR, kc, ap, bp, ldb, t, ldt, first);
 }
+static void kiln_tile_4(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
+                        int64_t ldt, int first) {
+  kiln_tile(4, kc, ap, bp, ldb, t, ldt, first);
+}
 static void kiln_tile_1(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
-                        int first) {
-  kiln_tile(1, kc, ap, bp, ldb, t, KILN_PANEL, first);
+                        int64_t ldt, int first) {
+  kiln_tile(1, kc, ap, bp, ldb, t, ldt, first);
+}
+
+/* r < KILN_MR / 2 rows of a tile (rows ldt floats apart): four at a time, then one by one. */
+static void kiln_tile_few(int r, int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
+                          float *restrict t, int64_t ldt, int first) {
+  int i = 0;
+  for (; i + 4 <= r; i += 4) kiln_tile_4(kc, ap + i, bp, ldb, t + i * ldt, ldt, first);
+  for (; i < r; i++) kiln_tile_1(kc, ap + i, bp, ldb, t + i * ldt, ldt, first);
 }
 
 /* ap (kc rows of KILN_MR, k-major) = rows i0..i0+r-1, columns k0..k0+kc-1 of A, where
@@ -133,8 +148,8 @@ static void kiln_tile_1(int64_t kc, const float *restrict ap, const float *restr
 static void kiln_pack_a(const float *restrict a, int64_t as_m, int64_t as_k, int64_t i0, int r, int64_t k0, int64_t kc,
                         float *restrict ap) {
   const int rows = 2 * r >= KILN_MR ? KILN_MR : r;   /* the rows kiln_tile_pass reads */
-  for (int64_t k = 0; k < kc; k++)
-    for (int i = 0; i < rows; i++) ap[k * KILN_MR + i] = i < r ? a[(i0 + i) * as_m + (k0 + k) * as_k] : 0.0f;
+  for (int i = 0; i < rows; i++)
+    for (int64_t k = 0; k < kc; k++) ap[k * KILN_MR + i] = i < r ? a[(i0 + i) * as_m + (k0 + k) * as_k] : 0.0f;
 }
 
 /* bp (kc x KILN_PANEL) = rows k0..k0+kc-1, columns j0..j0+31 of B, element (k, j) at
@@ -150,8 +165,8 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
 
 /* Rows i0..i0+r-1 of C (element (i, j) at c[i * cs_i + j * cs_j], columns j0.. up to n) go
  * on by the kc-step pass of one panel, from zero on the first pass (k0 == 0). Half a tile
- * or more runs as a full tile (ap's rows past r are zero), fewer rows one at a time (about
- * two cycles per k each, against KILN_MR for the full tile). Whole rows of C run in place;
+ * or more runs as a full tile (ap's rows past r are zero), fewer rows four at a time, then
+ * one at a time. Whole rows of C run in place;
  * a partial panel or a transposed C through a small copy. */
 static void kiln_tile_pass(const float *restrict ap, int r, const float *restrict bp, int64_t ldb, int64_t k0,
                            int64_t kc, float *restrict c, int64_t cs_i, int64_t cs_j, int64_t n, int64_t i0, int64_t j0) {
@@ -162,7 +177,7 @@ static void kiln_tile_pass(const float *restrict ap, int r, const float *restric
     if (full)
       kiln_tile_mr(kc, ap, bp, ldb, ct, cs_i, first);
     else
-      for (int i = 0; i < r; i++) kiln_tile(1, kc, ap + i, bp, ldb, ct + i * cs_i, cs_i, first);
+      kiln_tile_few(r, kc, ap, bp, ldb, ct, cs_i, first);
     return;
   }
   float t[KILN_MR * KILN_PANEL];
@@ -172,9 +187,23 @@ static void kiln_tile_pass(const float *restrict ap, int r, const float *restric
   if (full)
     kiln_tile_mr(kc, ap, bp, ldb, t, KILN_PANEL, 0);
   else
-    for (int i = 0; i < r; i++) kiln_tile_1(kc, ap + i, bp, ldb, t + i * KILN_PANEL, 0);
+    kiln_tile_few(r, kc, ap, bp, ldb, t, KILN_PANEL, 0);
   for (int i = 0; i < r; i++)
     for (int64_t j = 0; j < w; j++) ct[i * cs_i + j * cs_j] = t[i * KILN_PANEL + j];
+}
+
+/* Rows [i_lo, i_hi) of C go on by the kc-step pass (from k0) of the np panels in bp (each
+ * kc x KILN_PANEL, back to back), the first at column j0: each row block of A is copied
+ * once and runs over all of them. */
+static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k, int64_t i_lo, int64_t i_hi,
+                             const float *restrict bp, int np, int64_t k0, int64_t kc, float *restrict c, int64_t cs_i,
+                             int64_t cs_j, int64_t n, int64_t j0, float *restrict ap) {
+  for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
+    const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
+    kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+    for (int p = 0; p < np; p++)
+      kiln_tile_pass(ap, r, bp + p * kc * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0 + p * KILN_PANEL);
+  }
 }
 
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
@@ -182,29 +211,28 @@ static void kiln_tile_pass(const float *restrict ap, int r, const float *restric
  * element (i, j) at c[i * cs_i + j * cs_j]. A element (i, k) at a[i * as_m + k * as_k],
  * k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
- * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (512 KiB:
- * they stay in the L2 cache), then KILN_MR rows of A (copied once, they stay in L1), then
- * each panel. A B that must be transposed or strided to be read is instead copied one panel
- * at a time, and each row block is copied again for every panel. */
+ * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (they stay
+ * in the L2 cache), then KILN_MR rows of A (copied once, they stay in L1), then each panel.
+ * A B that must be transposed or strided to be read is copied KILN_NB panels at a time. */
 static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                       const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
                       const float *restrict b, int64_t bs_k, int64_t bs_n, float *restrict c, int64_t cs_i, int64_t cs_j) {
   float ap[KILN_KC * KILN_MR], bbuf[KILN_KC * KILN_PANEL];
-  const int in_place = panels || bs_n == 1;
+  if (!panels && bs_n != 1) {
+    for (int64_t k0 = 0; k0 < kk; k0 += KILN_KB) {
+      const int64_t kc = kk - k0 < KILN_KB ? kk - k0 : KILN_KB;
+      for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_NB * KILN_PANEL) {
+        int np = 0;
+        for (; np < KILN_NB && j0 + np * KILN_PANEL < j_hi; np++)
+          kiln_pack_b(b, bs_k, bs_n, n, j0 + np * KILN_PANEL, k0, kc, bbuf + np * kc * KILN_PANEL);
+        kiln_panels_pass(a, as_m, as_k, i_lo, i_hi, bbuf, np, k0, kc, c, cs_i, cs_j, n, j0, ap);
+      }
+    }
+    return;
+  }
   const int64_t whole = panels ? n : n - n % KILN_PANEL;   /* columns read in place */
   for (int64_t k0 = 0; k0 < kk; k0 += KILN_KC) {
     const int64_t kc = kk - k0 < KILN_KC ? kk - k0 : KILN_KC;
-    if (!in_place) {
-      for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_PANEL) {
-        kiln_pack_b(b, bs_k, bs_n, n, j0, k0, kc, bbuf);
-        for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
-          const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
-          kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
-          kiln_tile_pass(ap, r, bbuf, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
-        }
-      }
-      continue;
-    }
     const float *edge = NULL;   /* the partial last panel of an in-place B, copied */
     if (whole < j_hi) {
       kiln_pack_b(b, bs_k, bs_n, n, whole, k0, kc, bbuf);
@@ -237,11 +265,13 @@ static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_
     for (int64_t i = 0; i < n; i++) task(arg, i);
 }
 
-/* How a product is cut into tasks: about KILN_TASK_FMAS multiply-adds each, at most
- * KILN_TASKS of them, by blocks of rows while there are enough, else by panels. The cut never
- * splits an output's chain, so any cut (and any number of threads) gives the same bits. */
-enum { KILN_TASKS = 64 };
-#define KILN_TASK_FMAS 262144.0
+/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
+ * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
+ * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
+ * cut never splits an output's chain: any cut, and any number of threads, gives the same
+ * bits. Without a parallel-for there is one task (each task copies its own A). */
+enum { KILN_TASKS = 16 };
+#define KILN_TASK_FMAS 1048576.0
 typedef struct {
   int64_t m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j;
   const float *a, *panels, *b;
@@ -262,13 +292,16 @@ static void kiln_gemm_par(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
                           int64_t as_k, const float *panels, const float *b, int64_t bs_k, int64_t bs_n, float *c,
                           int64_t cs_i, int64_t cs_j) {
   kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, m, n, 1};
-  double fmas = (double)m * (double)n * (double)kk;
+  const double fmas = (double)m * (double)n * (double)kk;
   int64_t tasks = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
+  if (!par || !par->pfor) tasks = 1;
   const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
-  if (tasks > 1 && row_blocks >= tasks) {
-    g.rows = (row_blocks + tasks - 1) / tasks * KILN_MR;
-  } else if (tasks > 1) {
-    const int64_t per = (panels_n + (tasks < panels_n ? tasks : panels_n) - 1) / (tasks < panels_n ? tasks : panels_n);
+  if (tasks > 1) {
+    const int64_t ti = row_blocks < tasks ? row_blocks : tasks;
+    int64_t tj = (tasks + ti - 1) / ti, groups = (panels_n + KILN_NB - 1) / KILN_NB;
+    tj = tj < groups ? tj : groups;
+    g.rows = (row_blocks + ti - 1) / ti * KILN_MR;
+    const int64_t per = (panels_n + tj - 1) / tj;
     g.cols = per * KILN_PANEL;
     g.tasks_j = (panels_n + per - 1) / per;
   }
