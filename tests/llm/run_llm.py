@@ -311,7 +311,9 @@ def check_errors(work):
          ": attn_logit_softcapping 50.0 (null: sdpa has no soft-capping) is not supported by llm.lua"),
         ("gemma_activation", dict(gem, hidden_activation="gelu"), None,
          ': hidden_activation "gelu" (gelu_pytorch_tanh) is not supported by llm.lua'),
-        ("gemma_rope_scaling", dict(gem, rope_scaling=dict(rope_type="yarn", factor=4.0)), None,
+        # the older spelling: rope_scaling is read only without rope_parameters
+        ("gemma_rope_scaling", dict({k: v for k, v in gem.items() if k != "rope_parameters"},
+                                    rope_scaling=dict(rope_type="yarn", factor=4.0)), None,
          ': rope_scaling type "yarn" (linear, or none) is not supported by llm.lua'),
         ("gemma_layer_types", dict(gem, layer_types=["sliding_attention", "chunked_attention", "full_attention",
                                                      "full_attention"]), None,
