@@ -219,6 +219,26 @@ static const char *cast_name(MilType t) {
   die("no cast to string");
 }
 
+/* v (shape s) cast to MIL type to as a step of n, its dtype const named after label. */
+static const char *cast_step(Lower *L, const Node *n, const char *v, const char *label, MilType to, const Shape *s) {
+  const char *dt = mil_const_str(L->m, param_name(n, label, "dtype"), cast_name(to));
+  MilOp *c = step(L, n, "cast");
+  mil_arg(L->m, c, "x", v);
+  mil_arg(L->m, c, "dtype", dt);
+  return mil_result(L->m, c, to, s);
+}
+
+/* n's result: op's int32 result cast back to bool (ops MIL refuses bool data for, run
+ * through int32), the dtype const named after param. */
+static void finish_as_bool(Lower *L, const Node *n, MilOp *op, const char *param) {
+  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
+  const char *dt = mil_const_str(L->m, param_name(n, "cast", param), "bool");
+  MilOp *c = start(L, n, "cast");
+  mil_arg(L->m, c, "x", g);
+  mil_arg(L->m, c, "dtype", dt);
+  finish(L, n, c);
+}
+
 /* cast -> MIL cast to the target's MIL type (a "dtype" string const), or identity when both
  * sides lower to the same MIL type (the tracer already drops same-dtype casts). */
 static void lower_cast(Lower *L, const Node *n) {
@@ -830,11 +850,7 @@ static void lower_gather(Lower *L, const Node *n) {
   const char *xv = X(L, n, 0), *iv = X(L, n, 1);
   bool b = x->dtype == DT_BOOL;
   if (b) {
-    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
-    MilOp *c = step(L, n, "cast");
-    mil_arg(L->m, c, "x", xv);
-    mil_arg(L->m, c, "dtype", dt);
-    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+    xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
   }
   const char *ax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), n->a.axis);
   const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
@@ -849,12 +865,7 @@ static void lower_gather(Lower *L, const Node *n) {
     finish(L, n, op);
     return;
   }
-  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
-  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "bool");
-  MilOp *c = start(L, n, "cast");
-  mil_arg(L->m, c, "x", g);
-  mil_arg(L->m, c, "dtype", dt);
-  finish(L, n, c);
+  finish_as_bool(L, n, op, "dtype");
 }
 
 /* An int32 value of n's shape-like operand clamped into [0, hi]: maximum with 0,
@@ -881,11 +892,7 @@ static void lower_gather_elements(Lower *L, const Node *n) {
   const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
   bool b = x->dtype == DT_BOOL;
   if (b) {
-    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
-    MilOp *c = step(L, n, "cast");
-    mil_arg(L->m, c, "x", xv);
-    mil_arg(L->m, c, "dtype", dt);
-    xv = mil_result(L->m, c, MIL_I32, &x->shape);
+    xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
   }
   const char *ax = mil_scalar_int(L->m, param_name(n, "gather_along_axis", "axis"), n->a.axis);
   const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather_along_axis", "validate_indices"), false) : NULL;
@@ -898,12 +905,7 @@ static void lower_gather_elements(Lower *L, const Node *n) {
     finish(L, n, op);
     return;
   }
-  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
-  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "bool");
-  MilOp *c = start(L, n, "cast");
-  mil_arg(L->m, c, "x", g);
-  mil_arg(L->m, c, "dtype", dt);
-  finish(L, n, c);
+  finish_as_bool(L, n, op, "dtype");
 }
 
 /* scatter -> MIL scatter_along_axis, index_copy -> MIL scatter (both iOS15, mode
@@ -917,16 +919,8 @@ static void lower_scatter(Lower *L, const Node *n) {
   const char *xv = X(L, n, 0), *iv = X(L, n, 1), *sv = X(L, n, 2);
   bool b = x->dtype == DT_BOOL;
   if (b) {
-    const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), "int32");
-    MilOp *c = step(L, n, "cast");
-    mil_arg(L->m, c, "x", xv);
-    mil_arg(L->m, c, "dtype", dt);
-    xv = mil_result(L->m, c, MIL_I32, &x->shape);
-    const char *dt2 = mil_const_str(L->m, param_name(n, "cast_src", "dtype"), "int32");
-    MilOp *c2 = step(L, n, "cast");   /* a fresh name: mil_op makes it unique */
-    mil_arg(L->m, c2, "x", sv);
-    mil_arg(L->m, c2, "dtype", dt2);
-    sv = mil_result(L->m, c2, MIL_I32, &src->shape);
+    xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
+    sv = cast_step(L, n, sv, "cast_src", MIL_I32, &src->shape);   /* mil_op makes its name unique */
   }
   const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
   const char *mode = mil_const_str(L->m, param_name(n, type, "mode"), "update");
@@ -942,12 +936,7 @@ static void lower_scatter(Lower *L, const Node *n) {
     finish(L, n, op);
     return;
   }
-  const char *g = mil_result(L->m, op, MIL_I32, &n->shape);
-  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype_out"), "bool");
-  MilOp *c = start(L, n, "cast");
-  mil_arg(L->m, c, "x", g);
-  mil_arg(L->m, c, "dtype", dt);
-  finish(L, n, c);
+  finish_as_bool(L, n, op, "dtype_out");
 }
 
 /* topk -> MIL argsort (iOS15; int32 indices of the whole line, descending for the
@@ -1005,12 +994,7 @@ static void lower_topk(Lower *L, const Node *n) {
 
 /* v (of MIL type from, shape s) as type to: a cast named after n, or v itself. */
 static const char *cast_to(Lower *L, const Node *n, const char *v, MilType from, MilType to, const Shape *s) {
-  if (from == to) return v;
-  const char *dt = mil_const_str(L->m, param_name(n, "cast", "dtype"), cast_name(to));
-  MilOp *op = step(L, n, "cast");
-  mil_arg(L->m, op, "x", v);
-  mil_arg(L->m, op, "dtype", dt);
-  return mil_result(L->m, op, to, s);
+  return from == to ? v : cast_step(L, n, v, "cast", to, s);
 }
 
 /* A state version as the program computes with it (fp32 in fp32 programs, bool for bool
