@@ -289,23 +289,24 @@ static int l_linear(lua_State *L) {
 
 /* ---- convolution and pooling ---- */
 
+/* The tensors of conv2d / conv_transpose2d(x, w [, bias] [, opts]) into in; returns how
+ * many (2 or 3). The options sit after them, or at 4 after a nil bias. */
+static int conv_operands(lua_State *L, const char *op, int in[3]) {
+  in[0] = fe_tensor(L, 1, op);
+  in[1] = fe_tensor(L, 2, op);
+  if (!fe_is_tensor(L, 3)) return 2;
+  in[2] = fe_tensor(L, 3, op);
+  return 3;
+}
+
 /* conv_transpose2d(x, w [, bias] [, {stride, padding, output_padding, dilation, groups}])
  * as torch's: w [C, O/groups, KH, KW]; padding a number, {h, w} or {top, left, bottom,
  * right}; output_padding (a number or {h, w}) adds rows at the bottom/right, stored as
  * less bottom/right padding (the shape rule bounds it by stride or dilation). */
 static int l_conv_transpose2d(lua_State *L) {
   static const char *const known[] = {"stride", "padding", "output_padding", "dilation", "groups", NULL};
-  int in[3], nin = 2;
-  in[0] = fe_tensor(L, 1, "conv_transpose2d");
-  in[1] = fe_tensor(L, 2, "conv_transpose2d");
-  int oidx = 3;
-  if (fe_is_tensor(L, 3)) {
-    in[nin++] = fe_tensor(L, 3, "conv_transpose2d");
-    oidx = 4;
-  } else if (lua_isnil(L, 3) && !lua_isnone(L, 4)) {
-    oidx = 4;
-  }
-  int o = opts_arg(L, oidx, "conv_transpose2d", known);
+  int in[3], nin = conv_operands(L, "conv_transpose2d", in);
+  int o = opts_arg(L, nin + 1 + (nin == 2 && lua_isnil(L, 3) && !lua_isnone(L, 4)), "conv_transpose2d", known);
   Attrs a = {0};
   int outpad[2];
   opt_ints(L, o, "stride", 1, a.stride, 2, "conv_transpose2d");
@@ -324,17 +325,8 @@ static int l_conv_transpose2d(lua_State *L) {
 /* conv2d(x, w [, bias] [, {stride, padding, dilation, groups}]) */
 static int l_conv2d(lua_State *L) {
   static const char *const known[] = {"stride", "padding", "dilation", "groups", NULL};
-  int in[3], nin = 2;
-  in[0] = fe_tensor(L, 1, "conv2d");
-  in[1] = fe_tensor(L, 2, "conv2d");
-  int oidx = 3;
-  if (fe_is_tensor(L, 3)) {
-    in[nin++] = fe_tensor(L, 3, "conv2d");
-    oidx = 4;
-  } else if (lua_isnil(L, 3) && !lua_isnone(L, 4)) {
-    oidx = 4;
-  }
-  int o = opts_arg(L, oidx, "conv2d", known);
+  int in[3], nin = conv_operands(L, "conv2d", in);
+  int o = opts_arg(L, nin + 1 + (nin == 2 && lua_isnil(L, 3) && !lua_isnone(L, 4)), "conv2d", known);
   Attrs a = {0};
   opt_ints(L, o, "stride", 1, a.stride, 2, "conv2d");
   opt_ints(L, o, "dilation", 1, a.dilation, 2, "conv2d");

@@ -348,23 +348,12 @@ void emit_reject_i64_inputs(Program *p, const char *why) {
 void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n) {
   const Shape *x = &graph_node(g, n->in[0])->shape, *w = &graph_node(g, n->in[1])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
-  emit_vari(v, "NB", x->dim[0]);
-  emit_vari(v, "C", x->dim[1]);
-  emit_vari(v, "H", x->dim[2]);
-  emit_vari(v, "W", x->dim[3]);
-  emit_vari(v, "O", o->dim[1]);
-  emit_vari(v, "OH", o->dim[2]);
-  emit_vari(v, "OW", o->dim[3]);
-  emit_vari(v, "KH", w->dim[2]);
-  emit_vari(v, "KW", w->dim[3]);
-  emit_vari(v, "CG", x->dim[1] / a->groups);
-  emit_vari(v, "OG", w->dim[1]);
-  emit_vari(v, "SH", a->stride[0]);
-  emit_vari(v, "SW", a->stride[1]);
-  emit_vari(v, "PT", a->pad[0]);
-  emit_vari(v, "PL", a->pad[1]);
-  emit_vari(v, "DH", a->dilation[0]);
-  emit_vari(v, "DW", a->dilation[1]);
+  static const char *const names[] = {"NB", "C", "H", "W", "O", "OH", "OW", "KH", "KW",
+                                      "CG", "OG", "SH", "SW", "PT", "PL", "DH", "DW"};
+  const int64_t values[] = {x->dim[0], x->dim[1], x->dim[2], x->dim[3], o->dim[1], o->dim[2], o->dim[3], w->dim[2],
+                            w->dim[3], x->dim[1] / a->groups, w->dim[1], a->stride[0], a->stride[1], a->pad[0],
+                            a->pad[1], a->dilation[0], a->dilation[1]};
+  for (int i = 0; i < 17; i++) emit_vari(v, names[i], values[i]);
 }
 
 /* Topk's order as a condition: value v goes strictly before w (largest first or
