@@ -466,6 +466,13 @@ end)
 
 -- ---- convolution and normalisation ----
 
+-- A 1-d option as its one value: v itself, the first of a table, or default when nil.
+local function one(v, default)
+  if v == nil then return default end
+  if type(v) == "table" then return v[1] end
+  return v
+end
+
 -- conv1d(x [N, C, L], w [O, C/g, K] [, bias] [, {stride, padding, dilation, groups}]): a
 -- conv2d over a height of 1.
 def("conv1d", function(x, w, bias, opts)
@@ -474,11 +481,6 @@ def("conv1d", function(x, w, bias, opts)
   if not is_tensor(w) or w.rank ~= 3 then fail("conv1d: expects w [O, C/groups, K]") end
   if type(bias) == "table" and not is_tensor(bias) then bias, opts = nil, bias end
   opts = opts or {}
-  local function one(v, default)
-    if v == nil then return default end
-    if type(v) == "table" then return v[1] end
-    return v
-  end
   local pad = opts.padding
   if type(pad) ~= "string" then pad = {0, one(pad, 0)} end
   local y = kiln.conv2d(x:unsqueeze(2), w:unsqueeze(2), bias,
@@ -495,11 +497,6 @@ def("conv_transpose1d", function(x, w, bias, opts)
   if not is_tensor(w) or w.rank ~= 3 then fail("conv_transpose1d: expects w [C, O/groups, K]") end
   if type(bias) == "table" and not is_tensor(bias) then bias, opts = nil, bias end
   opts = opts or {}
-  local function one(v, default)
-    if v == nil then return default end
-    if type(v) == "table" then return v[1] end
-    return v
-  end
   local y = kiln.conv_transpose2d(x:unsqueeze(2), w:unsqueeze(2), bias,
                                   {stride = {1, one(opts.stride, 1)}, padding = {0, one(opts.padding, 0)},
                                    output_padding = {0, one(opts.output_padding, 0)},
