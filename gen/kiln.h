@@ -109,6 +109,35 @@ int64_t shape_numel(const Shape *s);
 bool shape_eq(const Shape *a, const Shape *b);
 char *shape_str(const Shape *s);             /* "[2, 3, 4]" in the arena */
 
+/* ---- stored weight formats (gen/ir/quant.c, docs/quantization.md) ----
+ * How a matrix weight W (n rows of k, the rows being what a product reduces over) may be
+ * kept in the weights file. Every format but f32 is stored in panels of KILN_QPANEL rows
+ * (the last panel zero-padded), each panel a run of blocks along k; the value of every
+ * element is a fixed float expression of its stored bits, computed the same way by the
+ * build (Node.data), the interpreter and every kernel (docs/quantization.md). */
+typedef enum { WF_F32, WF_F16, WF_BF16, WF_I8, WF_Q8_0, WF_Q4_0, WF_Q4_K, WF_Q6_K, WF_G8, WF_G4, WF__COUNT } WFormat;
+enum { KILN_QPANEL = 32 };
+typedef struct {
+  const char *name;             /* as --quantize spells it: "q4_0" */
+  int block;                    /* k values per block; 0: one block is the whole row (i8) */
+  int ggml_type;                /* GGUF tensor type with the same values (-1: none) */
+} WFormatInfo;
+const WFormatInfo *wformat_info(WFormat f);
+bool wformat_parse(const char *s, WFormat *out);
+/* Bytes of one panel of k columns (k a multiple of the format's block). */
+int64_t wformat_panel_bytes(WFormat f, int64_t k);
+/* Bytes of the whole n x k matrix in format f: panels * panel bytes. */
+int64_t wformat_bytes(WFormat f, int64_t n, int64_t k);
+/* W (n x k f32, row-major) in f's panel layout (wformat_bytes bytes, kiln_alloc'd);
+ * deq (n * k floats, may be NULL, may alias w) receives the values the kernels compute
+ * with. Deterministic: the same w gives the same bytes on every machine. */
+unsigned char *quant_pack(WFormat f, const float *w, int64_t n, int64_t k, float *deq);
+/* GGUF/ggml rows of the same format (n rows of k, ggml's block layout) re-laid as panels:
+ * the same bits, no rounding. f16 and bf16 rows are plain 2-byte elements. */
+unsigned char *quant_from_ggml(WFormat f, const unsigned char *raw, int64_t n, int64_t k);
+/* The n x k values of a panel-laid matrix (the reference dequantization). */
+void quant_unpack(WFormat f, const unsigned char *panels, int64_t n, int64_t k, float *out);
+
 /* ---- the op table (ops.h) ---- */
 typedef enum {
 #define X(id, name, mi, ma, fam, fl, ex, iex, doc) OP_##id,
