@@ -393,6 +393,41 @@ float kiln_f16_to_f32(uint16_t h) {
 /* bfloat16 is the top half of an f32, so widening is exact: shift into the high bits. */
 float kiln_bf16_to_f32(uint16_t h) { return kiln_f32_from_bits((uint32_t)h << 16); }
 
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* Float to IEEE half, round to nearest even on the bits (no float arithmetic, so no
+ * rounding mode or excess precision can change it): |f| >= 65520 becomes inf, NaN a
+ * quiet NaN keeping the top payload bits, values below 2^-14 half subnormals. */
+uint16_t kiln_f32_to_f16(float f) {
+  uint32_t u = f32_bits(f), a = u & 0x7fffffffu;
+  uint16_t sign = (uint16_t)(u >> 16 & 0x8000);
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | (a >> 13 & 0x1ff));
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);          /* 65520 and up (and inf) */
+  int e = (int)(a >> 23);
+  if (a >= 0x38800000u) {                                           /* a normal half */
+    uint32_t h = (uint32_t)(e - 112) << 10 | (a >> 13 & 0x3ff), rem = a & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;            /* a carry into the exponent is right */
+    return (uint16_t)(sign | h);
+  }
+  if (e < 102) return sign;                                         /* below 2^-25: rounds to zero */
+  uint32_t mant = (a & 0x7fffff) | 0x800000, shift = (uint32_t)(126 - e);   /* 14..24 */
+  uint32_t m = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (m & 1))) m++;                  /* m == 0x400: the smallest normal */
+  return (uint16_t)(sign | m);
+}
+
+/* Float to bfloat16, round to nearest even; NaN stays NaN (quiet bit set, since dropping
+ * the low payload bits could otherwise leave an infinity). */
+uint16_t kiln_f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x0040);
+  return (uint16_t)((u + 0x7fffu + (u >> 16 & 1)) >> 16);
+}
+
 /* ---- progress on a terminal ---- */
 
 /* A build's progress, one line rewritten in place on stderr, only when stderr is a
