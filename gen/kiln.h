@@ -234,6 +234,10 @@ typedef struct Node {
   int64_t offset;               /* byte offset within its region */
   int pack;                     /* WEIGHT stored as panels of this many columns (pass_pack), 0: as is */
   bool pack_t;                  /* packed from the transpose: the weight is B^T (a Linear's [N, K]) */
+  WFormat src_fmt;              /* WEIGHT: the format its file stores it in (f32 for seeded weights) */
+  const unsigned char *src_raw; /* ... and those bytes (ggml rows), when src_fmt is not f32 */
+  WFormat wfmt;                 /* WEIGHT: the format the weights file keeps it in (pass_quant) */
+  const unsigned char *qbytes;  /* ... its panels (wformat_bytes), when wfmt is not f32 */
 } Node;
 
 /* A kernel: nodes rendered as one function (C) / one dispatch (Metal). Nodes are in
@@ -276,6 +280,14 @@ typedef struct Graph {
   bool no_fuse;                 /* pass_group: one node per kernel (--no-fuse, KILN_NOFUSE=1) */
 } Graph;
 
+/* One --quantize rule: the weights whose name matches glob (NULL: every weight) are
+ * stored as fmt; keep: as the file stores them. The first matching rule wins. */
+typedef struct {
+  const char *glob;
+  WFormat fmt;
+  bool keep;
+} QuantRule;
+
 /* A persistent state (kiln.state): caller-owned bytes that outlive a call, shared by
  * every entry, at a fixed offset of the state block; all zero is a fresh state. */
 typedef struct {
@@ -311,6 +323,8 @@ typedef struct Program {
   bool checksummed;             /* weights_checksum is set: later targets reuse it */
   int64_t arena_size;           /* the largest entry's arena */
   bool no_pack;                 /* keep every weight row-major (a target besides C reads the blob) */
+  const QuantRule *qrules;      /* --quantize, in the order given (pass_quant) */
+  int nqrules;
 } Program;
 
 Program *program_new(const char *model, const char *script);
@@ -361,6 +375,7 @@ void pass_cse(Graph *g);        /* identical (op, inputs, attrs) nodes merged */
 void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (never WEIGHTs) */
 void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
 void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
+void pass_quant(Graph *g);      /* matrix weights read by row get their stored format (Node.wfmt) */
 void pass_pack(Graph *g);       /* matmul weights read as B get a panel layout (Node.pack) */
 void pass_schedule(Graph *g);   /* kernels in a deterministic topological order */
 void pass_memplan(Graph *g);    /* region + offset for every live value; arena/weights size */
@@ -380,6 +395,9 @@ int64_t node_stored_bytes(const Node *w);
 /* w's payload bytes when packed: a fresh malloc'd copy in panel order (the caller frees
  * it), so the build holds one tensor's panels at a time, never a second copy of the model. */
 float *node_panels(const Node *w);
+/* The bytes a weight takes in the payload (node_stored_bytes of them): its format's
+ * panels, its f32 panels, or its data. *owned: the caller frees them. */
+const void *node_stored(const Node *w, bool *owned);
 
 typedef struct {
   const char *name;
@@ -437,6 +455,9 @@ typedef struct {
   Shape shape;
   float *data;                  /* NULL when file_dtype is valid but not loadable (I64, U8...) */
   const char *file_dtype;       /* the dtype as written in the file: "F32", "F16", "BF16", ... */
+  WFormat raw_fmt;              /* the stored format those bytes are in (f32: a plain f32 tensor) */
+  const unsigned char *raw;     /* the tensor's bytes in the file's data (ggml rows) when raw_fmt is not
+                                   f32: they point into the bytes parsed, which must outlive them */
 } SafeTensor;
 /* A metadata value of a weights file (a GGUF key's value; safetensors' __metadata__
  * strings). Integers are int64 (a u64 above INT64_MAX becomes a float). */
@@ -467,8 +488,9 @@ typedef struct {
 /* Parses and validates a safetensors file; on any problem returns NULL and writes
  * "path: tensor 'name': problem" to err. */
 SafeFile *safetensors_load(const char *path, char *err, size_t errlen);
-/* The same on a file already in memory (data/size stay owned by the caller and are
- * not referenced afterwards); path only names it in messages. The fuzz target. */
+/* The same on a file already in memory (data/size stay owned by the caller; only the
+ * tensors' raw pointers refer to them afterwards); path only names it in messages. The
+ * fuzz target. */
 SafeFile *safetensors_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
 SafeTensor *safetensors_find(SafeFile *f, const char *name);
 /* GGUF (gguf.c): the same contract as safetensors_load/_parse; quantized tensors are

@@ -49,6 +49,11 @@ static const char usage[] =
     "  --min-os iOS15|iOS16|iOS17|iOS18   CoreML spec 6..9, opset CoreML5..8 (default iOS15); a model\n"
     "                                with state or entry points needs iOS18\n"
     "  --precision fp32|fp16         CoreML compute precision (default fp32)\n"
+    "  --quantize [GLOB=]FORMAT      store matrix weights (Linear, embedding) as FORMAT: f32 f16\n"
+    "                                bf16 i8 q8_0 q4_0 q4_k q6_k g8 g4, or keep (as the file has\n"
+    "                                them); repeatable, the first matching rule wins; without\n"
+    "                                GLOB it applies to f32/f16/bf16 weights only. Default: as\n"
+    "                                stored (a GGUF's Q4_K stays Q4_K). docs/quantization.md\n"
     "  --dump-after PASS|all         print the graph to stderr after that pass\n"
     "  --no-fuse                     one op per kernel: no elementwise chains fused into the\n"
     "                                kernel before them (also: environment KILN_NOFUSE=1)\n"
@@ -107,6 +112,8 @@ typedef struct {
   bool embed, dot, fp16, no_fuse, decode;
   const char *convert, *tokenizer;   /* tokenize --convert OUT; build --tokenizer FILE */
   const char *min_os;
+  QuantRule qrules[64];         /* --quantize */
+  int nqrules;
   long limit;
   SandboxOptions sandbox;
 } Args;
@@ -115,6 +122,25 @@ typedef struct {
 static const char *need_value(int argc, char **argv, int *i) {
   if (*i + 1 >= argc) kiln_error("option %s needs a value (see kiln --help)", argv[*i]);
   return argv[++*i];
+}
+
+/* One --quantize value, "FORMAT" or "GLOB=FORMAT" (FORMAT may be keep); a format Kiln
+ * does not have is a user error listing those it has. */
+static QuantRule parse_quant_rule(const char *v) {
+  const char *eq = strrchr(v, '=');
+  QuantRule r = {eq ? kiln_fmt("%.*s", (int)(eq - v), v) : NULL, WF_F32, false};
+  const char *f = eq ? eq + 1 : v;
+  if (r.glob && !r.glob[0]) kiln_error("--quantize '%s': the name pattern before '=' is empty", v);
+  if (strcmp(f, "keep") == 0) {
+    r.keep = true;
+    return r;
+  }
+  if (!wformat_parse(f, &r.fmt)) {
+    Buf names = {0};
+    for (int i = 0; i < WF__COUNT; i++) buf_printf(&names, "%s ", wformat_info((WFormat)i)->name);
+    kiln_error("--quantize '%s': no format '%s' (one of: %skeep)", v, f, names.data);
+  }
+  return r;
 }
 
 /* --target's value as TGT_* bits ("all" = every target); an unknown name is a user error. */
@@ -151,7 +177,7 @@ static const struct {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
-    {"-D", "bgr"}, {"--decode", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
+    {"-D", "bgr"}, {"--decode", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "br"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -190,6 +216,10 @@ static Args parse_args(int argc, char **argv) {
     else if (strcmp(s, "--decode") == 0) a.decode = true;
     else if (strcmp(s, "--convert") == 0) a.convert = need_value(argc, argv, &i);
     else if (strcmp(s, "--tokenizer") == 0) a.tokenizer = need_value(argc, argv, &i);
+    else if (strcmp(s, "--quantize") == 0) {
+      if (a.nqrules == 64) kiln_error("--quantize: at most 64 rules");
+      a.qrules[a.nqrules++] = parse_quant_rule(need_value(argc, argv, &i));
+    }
     else if (strcmp(s, "--input") == 0) {
       if (a.ninputs == 64) kiln_error("too many --input options");
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
@@ -230,8 +260,29 @@ static Program *trace(const Args *a) {
                         .ndefines = a->ndefines};
   Program *p = frontend_trace(&fo);
   for (int e = 0; e < p->nentries; e++) p->entries[e]->no_fuse = a->no_fuse;
+  p->qrules = a->qrules;
+  p->nqrules = a->nqrules;
   return p;
 }
+
+/* With --quantize, `kiln run` computes with the values a build would store: the script is
+ * traced again and compiled (pass_quant decides which weights a rule reaches, after the
+ * passes before it), and every weight of p takes the values of its namesake there. */
+static void quantize_like_build(Program *p, const Args *a) {
+  Program *built = trace(a);
+  pipeline_run(built, NULL, stderr);
+  for (int e = 0; e < p->nentries; e++)
+    for (int i = 0; i < p->entries[e]->nnodes; i++) {
+      Node *w = p->entries[e]->nodes[i];
+      if (w->op != OP_WEIGHT || !w->name) continue;
+      for (int f = 0; f < built->nentries; f++)
+        for (int j = 0; j < built->entries[f]->nnodes; j++) {
+          const Node *x = built->entries[f]->nodes[j];
+          if (x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0 && x->wfmt != WF_F32) w->data = x->data;
+        }
+    }
+}
+
 
 /* ---- build ---- */
 
@@ -448,6 +499,7 @@ static int cmd_run(const Args *a) {
     if (!strchr(a->inputs[k], '=') || a->inputs[k][0] == '=')
       kiln_error("run: --input %s is not NAME=FILE", a->inputs[k]);
   Program *p = trace(a);
+  if (a->nqrules) quantize_like_build(p, a);
   Graph *g = run_entry(p, a->entry);
   check_state_file_args(p, a);
   pass_verify(g);

@@ -16,6 +16,7 @@ const Pass kiln_passes[] = {
     {"verify2", pass_verify},
     {"group", pass_group},
     {"schedule", pass_schedule},
+    {"quant", pass_quant},       /* before pack: a weight in a stored format is not also packed */
     {"pack", pass_pack},         /* after every entry is grouped: a weight's uses span entries */
     {"memplan", pass_memplan},
 };

@@ -411,8 +411,15 @@ SafeFile *gguf_parse(const char *path, const unsigned char *all, size_t size, ch
   Span *sorted = kiln_alloc(sizeof(Span) * (size_t)(ntensors + 1));
   memcpy(sorted, spans, sizeof(Span) * (size_t)ntensors);
   if (!check_spans(&r, f, sorted, f->ntensors, data_size, alignment)) return NULL;
-  for (int i = 0; i < f->ntensors; i++)
-    f->tensors[i].data = to_f32(types[i], all + data_start + spans[i].offset, shape_numel(&f->tensors[i].shape));
+  for (int i = 0; i < f->ntensors; i++) {
+    SafeTensor *t = &f->tensors[i];
+    t->data = to_f32(types[i], all + data_start + spans[i].offset, shape_numel(&t->shape));
+    for (int w = WF_F16; w < WF__COUNT; w++)
+      if (t->data && wformat_info((WFormat)w)->ggml_type == (int)types[i]->id) {
+        t->raw_fmt = (WFormat)w;
+        t->raw = all + data_start + spans[i].offset;
+      }
+  }
   return f;
 }
 

@@ -677,6 +677,7 @@ static int l_param(lua_State *L) {
   }
   Node *n = graph_leaf(fe_graph(L), OP_WEIGHT, DT_F32, &s, name, loc);
   n->data = data;
+  if (t) n->src_fmt = t->raw_fmt, n->src_raw = t->raw;
   fe->params = grow(fe->params, fe->nparams, &fe->capparams, fe->nparams + 1, sizeof(Param));
   fe->params[fe->nparams++] = (Param){name, loc, t != NULL, fe->fp.cur, n->id};
   fe_push(L, n->id);

@@ -223,7 +223,12 @@ SafeFile *safetensors_parse(const char *path, const unsigned char *all, size_t s
     f->ntensors++;
   }
   const unsigned char *data = all + 8 + hlen;
-  for (int i = 0; i < f->ntensors; i++) f->tensors[i].data = convert(&f->tensors[i], data + ranges[i].begin);
+  for (int i = 0; i < f->ntensors; i++) {
+    SafeTensor *t = &f->tensors[i];
+    t->data = convert(t, data + ranges[i].begin);
+    bool f16 = strcmp(t->file_dtype, "F16") == 0, bf16 = strcmp(t->file_dtype, "BF16") == 0;
+    if (f16 || bf16) t->raw_fmt = f16 ? WF_F16 : WF_BF16, t->raw = data + ranges[i].begin;   /* kept as stored (pass_quant) */
+  }
   if (!check_tiling(path, f, ranges, f->ntensors, data_size, err, errlen)) return NULL;
   return f;
 }

@@ -19,6 +19,7 @@
  */
 #include "kiln.h"
 
+#include <fnmatch.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,12 +92,113 @@ void pass_pack(Graph *g) {
   for (int i = 0; i < g->nnodes; i++) {
     Node *w = g->nodes[i];
     w->pack = 0;
-    if (off || w->dead || w->op != OP_WEIGHT || w->dtype != DT_F32 || w->shape.rank != 2 || !w->name) continue;
+    if (off || w->dead || w->op != OP_WEIGHT || w->dtype != DT_F32 || w->shape.rank != 2 || !w->name ||
+        w->wfmt != WF_F32)
+      continue;
     int64_t k = 0, n = 0;
     bool t = false;
     if (!packable(g, w, &k, &n, &t) || n < PACK_MIN_N) continue;
     w->pack = KILN_PANEL;
     w->pack_t = t;
+  }
+}
+
+/* ---- pass_quant: the stored format of each matrix weight ---- */
+
+/* Whether node u reads its operand slot (a rank-2 WEIGHT) row by row, a row being what u
+ * reduces over or copies out: as B^T of a matmul (a Linear's [N, K], or the W of W v), or
+ * as the table of a gather along axis 0 (an embedding). Those are the reads the C
+ * kernels of a stored format serve (templates/c/quant_lib.c.tmpl). */
+static bool row_role(Graph *h, const Node *u, int slot) {
+  if (u->dead) return false;
+  if (u->op == OP_GATHER) return slot == 0 && u->a.axis == 0;
+  int64_t k, n;
+  bool t;
+  return b_role(h, u, slot, &k, &n, &t) && t;
+}
+
+/* Whether every use of WEIGHT w (by name), in every entry of its program, reads it by row. */
+static bool read_by_rows(Graph *g, const Node *w) {
+  Program *p = g->prog;
+  int ng = p ? p->nentries : 1, uses = 0;
+  for (int e = 0; e < ng; e++) {
+    Graph *h = p ? p->entries[e] : g;
+    for (int i = 0; i < h->nnodes; i++) {
+      Node *u = h->nodes[i];
+      if (u->dead) continue;
+      for (int j = 0; j < u->nin; j++) {
+        const Node *in = graph_node(h, u->in[j]);
+        if (in->op != OP_WEIGHT || strcmp(in->name, w->name) != 0) continue;
+        if (!row_role(h, u, j)) return false;
+        uses++;
+      }
+    }
+  }
+  return uses > 0;
+}
+
+/* The format the rules ask for w: the first --quantize rule that matches its name; a rule
+ * without a name pattern applies only to weights the file holds as f32, f16 or bf16 (an
+ * already quantized tensor is not quantized again unless a rule names it). No match: as the
+ * file stores it. */
+static WFormat wanted(const Program *p, const Node *w) {
+  bool floaty = w->src_fmt == WF_F32 || w->src_fmt == WF_F16 || w->src_fmt == WF_BF16;
+  for (int i = 0; p && i < p->nqrules; i++) {
+    const QuantRule *r = &p->qrules[i];
+    if (r->glob && fnmatch(r->glob, w->name, 0) != 0) continue;
+    if (!r->glob && !floaty) continue;
+    return r->keep ? w->src_fmt : r->fmt;
+  }
+  return w->src_fmt;
+}
+
+/* The same weight as w in an entry already done (entries share parameters by name). */
+static const Node *done_before(const Graph *g, const Node *w) {
+  const Program *p = g->prog;
+  for (int e = 0; p && e < p->nentries && p->entries[e] != g; e++) {
+    const Graph *h = p->entries[e];
+    for (int i = 0; i < h->nnodes; i++) {
+      const Node *x = h->nodes[i];
+      if (x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0) return x;
+    }
+  }
+  return NULL;
+}
+
+/* Contract in kiln.h. A rank-2 WEIGHT that every use reads by row (row_role) and whose
+ * rows are a whole number of its format's blocks gets Node.wfmt = wanted(), with qbytes:
+ * the file's own bits re-laid (the format it was stored in), or quantized now, Node.data
+ * then holding the values the kernels compute with (so the interpreter and Core ML see
+ * exactly those). Every other weight is f32. A weight another entry already did is copied
+ * from it: the values are quantized once. With Program.no_pack (Metal reads the blob) every
+ * weight stays f32, and a --quantize rule is an error. */
+void pass_quant(Graph *g) {
+  Program *p = g->prog;
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *w = g->nodes[i];
+    if (w->dead || w->op != OP_WEIGHT || !w->name) continue;
+    w->wfmt = WF_F32;
+    w->qbytes = NULL;
+    if (w->dtype != DT_F32 || w->shape.rank != 2) continue;
+    const Node *prev = done_before(g, w);
+    if (prev) {
+      w->wfmt = prev->wfmt, w->qbytes = prev->qbytes, w->data = prev->data;
+      continue;
+    }
+    WFormat f = wanted(p, w);
+    if (f == WF_F32) continue;
+    if (p && p->no_pack) {
+      if (p->nqrules) kiln_error("--quantize: the Metal target reads f32 weights only; build the C or Core ML target alone");
+      continue;
+    }
+    int64_t n = w->shape.dim[0], k = w->shape.dim[1];
+    int block = wformat_info(f)->block;
+    if ((block && k % block) || !read_by_rows(g, w)) continue;
+    if (f == w->src_fmt)
+      w->qbytes = quant_from_ggml(f, w->src_raw, n, k);
+    else
+      w->qbytes = quant_pack(f, w->data, n, k, w->data);
+    w->wfmt = f;
   }
 }
 
@@ -108,6 +210,7 @@ void pack_dims(const Node *w, int64_t *k, int64_t *n) {
 
 /* Contract in kiln.h. */
 int64_t node_stored_bytes(const Node *w) {
+  if (w->op == OP_WEIGHT && w->wfmt != WF_F32) return wformat_bytes(w->wfmt, w->shape.dim[0], w->shape.dim[1]);
   if (!w->pack) return node_bytes(w);
   int64_t k, n;
   pack_dims(w, &k, &n);
@@ -129,4 +232,13 @@ float *node_panels(const Node *w) {
       out[(j / KILN_PANEL * k + r) * KILN_PANEL + j % KILN_PANEL] = v;
     }
   return out;
+}
+
+/* Contract in kiln.h. */
+const void *node_stored(const Node *w, bool *owned) {
+  *owned = false;
+  if (w->op == OP_WEIGHT && w->wfmt != WF_F32) return w->qbytes;
+  if (!w->pack) return w->data;
+  *owned = true;
+  return node_panels(w);
 }

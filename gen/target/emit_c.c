@@ -159,13 +159,36 @@ static void ctx_init(Ctx *c, Graph *g) {
   }
 }
 
+/* ---- weights in a stored format (pass_quant, templates/c/quant_lib.c.tmpl) ---- */
+
+/* The stored format of value n when it is a WEIGHT kept in one (not f32), else NULL. */
+static const WFormatInfo *stored_format(const Node *n) {
+  return n->op == OP_WEIGHT && n->wfmt != WF_F32 ? wformat_info(n->wfmt) : NULL;
+}
+
+/* The C expression for the bytes of one 32-row panel of a weight in format f whose rows
+ * have k values (the K of the kernel), from the block constants of templates/c/deq/. */
+static const char *panel_bytes_expr(WFormat f, const char *k) {
+  switch (f) {
+  case WF_F16: case WF_BF16: return kiln_fmt("%s * 2 * KILN_QPANEL", k);
+  case WF_I8: return kiln_fmt("KILN_QPANEL * (4 + %s)", k);
+  case WF_Q8_0: return kiln_fmt("%s / 32 * KILN_Q8_0_BLOCK", k);
+  case WF_Q4_0: return kiln_fmt("%s / 32 * KILN_Q4_0_BLOCK", k);
+  case WF_Q4_K: return kiln_fmt("%s / 256 * KILN_Q4_K_BLOCK", k);
+  case WF_Q6_K: return kiln_fmt("%s / 256 * KILN_Q6_K_BLOCK", k);
+  case WF_G8: return kiln_fmt("%s / 64 * KILN_G8_BLOCK", k);
+  case WF_G4: return kiln_fmt("%s / 64 * KILN_G4_BLOCK", k);
+  default: die("C: no panel layout for format %d", (int)f);
+  }
+}
+
 /* ---- binding operands in the run function ---- */
 
 /* The pointer expression for value n inside the run function, typed for a kernel
  * parameter (const when read). */
 static const char *operand_ptr(const Ctx *c, Node *n, bool write) {
   Node *r = storage_root(c->g, n);
-  const char *t = emit_c_type(n->dtype), *cq = write ? "" : "const ";
+  const char *t = stored_format(r) ? "unsigned char" : emit_c_type(n->dtype), *cq = write ? "" : "const ";
   int64_t delta = n->offset - r->offset;
   const char *plus = delta ? kiln_fmt(" + %lld", (long long)delta) : "";
   switch (n->region) {
@@ -347,6 +370,18 @@ static char *matmul_call(KernelCtx *k, bool swapped, const char *x, const char *
   for (int i = 0; i < 20; i += 2) emit_var(&v, kv[i], kv[i + 1]);
   const Node *bn = swapped ? xn : yn;
   const char *bname = swapped ? x : y;
+  const WFormatInfo *q = stored_format(bn);
+  emit_var(&k->v, "TX", q && swapped ? "unsigned char" : "float");
+  emit_var(&k->v, "TY", q && !swapped ? "unsigned char" : "float");
+  if (q) {
+    emit_var(&v, "W", bname);
+    emit_var(&v, "PANEL_BYTES", panel_bytes_expr(bn->wfmt, "K"));
+    emit_var(&v, "DEQ", kiln_fmt("kiln_deq_%s", q->name));
+    emit_var(&k->v, "HOW", kiln_fmt("%s\n * %s is kept as %s, rows in panels of %d, expanded to f32 a block at a time (docs/quantization.md).",
+                                    swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "",
+                                    swapped ? "x" : "y", q->name, KILN_QPANEL));
+    return expand_str("c/matmul_qcall.c.tmpl", &v);
+  }
   emit_var(&v, "PANELS", bn->pack ? bname : "NULL");
   emit_var(&v, "B", bn->pack ? "NULL" : bname);
   const char *how = swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "";
@@ -528,12 +563,18 @@ static const char *k_concat(KernelCtx *k) {
  * range checking is the template's job); returns the gather template. */
 static const char *k_gather(KernelCtx *k) {
   GatherGeom g = emit_gather_geom(k->g, k->n);
+  const WFormatInfo *q = stored_format(IN(0));
+  if (q) {   /* pass_quant: a table read by rows, so axis 0 of a matrix (OUTER is 1) */
+    emit_var(&k->v, "FORMAT", q->name);
+    emit_var(&k->v, "PANEL_BYTES", panel_bytes_expr(IN(0)->wfmt, "INNER"));
+    emit_var(&k->v, "DEQ", kiln_fmt("kiln_deq_%s", q->name));
+  }
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
   emit_vari(&k->v, "OUTER", g.outer);
   emit_vari(&k->v, "N", g.n);
   emit_vari(&k->v, "INNER", g.inner);
   emit_vari(&k->v, "NIDX", g.nidx);
-  return "c/gather.c.tmpl";
+  return q ? "c/gather_q.c.tmpl" : "c/gather.c.tmpl";
 }
 
 /* Argmax/argmin along a.axis: x as OUTER x N x INNER, the comparison that makes a
@@ -719,15 +760,61 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * region passes what an int holds: then 64-bit #defines (docs/output.md). The test hook
  * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
  * run it without writing gigabytes. */
-/* The helper functions the kernels call, each once and in a fixed order: kiln_dot4
- * (dot4.c.tmpl), the matmul micro-kernels (gemm_lib.c.tmpl) and the convolution's patch
- * panels over them (conv_lib.c.tmpl). */
+/* The helper functions the generated kernels may call, in the order they are written (each
+ * after what it uses), with the name whose use needs it ('|' between alternatives). */
+static const struct {
+  const char *tmpl, *uses;
+} c_helpers[] = {
+    {"c/dot4.c.tmpl", "kiln_dot4("},                  /* convolutions through gathered patches */
+    {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
+    {"c/gemm_split.c.tmpl", "kiln_split("},
+    {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */
+    {"c/conv_lib.c.tmpl", "kiln_conv_par("},          /* convolution as a matrix product */
+    {"c/quant_lib.c.tmpl", "KILN_QPANEL|KILN_QKC"},   /* weights in a stored format */
+    {"c/h2f.c.tmpl", "kiln_h2f("},
+    {"c/h2f_lanes.c.tmpl", "kiln_h2f_lanes("},
+    {"c/deq/nib_sym.c.tmpl", "kiln_nib_sym("},
+    {"c/deq/nib_affine.c.tmpl", "kiln_nib_affine("},
+    {"c/deq/f16.c.tmpl", "kiln_deq_f16,"},
+    {"c/deq/bf16.c.tmpl", "kiln_deq_bf16,"},
+    {"c/deq/i8.c.tmpl", "kiln_deq_i8,"},
+    {"c/deq/q8_0.c.tmpl", "kiln_deq_q8_0,"},
+    {"c/deq/q4_0.c.tmpl", "kiln_deq_q4_0,"},
+    {"c/deq/q4_k.c.tmpl", "kiln_deq_q4_k,"},
+    {"c/deq/q6_k.c.tmpl", "kiln_deq_q6_k,"},
+    {"c/deq/g8.c.tmpl", "kiln_deq_g8,"},
+    {"c/deq/g4.c.tmpl", "kiln_deq_g4,"},
+    {"c/qgemm_lib.c.tmpl", "kiln_qgemm_par("},        /* products with such a weight */
+    {"c/qrow.c.tmpl", "kiln_qrow("},                  /* embeddings from one */
+};
+enum { C_NHELPERS = sizeof c_helpers / sizeof c_helpers[0] };
+
+/* Whether text uses any of the '|'-separated names in uses. */
+static bool uses_any(const char *text, const char *uses) {
+  for (const char *u = uses; *u;) {
+    const char *bar = strchr(u, '|');
+    size_t n = bar ? (size_t)(bar - u) : strlen(u);
+    if (strstr(text, kiln_fmt("%.*s", (int)n, u))) return true;
+    u += n + (bar != NULL);
+  }
+  return false;
+}
+
+/* The helpers the kernels (and the helpers they need) call, each once, in table order: a
+ * helper is needed when the kernels or a later helper that is needed use it (a helper only
+ * uses earlier ones), so one pass from the end decides; nothing unused is written (-Werror
+ * knows unused static functions). */
 static const char *helpers(const char *kernels) {
-  bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
-  bool conv = kernels && strstr(kernels, "kiln_conv_par(");
-  bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm_par("));
-  return kiln_fmt("%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
-                  conv ? template_get("c/conv_lib.c.tmpl") : "");
+  bool need[C_NHELPERS] = {false};
+  for (int i = C_NHELPERS - 1; i >= 0; i--) {
+    need[i] = kernels && uses_any(kernels, c_helpers[i].uses);
+    for (int j = i + 1; j < C_NHELPERS && !need[i]; j++)
+      need[i] = need[j] && uses_any(template_get(c_helpers[j].tmpl), c_helpers[i].uses);
+  }
+  Buf b = {0};
+  for (int i = 0; i < C_NHELPERS; i++)
+    if (need[i]) buf_puts(&b, template_get(c_helpers[i].tmpl));
+  return b.len ? kiln_strdup(b.data) : "";
 }
 
 static bool wide_region(int64_t size) {

@@ -55,12 +55,18 @@ static void put_io(Buf *b, Graph *g, const GraphIO *io, int n) {
 
 /* The end of a weights record: offset, the bytes it takes in the payload and their FNV-1a
  * 64, so drivers can check each tensor; a packed weight adds how its panels are laid out
- * (docs/output.md): "packed": {"panel": 32, "k": K, "n": N, "transposed": bool}. */
+ * (docs/output.md): "packed": {"panel": 32, "k": K, "n": N, "transposed": bool}; a weight in a
+ * stored format says which and its matrix (docs/quantization.md): "format": {"name": "q4_0",
+ * "panel": 32, "rows": N, "k": K}. */
 static void put_stored(Buf *b, const Node *n, int64_t offset) {
   int64_t bytes = node_stored_bytes(n);
   buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld, \"fnv1a64\": ", (long long)offset, (long long)bytes);
   if (!n->data) {
     put_hex64(b, 0);
+  } else if (n->op == OP_WEIGHT && n->wfmt != WF_F32) {
+    put_hex64(b, kiln_fnv1a64(n->qbytes, (size_t)bytes));
+    buf_printf(b, ", \"format\": {\"name\": \"%s\", \"panel\": %d, \"rows\": %lld, \"k\": %lld}",
+               wformat_info(n->wfmt)->name, KILN_QPANEL, (long long)n->shape.dim[0], (long long)n->shape.dim[1]);
   } else if (n->pack) {
     float *panels = node_panels(n);
     put_hex64(b, kiln_fnv1a64(panels, (size_t)bytes));

@@ -69,7 +69,7 @@ static Layout layout(Graph *const *gs, int ng, int64_t size) {
     const Node *x = all[i], *prev = l.count ? l.n[l.count - 1] : NULL;
     if (prev && prev->offset == x->offset) {
       if (node_bytes(prev) != node_bytes(x) || prev->pack != x->pack || prev->pack_t != x->pack_t ||
-          memcmp(prev->data, x->data, (size_t)node_bytes(x)) != 0)
+          prev->wfmt != x->wfmt || memcmp(prev->data, x->data, (size_t)node_bytes(x)) != 0)
         die("weights: %s and %s share offset %lld with different bytes", what(prev), what(x), (long long)x->offset);
       continue;
     }
@@ -109,13 +109,10 @@ static void payload(const Layout *l, int64_t size, Sink *s) {
   for (int i = 0; i < l->count; i++) {
     sink_zeros(s, l->n[i]->offset - at);
     const Node *x = l->n[i];
-    if (x->pack) {   /* one tensor's panels at a time */
-      float *panels = node_panels(x);
-      sink_put(s, panels, (size_t)node_stored_bytes(x));
-      free(panels);
-    } else {
-      sink_put(s, x->data, (size_t)node_bytes(x));
-    }
+    bool owned;   /* f32 panels are made one tensor at a time */
+    const void *bytes = node_stored(x, &owned);
+    sink_put(s, bytes, (size_t)node_stored_bytes(x));
+    if (owned) free((void *)bytes);
     at = x->offset + node_stored_bytes(x);
     if (s->f) kiln_progress("writing weights", at, size);
   }
