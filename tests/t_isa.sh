@@ -17,17 +17,22 @@
 # to x86-64's: the platforms' libm functions may round differently). A model with entry points runs
 # each entry once, in order, the state block chained from call to call and compared too. Numerical correctness against
 # the interpreter and PyTorch is t_ops' and t_models' job; this suite checks that the paths
-# they do not exercise agree with the one they do.
+# they do not exercise agree with the one they do. tests/quant/qmix.lua does the same for the
+# expansions of every stored weight format (templates/c/deq/: vector types, AVX2/NEON
+# widening, F16C, plain loops).
 cd "$(dirname "$0")/.." || exit 2
 . tests/lib.sh
 kt_need_kiln t_isa
 kt_work isa
 S=isa
 for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lua models/stories.lua \
-         models/stories_fixed.lua tests/golden/tiny.lua tests/matmul/edges.lua; do
+         models/stories_fixed.lua tests/golden/tiny.lua tests/matmul/edges.lua tests/quant/qmix.lua; do
   n=$(basename "$m" .lua)
   d=$WORK/$n
-  if ! "$KILN" build "$m" -o "$d/out" > "$WORK/err" 2>&1; then echo "FAIL $S/$n/build: $(head -n 1 "$WORK/err")"; continue; fi
+  args=""   # build options a model needs (tests/quant/qmix.args: its --quantize rules)
+  [ -f "${m%.lua}.args" ] && args=$(cat "${m%.lua}.args")
+  # shellcheck disable=SC2086
+  if ! "$KILN" build "$m" -o "$d/out" $args > "$WORK/err" 2>&1; then echo "FAIL $S/$n/build: $(head -n 1 "$WORK/err")"; continue; fi
   # One line per call: "-" for a plain model, else "ENTRY MACRO_PREFIX STATE?" of each entry in
   # order (a model with entries runs each once, the state block chained from call to call);
   # then the call's input files.

@@ -771,10 +771,10 @@ static const struct {
     {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */
     {"c/conv_lib.c.tmpl", "kiln_conv_par("},          /* convolution as a matrix product */
     {"c/quant_lib.c.tmpl", "KILN_QPANEL|KILN_QKC"},   /* weights in a stored format */
-    {"c/h2f.c.tmpl", "kiln_h2f("},
     {"c/h2f_lanes.c.tmpl", "kiln_h2f_lanes("},
     {"c/deq/nib_sym.c.tmpl", "kiln_nib_sym("},
     {"c/deq/nib_affine.c.tmpl", "kiln_nib_affine("},
+    {"c/deq/bytes.c.tmpl", "kiln_bytes("},
     {"c/deq/f16.c.tmpl", "kiln_deq_f16,"},
     {"c/deq/bf16.c.tmpl", "kiln_deq_bf16,"},
     {"c/deq/i8.c.tmpl", "kiln_deq_i8,"},
