@@ -4,8 +4,9 @@
 #                            decodes what quant_pack wrote bit for bit like quant_unpack and
 #                            the deq values, re-lays the fields with zero padding rows, and
 #                            (formats whose quantizer the spec fixes) quantizes to the same bytes
-#   quant/<fmt>/same-bytes-* determinism: twice in one process, and gcc -O2 against clang
-#                            -O1 with ASan/UBSan (which also runs every check under sanitizers)
+#   quant/<fmt>/same-bytes-* determinism: twice in one process, gcc -O2 against clang -O1
+#                            with ASan/UBSan (which also runs every check under sanitizers)
+#                            and against an ARM64 build run under qemu-aarch64
 #   quant/ggml/*             random valid ggml blocks in a GGUF file: gen/frontend/gguf.c's
 #                            dequantization equals quant_unpack(quant_from_ggml(raw)), and
 #                            numpy's decoding of those panels equals ggml's dequantization
@@ -25,19 +26,44 @@ for t in "gcc:-O2" "clang:$SAN"; do
 done
 [ $built -eq 1 ] || exit 1
 
+# step NAME COMMAND...: runs it and shows its output; a crash or failing exit with no
+# FAIL line of its own (a Python traceback, a sanitizer abort) becomes one.
+step() {
+  name=$1
+  shift
+  "$@" > "$WORK/step.out" 2>&1
+  rc=$?
+  cat "$WORK/step.out"
+  if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$WORK/step.out"; then
+    echo "FAIL $S/$name: exited $rc: $(grep -m 3 -E 'Error|ERROR|runtime error|error' "$WORK/step.out" | tr '\n' ' ')"
+  fi
+}
+
 # Every format x shape, by both builds; numpy checks one, the other must be identical.
 mkdir -p "$WORK/gcc" "$WORK/clang" "$WORK/ggml"
-"$WORK/qtest-gcc" cases "$WORK/gcc" || echo "FAIL $S/cases-gcc: qtest exited $?"
-"$WORK/qtest-clang" cases "$WORK/clang" > "$WORK/clang.out" 2>&1 ||
-  echo "FAIL $S/cases-clang-sanitized: $(grep -m 3 -E 'FAIL|ERROR|runtime error' "$WORK/clang.out" | tr '\n' ' ')"
-"$PY" tests/quant/ref.py cases "$WORK/gcc"
+step cases-gcc "$WORK/qtest-gcc" cases "$WORK/gcc"
+step cases-clang-sanitized "$WORK/qtest-clang" cases "$WORK/clang" | grep -v '^PASS '   # the same names again
+step numpy-cases "$PY" tests/quant/ref.py cases "$WORK/gcc"
 if diff -r "$WORK/gcc" "$WORK/clang" > /dev/null; then echo "PASS $S/same-bytes-gcc-and-clang"
 else echo "FAIL $S/same-bytes-gcc-and-clang: $(diff -rq "$WORK/gcc" "$WORK/clang" | head -n 3 | tr '\n' ' ')"; fi
 
+# Another machine: ARM64 (static, under qemu's user-mode emulation) must write the same bytes.
+if command -v aarch64-linux-gnu-gcc > /dev/null && command -v qemu-aarch64 > /dev/null; then
+  mkdir -p "$WORK/arm64"
+  if aarch64-linux-gnu-gcc $STRICT -O2 -static -o "$WORK/qtest-arm64" $SRCS -lm 2> "$WORK/build.out" &&
+     qemu-aarch64 "$WORK/qtest-arm64" cases "$WORK/arm64" > /dev/null 2>&1 && diff -r "$WORK/gcc" "$WORK/arm64" > /dev/null; then
+    echo "PASS $S/same-bytes-x86-64-and-arm64"
+  else
+    echo "FAIL $S/same-bytes-x86-64-and-arm64: $(head -n 2 "$WORK/build.out" | tr '\n' ' ')$(diff -rq "$WORK/gcc" "$WORK/arm64" 2>&1 | head -n 3 | tr '\n' ' ')"
+  fi
+else
+  echo "NOTE $S/arm64: no aarch64-linux-gnu-gcc or qemu-aarch64 (scripts/install-deps.sh installs them): ARM64 bytes not compared"
+fi
+
 # ggml blocks: written by numpy, re-laid and decoded by C (sanitized), decoded again by numpy.
-"$PY" tests/quant/ref.py ggml-write "$WORK/ggml" || echo "FAIL $S/ggml-write"
-"$WORK/qtest-clang" ggml "$WORK/ggml/blocks.gguf" "$WORK/ggml" 2>&1 | grep -E '^(PASS|FAIL)|ERROR|runtime error'
-"$PY" tests/quant/ref.py ggml-check "$WORK/ggml"
+step ggml-write "$PY" tests/quant/ref.py ggml-write "$WORK/ggml"
+step ggml-sanitized "$WORK/qtest-clang" ggml "$WORK/ggml/blocks.gguf" "$WORK/ggml"
+step ggml-numpy "$PY" tests/quant/ref.py ggml-check "$WORK/ggml"
 
 # Error bounds and edge rows (the optimized build: it times the quantizers too).
-"$WORK/qtest-gcc" error
+step error "$WORK/qtest-gcc" error

@@ -21,12 +21,18 @@
  */
 #include "kiln.h"
 
+#include <float.h>
 #include <string.h>
 
 /* Products and sums are rounded separately, as the spec's expressions say: no fused
  * multiply-add. gcc needs no pragma: ISO C mode (-std=c11) turns contraction off. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#endif
+/* Deterministic bytes need float arithmetic rounded to float at every step (SSE, NEON),
+ * not x87's wider intermediates; rne() depends on it too. */
+#if FLT_EVAL_METHOD != 0
+#error "quant.c needs FLT_EVAL_METHOD 0 (float operations evaluated in float)"
 #endif
 
 enum { LANES = KILN_QPANEL, QK4K_SUB = 32, QK6K_SUB = 16 };
