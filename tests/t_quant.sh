@@ -10,7 +10,7 @@
 #   quant/ggml/*             random valid ggml blocks in a GGUF file: gen/frontend/gguf.c's
 #                            dequantization equals quant_unpack(quant_from_ggml(raw)), and
 #                            numpy's decoding of those panels equals ggml's dequantization
-#   quant/<fmt>/gaussian-*   quantization error bounds, edge rows (tests/quant/qtest.c)
+#   quant/<fmt>/gaussian-*   quantization error bounds; edge rows under ASan/UBSan (qtest.c)
 . "$(dirname "$0")/lib.sh"
 kt_work quant
 S=quant
@@ -65,5 +65,6 @@ step ggml-write "$PY" tests/quant/ref.py ggml-write "$WORK/ggml"
 step ggml-sanitized "$WORK/qtest-clang" ggml "$WORK/ggml/blocks.gguf" "$WORK/ggml"
 step ggml-numpy "$PY" tests/quant/ref.py ggml-check "$WORK/ggml"
 
-# Error bounds and edge rows (the optimized build: it times the quantizers too).
+# Error bounds (the optimized build: it times the quantizers too); edge rows, sanitized.
 step error "$WORK/qtest-gcc" error
+step edges-sanitized "$WORK/qtest-clang" edges

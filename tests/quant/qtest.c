@@ -11,8 +11,10 @@
  *                          quant_unpack(quant_from_ggml(raw)) must agree bit for bit;
  *                          writes the panels to DIR/NAME.panels for ref.py
  *   qtest error            quantization error of seeded gaussian rows per format against
- *                          the bounds below, determinism, and edge cases (zero, constant,
- *                          outlier, huge and non-finite rows)
+ *                          the bounds below (and the time it takes)
+ *   qtest edges            the size table, and edge rows: zero, constant, outlier, huge and
+ *                          non-finite values
+ *   qtest bench FORMAT     error and time at several scales (not a test: for the docs)
  *
  * Prints "PASS quant/<check>" or "FAIL quant/<check>: why" lines (tests/run.sh counts them).
  */
@@ -300,15 +302,18 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "ggml") == 0) return ggml(argv[2], argv[3]);
   if (argc == 2 && strcmp(argv[1], "error") == 0) {
     double err[WF__COUNT];
-    table();
     for (int f = 0; f < WF__COUNT; f++) {
       err[f] = gaussian((WFormat)f, 1.0f, "gaussian-error");
       gaussian((WFormat)f, 1.0f / 1024, "gaussian-error-small");   /* f16 scales near their subnormals */
-      edges((WFormat)f);
     }
     /* The searched K-quants against the fixed rules at the same bits per weight. */
     result(err[WF_Q4_K] < err[WF_Q4_0] && err[WF_Q4_K] < err[WF_G4], "q4_k-beats-q4_0-and-g4",
            kiln_fmt("q4_k %.4g, q4_0 %.4g, g4 %.4g", err[WF_Q4_K], err[WF_Q4_0], err[WF_G4]));
+    return failures ? 1 : 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "edges") == 0) {
+    table();
+    for (int f = 0; f < WF__COUNT; f++) edges((WFormat)f);
     return failures ? 1 : 0;
   }
   if (argc == 3 && strcmp(argv[1], "bench") == 0) {   /* speed and error of one format, not a test */
@@ -317,6 +322,6 @@ int main(int argc, char **argv) {
     for (int e = 0; e >= -16; e -= 4) gaussian(f, ldexpf(1.0f, e), NULL);
     return 0;
   }
-  fprintf(stderr, "usage: qtest cases DIR | ggml FILE DIR | error | bench FORMAT\n");
+  fprintf(stderr, "usage: qtest cases DIR | ggml FILE DIR | error | edges | bench FORMAT\n");
   return 2;
 }
