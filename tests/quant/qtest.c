@@ -120,7 +120,7 @@ static int cases(const char *dir) {
   int id = 0;
   for (int f = 0; f < WF__COUNT; f++) {
     const char *name = wformat_info((WFormat)f)->name;
-    bool size_ok = true, twice_ok = true, alias_ok = true, deq_ok = true;
+    bool size_ok = true, twice_ok = true, alias_ok = true, deq_ok = true, chunk_ok = true;
     for (int ni = 0; ni < 5; ni++)
       for (int ki = 0; ki < 4 && ks[f][ki]; ki++, id++) {
         int64_t n = ns[ni], k = ks[f][ki], bytes = wformat_bytes((WFormat)f, n, k);
@@ -140,6 +140,13 @@ static int cases(const char *dir) {
         if (memcmp(q, q2, (size_t)bytes) != 0) twice_ok = false;
         if (memcmp(q, q3, (size_t)bytes) != 0 || !same_bits(alias, deq, n * k, &at)) alias_ok = false;
         if (!same_bits(deq, unp, n * k, &at)) deq_ok = false;
+        /* Whole panels are independent: rows [0, 32) and [32, n) packed apart, concatenated,
+         * are the same bytes (a build may stream a tensor a few panels at a time). */
+        if (n > 32 && f != WF_F32) {
+          int64_t head = wformat_bytes((WFormat)f, 32, k);
+          unsigned char *a = quant_pack((WFormat)f, w, 32, k, NULL), *b = quant_pack((WFormat)f, w + 32 * k, n - 32, k, NULL);
+          if (memcmp(a, q, (size_t)head) != 0 || memcmp(b, q + head, (size_t)(bytes - head)) != 0) chunk_ok = false;
+        }
         fprintf(list, "%d %s %lld %lld\n", id, name, (long long)n, (long long)k);
         if (!write_file(kiln_fmt("%s/%d.w", dir, id), w, sizeof(float) * (size_t)(n * k)) ||
             !write_file(kiln_fmt("%s/%d.q", dir, id), q, (size_t)bytes) ||
@@ -151,6 +158,8 @@ static int cases(const char *dir) {
     result(twice_ok, kiln_fmt("%s/same-bytes-twice", name), "two packs of the same input differ");
     result(alias_ok, kiln_fmt("%s/deq-aliasing-w", name), "deq == w gives other bytes or values");
     result(deq_ok, kiln_fmt("%s/deq-is-unpack", name), "quant_pack's deq differs from quant_unpack");
+    if (f != WF_F32)
+      result(chunk_ok, kiln_fmt("%s/panels-pack-apart", name), "rows 0-31 and 32.. packed apart are other bytes");
   }
   fclose(list);
   return failures ? 1 : 0;
