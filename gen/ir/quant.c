@@ -21,12 +21,18 @@
  */
 #include "kiln.h"
 
+#include <float.h>
 #include <string.h>
 
 /* Products and sums are rounded separately, as the spec's expressions say: no fused
  * multiply-add. gcc needs no pragma: ISO C mode (-std=c11) turns contraction off. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#endif
+/* Deterministic bytes need float arithmetic rounded to float at every step (SSE, NEON),
+ * not x87's wider intermediates; rne() depends on it too. */
+#if FLT_EVAL_METHOD != 0
+#error "quant.c needs FLT_EVAL_METHOD 0 (float operations evaluated in float)"
 #endif
 
 enum { LANES = KILN_QPANEL, QK4K_SUB = 32, QK6K_SUB = 16 };
@@ -228,31 +234,56 @@ static void pack_affine(const float *x, unsigned char *b, int j, int bits) {
   }
 }
 
+/* ---- the K-quants: searched scales ----
+ * Their searches round with rne (below) and multiply by inverse steps instead of dividing:
+ * both are exact IEEE operations in a fixed order, so the bytes stay deterministic, and
+ * they make q4_k and q6_k fast enough for billion-weight models (docs/quantization.md). */
+
+/* v rounded to the nearest integer (ties to even) after clamping to [lo, hi] (NaN gives
+ * lo): adding and removing 1.5 * 2^23 leaves the nearest integer of any |v| < 2^22. */
+static float rne(float v, float lo, float hi) {
+  v = v >= lo ? v : lo;
+  v = v <= hi ? v : hi;
+  return (v + 12582912.0f) - 12582912.0f;
+}
+
+/* The f16 super-block scale d ~ v / top under which v is at most top steps (v/d in
+ * [-|top|, |top|]): f16(v / top), one ulp larger when rounding made it too small. Small
+ * weights put d among the f16 subnormals, where rounding can cost a quarter of its
+ * value; without the ulp the largest sub-block scale would then be clipped. */
+static uint16_t half_covering(float v, float top) {
+  uint16_t h = half_sat(v / top);
+  float d = kiln_f16_to_f32(h), t = top < 0 ? -top : top;
+  if (d == 0 && v != 0) return (uint16_t)((v < 0) != (top < 0) ? 0x8001 : 0x0001);  /* underflow: the least half */
+  float r = d != 0 ? v / d : 0;
+  if ((r > t || r < -t) && (h & 0x7fff) < 0x7bff) h++;  /* the next magnitude, same sign */
+  return h;
+}
+
 /* q4_k, first step: the best affine fit x ~ a*q + c of one sub-block of 32, q in 0..15,
  * a >= 0, c <= 0 (ggml's mins are subtracted and non-negative). Candidate inverse steps
- * (15 + t)/(hi - lo), t = -1, -0.9, ..., +1, each round x to q and then solve least
+ * (15 + t)/(hi - lo), t = -1, -0.8, ..., +1, each round x to q and then solve least
  * squares for (a, c) with those q; the pair of least squared error wins (the plain
- * (hi - lo)/15 grid first, so ties keep it). As make_qkx2_quants does, in spirit. */
+ * (hi - lo)/15 grid first, so ties keep it). make_qkx2_quants's idea, unweighted. */
 static void fit_affine(const float *x, float *a_out, float *c_out) {
-  float lo = 0.0f, hi = x[0];
+  float lo = 0.0f, hi = x[0], sx = 0.0f;
   for (int i = 0; i < QK4K_SUB; i++) {
-    if (x[i] < lo) lo = x[i];
-    if (x[i] > hi) hi = x[i];
+    lo = x[i] < lo ? x[i] : lo;
+    hi = x[i] > hi ? x[i] : hi;
+    sx += x[i];
   }
   *a_out = 0.0f;
   *c_out = lo;
   if (!(hi > lo)) return;                               /* every value is lo (<= 0) */
   float best = -1.0f;
-  for (int step = -1; step <= 20; step++) {
-    float a, c, iscale = step < 0 ? 15.0f / (hi - lo) : (14.0f + 0.1f * (float)step) / (hi - lo);
-    int q[QK4K_SUB];
-    float sq = 0, sqq = 0, sx = 0, sqx = 0, n = (float)QK4K_SUB;
+  for (int step = -1; step <= 10; step++) {
+    float a, c, iscale = step < 0 ? 15.0f / (hi - lo) : (14.0f + 0.2f * (float)step) / (hi - lo);
+    float q[QK4K_SUB], sq = 0, sqq = 0, sqx = 0, n = (float)QK4K_SUB;
     for (int i = 0; i < QK4K_SUB; i++) {
-      q[i] = qround(iscale * (x[i] - lo), 0, 15);
-      sq += (float)q[i];
-      sqq += (float)(q[i] * q[i]);
-      sx += x[i];
-      sqx += (float)q[i] * x[i];
+      q[i] = rne(iscale * (x[i] - lo), 0.0f, 15.0f);
+      sq += q[i];
+      sqq += q[i] * q[i];
+      sqx += q[i] * x[i];
     }
     if (step < 0) {
       a = (hi - lo) / 15.0f;
@@ -271,7 +302,7 @@ static void fit_affine(const float *x, float *a_out, float *c_out) {
     }
     float err = 0;
     for (int i = 0; i < QK4K_SUB; i++) {
-      float e = a * (float)q[i] + c - x[i];
+      float e = a * q[i] + c - x[i];
       err += e * e;
     }
     if (best < 0 || err < best) {
@@ -282,24 +313,25 @@ static void fit_affine(const float *x, float *a_out, float *c_out) {
   }
 }
 
-/* Squared error of a q4_k sub-block at 6-bit scale sc and min m; q gets the quants. */
-static float q4k_try(const float *x, float d, float dmin, int sc, int m, int *q) {
-  const float D = d * (float)sc, M = dmin * (float)m;
+/* Squared error of a q4_k sub-block at 6-bit scale sc and min m, the values being the
+ * spec's (d*sc)*q - dmin*m; q gets the quants. */
+static float q4k_try(const float *x, float d, float dmin, int sc, int m, float *q) {
+  const float D = d * (float)sc, M = dmin * (float)m, iD = D > 0 ? 1.0f / D : 0.0f;
   float err = 0;
   for (int i = 0; i < QK4K_SUB; i++) {
-    q[i] = D > 0 ? qround((x[i] + M) / D, 0, 15) : 0;
-    float e = D * (float)q[i] - M - x[i];
+    q[i] = rne((x[i] + M) * iD, 0.0f, 15.0f);
+    float e = D * q[i] - M - x[i];
     err += e * e;
   }
   return err;
 }
 
-/* Hill-climbs (sc, m) over the 8 neighbours until none lowers the stored values' squared
- * error (at most 8 moves), keeping the first of equals; q gets the winner's quants. */
-static void q4k_refine(const float *x, float d, float dmin, int *sc, int *m, int *q) {
-  float best = q4k_try(x, d, dmin, *sc, *m, q);
-  for (int round = 0; round < 8; round++) {
-    int bs = *sc, bm = *m, tq[QK4K_SUB];
+/* Moves (sc, m) to the best of its 8 neighbours while that lowers the stored values'
+ * squared error (at most 3 moves; the first of equals is kept); q gets the winner's quants. */
+static void q4k_refine(const float *x, float d, float dmin, int *sc, int *m, float *q) {
+  float best = q4k_try(x, d, dmin, *sc, *m, q), tq[QK4K_SUB];
+  for (int round = 0; round < 3; round++) {
+    int bs = *sc, bm = *m;
     for (int ds = -1; ds <= 1; ds++)
       for (int dm = -1; dm <= 1; dm++) {
         int s = *sc + ds, mm = *m + dm;
@@ -325,22 +357,23 @@ static void pack_q4_k(const float *x, unsigned char *b, int j) {
     if (a[s] > amax) amax = a[s];
     if (-c[s] > mmax) mmax = -c[s];
   }
-  uint16_t dh = half_sat(amax / 63.0f), mh = half_sat(mmax / 63.0f);
+  uint16_t dh = half_covering(amax, 63.0f), mh = half_covering(mmax, 63.0f);
   float d = kiln_f16_to_f32(dh), dmin = kiln_f16_to_f32(mh);
   wr16(b + 2 * j, dh);
   wr16(b + 64 + 2 * j, mh);
   for (int s = 0; s < 8; s++) {
-    int sc = d > 0 ? qround(a[s] / d, 0, 63) : 0, m = dmin > 0 ? qround(-c[s] / dmin, 0, 63) : 0, q[QK4K_SUB];
+    int sc = d > 0 ? qround(a[s] / d, 0, 63) : 0, m = dmin > 0 ? qround(-c[s] / dmin, 0, 63) : 0;
+    float q[QK4K_SUB];
     q4k_refine(x + QK4K_SUB * s, d, dmin, &sc, &m, q);
     wr_scale_min(b + 128 + 12 * j, s, sc, m);
-    for (int i = 0; i < QK4K_SUB; i++) wr_nib(b + 512, QK4K_SUB * s + i, j, q[i]);
+    for (int i = 0; i < QK4K_SUB; i++) wr_nib(b + 512, QK4K_SUB * s + i, j, (int)q[i]);
   }
 }
 
 /* q6_k, first step: the best symmetric fit x ~ a*q of a sub-block of 16, q in -32..31.
  * With mx the value of largest magnitude, candidate inverse steps -(32 + t)/mx,
  * t = -0.9 .. +0.9 by 0.1, round x to q, solve a = sum(qx)/sum(qq); least squared error
- * wins (make_qx_quants, in spirit). Returns a (0 for an all-zero sub-block). */
+ * wins (make_qx_quants's idea, unweighted). Returns a (0 for an all-zero sub-block). */
 static float fit_symmetric(const float *x) {
   float amax = 0, mx = 0;
   for (int i = 0; i < QK6K_SUB; i++)
@@ -348,17 +381,16 @@ static float fit_symmetric(const float *x) {
   if (amax == 0) return 0;
   float best = -1, best_a = mx / -32.0f;
   for (int t = -9; t <= 9; t++) {
-    float iscale = -(32.0f + 0.1f * (float)t) / mx, sqq = 0, sqx = 0;
-    int q[QK6K_SUB];
+    float iscale = -(32.0f + 0.1f * (float)t) / mx, sqq = 0, sqx = 0, q[QK6K_SUB];
     for (int i = 0; i < QK6K_SUB; i++) {
-      q[i] = qround(iscale * x[i], -32, 31);
-      sqq += (float)(q[i] * q[i]);
-      sqx += (float)q[i] * x[i];
+      q[i] = rne(iscale * x[i], -32.0f, 31.0f);
+      sqq += q[i] * q[i];
+      sqx += q[i] * x[i];
     }
     if (sqq == 0) continue;
     float a = sqx / sqq, err = 0;
     for (int i = 0; i < QK6K_SUB; i++) {
-      float e = a * (float)q[i] - x[i];
+      float e = a * q[i] - x[i];
       err += e * e;
     }
     if (best < 0 || err < best) best = err, best_a = a;
@@ -366,14 +398,14 @@ static float fit_symmetric(const float *x) {
   return best_a;
 }
 
-/* Squared error of a q6_k sub-block at int8 scale sc; q gets the quants (0..63). */
-static float q6k_try(const float *x, float d, int sc, int *q) {
-  const float D = d * (float)sc;
+/* Squared error of a q6_k sub-block at int8 scale sc, the values being the spec's
+ * (d*sc)*(q - 32); q gets q - 32 (-32..31). */
+static float q6k_try(const float *x, float d, int sc, float *q) {
+  const float D = d * (float)sc, iD = D != 0 ? 1.0f / D : 0.0f;
   float err = 0;
   for (int i = 0; i < QK6K_SUB; i++) {
-    int v = D != 0 ? qround(x[i] / D, -32, 31) : 0;
-    q[i] = v + 32;
-    float e = D * (float)v - x[i];
+    q[i] = rne(x[i] * iD, -32.0f, 31.0f);
+    float e = D * q[i] - x[i];
     err += e * e;
   }
   return err;
@@ -390,13 +422,13 @@ static void pack_q6_k(const float *x, unsigned char *b, int j) {
     a[s] = fit_symmetric(x + QK6K_SUB * s);
     if (amax < (a[s] < 0 ? -a[s] : a[s])) amax = a[s] < 0 ? -a[s] : a[s], A = a[s];
   }
-  uint16_t dh = amax > 0 ? half_sat(A / -128.0f) : 0;   /* +0, not -0 (as q4_0) */
+  uint16_t dh = amax > 0 ? half_covering(A, -128.0f) : 0;   /* +0, not -0 (as q4_0) */
   float d = kiln_f16_to_f32(dh);
   wr16(b + 2 * j, dh);
   for (int s = 0; s < 16; s++) {
     const float *xs = x + QK6K_SUB * s;
-    int sc = d != 0 ? qround(a[s] / d, -128, 127) : 0, q[QK6K_SUB], tq[QK6K_SUB];
-    float best = q6k_try(xs, d, sc, q);
+    int sc = d != 0 ? qround(a[s] / d, -128, 127) : 0;
+    float q[QK6K_SUB], tq[QK6K_SUB], best = q6k_try(xs, d, sc, q);
     for (int dir = -1; dir <= 1; dir += 2)
       for (int moved = 1; moved && sc + dir >= -128 && sc + dir <= 127;) {
         float e = q6k_try(xs, d, sc + dir, tq);
@@ -406,9 +438,10 @@ static void pack_q6_k(const float *x, unsigned char *b, int j) {
     q6k_try(xs, d, sc, q);
     b[64 + 16 * j + s] = (unsigned char)(int8_t)sc;
     for (int i = 0; i < QK6K_SUB; i++) {
+      int v = (int)q[i] + 32;
       unsigned char *kb = b + 576 + 24 * (QK6K_SUB * s + i);
-      wr_nib(kb, 0, j, q[i] & 15);
-      wr_hi2(kb, j, q[i] >> 4);
+      wr_nib(kb, 0, j, v & 15);
+      wr_hi2(kb, j, v >> 4);
     }
   }
 }
