@@ -1,0 +1,262 @@
+"""run_qmodels.py WORK -- weights kept in a stored format, end to end (tests/t_qkernels.sh).
+
+1. tests/quant/qmix.lua built with the --quantize rules of qmix.args (every format, each as
+   a Linear weight at 1 and 13 rows, as the W of W x and as an embedding table): the JSON
+   names each weight's format and the weights file holds exactly that many bytes; numpy
+   decodes each weight from the weights file (tests/quant/ref.py, written from the layout
+   spec) and computes every output in float64; the generated C and `kiln run --quantize`
+   (the interpreter on the values the build stores) must both agree with it -- embeddings
+   exactly (a row is copied), products within the reduction tolerance of tests/py/kt.py
+   ((2 sqrt K + 4) eps |x| |W|: the C's one fmaf chain per output, the interpreter's double
+   sum rounded once).
+2. A GGUF file whose matrices are F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K blocks
+   (tests/py/gguf_file.py) used as Linear weights and an embedding: the build keeps each
+   in its file's format (the JSON says so, the weights file is as small as the GGUF's
+   tensors plus panel padding) and the C agrees with numpy's decoding of the ggml blocks
+   (gguf_file.dequant, ggml's reference order): a second, independent decoder.
+3. Rules that reach nothing or cannot apply: a Linear weight whose rows are not a whole
+   number of blocks stays f32, a weight also read another way (here added to itself)
+   stays f32, `--quantize keep` keeps a GGUF's format, and bad --quantize values and the
+   Metal target give one-line errors with nothing written.
+"""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "py"))
+sys.path.insert(0, HERE)
+import gguf_file as G  # noqa: E402
+import kt  # noqa: E402
+import ref  # noqa: E402
+
+S = "qkernels"
+EPS = 1.1920929e-07
+
+
+def build_and_run(work, tag, script, args, inputs, cwd=None):
+    """Builds script (kiln build ARGS), compiles the C with the driver and runs it on inputs
+    ({name: array}, in declaration order). Returns (json, weights bytes, {output: array}) or
+    raises RuntimeError with a one-line reason."""
+    out = os.path.join(work, tag)
+    rc, o, e = kt.run([kt.KILN, "build", script, "-o", out] + args, cwd=cwd)
+    if rc != 0:
+        raise RuntimeError("build: " + kt.why(rc, e, o))
+    model = os.path.splitext(os.path.basename(script))[0]
+    sig = json.load(open(os.path.join(out, model + ".json")))
+    exe = os.path.join(out, "drv")
+    rc, o, e = kt.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L",
+                       "-I" + out, "-I" + os.path.join(ROOT, "runtime"), "-DKILN_MODEL=" + model,
+                       "-DKILN_MODEL_UPPER=" + model.upper(), os.path.join(ROOT, "tests/runtime/driver.c"),
+                       os.path.join(out, model + ".c"), os.path.join(ROOT, "runtime/kiln_runtime.c"), "-lm", "-o", exe])
+    if rc != 0:
+        raise RuntimeError("cc: " + kt.why(rc, e, o))
+    files = []
+    for name, a in inputs.items():
+        p = os.path.join(out, "in_%s.bin" % name)
+        a.tofile(p)
+        files.append(p)
+    res = os.path.join(out, "res")
+    os.makedirs(res)
+    rc, o, e = kt.run([exe, "-w", os.path.join(out, model + ".weights"), "-o", res] + files)
+    if rc != 0:
+        raise RuntimeError("run: " + kt.why(rc, e, o))
+    got = {x["name"]: np.fromfile(os.path.join(res, x["name"] + ".bin"), dtype="<f4").reshape(x["shape"])
+           for x in sig["outputs"]}
+    blob = open(os.path.join(out, model + ".weights"), "rb").read()
+    return sig, blob[64:], got   # the payload follows the 64-byte header
+
+
+def weight(sig, payload, name):
+    """(format name or 'f32', the weight's values as float32 [rows, k]) from the build's payload."""
+    rec = next(w for w in sig["weights"] if w["name"] == name)
+    raw = payload[rec["offset"]:rec["offset"] + rec["bytes"]]
+    shape = rec["shape"]
+    if "format" not in rec:
+        return "f32", np.frombuffer(raw, "<f4").reshape(shape).copy()
+    f = rec["format"]
+    n, k = f["rows"], f["k"]
+    want = ref.panel_bytes(f["name"], k) * ((n + 31) // 32)
+    if rec["bytes"] != want:
+        raise RuntimeError("%s: %d bytes stored, the %s layout takes %d" % (name, rec["bytes"], f["name"], want))
+    return f["name"], ref.decode(f["name"], raw, n, k).astype(np.float32).reshape(n, k)
+
+
+def close(got, want, absref, K):
+    """max |got - want| / ((2 sqrt K + 4) eps absref), and whether it is <= 1."""
+    bound = (2 * math.sqrt(K) + 4) * EPS * absref + 1e-30
+    r = float(np.max(np.abs(got.astype(np.float64) - want) / bound))
+    return r <= 1.0, r
+
+
+def qmix(work):
+    rng = np.random.default_rng(5)
+    K = 512
+    ins = {"x1": rng.standard_normal((1, K)).astype("<f4"), "x13": rng.standard_normal((13, K)).astype("<f4"),
+           "col": rng.standard_normal((K, 1)).astype("<f4"), "ids": np.array([0, 39, 5, 33, 17], "<i4")}
+    args = open(os.path.join(HERE, "qmix.args")).read().split()
+    try:
+        sig, payload, got = build_and_run(work, "qmix", os.path.join(HERE, "qmix.lua"), args, ins)
+    except RuntimeError as e:
+        kt.report(False, S + "/qmix/build", str(e))
+        return
+    kt.report(True, S + "/qmix/build")
+    npys = []
+    for name, a in ins.items():
+        p = os.path.join(work, "qmix_%s.npy" % name)
+        np.save(p, a)
+        npys += ["--input", "%s=%s" % (name, p)]
+    save = os.path.join(work, "qmix_interp")
+    rc, o, e = kt.run([kt.KILN, "run", os.path.join(HERE, "qmix.lua"), "--save", save, "--limit", "1"] + args + npys)
+    if rc != 0:
+        kt.report(False, S + "/qmix/interpreter", kt.why(rc, e, o))
+        return
+    x1, x13, col = (ins[k].astype(np.float64) for k in ("x1", "x13", "col"))
+    for f in ["f16", "bf16", "i8", "q8_0", "q4_0", "q4_k", "q6_k", "g8", "g4"]:
+        try:
+            fw, w = weight(sig, payload, "w_" + f)
+            fv, v = weight(sig, payload, "v_" + f)
+            _, b = weight(sig, payload, "b_" + f)
+        except RuntimeError as e:
+            kt.report(False, "%s/qmix/%s" % (S, f), str(e))
+            continue
+        if (fw, fv) != (f, f):
+            kt.report(False, "%s/qmix/%s" % (S, f), "stored as %s and %s, the rules ask %s" % (fw, fv, f))
+            continue
+        w64, v64 = w.astype(np.float64), v.astype(np.float64)
+        want = {"lin1_" + f: (x1 @ w64.T + b, np.abs(x1) @ np.abs(w64.T) + np.abs(b)),
+                "lin13_" + f: (np.maximum(x13 @ w64.T, 0), np.abs(x13) @ np.abs(w64.T)),
+                "wx_" + f: (v64 @ col, np.abs(v64) @ np.abs(col))}
+        worst, bad = 0.0, []
+        for o, (r, a) in want.items():
+            interp = np.load(os.path.join(save, o + ".npy"))
+            for who, g in (("C", got[o]), ("interpreter", interp)):
+                ok, ratio = close(g, r, a, K)
+                worst = max(worst, ratio)
+                if not ok:
+                    bad.append("%s %s err/tol %.3g" % (who, o, ratio))
+        emb = v[ins["ids"]]
+        for who, g in (("C", got["emb_" + f]), ("interpreter", np.load(os.path.join(save, "emb_" + f + ".npy")))):
+            if g.tobytes() != emb.tobytes():
+                bad.append("%s emb_%s is not the decoded rows" % (who, f))
+        kt.report(not bad, "%s/qmix/%s" % (S, f), "; ".join(bad) if bad else "err/tol %.2g" % worst)
+
+
+GGUF_TYPES = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"]
+
+
+def gguf_tensor(rng, tname, rows, k):
+    n = rows * k
+    x = rng.standard_normal(n).astype(np.float32)
+    if tname == "F16":
+        return x.astype("<f2").tobytes()
+    if tname == "BF16":
+        return (x.view(np.uint32) >> 16).astype("<u2").tobytes()
+    if tname == "Q8_0":
+        return G.q8_0(x)
+    if tname == "Q4_0":
+        return G.q4_0(x)
+    return G.random_k_blocks(rng, tname, n // 256)
+
+
+def gguf_kept(work):
+    """Each GGUF format kept as stored: JSON formats, payload size, C vs numpy's ggml decoding."""
+    rng = np.random.default_rng(9)
+    d = os.path.join(work, "gguf")
+    os.makedirs(d)
+    K, N, V = 256, 48, 40
+    tensors, lua = [], ['local kiln = require "kiln"', 'kiln.load("w.gguf", {strict = true})',
+                        'local x = kiln.input("x", {3, %d})' % K, 'local ids = kiln.input("ids", {4}, "i32")']
+    dec = {}
+    for t in GGUF_TYPES:
+        for name, rows in (("lin_%s.weight" % t, N), ("emb_%s.weight" % t, V)):
+            raw = gguf_tensor(rng, t, rows, K)
+            tensors.append((name, t, (rows, K), raw))
+            dec[name] = G.dequant(t, raw, rows * K).reshape(rows, K)
+        lua.append('kiln.output("lin_%s", kiln.linear(x, kiln.param("lin_%s.weight", {%d, %d})))' % (t, t, N, K))
+        lua.append('kiln.output("emb_%s", kiln.embedding(kiln.param("emb_%s.weight", {%d, %d}), ids))' % (t, t, V, K))
+    G.write(os.path.join(d, "w.gguf"), [("general.architecture", G.STR, "test")], tensors)
+    open(os.path.join(d, "g.lua"), "w").write("\n".join(lua) + "\n")
+    ins = {"x": rng.standard_normal((3, K)).astype("<f4"), "ids": np.array([39, 0, 7, 32], "<i4")}
+    try:
+        sig, payload, got = build_and_run(d, "out", "g.lua", [], ins, cwd=d)
+    except RuntimeError as e:
+        kt.report(False, S + "/gguf/build", str(e))
+        return
+    fmts = {w["name"]: w.get("format", {}).get("name", "f32") for w in sig["weights"]}
+    # Each tensor takes its GGUF bytes, rows padded to whole 32-row panels (48 and 40 -> 64).
+    want = {n: len(raw) * 64 // shape[0] for n, _, shape, raw in tensors}
+    stored = {w["name"]: w["bytes"] for w in sig["weights"]}
+    kt.report(stored == want, S + "/gguf/size", "" if stored == want else "bytes %s, expected %s" % (stored, want))
+    x = ins["x"].astype(np.float64)
+    for t in GGUF_TYPES:
+        bad = []
+        for name in ("lin_%s.weight" % t, "emb_%s.weight" % t):
+            if fmts.get(name) != t.lower():
+                bad.append("%s stored as %s" % (name, fmts.get(name)))
+        w = dec["lin_%s.weight" % t].astype(np.float64)
+        ok, ratio = close(got["lin_" + t], x @ w.T, np.abs(x) @ np.abs(w.T), K)
+        if not ok:
+            bad.append("lin_%s err/tol %.3g" % (t, ratio))
+        if got["emb_" + t].tobytes() != dec["emb_%s.weight" % t][ins["ids"]].astype("<f4").tobytes():
+            bad.append("emb_%s differs from the ggml rows" % t)
+        kt.report(not bad, "%s/gguf/%s" % (S, t), "; ".join(bad) if bad else "err/tol %.2g" % ratio)
+    # --quantize keep and a rule without a pattern leave a quantized file's tensors alone.
+    rc, o, e = kt.run([kt.KILN, "build", "g.lua", "-o", os.path.join(d, "keep"), "--quantize", "q8_0"], cwd=d)
+    if rc != 0:
+        kt.report(False, S + "/gguf/rule_skips_quantized", kt.why(rc, e, o))
+    else:
+        k = json.load(open(os.path.join(d, "keep", "g.json")))
+        f2 = {w["name"]: w.get("format", {}).get("name", "f32") for w in k["weights"]}
+        want = {n: ("q8_0" if t in ("F16", "BF16") else t.lower()) for n, t, _, _ in tensors}
+        diff = [n for n in want if f2.get(n) != want[n]]
+        kt.report(not diff, S + "/gguf/rule_skips_quantized",
+                  "formats %s" % {n: f2.get(n) for n in diff} if diff else "")
+
+
+def rules(work):
+    d = os.path.join(work, "rules")
+    os.makedirs(d)
+    open(os.path.join(d, "r.lua"), "w").write("\n".join([
+        'local kiln = require "kiln"',
+        'local x = kiln.input("x", {2, 48})',
+        'local a = kiln.param("odd", {16, 48})    -- 48 values a row: not whole q4_k blocks',
+        'local s = kiln.param("shared", {16, 64})',
+        'kiln.output("y", kiln.linear(x, a))',
+        'kiln.output("z", kiln.linear(kiln.input("u", {2, 64}), s))',
+        'kiln.output("s2", s + s)                 -- also read elementwise: stays f32',
+    ]) + "\n")
+    rc, o, e = kt.run([kt.KILN, "build", "r.lua", "-o", os.path.join(d, "o"), "--quantize", "q4_k",
+                       "--quantize", "shared=q8_0"], cwd=d)
+    if rc != 0:
+        kt.report(False, S + "/rules/not_applicable", kt.why(rc, e, o))
+    else:
+        sig = json.load(open(os.path.join(d, "o", "r.json")))
+        f = {w["name"]: w.get("format", {}).get("name", "f32") for w in sig["weights"]}
+        ok = f == {"odd": "f32", "shared": "f32"}
+        kt.report(ok, S + "/rules/not_applicable", "" if ok else "formats %s" % f)
+    for tag, args, want in (
+            ("bad_format", ["--quantize", "q3_x"], "no format 'q3_x'"),
+            ("empty_glob", ["--quantize", "=q8_0"], "pattern before '=' is empty"),
+            ("metal", ["--quantize", "q8_0", "--target", "metal"], "Metal target reads f32 weights only")):
+        out = os.path.join(d, tag)
+        rc, o, e = kt.run([kt.KILN, "build", "r.lua", "-o", out] + args, cwd=d)
+        lines = [x for x in e.splitlines() if x.strip()]
+        ok = rc != 0 and len(lines) == 1 and want in lines[0] and not os.path.exists(out)
+        kt.report(ok, "%s/rules/%s" % (S, tag), "" if ok else "status %d, stderr %r, output %s" % (
+            rc, e[-300:], "written" if os.path.exists(out) else "absent"))
+
+
+def main():
+    work = sys.argv[1]
+    qmix(work)
+    gguf_kept(work)
+    rules(work)
+
+
+if __name__ == "__main__":
+    main()
