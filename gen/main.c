@@ -61,13 +61,14 @@ static const char usage[] =
     "graph options:\n"
     "  --dot                         Graphviz DOT instead of text\n"
     "  --after PASS|all              the graph after that pass instead of as traced\n"
-    "  --no-fuse                     as for build\n"
+    "  --no-fuse, --quantize         as for build\n"
     "\n";
 /* The rest of the usage text: one string literal stays under C's 4095-byte minimum. */
 static const char usage2[] =
     "run options:\n"
     "  --input NAME=FILE             one per model input (all are required)\n"
     "  --entry NAME                  the entry point to run (needed when there are several)\n"
+    "  --quantize [GLOB=]FORMAT      compute with the values a build with these rules stores\n"
     "  --state-in FILE               the state block before the call: raw bytes, exactly\n"
     "                                NAME_STATE_SIZE of them in the generated layout (NAME.json\n"
     "                                \"states\"); default all zero, a fresh state\n"
@@ -177,7 +178,7 @@ static const struct {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
-    {"-D", "bgr"}, {"--decode", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "br"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
+    {"-D", "bgr"}, {"--decode", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "bgr"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -327,8 +328,24 @@ static const char *human_bytes(int64_t n) {
 /* The line every successful build ends with, on stderr (stdout stays for data). */
 static void build_summary(const Program *p, const char *outdir, const char *files) {
   Buf b = {0};
-  buf_printf(&b, "kiln: built %s: %s; weights %s, arena %s", esc_message(outdir), esc_message(files),
-             human_bytes(p->weights_size), human_bytes(p->arena_size));
+  buf_printf(&b, "kiln: built %s: %s; weights %s", esc_message(outdir), esc_message(files), human_bytes(p->weights_size));
+  int64_t bytes[WF__COUNT] = {0};
+  int count[WF__COUNT] = {0};
+  for (int i = 0; i < p->nwslots; i++) {   /* each stored tensor once */
+    const Node *w = p->wslots[i].node;
+    WFormat f = w->op == OP_WEIGHT ? w->wfmt : WF_F32;
+    bytes[f] += node_stored_bytes(w), count[f]++;
+  }
+  if (count[WF_F32] < p->nwslots) {   /* some are in a stored format: say how the size divides */
+    buf_puts(&b, " (");
+    for (int f = WF__COUNT - 1, first = 1; f >= 0; f--)
+      if (count[f]) {
+        buf_printf(&b, "%s%s %s in %d", first ? "" : ", ", wformat_info((WFormat)f)->name, human_bytes(bytes[f]), count[f]);
+        first = 0;
+      }
+    buf_puts(&b, ")");
+  }
+  buf_printf(&b, ", arena %s", human_bytes(p->arena_size));
   if (p->nstates) buf_printf(&b, ", state %s", human_bytes(p->state_size));
   if (p->explicit_entries) buf_printf(&b, ", %d entries", p->nentries);
   fprintf(stderr, "%s\n", b.data);

@@ -285,10 +285,12 @@ static const char *region_name(Region r) {
 }
 
 /* "[k3 fc1 arena+128]" once grouping or memory planning has run; a packed weight adds
- * "panels32" ("panels32^T" when packed from its transpose). */
+ * "panels32" ("panels32^T" when packed from its transpose), a weight in a stored format
+ * its name ("q4_k"). */
 static void put_placement(Buf *b, const Graph *g, const Node *n) {
   bool has_kernel = n->kernel >= 0 && n->kernel < g->nkernels;
-  if (!has_kernel && n->region == REG_NONE && !n->pack) return;
+  bool stored = n->op == OP_WEIGHT && n->wfmt != WF_F32;
+  if (!has_kernel && n->region == REG_NONE && !n->pack && !stored) return;
   buf_puts(b, "  [");
   if (has_kernel) buf_printf(b, "k%d %s", n->kernel, g->kernels[n->kernel].cname);
   else if (n->op == OP_RESHAPE) buf_puts(b, "view");
@@ -299,6 +301,7 @@ static void put_placement(Buf *b, const Graph *g, const Node *n) {
     else buf_printf(b, "%s+%lld", region_name(n->region), (long long)n->offset);
   }
   if (n->pack) buf_printf(b, "%spanels%d%s", has_kernel || n->region != REG_NONE ? " " : "", n->pack, n->pack_t ? "^T" : "");
+  if (stored) buf_printf(b, "%s%s", has_kernel || n->region != REG_NONE ? " " : "", wformat_info(n->wfmt)->name);
   buf_puts(b, "]");
 }
 
