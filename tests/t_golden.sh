@@ -1,7 +1,8 @@
 #!/bin/sh
-# t_golden.sh — the exact generated code of one small model, tests/golden/tiny.lua:
-# `kiln build tests/golden/tiny.lua` must write tiny.h, tiny.c and tiny.json byte for byte
-# equal to tests/golden/expected/. A change to the emitter shows up here as a diff to review.
+# t_golden.sh — the exact generated code of small models, tests/golden/*.lua (tiny.lua;
+# tinystate.lua: entries and state; tinyq.lua: stored weight formats, built with the
+# options in tinyq.args): `kiln build tests/golden/tiny.lua` must write tiny.h, tiny.c and
+# tiny.json byte for byte equal to tests/golden/expected/. A change to the emitter shows up here as a diff to review.
 #
 # To accept new output after reading it (it must look like careful hand-written code:
 # names from the model, Lua file:line comments, named constants):
@@ -14,7 +15,10 @@ kt_work golden
 exp=tests/golden/expected
 for script in tests/golden/*.lua; do
   m=$(basename "$script" .lua)
-  if ! err=$("$KILN" build "$script" -o "$WORK/$m" 2>&1); then
+  args=""
+  [ -f "${script%.lua}.args" ] && args=$(cat "${script%.lua}.args")
+  # shellcheck disable=SC2086
+  if ! err=$("$KILN" build "$script" -o "$WORK/$m" $args 2>&1); then
     echo "FAIL golden/$m: kiln build $script failed: $(echo "$err" | head -n 3 | tr '\n' ' ')"
     continue
   fi

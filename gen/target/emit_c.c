@@ -839,7 +839,8 @@ static const char *offset_block(const char *tmpl, const char *wide_tmpl, bool wi
 
 /* What a W_ constant's comment says about weights-region leaf n: "f32 [512, 784] fc1.weight". */
 static const char *weight_what(const Node *n) {
-  return kiln_fmt("%s %s %s", dtype_name(n->dtype), shape_of(n), n->name ? n->name : kiln_ops[n->op].name);
+  const WFormatInfo *q = stored_format(n);   /* "q4_0 [40, 64] proj.weight": values f32, stored as q4_0 */
+  return kiln_fmt("%s %s %s", q ? q->name : dtype_name(n->dtype), shape_of(n), n->name ? n->name : kiln_ops[n->op].name);
 }
 
 /* The A_ enum of c's graph (arena values in schedule order), "" when it has none. */
