@@ -243,6 +243,7 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
 enum {
   KILN_QKC = 256,   /* values of k expanded at a time: a multiple of every format's block */
   KILN_QNB = 1,     /* panels expanded at a time (256 x 32 floats: 32 KiB, in L1) */
+  KILN_QFEW = 8,    /* rows of activations up to which a product reads each panel whole */
 };
 typedef void (*kiln_deq_fn)(const unsigned char *restrict p, int64_t k0, int64_t kc, float *restrict bp);
 
@@ -429,11 +430,22 @@ static void kiln_deq_q4_0(const unsigned char *restrict p, int64_t k0, int64_t k
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) (j_lo a multiple of KILN_PANEL) of C = A times
  * B, B^T the stored weight at w (panel p at w + p * panel_bytes, expanded by deq), as
  * kiln_gemm does with a copied B: KILN_QKC values of k at a time, KILN_QNB panels expanded,
- * then every row block of A over them. */
+ * then every row block of A over them. A few rows (decoding) take each panel whole before
+ * the next instead, so the weight is read in one sequential stream (the prefetchers follow
+ * it; short runs from many panels they do not); the sums are the same either way. */
 static void kiln_qgemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                        const float *restrict a, int64_t as_m, int64_t as_k, const unsigned char *restrict w,
                        int64_t panel_bytes, kiln_deq_fn deq, float *restrict c, int64_t cs_i, int64_t cs_j) {
   float ap[KILN_QKC * KILN_MR], bbuf[KILN_QNB * KILN_QKC * KILN_PANEL];
+  if (i_hi - i_lo <= KILN_QFEW) {
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_PANEL)
+      for (int64_t k0 = 0; k0 < kk; k0 += KILN_QKC) {
+        const int64_t kc = kk - k0 < KILN_QKC ? kk - k0 : KILN_QKC;
+        deq(w + j0 / KILN_PANEL * panel_bytes, k0, kc, bbuf);
+        kiln_panels_pass(a, as_m, as_k, i_lo, i_hi, bbuf, 1, k0, kc, c, cs_i, cs_j, n, j0, ap);
+      }
+    return;
+  }
   for (int64_t k0 = 0; k0 < kk; k0 += KILN_QKC) {
     const int64_t kc = kk - k0 < KILN_QKC ? kk - k0 : KILN_QKC;
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_QNB * KILN_PANEL) {
