@@ -184,5 +184,7 @@ int main(int argc, char **argv) {
   }
   kiln_tok_free(&t);
   kiln_weights_free(&w);
+  kiln_arena_free(b.state), kiln_arena_free(b.arena), free(b.logits), free(b.ids), free(b.text), free(b.scratch);
+  if (chat) free((char *)prompt);
   return 0;
 }
