@@ -1,12 +1,17 @@
 #!/bin/sh
 # t_llm.sh — models/llm.lua, the Llama / Qwen2 / Qwen3 / Gemma 3 family script, on seeded
 # Hugging Face-style checkpoints against independent PyTorch implementations
-# (tests/llm/torch_llm.py, tests/llm/torch_gemma.py); the runner is tests/llm/run_llm.py. Then the sampler
+# (tests/llm/torch_llm.py, tests/llm/torch_gemma.py); the runner is tests/llm/run_llm.py. Then generation
+# end to end with a byte-level vocabulary (tests/llm/gen_e2e.py), the sampler
 # (runtime/llm/kiln_sample.c) against tests/llm/sample_test.c's exact expectations.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln llm
 kt_work llm
 "$PY" tests/llm/run_llm.py "$WORK"
+# Generation end to end with a byte-level BPE vocabulary (llama3re, renumbered) on a seeded
+# llm.lua Llama: scripts/llm_main.c's prompt ids, greedy ids against PyTorch, streamed
+# text, a stop string, EOS, the Qwen3 chat template, memory (tests/llm/gen_e2e.py).
+"$PY" tests/llm/gen_e2e.py "$WORK"
 
 # The sampler (runtime/llm/kiln_sample.c): exact checks, under ASan+UBSan, gcc and clang.
 for cc in gcc clang; do
