@@ -22,6 +22,9 @@ partial chunk); llm_main is compiled with ASan+UBSan.
   .../stop                  a stop string taken from that text: the output ends just before
                             it, the ids end with the token that completed it
   .../eos                   --eos naming the third greedy id: two ids generated
+  .../penalties             greedy with repetition 0.5, presence -2, frequency 1 over
+                            the last 6 ids equals the reference penalising its logits the
+                            same way (and differs from plain greedy)
   .../chat                  --chat qwen3: <|im_start|> and <|im_end|> are single ids, the
                             text between them as `kiln tokenize` encodes it; the greedy
                             continuation equals PyTorch's
@@ -81,12 +84,27 @@ def piece_bytes(j):
     return out
 
 
-def greedy(cfg, W, prompt, n):
-    """n arg-max continuation ids of prompt under the float64 reference, and the smallest
-    gap between the top two logits relative to the largest |logit| on the way."""
+def penalise(row, seq, rep, presence, frequency, last_n):
+    """row with the penalties of the ids in the last last_n of seq (all: 0): Hugging Face's
+    repetition penalty (CTRL: a positive logit divided by it, a negative one multiplied),
+    then OpenAI's presence (once per seen id) and frequency (per occurrence) penalties."""
+    row = row.copy()
+    window = seq[-last_n:] if last_n else seq
+    for t in set(window):
+        row[t] = row[t] / rep if row[t] > 0 else row[t] * rep
+        row[t] -= presence + frequency * window.count(t)
+    return row
+
+
+def greedy(cfg, W, prompt, n, pen=None):
+    """n arg-max continuation ids of prompt under the float64 reference (penalised by
+    pen = (repetition, presence, frequency, last_n) if given), and the smallest gap between
+    the top two logits relative to the largest |logit| on the way."""
     seq, gap = list(prompt), float("inf")
     for _ in range(n):
         row = np.asarray(torch_llm.forward(cfg, W, seq)[-1], dtype=np.float64)
+        if pen:
+            row = penalise(row, seq, *pen)
         top = np.sort(row)[-2:]
         gap = min(gap, (top[1] - top[0]) / np.abs(row).max())
         seq.append(int(np.argmax(row)))
@@ -177,6 +195,19 @@ def main():
                                                 "--eos", str(want[2])])
     ok = ids is not None and ids[n:] == want[:2]
     kt.report(ok, S + "/eos", "" if ok else "got %s, want %s" % (ids and ids[n:], want[:2]))
+
+    # greedy under repetition, presence and frequency penalties over the last 6 ids: the
+    # reference applies them to its float64 logits. A repetition penalty below 1 and a
+    # negative presence penalty favour the seen ids (this random model does not repeat
+    # itself), the frequency penalty holds them back again: the ids must change.
+    pen = (0.5, -2.0, 1.0, 6)
+    want_p, gap_p = greedy(cfg, W, want_prompt, NGEN, pen)
+    rc, text, ids, so, se = run_main(exe, out, ["--prompt", PROMPT, "--max-tokens", str(NGEN), "--ids", "--repeat-penalty",
+                                                "0.5", "--presence-penalty", "-2", "--frequency-penalty", "1",
+                                                "--penalty-last-n", "6"])
+    ok = ids is not None and ids[n:] == want_p and want_p != want
+    kt.report(ok, S + "/penalties", "%d ids equal the penalised reference's, not the plain greedy ones (gap %.1e)" %
+              (NGEN, gap_p) if ok else "got %s, want %s (plain greedy %s)" % (ids and ids[n:], want_p, want))
 
     # the Qwen3 chat template through the same tokenizer: <|im_start|> and <|im_end|> are
     # single ids where the template put them, the ids spell the template's text exactly
