@@ -56,7 +56,7 @@ got=$(echo "1 512" | "$KILN" tokenize models/weights/tok512.bin --decode 2>&1 >/
 want="kiln: error: tokenize --decode: line 1: id 512 is outside the vocabulary (0..511)"
 if [ "$got" = "$want" ]; then echo "PASS tokenize/cli-bad-id"; else echo "FAIL tokenize/cli-bad-id: $got"; fi
 # damaged llama2.c files: one line naming the file and what is wrong, nothing written
-for spec in "20 truncated token record (at byte 16)" "2 shorter than its 4-byte header" "11 truncated token record (at byte 4)"; do
+for spec in "20 truncated token record (at byte 17)" "2 shorter than its 4-byte header" "11 truncated token record (at byte 4)"; do
   set -- $spec
   head -c "$1" models/weights/tok512.bin > "$WORK/cut.bin"
   shift
