@@ -25,6 +25,9 @@ partial chunk); llm_main is compiled with ASan+UBSan.
   .../penalties             greedy with repetition 0.5, presence -2, frequency 1 over
                             the last 6 ids equals the reference penalising its logits the
                             same way (and differs from plain greedy)
+  .../sampled               seeded sampling (temperature, top-k, top-p, min-p) draws the ids
+                            that PCG32 and the steps of docs/llm-runtime.md, written out
+                            here in Python over the reference's logits, draw
   .../chat                  --chat qwen3: <|im_start|> and <|im_end|> are single ids, the
                             text between them as `kiln tokenize` encodes it; the greedy
                             continuation equals PyTorch's
@@ -109,6 +112,63 @@ def greedy(cfg, W, prompt, n, pen=None):
         gap = min(gap, (top[1] - top[0]) / np.abs(row).max())
         seq.append(int(np.argmax(row)))
     return seq[len(prompt):], gap
+
+
+class Pcg32:
+    """PCG32 as kiln_sample.h documents it (O'Neill's pcg32_random_r, seeded as
+    pcg32_srandom_r(seed, 54)), written here from that description."""
+    M64 = (1 << 64) - 1
+
+    def __init__(self, seed, seq=54):
+        self.state, self.inc = 0, (seq << 1 | 1) & self.M64
+        self.u32()
+        self.state = (self.state + seed) & self.M64
+        self.u32()
+
+    def u32(self):
+        old = self.state
+        self.state = (old * 6364136223846793005 + self.inc) & self.M64
+        xs, rot = (((old >> 18) ^ old) >> 27) & 0xFFFFFFFF, old >> 59
+        return ((xs >> rot) | (xs << ((32 - rot) & 31))) & 0xFFFFFFFF
+
+    def unit(self):
+        return (self.u32() >> 8) / 16777216.0
+
+
+def draw(row, temp, top_k, top_p, min_p, rng):
+    """One draw as docs/llm-runtime.md specifies it: logits / temperature, sorted (ties by
+    id), top-k, softmax, top-p and min-p cuts, renormalised, the first candidate whose
+    cumulative probability exceeds u * total. Returns the id and how close u came to a
+    boundary (relative to total): a draw that close could move with the C's float32."""
+    lg = row / temp
+    order = sorted(range(len(lg)), key=lambda t: (-lg[t], t))
+    keep = top_k if 0 < top_k < len(lg) else len(lg)
+    c = order[:keep]
+    e = np.exp(lg[c] - lg[c[0]])
+    p = e / e.sum()
+    mass, cut = 0.0, keep
+    for i in range(keep):
+        if i > 0 and (p[i] < min_p * p[0] or mass >= top_p):
+            cut = i
+            break
+        mass += p[i]
+    total = p[:cut].sum()
+    u = rng.unit() * total
+    acc = np.cumsum(p[:cut])
+    i = int(np.searchsorted(acc, u, side="right"))
+    return c[min(i, cut - 1)], float(np.min(np.abs(acc - u)) / total)
+
+
+def sampled(cfg, W, prompt, n, seed, temp, top_k, top_p, min_p):
+    """n ids drawn with the float64 reference's logits; the closest any draw came to a
+    boundary."""
+    seq, rng, near = list(prompt), Pcg32(seed), float("inf")
+    for _ in range(n):
+        row = np.asarray(torch_llm.forward(cfg, W, seq)[-1], dtype=np.float64)
+        t, d = draw(row, temp, top_k, top_p, min_p, rng)
+        seq.append(t)
+        near = min(near, d)
+    return seq[len(prompt):], near
 
 
 def run_main(exe, out, args):
@@ -208,6 +268,16 @@ def main():
     ok = ids is not None and ids[n:] == want_p and want_p != want
     kt.report(ok, S + "/penalties", "%d ids equal the penalised reference's, not the plain greedy ones (gap %.1e)" %
               (NGEN, gap_p) if ok else "got %s, want %s (plain greedy %s)" % (ids and ids[n:], want_p, want))
+
+    # seeded sampling: the documented generator and steps, implemented here, draw the ids
+    want_s, near = sampled(cfg, W, want_prompt, NGEN, 1234, 0.9, 50, 0.95, 0.02)
+    rc, text, ids, so, se = run_main(exe, out, ["--prompt", PROMPT, "--max-tokens", str(NGEN), "--ids", "--temperature",
+                                                "0.9", "--top-k", "50", "--top-p", "0.95", "--min-p", "0.02",
+                                                "--seed", "1234"])
+    ok = ids is not None and ids[n:] == want_s and want_s != want
+    kt.report(ok, S + "/sampled", "seed 1234, temperature 0.9, top-k 50, top-p 0.95, min-p 0.02: %d ids equal the "
+              "reference's draws (closest draw %.1e of the mass from a boundary)" % (NGEN, near) if ok
+              else "got %s, want %s (closest draw %.1e)" % (ids and ids[n:], want_s, near))
 
     # the Qwen3 chat template through the same tokenizer: <|im_start|> and <|im_end|> are
     # single ids where the template put them, the ids spell the template's text exactly
