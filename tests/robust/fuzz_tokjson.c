@@ -9,10 +9,10 @@
  * magic goes to the loader (its payload size and checksum made to fit, so mutations reach
  * the fields), a GGUF file to the converter of its byte-level vocabulary (gguf_parse
  * first), a file whose first non-space byte is '{' to the tokenizer.json converter, any
- * other to the llama2.c tokenizer-file converter (tokllama2c_convert: tok512.bin's format,
- * whose corpus tests/robust/tokjson/llama2c_* came from the retired fuzz_tokenizer.c). The converter must refuse with
- * one line naming the file and free of control bytes, or write a binary the loader
- * accepts; the loader must refuse with a message or accept. A loaded tokenizer must
+ * other to the llama2.c tokenizer-file converter (tokllama2c_convert: tok512.bin's
+ * format; its corpus tests/robust/tokjson/llama2c_* came from the retired
+ * fuzz_tokenizer.c). The converter must refuse with one line naming the file and free of
+ * control bytes, or write a binary the loader accepts; the loader must refuse with a message or accept. A loaded tokenizer must
  * encode the text into ids inside the vocabulary, and decode each id into at most
  * kiln_tok_decode_max bytes; neither may read outside its input.
  *
