@@ -12,9 +12,10 @@
  * other to the llama2.c tokenizer-file converter (tokllama2c_convert: tok512.bin's
  * format; its corpus tests/robust/tokjson/llama2c_* came from the retired
  * fuzz_tokenizer.c). The converter must refuse with one line naming the file and free of
- * control bytes, or write a binary the loader accepts; the loader must refuse with a message or accept. A loaded tokenizer must
- * encode the text into ids inside the vocabulary, and decode each id into at most
- * kiln_tok_decode_max bytes; neither may read outside its input.
+ * control bytes, or write a binary the loader accepts; the loader must refuse with a
+ * message or accept. A loaded tokenizer must encode the text into ids inside the
+ * vocabulary, and decode each id into at most kiln_tok_decode_max bytes; neither may read
+ * outside its input.
  *
  *   fuzz:   make fuzz   (clang -fsanitize=fuzzer,address,undefined; FUZZ_SECONDS=N each)
  *   replay: the same sources with -DKILN_FUZZ_MAIN and any compiler (tests/t_tok.sh).
