@@ -34,7 +34,7 @@ all: deps
 deps:
 	@sh scripts/install-deps.sh
 
-TOK_SRCS = runtime/llm/kiln_tokenizer.c $(sort $(wildcard runtime/llm/kiln_tok*.c))
+TOK_SRCS = $(sort $(wildcard runtime/llm/kiln_tok*.c))
 TOK_OBJS = $(sort $(TOK_SRCS:runtime/llm/%.c=$(BUILD)/runtime/%.o))
 $(BUILD)/kiln: $(OBJS) $(PB_OBJS) $(BUILD)/embedded.o $(TOK_OBJS)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -509,6 +509,10 @@ bool tokjson_convert(const char *path, const unsigned char *data, size_t size, B
 /* The same from a GGUF file's byte-level vocabulary (tokenizer.ggml.model "gpt2": .pre,
  * .tokens, .token_type, .merges, .bos/.eos/.unknown_token_id). */
 bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen);
+/* The same from a llama2.c tokenizer file (tok512.bin: int32 max piece length, then per
+ * piece f32 score, int32 length, bytes; ids 0 UNK, 1 BOS, 2 EOS): SentencePiece BPE, its
+ * merges derived from the scores. */
+bool tokllama2c_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen);
 /* JSON (json.c): strict RFC 8259. A parsed value; strings decoded and NUL-terminated. */
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;
 

@@ -15,7 +15,7 @@
  *    renamex_np RENAME_SWAP), else rename <out> aside and the new one in, leaving a
  *    moment with no <out> but never a mixed one;
  *  - ownership: Kiln owns the files of the model it builds (<m>.h, <m>.c,
- *    <m>.weights, <m>.json, <m>.metal, <m>_metal.h, <m>_metal.c, <m>_weights.c,
+ *    <m>.weights, <m>.json, <m>.tok, <m>.metal, <m>_metal.h, <m>_metal.c, <m>_weights.c,
  *    <m>.mlpackage/); what the new build does not write is gone afterwards (no
  *    stale .metal beside a new header). Other files in <out> are carried into the
  *    new directory as hard links (copies where links fail), so they survive. A
@@ -80,7 +80,7 @@ static void split_path(const char *path, char **dir, char **base) {
 
 /* The files of a model a build owns (the list in the header comment); `kiln import`
  * owns others (publish_set_owned). */
-static const char *const build_suffixes[] = {".h", ".c", ".weights", ".json", ".metal", "_metal.h", "_metal.c",
+static const char *const build_suffixes[] = {".h", ".c", ".weights", ".json", ".tok", ".metal", "_metal.h", "_metal.c",
                                              "_weights.c", ".mlpackage", NULL};
 
 /* Whether file name e is one of model m's outputs, <m><suffix> for a suffix listed. */

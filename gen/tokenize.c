@@ -5,13 +5,12 @@
  * prints their text; with --convert, writes FILE as Kiln's tokenizer binary and reads
  * nothing. FILE is a Hugging Face tokenizer.json, Kiln's tokenizer binary (.tok), a
  * llama2.c tokenizer file (tok512.bin) or a GGUF file with a SentencePiece vocabulary
- * (tokenizer.ggml.model "llama"). The work is the runtime's own tokenizers
- * (runtime/llm/kiln_tok.c for tokenizer.json and .tok, kiln_tokenizer.c for the rest), so
- * what this prints is what an app gets.
+ * (tokenizer.ggml.model "llama") or a byte-level one ("gpt2"). Every one is converted
+ * to the binary first and then runs through the runtime's own tokenizer
+ * (runtime/llm/kiln_tok.c), so what this prints is what an app gets.
  */
 #include "kiln.h"
 #include "kiln_tok.h"
-#include "kiln_tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +41,8 @@ static const MetaVal *meta(const SafeFile *f, const char *key) {
 }
 
 /* A GGUF file's SentencePiece vocabulary (tokenizer.ggml.model "llama": tokens and scores)
- * as the bytes of a llama2.c tokenizer file, U+2581 written back as a space, so the
- * runtime's loader reads it: one tokenizer, whatever file it came in. */
+ * as the bytes of a llama2.c tokenizer file, U+2581 written back as a space, so that one
+ * converter (tokllama2c_convert) reads both. */
 static unsigned char *gguf_vocab(const char *path, const unsigned char *data, size_t size, size_t *out_size) {
   char err[1024];
   SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
@@ -51,7 +50,7 @@ static unsigned char *gguf_vocab(const char *path, const unsigned char *data, si
   const MetaVal *model = meta(f, "tokenizer.ggml.model"), *tokens = meta(f, "tokenizer.ggml.tokens"),
                 *scores = meta(f, "tokenizer.ggml.scores");
   if (!model || model->kind != MV_STR || strcmp(model->s, "llama") != 0)
-    kiln_error("tokenize: %s: tokenizer.ggml.model is %s; Kiln reads SentencePiece (\"llama\") vocabularies", path,
+    kiln_error("tokenize: %s: tokenizer.ggml.model is %s; Kiln reads SentencePiece (\"llama\") and byte-level (\"gpt2\") vocabularies", path,
                model && model->kind == MV_STR ? esc_message(model->s) : "missing");
   if (!tokens || tokens->kind != MV_ARR || !scores || scores->kind != MV_ARR || scores->n != tokens->n)
     kiln_error("tokenize: %s: tokenizer.ggml.tokens and .scores must be arrays of one length", path);
@@ -90,16 +89,18 @@ static bool looks_json(const unsigned char *p, size_t n) {
   return i < n && p[i] == '{';
 }
 
-/* True when the GGUF file at data holds a byte-level vocabulary (model "gpt2"). */
-static bool gguf_bytelevel(const char *path, const unsigned char *data, size_t size) {
+/* The tokenizer.ggml.model of the GGUF file at data ("" when absent or not a string). */
+static const char *gguf_model(const char *path, const unsigned char *data, size_t size) {
   char err[1024];
   SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
   if (!f) kiln_error("tokenize: %s", err);
   const MetaVal *model = meta(f, "tokenizer.ggml.model");
-  return model && model->kind == MV_STR && strcmp(model->s, "gpt2") == 0;
+  return model && model->kind == MV_STR ? model->s : "";
 }
 
-/* The tokenizer binary of the file read into data (see tokenizer_binary). */
+/* The tokenizer binary of the file read into data (see tokenizer_binary): a .tok checked
+ * and copied; a GGUF byte-level vocabulary, a GGUF SentencePiece one (through the llama2.c
+ * form) or a tokenizer.json converted; anything else read as a llama2.c file. */
 static void binary_of(const char *path, const unsigned char *data, size_t size, Buf *out) {
   char err[1024];
   if (kiln_tok_is(data, size)) {
@@ -107,12 +108,19 @@ static void binary_of(const char *path, const unsigned char *data, size_t size, 
     if (kiln_tok_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
     kiln_tok_free(&t);
     buf_put(out, data, size);
-  } else if (gguf_is(data, size)) {
+  } else if (gguf_is(data, size) && strcmp(gguf_model(path, data, size), "gpt2") == 0) {
     SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
     if (!f) kiln_error("tokenize: %s", err);
     if (!tokgguf_convert(path, f, out, err, sizeof err)) kiln_error("%s", err);
-  } else if (!looks_json(data, size)) kiln_error("%s: not a tokenizer.json, a GGUF file or a Kiln tokenizer binary", path);
-  else if (!tokjson_convert(path, data, size, out, err, sizeof err)) kiln_error("%s", err);
+  } else if (gguf_is(data, size)) {
+    size_t n;
+    const unsigned char *bin = gguf_vocab(path, data, size, &n);
+    if (!tokllama2c_convert(path, bin, n, out, err, sizeof err)) kiln_error("%s", err);
+  } else if (looks_json(data, size)) {
+    if (!tokjson_convert(path, data, size, out, err, sizeof err)) kiln_error("%s", err);
+  } else if (!tokllama2c_convert(path, data, size, out, err, sizeof err)) {
+    kiln_error("%s (read as a llama2.c tokenizer file: not a tokenizer.json, GGUF or Kiln binary)", err);
+  }
 }
 
 /* See kiln.h; a file of up to 1 GiB. */
@@ -161,8 +169,14 @@ static void tok_lines(const kiln_tok *t, bool decode) {
   free(out);
 }
 
-/* `kiln tokenize` on a tokenizer.json, a .tok file or a byte-level GGUF vocabulary. */
-static int tokenize_tok(const char *path, const unsigned char *data, size_t size, bool decode, const char *convert) {
+/* `kiln tokenize`: every kind of file becomes the binary (binary_of), then kiln_tok
+ * encodes or decodes, or --convert writes the binary. */
+int cmd_tokenize(const char *path, bool decode, const char *convert) {
+  if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
+  char err[1024];
+  size_t size;
+  unsigned char *data = kiln_read_bounded(path, (size_t)256 << 20, &size, err, sizeof err);
+  if (!data) kiln_error("tokenize: %s", err);
   Buf bin = {0};
   binary_of(path, data, size, &bin);
   if (convert) {
@@ -172,58 +186,9 @@ static int tokenize_tok(const char *path, const unsigned char *data, size_t size
     return 0;
   }
   kiln_tok t;
-  char err[1024];
   if (kiln_tok_load(&t, bin.data, bin.len, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
   buf_free(&bin);
   tok_lines(&t, decode);
   kiln_tok_free(&t);
-  return 0;
-}
-
-/* `kiln tokenize`: tokenizer.json, .tok and byte-level GGUF through kiln_tok; llama2.c
- * files and SentencePiece GGUF through kiln_spm (kiln_tokenizer.h), as before. */
-int cmd_tokenize(const char *path, bool decode, const char *convert) {
-  if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
-  char err[1024];
-  size_t size;
-  unsigned char *data = kiln_read_bounded(path, (size_t)256 << 20, &size, err, sizeof err);
-  if (!data) kiln_error("tokenize: %s", err);
-  if (kiln_tok_is(data, size) || looks_json(data, size) || (gguf_is(data, size) && gguf_bytelevel(path, data, size)))
-    return tokenize_tok(path, data, size, decode, convert);
-  if (convert) kiln_error("tokenize --convert: %s is not a tokenizer.json or a byte-level GGUF vocabulary", path);
-  if (gguf_is(data, size)) data = gguf_vocab(path, data, size, &size);
-  kiln_spm t;
-  if (kiln_spm_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
-  char *line = NULL;
-  size_t cap = 0;
-  for (int lineno = 1; read_line(&line, &cap); lineno++) {
-    if (decode) {
-      int prev = 1;   /* the first piece loses the dummy prefix's space, as after BOS */
-      for (char *p = line, *e;; p = e) {
-        long id = strtol(p, &e, 10);
-        if (e == p) {
-          while (*e == ' ' || *e == '\t' || *e == '\r') e++;
-          if (*e) kiln_error("tokenize --decode: line %d: '%s' is not a token id", lineno, esc_message(e));
-          break;
-        }
-        const char *piece = kiln_spm_piece(&t, prev, (int)id);
-        if (!piece) kiln_error("tokenize --decode: line %d: id %ld is outside the vocabulary (0..%d)", lineno, id, t.n - 1);
-        fputs(piece, stdout);
-        prev = (int)id;
-      }
-      putchar('\n');
-      continue;
-    }
-    size_t len = strlen(line);
-    int *ids = malloc(sizeof(int) * (len * 4 + 8));
-    void *work = malloc(kiln_spm_work_size(&t, len));
-    int n = kiln_spm_encode(&t, line, ids, (int)(len * 4 + 8), work);
-    for (int i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
-    putchar('\n');
-    free(ids);
-    free(work);
-  }
-  free(line);
-  kiln_spm_free(&t);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "kiln.h"
 #include "kiln_tok.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -523,4 +524,123 @@ bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, s
   t.eos = gguf_id(f, "tokenizer.ggml.eos_token_id", t.n);
   t.unk = gguf_id(f, "tokenizer.ggml.unknown_token_id", t.n);
   return finish(&c, &t, ok, out);
+}
+
+/* ---- llama2.c tokenizer files (tok512.bin): scored SentencePiece pieces ---- */
+
+/* The little-endian u32 at p. */
+static uint32_t get_u32le(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* True for the 6 bytes of a byte piece "<0xNN>" (N uppercase hex, as SentencePiece spells it). */
+static bool byte_piece(const Buf *b) {
+  const char *s = (const char *)b->data;
+  if (b->len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return false;
+  for (int i = 3; i < 5; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'A' && s[i] <= 'F'))) return false;
+  return true;
+}
+
+/* One merge derived from the scores: pieces left + right join into merged. */
+typedef struct {
+  float score;            /* the merged piece's */
+  int merged, split;      /* its id, and the byte where left ends */
+  int left, right;
+} ScoredMerge;
+
+/* The merge applied first before the other: the higher score, then the lower id, then
+ * the shorter left part (a total order, so the binary is the same on every host). */
+static int scored_before(const void *x, const void *y) {
+  const ScoredMerge *a = x, *b = y;
+  if (a->score != b->score) return a->score > b->score ? -1 : 1;
+  if (a->merged != b->merged) return a->merged < b->merged ? -1 : 1;
+  return a->split < b->split ? -1 : a->split > b->split;
+}
+
+/* The file's records into t (pieces) and scores: int32 max length, then per token f32
+ * score, int32 length, bytes; every length checked as the runtime's old loader did. */
+static bool llama2c_records(Conv *c, const unsigned char *p, size_t size, Tok *t, float **scores) {
+  if (size < 4) return cfail(c, "tokenizer", "shorter than its 4-byte header (at byte 0)");
+  int32_t max_len = (int32_t)get_u32le(p);
+  if (max_len < 1 || max_len > 4096) return cfail(c, "tokenizer", "max_token_length out of range (at byte 0)");
+  size_t n = 0;
+  for (size_t q = 4; q < size; n++) {
+    if (size - q < 8) return cfail(c, "tokenizer", kiln_fmt("truncated token record (at byte %zu)", q));
+    int32_t len = (int32_t)get_u32le(p + q + 4);
+    if (len < 0 || len > max_len || size - q - 8 < (size_t)len) return cfail(c, "tokenizer", kiln_fmt("bad token length (at byte %zu)", q));
+    if (memchr(p + q + 8, 0, (size_t)len)) return cfail(c, "tokenizer", kiln_fmt("a piece holds a NUL byte (at byte %zu)", q));
+    q += 8 + (size_t)len;
+  }
+  if (n < 3 || n > 1000000) return cfail(c, "tokenizer", kiln_fmt("vocabulary size out of range (at byte %zu)", size));
+  t->n = (int)n;
+  t->piece = kiln_alloc(sizeof(Buf) * n);
+  *scores = kiln_alloc(sizeof(float) * n);
+  size_t q = 4;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t bits = get_u32le(p + q);
+    memcpy(&(*scores)[i], &bits, 4);
+    if ((*scores)[i] != (*scores)[i]) return cfail(c, "tokenizer", kiln_fmt("score of token %zu is not a number", i));
+    size_t len = get_u32le(p + q + 4);
+    if (len) buf_put(&t->piece[i], p + q + 8, len);
+    q += 8 + len;
+  }
+  return true;
+}
+
+/* The merges SentencePiece's scores imply: every split of a piece into two pieces (at a
+ * UTF-8 character boundary) merges into it, ranked by the merged piece's score, highest
+ * first. Merging by these ranks, lowest first and leftmost on a tie, is llama2.c's and
+ * llama.cpp's "merge the adjacent pair whose join scores best", except where one piece
+ * has two splits both present at once (then the split ranked first wins, not the
+ * leftmost). The special tokens (ids 0..2) and byte pieces neither merge nor result. */
+static void llama2c_merges(Tok *t, const float *scores, const bool *skip) {
+  StrMap ids = {0};
+  for (int id = 0; id < t->n; id++) {
+    if (skip[id] || !t->piece[id].len) continue;
+    const char *k = kiln_fmt("%.*s", (int)t->piece[id].len, (const char *)t->piece[id].data);
+    if (!strmap_get(&ids, k)) *strmap_put(&ids, k) = id + 1;
+  }
+  size_t cap = 0, n = 0;
+  for (int id = 0; id < t->n; id++) cap += skip[id] ? 0 : t->piece[id].len;
+  ScoredMerge *m = kiln_alloc(sizeof(ScoredMerge) * (cap + 1));
+  for (int id = 0; id < t->n; id++) {
+    const char *s = (const char *)t->piece[id].data;
+    size_t len = t->piece[id].len;
+    if (skip[id] || len < 2) continue;
+    for (size_t j = 1; j < len; j++) {
+      if (((unsigned char)s[j] & 0xc0) == 0x80) continue;   /* inside a character */
+      int *l = strmap_get(&ids, kiln_fmt("%.*s", (int)j, s)), *r = strmap_get(&ids, kiln_fmt("%.*s", (int)(len - j), s + j));
+      if (l && r) m[n++] = (ScoredMerge){scores[id], id, (int)j, *l - 1, *r - 1};
+    }
+  }
+  qsort(m, n, sizeof *m, scored_before);
+  for (size_t i = 0; i < n; i++) {
+    put_u32(&t->merges, (uint32_t)m[i].left);
+    put_u32(&t->merges, (uint32_t)m[i].right);
+    put_u32(&t->merges, (uint32_t)m[i].merged);
+  }
+  t->n_merges = (int)n;
+}
+
+/* See kiln.h: Llama-2's settings (a dummy space before the text, byte fallback when the
+ * vocabulary has all 256 <0xNN> pieces, the first space of the output dropped), ids 0
+ * UNK, 1 BOS, 2 EOS as llama2.c has them. */
+bool tokllama2c_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen) {
+  Conv c = {path, err, errlen, false};
+  Tok t = {.kind = KILN_TOK_SPM_BPE, .flags = KILN_TOKF_PREFIX_SPACE | KILN_TOKF_STRIP_LEADING, .bos = 1, .eos = 2, .unk = 0};
+  float *scores = NULL;
+  if (!llama2c_records(&c, data, size, &t, &scores)) {
+    for (int id = 0; id < t.n && t.piece; id++) buf_free(&t.piece[id]);
+    return false;
+  }
+  bool *skip = kiln_alloc((size_t)t.n);
+  skip[0] = skip[1] = skip[2] = true;
+  int bytes = 0;
+  for (int id = 3; id < t.n; id++) {
+    if (byte_piece(&t.piece[id])) skip[id] = true, bytes++;
+  }
+  if (bytes >= 256) t.flags |= KILN_TOKF_BYTE_FALLBACK;
+  llama2c_merges(&t, scores, skip);
+  return finish(&c, &t, true, out);
 }

@@ -39,13 +39,13 @@ out/mlp_demo "$OUT/mlp.weights" models/data/fashion_test_1000.images.npy \
 # prefill, then one decode call per token over the KV cache.
 SOUT=out/stories
 echo
-echo "demo: $KILN build models/stories.lua -o $SOUT"
-"$KILN" build models/stories.lua -o "$SOUT"
+echo "demo: $KILN build models/stories.lua -o $SOUT --tokenizer models/weights/tok512.bin"
+"$KILN" build models/stories.lua -o "$SOUT" --tokenizer models/weights/tok512.bin
 echo "demo: $CC -O2 $ARCH $SOUT/stories.c runtime/kiln_runtime.c runtime/llm/*.c scripts/llm_main.c -> out/stories_demo"
 # shellcheck disable=SC2086
 "$CC" -std=c11 -O2 $ARCH -D_POSIX_C_SOURCE=200809L -I"$SOUT" -Iruntime -Iruntime/llm -DKM=stories -DKMU=STORIES \
   '-DMODEL_HEADER="stories.h"' -o out/stories_demo scripts/llm_main.c "$SOUT/stories.c" runtime/kiln_runtime.c \
-  runtime/llm/kiln_tokenizer.c runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -lm
+  runtime/llm/kiln_tok*.c runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -lm
 echo
 echo "TinyStories 260K (Llama, 5 layers), 256 tokens greedily from BOS with a KV cache:"
-out/stories_demo "$SOUT/stories.weights" models/weights/tok512.bin --max-tokens 256 --ids --speed
+out/stories_demo "$SOUT/stories.weights" "$SOUT/stories.tok" --max-tokens 256 --ids --speed

@@ -17,7 +17,6 @@ for spec in "safetensors st -Igen tests/robust/fuzz_safetensors.c gen/frontend/s
             "weights wt -Iruntime tests/robust/fuzz_weights.c runtime/kiln_runtime.c" \
             "npy npy -Igen tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c" \
             "gguf gguf -Igen tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c" \
-            "tokenizer tok -Iruntime/llm tests/robust/fuzz_tokenizer.c runtime/llm/kiln_tokenizer.c" \
             "onnx onnx -Igen -Ibuild -Iruntime -I/usr/include/lua5.4 tests/robust/fuzz_onnx.c gen/frontend/onnx_read.c gen/frontend/onnx_import.c gen/publish.c gen/util.c gen/ops.c gen/escape.c build/onnx.pb-c.c build/embedded.c -llua5.4 -lprotobuf-c -lm" \
             "tokjson tokjson -Igen -Iruntime/llm tests/robust/fuzz_tokjson.c gen/tokjson.c gen/frontend/json.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c $(ls runtime/llm/kiln_tok*.c | tr '\n' ' ')"; do
   set -- $spec

@@ -27,8 +27,6 @@
 #                        and robust/gguf-load/* loads each through kiln.load: it loads or gets
 #                        one error line naming the script's line and the file
 #   robust/npy-replay    tests/robust/fuzz_npy.c replays every tests/robust/npy/* file likewise
-#   robust/tok-replay    tests/robust/fuzz_tokenizer.c replays every tests/robust/tok/* file
-#                        (a tokenizer file, 0xFF 0xFE, a text) against runtime/llm/kiln_tokenizer.c
 #   robust/wt-replay     tests/robust/fuzz_weights.c replays every tests/robust/wt/* file
 #                        against runtime/kiln_runtime.c under ASan/UBSan
 #   robust/onnx-replay   tests/robust/fuzz_onnx.c replays every tests/robust/onnx/* file through
@@ -200,7 +198,6 @@ replay gguf gguf tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops
 load_each gguf gguf w.gguf
 replay npy npy tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c
 replay wt wt tests/robust/fuzz_weights.c runtime/kiln_runtime.c
-replay tok tok -Iruntime/llm tests/robust/fuzz_tokenizer.c runtime/llm/kiln_tokenizer.c
 # The ONNX harness runs the embedded translator: it links the build's generated sources.
 B=$(dirname "$KILN")
 replay onnx onnx -I"$B" $(pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/include/lua5.4) tests/robust/fuzz_onnx.c \

@@ -15,6 +15,7 @@ expands the blocks to f32 at build time) and each side's decode tokens/s by its 
 clock (llama.cpp's llama_perf_context_print eval time, not node's loop), and writes bench/results/llamacpp-<date>.json. Exit status 1 when F32 disagrees.
 """
 import datetime
+import glob
 import json
 import os
 import re
@@ -81,15 +82,15 @@ def kiln(fmt, work):
     old = 'kiln.load("weights/stories260K.safetensors", {strict = true})'
     new = 'kiln.load("stories.gguf", {strict = true, names = "meta"})\nkiln.load("rope.gguf", {strict = true})'
     open(os.path.join(d, "stories.lua"), "w").write(src.replace(old, new))
-    sh([KILN, "build", "stories.lua", "-o", "out"], cwd=d)
+    sh([KILN, "build", "stories.lua", "-o", "out", "--tokenizer", os.path.join(ROOT, "models", "weights", "tok512.bin")], cwd=d)
     exe = os.path.join(d, "stories_demo")
     rt = os.path.join(ROOT, "runtime")
     sh([CC, "-std=c11", "-O2", "-D_POSIX_C_SOURCE=200809L", "-Iout", "-I" + rt, "-I" + os.path.join(rt, "llm"),
         "-DKM=stories", "-DKMU=STORIES", '-DMODEL_HEADER="stories.h"', "-o", exe,
         os.path.join(ROOT, "scripts", "llm_main.c"), "out/stories.c", os.path.join(rt, "kiln_runtime.c"),
-        os.path.join(rt, "llm", "kiln_tokenizer.c"), os.path.join(rt, "llm", "kiln_sample.c"),
+        *sorted(glob.glob(os.path.join(rt, "llm", "kiln_tok*.c"))), os.path.join(rt, "llm", "kiln_sample.c"),
         os.path.join(rt, "llm", "kiln_chat.c"), os.path.join(rt, "llm", "kiln_generate.c"), "-lm"], cwd=d)
-    out = sh([exe, "out/stories.weights", os.path.join(ROOT, "models", "weights", "tok512.bin"), "--max-tokens", str(N),
+    out = sh([exe, "out/stories.weights", "out/stories.tok", "--max-tokens", str(N),
               "--ids", "--speed"], cwd=d)
     ids = [int(t) for t in re.search(r"^tokens: (.*)$", out, re.M).group(1).split()][1:]   # after BOS
     tps = float(re.search(r"^decode: ([\d.]+) tokens/s", out, re.M).group(1))

@@ -3,12 +3,16 @@
  * `decode` entries (models/stories.lua, models/llm.lua): encode the prompt, prefill it in
  * chunks, decode token by token with a sampler, stream the text to a callback that may
  * cancel, stop on EOS, a stop string, the token limit or the end of the cache; report
- * speeds. libc only; the caller owns every buffer (kiln_generate_sizes says how much).
+ * speeds and memory. Any vocabulary kiln_tok.h loads (byte-level BPE, SentencePiece BPE,
+ * WordPiece; llama2.c's tok512.bin converted by `kiln tokenize --convert` or `kiln build
+ * --tokenizer`). libc only; the caller owns every buffer (kiln_generate_size says how much).
  *
  *   kiln_llm_model model = KILN_LLM_MODEL(stories, STORIES);
  *   kiln_generate_opts o = kiln_generate_defaults();   o.max_tokens = 200;
+ *   kiln_generate_sizes z = kiln_generate_size(&model, &tok, strlen(prompt), o.max_tokens);
+ *   ... allocate kiln_generate_buffers b of those sizes ...
  *   kiln_generate_result r;
- *   kiln_generate(&model, weights.payload, &tokenizer, "Once upon a time", &o, on_text, NULL, &r);
+ *   kiln_generate(&model, weights.payload, &tok, prompt, &o, &b, on_text, NULL, &r);
  */
 #ifndef KILN_GENERATE_H
 #define KILN_GENERATE_H
@@ -17,7 +21,7 @@
 #include <stdint.h>
 
 #include "kiln_sample.h"
-#include "kiln_tokenizer.h"
+#include "kiln_tok.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,29 +40,38 @@ typedef struct {
 #define KILN_LLM_MODEL_(m, M) \
   {m##_prefill, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE}
 
+/* bos / eos: the tokenizer's own (its t->bos, t->eos; the default). */
+#define KILN_GENERATE_TOKENIZER (-2)
+
 typedef struct {
   int max_tokens;                 /* tokens to generate at most */
-  int bos, eos;                   /* ids (1 and 2 in Llama's vocabularies); eos < 0: never stop on it */
+  int bos, eos;                   /* ids; KILN_GENERATE_TOKENIZER: the tokenizer's; -1: none (no BOS added, */
+                                  /* never stop on an id). BOS is not added when the prompt's */
+                                  /* encoding already starts with it (a chat template writes it). */
   kiln_sampler_params sampler;
   uint64_t seed;
   const char *const *stops;       /* stop strings (not passed to the callback) */
   int nstops;
 } kiln_generate_opts;
 
-kiln_generate_opts kiln_generate_defaults(void);   /* 256 tokens, BOS 1, EOS 2, greedy, no stops */
+kiln_generate_opts kiln_generate_defaults(void);   /* 256 tokens, the tokenizer's BOS/EOS, greedy, no stops */
 
 typedef struct {
   int prompt_tokens, generated;   /* BOS included in prompt_tokens */
   int stopped;                    /* 0 limit, 1 EOS, 2 stop string, 3 end of the cache, 4 cancelled */
   double prefill_tok_s, decode_tok_s;
-  const int32_t *ids;             /* every id, BOS first (in the caller's ids buffer) */
+  size_t memory;                  /* bytes of the buffers this call used: the sum of */
+                                  /* kiln_generate_size's for its prompt and max_tokens (not the */
+                                  /* weights, the tokenizer, or the process: see llm_main for RSS) */
+  const int32_t *ids;             /* every id, BOS first if added (in the caller's ids buffer) */
 } kiln_generate_result;
 
 /* Bytes of the buffers kiln_generate needs for a prompt of prompt_len bytes. */
 typedef struct {
   size_t state, arena, logits, ids, text, scratch;
 } kiln_generate_sizes;
-kiln_generate_sizes kiln_generate_size(const kiln_llm_model *m, const kiln_spm *t, size_t prompt_len, int max_tokens);
+kiln_generate_sizes kiln_generate_size(const kiln_llm_model *m, const kiln_tok *t, size_t prompt_len, int max_tokens);
+size_t kiln_generate_total(const kiln_generate_sizes *z);   /* the six sizes' sum */
 
 /* The buffers, each at least the size above (state and arena 64-byte aligned). */
 typedef struct {
@@ -74,8 +87,12 @@ typedef struct {
 typedef int (*kiln_text_fn)(const char *text, size_t len, void *user);
 
 /* Runs one generation from a fresh state; 0, or the first nonzero status an entry returned
- * on a prefill (a prompt longer than the cache). */
-int kiln_generate(const kiln_llm_model *m, const void *weights, const kiln_spm *t, const char *prompt,
+ * on a prefill (a prompt longer than the cache), or -1 for a prefill chunk over 4096 tokens
+ * or an empty prompt with no BOS (nothing to start from).
+ * The prompt is encoded as the tokenizer does it (added tokens such as <|im_start|> are
+ * single ids); an id the model samples past the tokenizer's vocabulary (padded rows of the
+ * head) has no text. */
+int kiln_generate(const kiln_llm_model *m, const void *weights, const kiln_tok *t, const char *prompt,
                   const kiln_generate_opts *o, const kiln_generate_buffers *b, kiln_text_fn on_text, void *user,
                   kiln_generate_result *r);
 

@@ -348,22 +348,38 @@ static int replacement(char *out) {
   return 3;
 }
 
-/* Emits from s->pending what forms whole characters (or is invalid); keeps a prefix
- * that may still become a character. */
+/* How many of p[0..n) (n >= 1) begin a well-formed UTF-8 character: the length of the
+ * character when complete, else of its longest valid prefix (0: p[0] starts none). *need
+ * is the character's full length. The second byte's range depends on the first (no
+ * overlong forms, surrogates, or code points past U+10FFFF), as the Unicode standard's
+ * Table 3-7 has it. */
+static int valid_prefix(const unsigned char *p, int n, int *need) {
+  unsigned c = p[0];
+  *need = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
+  if (*need == 0) return 0;
+  int k = 1;
+  for (; k < n && k < *need; k++) {
+    unsigned lo = 0x80, hi = 0xbf;
+    if (k == 1) lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80, hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    if (p[k] < lo || p[k] > hi) break;
+  }
+  return k;
+}
+
+/* Emits from s->pending what forms whole characters; a maximal subpart that cannot
+ * become one (a bad byte, or a character's valid start cut short) is one U+FFFD, as
+ * Unicode's "substitution of maximal subparts" (and so Python's and Rust's lossy UTF-8
+ * decoding, which Hugging Face's decoders use) has it; keeps a prefix that may still
+ * become a character. */
 static int drain(kiln_tok_stream *s, char *out) {
   int w = 0;
   while (s->npending) {
-    unsigned c = s->pending[0];
-    int need = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
-    int bad = need == 0;
-    for (int k = 1; k < s->npending && k < need && !bad; k++) bad = (s->pending[k] & 0xc0) != 0x80;
-    if (!bad && s->npending < need) return w;   /* wait for the rest */
-    uint32_t cp;
-    int len = bad ? 1 : kiln_tok_utf8(s->pending, (size_t)need, &cp);
-    if (bad || cp == 0xFFFFFFFFu) w += replacement(out + w), len = 1;
-    else memcpy(out + w, s->pending, (size_t)len), w += len;
-    memmove(s->pending, s->pending + len, (size_t)(s->npending - len));
-    s->npending -= len;
+    int need, k = valid_prefix(s->pending, s->npending, &need);
+    if (k > 0 && k == need) memcpy(out + w, s->pending, (size_t)k), w += k;   /* a whole character */
+    else if (k == s->npending) return w;                              /* wait for the rest */
+    else w += replacement(out + w), k = k ? k : 1;
+    memmove(s->pending, s->pending + k, (size_t)(s->npending - k));
+    s->npending -= k;
   }
   return w;
 }
@@ -404,10 +420,9 @@ int kiln_tok_decode(const kiln_tok *t, kiln_tok_stream *s, int id, char *out) {
   return feed(t, s, p, len, out);
 }
 
-/* Bytes still held are an incomplete character: U+FFFD each. */
+/* Bytes still held are the valid start of a character cut short: one U+FFFD. */
 int kiln_tok_decode_flush(kiln_tok_stream *s, char *out) {
-  int w = 0;
-  for (int i = 0; i < s->npending; i++) w += replacement(out + w);
+  int w = s->npending ? replacement(out) : 0;
   s->npending = 0;
   return w;
 }

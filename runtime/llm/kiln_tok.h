@@ -105,9 +105,12 @@ typedef struct {
 } kiln_tok_stream;
 void kiln_tok_stream_init(kiln_tok_stream *s);
 /* Appends the text of id to out (room for kiln_tok_decode_max(t) bytes): whole UTF-8
- * characters only, an invalid byte as U+FFFD. Returns the byte count, -1 for a bad id. */
+ * characters only; bytes that cannot form one as U+FFFD, one per maximal subpart (a bad
+ * byte, or a character's valid start cut short), as Python's and Rust's lossy decoding.
+ * Returns the byte count, -1 for a bad id. */
 int kiln_tok_decode(const kiln_tok *t, kiln_tok_stream *s, int id, char *out);
-/* What is still held back at the end, as U+FFFD per byte; returns the byte count. */
+/* What is still held back at the end (a character's start cut short) as one U+FFFD;
+ * returns the byte count. */
 int kiln_tok_decode_flush(kiln_tok_stream *s, char *out);
 size_t kiln_tok_decode_max(const kiln_tok *t);
 

@@ -25,6 +25,7 @@
 
 usage: /usr/bin/python3 tests/build/run_build.py WORKDIR
 """
+import glob
 import os
 import pty
 import resource
@@ -100,11 +101,13 @@ def check_big_arena(work, env):
 
 
 def check_wide(work, env):
+    llm = (sorted(os.path.relpath(f, ROOT) for f in glob.glob(os.path.join(ROOT, "runtime", "llm", "kiln_tok*.c"))) +
+           ["runtime/llm/kiln_sample.c", "runtime/llm/kiln_chat.c", "runtime/llm/kiln_generate.c"])
     ids = {}
     for tag, extra in [("narrow", {}), ("wide", {"KILN_TEST_WIDE_OFFSETS": "1"})]:
         d = os.path.join(work, tag)
-        p = subprocess.run([KILN, "build", "models/stories.lua", "-o", d], cwd=ROOT, capture_output=True, text=True,
-                           env=dict(env, **extra))
+        p = subprocess.run([KILN, "build", "models/stories.lua", "-o", d, "--tokenizer", "models/weights/tok512.bin"],
+                           cwd=ROOT, capture_output=True, text=True, env=dict(env, **extra))
         if p.returncode != 0:
             return report(False, "build/wide-offsets", p.stderr.strip())
         src = open(os.path.join(d, "stories.c")).read()
@@ -115,12 +118,11 @@ def check_wide(work, env):
             p = subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L",
                                 "-I" + d, "-Iruntime", "-Iruntime/llm", "-DKM=stories", "-DKMU=STORIES",
                                 '-DMODEL_HEADER="stories.h"', "-o", exe, "scripts/llm_main.c", os.path.join(d, "stories.c"),
-                                "runtime/kiln_runtime.c", "runtime/llm/kiln_tokenizer.c", "runtime/llm/kiln_sample.c",
-                                "runtime/llm/kiln_chat.c", "runtime/llm/kiln_generate.c", "-lm"],
+                                "runtime/kiln_runtime.c"] + llm + ["-lm"],
                                cwd=ROOT, capture_output=True, text=True)
             if p.returncode != 0:
                 return report(False, "build/wide-offsets", "%s %s: %s" % (tag, cc, p.stderr.strip()[:300]))
-        p = subprocess.run([exe, os.path.join(d, "stories.weights"), "models/weights/tok512.bin", "--ids"], cwd=ROOT,
+        p = subprocess.run([exe, os.path.join(d, "stories.weights"), os.path.join(d, "stories.tok"), "--ids"], cwd=ROOT,
                            capture_output=True, text=True)
         line = [l for l in p.stdout.splitlines() if l.startswith("tokens: ")]
         ids[tag] = line[0] if line else p.stdout[-200:] + p.stderr[-200:]

@@ -3,9 +3,12 @@
  * ASan+UBSan): greedy from BOS gives the reference's first 20 ids (Kiln's C, PyTorch's
  * KV-cache decode and llama.cpp all agree on them: t_state, bench/llamacpp); a callback
  * that returns nonzero cancels at once; a stop string ends generation and is never
- * streamed; max_tokens 0 generates nothing; the streamed text equals the pieces of the ids.
+ * streamed; max_tokens 0 generates nothing; the streamed text equals the ids decoded
+ * through a fresh kiln_tok stream; the prompt is BOS and its encoding (no BOS with bos
+ * -1); an eos id stops before it is appended; the memory reported is kiln_generate_size's.
  *
- *   generate_test WEIGHTS TOK512.BIN      (built with -DKM=stories -DKMU=STORIES)
+ *   generate_test WEIGHTS STORIES.TOK      (tok512.bin converted: kiln build --tokenizer;
+ *                                           built with -DKM=stories -DKMU=STORIES)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +44,9 @@ int main(int argc, char **argv) {
   static char tokbuf[1 << 16];
   size_t tn = f ? fread(tokbuf, 1, sizeof tokbuf, f) : 0;
   if (f) fclose(f);
-  kiln_spm t;
+  kiln_tok t;
   char err[256];
-  if (kiln_spm_load(&t, tokbuf, tn, err, sizeof err) != 0) return puts(err), 2;
+  if (kiln_tok_load(&t, tokbuf, tn, err, sizeof err) != 0) return puts(err), 2;
   kiln_llm_model m = KILN_LLM_MODEL(stories, STORIES);
   kiln_generate_sizes z = kiln_generate_size(&m, &t, 64, 40);
   kiln_generate_buffers b = {kiln_arena_alloc(z.state), kiln_arena_alloc(z.arena), malloc(z.logits), malloc(z.ids),
@@ -57,10 +60,16 @@ int main(int argc, char **argv) {
   int st = kiln_generate(&m, w.payload, &t, "", &o, &b, sink, &s, &r);
   check(st == 0 && r.prompt_tokens == 1 && r.generated == 20 && r.stopped == 0 && !memcmp(r.ids + 1, want, sizeof want),
         "greedy-ids", "the first 20 greedy ids differ from the reference's");
-  char pieces[8192] = "";
-  for (int i = 1; i <= 20; i++) strcat(pieces, kiln_spm_piece(&t, r.ids[i - 1], r.ids[i]));
+  char pieces[8192];
+  size_t pl = 0;
+  kiln_tok_stream ts;
+  kiln_tok_stream_init(&ts);
+  for (int i = 1; i <= 20; i++) pl += (size_t)kiln_tok_decode(&t, &ts, r.ids[i], pieces + pl);
+  pieces[pl] = 0;
   check(!strcmp(pieces, s.text) && !strncmp(s.text, "Once upon a time, there was", 27), "streamed-text", s.text);
-  check(r.prefill_tok_s > 0 && r.decode_tok_s > 0, "metrics", "no speeds reported");
+  kiln_generate_sizes z20 = kiln_generate_size(&m, &t, 0, 20);
+  check(r.prefill_tok_s > 0 && r.decode_tok_s > 0 && r.memory == kiln_generate_total(&z20) && r.memory > z20.state,
+        "metrics", "no speeds, or memory is not the buffers' sizes");
 
   Sink c = {{0}, 0, 0, 3};
   kiln_generate(&m, w.payload, &t, "", &o, &b, sink, &c, &r);
@@ -81,8 +90,19 @@ int main(int argc, char **argv) {
 
   o.max_tokens = 10;
   kiln_generate(&m, w.payload, &t, "Once upon a time", &o, &b, NULL, NULL, &r);
-  check(r.prompt_tokens == 5 && r.ids[1] == 403 && r.ids[4] == 378, "prompt", "the prompt's ids are not BOS + its encoding");
-  kiln_spm_free(&t);
+  check(r.prompt_tokens == 5 && r.ids[0] == 1 && r.ids[1] == 403 && r.ids[4] == 378 && r.ids[5] == 432, "prompt",
+        "the prompt's ids are not BOS + its encoding");
+  o.bos = -1;
+  kiln_generate(&m, w.payload, &t, "Once upon a time", &o, &b, NULL, NULL, &r);
+  check(r.prompt_tokens == 4 && r.ids[0] == 403 && r.ids[3] == 378, "no-bos", "bos -1 still added one");
+  o.bos = KILN_GENERATE_TOKENIZER;
+
+  o.eos = 286;                                     /* the 7th greedy id from BOS */
+  Sink e = {{0}, 0, 0, 0};
+  kiln_generate(&m, w.payload, &t, "", &o, &b, sink, &e, &r);
+  check(r.stopped == 1 && r.generated == 6 && r.ids[6] == 383 && !strcmp(e.text, "Once upon a time, there"), "eos",
+        e.text);
+  kiln_tok_free(&t);
   kiln_weights_free(&w);
   kiln_arena_free(b.state), kiln_arena_free(b.arena), free(b.logits), free(b.ids), free(b.text), free(b.scratch);
   return failures != 0;

@@ -8,11 +8,14 @@
  * text (none: a fixed text of every character class). A file starting with the binary's
  * magic goes to the loader (its payload size and checksum made to fit, so mutations reach
  * the fields), a GGUF file to the converter of its byte-level vocabulary (gguf_parse
- * first), any other to the tokenizer.json converter. The converter must refuse with
- * one line naming the file and free of control bytes, or write a binary the loader
- * accepts; the loader must refuse with a message or accept. A loaded tokenizer must
- * encode the text into ids inside the vocabulary, and decode each id into at most
- * kiln_tok_decode_max bytes; neither may read outside its input.
+ * first), a file whose first non-space byte is '{' to the tokenizer.json converter, any
+ * other to the llama2.c tokenizer-file converter (tokllama2c_convert: tok512.bin's
+ * format; its corpus tests/robust/tokjson/llama2c_* came from the retired
+ * fuzz_tokenizer.c). The converter must refuse with one line naming the file and free of
+ * control bytes, or write a binary the loader accepts; the loader must refuse with a
+ * message or accept. A loaded tokenizer must encode the text into ids inside the
+ * vocabulary, and decode each id into at most kiln_tok_decode_max bytes; neither may read
+ * outside its input.
  *
  *   fuzz:   make fuzz   (clang -fsanitize=fuzzer,address,undefined; FUZZ_SECONDS=N each)
  *   replay: the same sources with -DKILN_FUZZ_MAIN and any compiler (tests/t_tok.sh).
@@ -52,6 +55,23 @@ static void check_message(const char *err, const char *prefix) {
   if (prefix && strncmp(err, prefix, strlen(prefix)) != 0) finding("message does not name the file", err);
 }
 
+/* True when the first non-space byte of p[0..n) is '{' (what `kiln tokenize` reads as JSON). */
+static bool looks_json(const unsigned char *p, size_t n) {
+  size_t i = 0;
+  while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+  return i < n && p[i] == '{';
+}
+
+/* The converter for the file's kind (see the top): true with the binary in out. */
+static bool convert(const unsigned char *file, size_t n, Buf *out, char *err, size_t errlen) {
+  if (gguf_is(file, n)) {
+    SafeFile *f = gguf_parse("fuzz.json", file, n, err, errlen);
+    return f && tokgguf_convert("fuzz.json", f, out, err, errlen);
+  }
+  if (looks_json(file, n)) return tokjson_convert("fuzz.json", file, n, out, err, errlen);
+  return tokllama2c_convert("fuzz.json", file, n, out, err, errlen);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t cut = size;
@@ -79,10 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     else check_message(err, "tokenizer: ");
   } else {
     Buf out = {0};
-    SafeFile *f = NULL;
-    bool gguf = gguf_is(file, cut);
-    if (gguf) f = gguf_parse("fuzz.json", file, cut, err, sizeof err);
-    if (gguf ? f && tokgguf_convert("fuzz.json", f, &out, err, sizeof err) : tokjson_convert("fuzz.json", file, cut, &out, err, sizeof err)) {
+    if (convert(file, cut, &out, err, sizeof err)) {
       if (kiln_tok_load(&t, out.data, out.len, err, sizeof err) != 0) finding("converted binary refused", err);
       exercise(&t, text, tlen);
       kiln_tok_free(&t);
