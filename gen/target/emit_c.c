@@ -814,7 +814,9 @@ static const char *helpers(const char *kernels) {
   Buf b = {0};
   for (int i = 0; i < C_NHELPERS; i++)
     if (need[i]) buf_puts(&b, template_get(c_helpers[i].tmpl));
-  return b.len ? kiln_strdup(b.data) : "";
+  const char *s = b.len ? kiln_strdup(b.data) : "";
+  buf_free(&b);
+  return s;
 }
 
 static bool wide_region(int64_t size) {
