@@ -4,7 +4,8 @@ usage: compare.py KILN MILRUN MODEL.lua WORK [--args FILE] [--sizes] CONFIG...
        (CONFIG: iOS15:fp32, iOS17:fp16, ...; --args: build options, e.g. --quantize
        rules, read from FILE and given to every build, C and Core ML; --sizes: the
        package of tests/quant/qmix.lua holds each stored-format weight in exactly the
-       bytes docs/coreml.md's table says, tests/coreml/qsizes.py)
+       bytes docs/coreml.md's table says, and milrun decodes exactly the values of the
+       C build, tests/coreml/qsizes.py)
 
 Prints PASS/FAIL lines (tests/run.sh protocol). For the model:
   1. builds the C target and its driver (tests/runtime/driver.c) and runs it on
@@ -125,10 +126,15 @@ def check_config(kiln, milrun, model, work, cfg, ref, sig, tag, args, sizes):
         return
     got = os.path.join(out, "got")
     os.makedirs(got, exist_ok=True)
-    r = sh([milrun, pkg, "run", os.path.join(work, "cin"), got])
+    dump = os.path.join(out, "consts")
+    os.makedirs(dump, exist_ok=True)
+    r = sh([milrun, pkg, "run", os.path.join(work, "cin"), got] + (["-V", dump] if sizes else []))
     if r.returncode:
         print(f"FAIL {t}/run: {first_line(r.stderr)}")
         return
+    if sizes:
+        bad, report = qsizes.check_values(os.path.join(work, "c"), dump, os_, prec)
+        print(f"FAIL {t}/values: {'; '.join(bad[:3])}" if bad else f"PASS {t}/values: {report}")
     worst, msg = 0.0, ""
     for o in sig["outputs"]:
         c = ref[o["name"]]

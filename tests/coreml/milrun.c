@@ -4,6 +4,9 @@
  *   milrun PKG.mlpackage sig               print "in|out NAME fp32|int32 D0,D1,..." per feature
  *   milrun PKG.mlpackage check             validate only
  *   milrun PKG.mlpackage run IN OUT        read IN/<input>.npy, write OUT/<output>.npy
+ *          [-V DIR]                        ... and every float compile-time constant of 10 or
+ *                                          more elements (const and constexpr results, e.g.
+ *                                          a decompressed weight) as DIR/<name>.npy
  *
  * Nothing here ran Core ML: this is the test oracle for the package's *content*.
  * It reads model.mlmodel through the same protobuf-c schema as the emitter
@@ -1401,6 +1404,9 @@ static const char *op_name_attr(const Op *op) {
   return t->s;
 }
 
+static const char *dump_dir;   /* -V: where compile-time constants are written */
+static void write_npy(const char *path, const Tensor *t);
+
 static void run_op(const Op *op) {
   cur_op = op_name_attr(op);
   if (!strcmp(op->type, "coreml_update_state"))
@@ -1440,6 +1446,11 @@ static void run_op(const Op *op) {
     char got[128];
     shape_str(r, got, sizeof got);
     fail("declared output type does not match the computed %s %s", dt_name(r->dt), got);
+  }
+  if (dump_dir && r->is_const && is_float(r->dt) && r->n >= 10) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.npy", dump_dir, out);
+    write_npy(path, r);
   }
   vput(out, r);
   cur_op = "";
@@ -1660,7 +1671,7 @@ static void print_sig(const FnDesc *fd) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: milrun PKG.mlpackage sig [FUNCTION] | check | run IN OUT [-f FUNCTION] [-s STATE_IN] [-S STATE_OUT]\n");
+    fprintf(stderr, "usage: milrun PKG.mlpackage sig [FUNCTION] | check | run IN OUT [-f FUNCTION] [-s STATE_IN] [-S STATE_OUT] [-V DIR]\n");
     return 2;
   }
   pkg = argv[1];
@@ -1729,6 +1740,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[a], "-f")) only = argv[a + 1];
     else if (!strcmp(argv[a], "-s")) sin = argv[a + 1];
     else if (!strcmp(argv[a], "-S")) sout = argv[a + 1];
+    else if (!strcmp(argv[a], "-V")) dump_dir = argv[a + 1];
     else fail("unknown option %s", argv[a]);
   }
   if (a < argc) fail("option %s needs a value", argv[a]);

@@ -1,6 +1,14 @@
-"""qsizes.py — how many weight.bin bytes each stored-format weight of a package takes.
+"""qsizes.py — how many weight.bin bytes each stored-format weight of a package takes,
+and which values the program decodes from them.
 
-check(decoded, pkg, os_, prec, note) -> list of problems (empty: every weight as expected)
+check(decoded, pkg, os_, prec, note) -> (problems, report): the bytes (below)
+check_values(cdir, dump, prec) -> (problems, report): each weight's values as milrun
+    computed them (its -V dump of compile-time constants: the constexpr op's result, or
+    the plain const) against the C build's weights file decoded by numpy
+    (tests/quant/ref.py, written from the layout spec): bit for bit in fp32 programs,
+    equal to those values rounded to fp16 (nearest even) in fp16 programs, except i8
+    and q6_k at iOS18, whose scales are not fp16s: their constexpr result is fp32, the
+    C build's values bit for bit (docs/coreml.md).
 
 For a package built from tests/quant/qmix.lua (weights w_F [70, 512] and v_F [40, 512], F
 the stored format), the payload bytes of the blobs that every const named after a weight
@@ -10,8 +18,16 @@ precision. A weight the build's note names as held uncompressed is a plain tenso
 bytes a value in fp32 programs (2 when fp16). The expected sizes are written from the
 table here, not computed by the emitter's code.
 """
+import json
+import os
 import re
 import struct
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "quant"))
+import ref  # noqa: E402
 
 K = 512
 ROWS = {"w": 70, "v": 40}
@@ -78,3 +94,38 @@ def check(decoded, pkg, os_, prec, note):
             if p == "w":
                 report.append(f"{fmt} {8 * got / (n * K):.3g}")
     return bad, "bits/weight " + ", ".join(report)
+
+
+FORMATS = ("f16", "bf16", "i8", "q8_0", "q4_0", "q4_k", "q6_k", "g8", "g4")
+
+
+def c_values(cdir, name):
+    """The values the C build computes with for weight name: its stored bytes decoded."""
+    sig = json.load(open(os.path.join(cdir, "qmix.json")))
+    payload = open(os.path.join(cdir, "qmix.weights"), "rb").read()[64:]
+    rec = next(w for w in sig["weights"] if w["name"] == name)
+    f = rec["format"]
+    raw = payload[rec["offset"]:rec["offset"] + rec["bytes"]]
+    return ref.decode(f["name"], raw, f["rows"], f["k"]).astype(np.float32).reshape(f["rows"], f["k"])
+
+
+def check_values(cdir, dump, os_, prec):
+    bad, n = [], 0
+    for fmt in FORMATS:
+        for p in ROWS:
+            name = f"{p}_{fmt}"
+            path = os.path.join(dump, name + ".npy")
+            if not os.path.exists(path):
+                bad.append(f"{name}: milrun computed no constant of that name")
+                continue
+            got = np.load(path).astype(np.float32)
+            want = c_values(cdir, name)
+            if prec == "fp16" and not (os_ == "iOS18" and fmt in ("i8", "q6_k")):
+                want = want.astype(np.float16).astype(np.float32)
+            if got.shape != want.shape or not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+                diff = int(np.sum(got.view(np.uint32) != want.view(np.uint32))) if got.shape == want.shape else -1
+                bad.append(f"{name}: {diff} of {want.size} values differ from the C build's")
+            n += want.size
+    return bad, f"{n} weight values equal the C build's" + (
+        " (rounded to fp16 but i8's and q6_k's)" if prec == "fp16" and os_ == "iOS18" else
+        " rounded to fp16" if prec == "fp16" else ", bit for bit")
