@@ -18,7 +18,9 @@
 #   quant      tests/quant/qmix.lua with its --quantize rules (every stored format) at iOS18
 #              and iOS15, fp32 and fp16: milrun (which evaluates iOS18's constexpr ops)
 #              against the C build, and each weight's bytes in weight.bin exactly as
-#              docs/coreml.md's table says (tests/coreml/qsizes.py)
+#              docs/coreml.md's table says and decoded to exactly the C build's values
+#              (tests/coreml/qsizes.py); a GGUF file's F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K blocks
+#              kept as stored (tests/coreml/gguf_model.py) against the C build
 #   state      models with state or entry points at iOS18, fp32 and fp16: call sequences
 #              through milrun's state store against the C target after every call, and
 #              out-of-range offsets leave the states untouched (tests/coreml/state_compare.py)
@@ -111,6 +113,18 @@ done
 # build of the same rules, and its weight.bin bytes per weight exactly as the table says.
 $PY tests/coreml/compare.py "$KILN" "$MILRUN" tests/quant/qmix.lua "$WORK/quant" --args tests/quant/qmix.args --sizes \
   iOS18:fp32 iOS18:fp16 iOS15:fp32 iOS15:fp16
+# The formats as a GGUF file stores them (ggml blocks with random K-quant scales,
+# tests/coreml/gguf_model.py): kept as stored, compressed at iOS18, against the C build.
+if $PY tests/coreml/gguf_model.py "$WORK/gguf"; then
+  $PY tests/coreml/compare.py "$KILN" "$MILRUN" "$WORK/gguf/g.lua" "$WORK/gguf-out" iOS18:fp32 iOS18:fp16 iOS15:fp32
+  if "$KILN" build "$WORK/gguf/g.lua" -o "$WORK/gguf-18" --target coreml --min-os iOS18 2>"$WORK/err" && ! grep -q "note:" "$WORK/err"; then
+    echo "PASS $S/gguf/iOS18-compressed: every GGUF format held compressed (no note)"
+  else
+    echo "FAIL $S/gguf/iOS18-compressed: $(grep -m1 . "$WORK/err" | cut -c1-200)"
+  fi
+else
+  echo "FAIL $S/gguf: could not write the GGUF model"
+fi
 
 # ---- state and entry points (iOS18) ----
 # Call sequences (prefill, decode...) of every model with state or entry points through
@@ -164,6 +178,16 @@ for m in models/transformer.lua models/resnet.lua; do
     echo "FAIL $S/twice/$n: the packages differ (or a build failed)"
   fi
 done
+
+# A package with compressed weights (every stored format, iOS18, fp16) built twice.
+"$KILN" build tests/quant/qmix.lua -o "$WORK/twice1-qmix" --target coreml --min-os iOS18 --precision fp16 $(cat tests/quant/qmix.args) 2>/dev/null
+(cd "$WORK/elsewhere" && "$KILN" build "$ROOT/tests/quant/qmix.lua" -o "$WORK/twice2-qmix" --target coreml --min-os iOS18 \
+   --precision fp16 $(cat "$ROOT/tests/quant/qmix.args") 2>/dev/null)
+if [ -d "$WORK/twice1-qmix/qmix.mlpackage" ] && diff -r "$WORK/twice1-qmix/qmix.mlpackage" "$WORK/twice2-qmix/qmix.mlpackage" >/dev/null; then
+  echo "PASS $S/twice/qmix: two builds with compressed weights give byte-identical packages"
+else
+  echo "FAIL $S/twice/qmix: the packages differ (or a build failed)"
+fi
 
 # ---- the checkers reject broken files ----
 src=$WORK/twice1-transformer/transformer.mlpackage

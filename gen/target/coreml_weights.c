@@ -174,9 +174,10 @@ const char *coreml_weight(Mil *m, const Node *w, MilType ft, int spec, MilType *
     if (ft == MIL_F32 && spec >= 9) return *t = MIL_F32, f16_as_f32(m, w);
     return plain(m, w, MIL_F16);
   }
+  if (w->wfmt == WF_BF16) return fallback(m, w, ft, spec, t, nt, WHY_BF16);
   if (spec < 9) return fallback(m, w, ft, spec, t, nt, WHY_OS);
   QuantSplit s;
-  if (!quant_split(w->wfmt, w->qbytes, w->shape.dim[0], w->shape.dim[1], &s)) return fallback(m, w, ft, spec, t, nt, WHY_BF16);
+  if (!quant_split(w->wfmt, w->qbytes, w->shape.dim[0], w->shape.dim[1], &s)) die("coreml_weight: %s has no codes", w->name);
   const char *v = NULL;
   if (!s.c) v = shift_scale(m, w, &s, ft, t);
   else if (s.qmin >= 0 && s.qmax <= 15 && (v = lut(m, w, &s, ft))) *t = ft;
