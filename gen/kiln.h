@@ -141,6 +141,18 @@ unsigned char *quant_pack(WFormat f, const float *w, int64_t n, int64_t k, float
 unsigned char *quant_from_ggml(WFormat f, const unsigned char *raw, int64_t n, int64_t k);
 /* The n x k values of a panel-laid matrix (the reference dequantization). */
 void quant_unpack(WFormat f, const unsigned char *panels, int64_t n, int64_t k, float *out);
+/* A stored matrix as integer codes under per-group affine terms: element (r, i) is
+ * q[r*k + i] in group g = r * (k / group) + i / group, and its value (quant_unpack's,
+ * bit for bit) is the f32 expression a[g] * q, or a[g] * q + c[g] when c is not NULL
+ * (one rounding each). What a target with its own compressed-weight encoding (Core ML's
+ * constexpr ops) needs; false, nothing set, for f32, f16 and bf16 (no integer codes). */
+typedef struct {
+  int64_t group;                /* values per (a, c) pair along a row */
+  int qmin, qmax;               /* the codes' range: what a target's integer type must hold */
+  int16_t *q;                   /* n * k codes, row-major */
+  float *a, *c;                 /* n * (k / group) each; c NULL: no additive term */
+} QuantSplit;
+bool quant_split(WFormat f, const unsigned char *panels, int64_t n, int64_t k, QuantSplit *out);
 
 /* ---- the op table (ops.h) ---- */
 typedef enum {

@@ -15,6 +15,12 @@
 #              weight.bin structure (tests/coreml/wbcheck.py); milrun validates the program
 #              and its outputs match the C target (tests/coreml/compare.py states tolerances);
 #              a model with state or entry points fails below iOS18 with one line
+#   quant      tests/quant/qmix.lua with its --quantize rules (every stored format) at iOS18
+#              and iOS15, fp32 and fp16: milrun (which evaluates iOS18's constexpr ops)
+#              against the C build, and each weight's bytes in weight.bin exactly as
+#              docs/coreml.md's table says and decoded to exactly the C build's values
+#              (tests/coreml/qsizes.py); a GGUF file's F16/BF16/Q8_0/Q4_0/Q4_K/Q6_K blocks
+#              kept as stored (tests/coreml/gguf_model.py) against the C build
 #   state      models with state or entry points at iOS18, fp32 and fp16: call sequences
 #              through milrun's state store against the C target after every call, and
 #              out-of-range offsets leave the states untouched (tests/coreml/state_compare.py)
@@ -22,7 +28,9 @@
 #              sequence of tests/golden/tinystate.lua at iOS18 (UPDATE=1 rewrites them)
 #   twice      two builds (different working directories) give identical bytes
 #   checkers   a corrupted weight.bin is rejected by wbcheck and milrun; so are stateful
-#              packages with a builder-only op, an fp32 state or an undescribed state
+#              packages with a builder-only op, an fp32 state or an undescribed state, and
+#              compressed-weight packages with a constexpr op below iOS18 or an int4 blob
+#              declared int8; a rotated lookup table moves the outputs
 #   coremltools where `import coremltools` works: its loader reads every package back
 #              (tests/coreml/ctcheck.py); a NOTE otherwise
 #   errors     rank > 5, a MIL keyword as an I/O name, an i32 state and entry points below
@@ -99,6 +107,25 @@ for m in models/*.lua tests/coreml/models/*.lua tests/targets/*.lua; do
   $PY tests/coreml/compare.py "$KILN" "$MILRUN" "$m" "$WORK/m-$n" iOS15:fp32 iOS15:fp16 iOS17:fp32 iOS17:fp16
 done
 
+# ---- stored weight formats ----
+# Every format of docs/quantization.md, held as docs/coreml.md's table says: compressed
+# (constexpr ops) at iOS18, plain fp16/fp32 below, each package's outputs against the C
+# build of the same rules, and its weight.bin bytes per weight exactly as the table says.
+$PY tests/coreml/compare.py "$KILN" "$MILRUN" tests/quant/qmix.lua "$WORK/quant" --args tests/quant/qmix.args --sizes \
+  iOS18:fp32 iOS18:fp16 iOS15:fp32 iOS15:fp16
+# The formats as a GGUF file stores them (ggml blocks with random K-quant scales,
+# tests/coreml/gguf_model.py): kept as stored, compressed at iOS18, against the C build.
+if $PY tests/coreml/gguf_model.py "$WORK/gguf"; then
+  $PY tests/coreml/compare.py "$KILN" "$MILRUN" "$WORK/gguf/g.lua" "$WORK/gguf-out" iOS18:fp32 iOS18:fp16 iOS15:fp32
+  if "$KILN" build "$WORK/gguf/g.lua" -o "$WORK/gguf-18" --target coreml --min-os iOS18 2>"$WORK/err" && ! grep -q "note:" "$WORK/err"; then
+    echo "PASS $S/gguf/iOS18-compressed: every GGUF format held compressed (no note)"
+  else
+    echo "FAIL $S/gguf/iOS18-compressed: $(grep -m1 . "$WORK/err" | cut -c1-200)"
+  fi
+else
+  echo "FAIL $S/gguf: could not write the GGUF model"
+fi
+
 # ---- state and entry points (iOS18) ----
 # Call sequences (prefill, decode...) of every model with state or entry points through
 # milrun, carrying the state from call to call, against the C target after every call.
@@ -152,6 +179,16 @@ for m in models/transformer.lua models/resnet.lua; do
   fi
 done
 
+# A package with compressed weights (every stored format, iOS18, fp16) built twice.
+"$KILN" build tests/quant/qmix.lua -o "$WORK/twice1-qmix" --target coreml --min-os iOS18 --precision fp16 $(cat tests/quant/qmix.args) 2>/dev/null
+(cd "$WORK/elsewhere" && "$KILN" build "$ROOT/tests/quant/qmix.lua" -o "$WORK/twice2-qmix" --target coreml --min-os iOS18 \
+   --precision fp16 $(cat "$ROOT/tests/quant/qmix.args") 2>/dev/null)
+if [ -d "$WORK/twice1-qmix/qmix.mlpackage" ] && diff -r "$WORK/twice1-qmix/qmix.mlpackage" "$WORK/twice2-qmix/qmix.mlpackage" >/dev/null; then
+  echo "PASS $S/twice/qmix: two builds with compressed weights give byte-identical packages"
+else
+  echo "FAIL $S/twice/qmix: the packages differ (or a build failed)"
+fi
+
 # ---- the checkers reject broken files ----
 src=$WORK/twice1-transformer/transformer.mlpackage
 corrupt() {   # corrupt NAME OFFSET HEXBYTE: a copy of $src with one byte of weight.bin changed
@@ -197,11 +234,41 @@ else
   echo "FAIL $S/checkers/state: no valid $pkg to mutate"
 fi
 
+# milrun's compressed-weight rules: a qmix package edited to hold its constexpr ops at
+# spec 8 (they are iOS18 ops) or with an int4 const declared int8 (blob dtype code 8 then
+# names the wrong type) is rejected; and the lookup table of w_g4 rotated by one entry,
+# still a valid program, moves its outputs beyond the tolerance (the comparison can fail).
+qpkg=$WORK/quant/iOS18-fp32/qmix.mlpackage
+if [ -d "$qpkg" ] && "$MILRUN" "$qpkg" check >/dev/null 2>&1; then
+  pkg=$qpkg
+  mutate q_spec8 's/^specificationVersion: 9/specificationVersion: 8/; s/"CoreML8"/"CoreML7"/'
+  mutate q_int4_as_int8 '/name: "w_q4_0_q"/,/blobFileValue/s/dataType: INT4/dataType: INT8/'
+  for b in q_spec8 q_int4_as_int8; do
+    if out=$("$MILRUN" "$WORK/mut-$b" check 2>&1); then echo "FAIL $S/checkers/milrun-$b: accepted"
+    else echo "PASS $S/checkers/milrun-$b: rejected: $(echo "$out" | tail -n 1)"; fi
+  done
+  rm -rf "$WORK/mut-lut" "$WORK/mut-lut-out"; cp -r "$qpkg" "$WORK/mut-lut"; mkdir -p "$WORK/mut-lut-out"
+  if ! $PY tests/coreml/rotate_blob.py "$WORK/mut-lut" w_g4_lut 4 ||
+     ! "$MILRUN" "$WORK/mut-lut" run "$WORK/quant/cin" "$WORK/mut-lut-out" >/dev/null 2>&1; then
+    echo "FAIL $S/checkers/lut-rotated: could not edit or run the package"
+  elif $PY -c "
+import numpy as np, sys
+a = np.load('$WORK/mut-lut-out/lin1_g4.npy')
+b = np.fromfile('$WORK/quant/cref/lin1_g4.bin', dtype=np.float32).reshape(a.shape)
+sys.exit(0 if np.abs(a - b).max() > 1e-4 * max(1.0, np.abs(b).max()) else 1)"; then
+    echo "PASS $S/checkers/lut-rotated: w_g4's table rotated by one entry moves lin1_g4 beyond the fp32 tolerance"
+  else
+    echo "FAIL $S/checkers/lut-rotated: the outputs did not move"
+  fi
+else
+  echo "FAIL $S/checkers/quant: no valid $qpkg to edit"
+fi
+
 # ---- coremltools, where installed ----
 # tests/coreml/ctcheck.py: Apple's coremltools parses each package with its full schema
 # and loads the program through its own MIL op definitions (types, constness, opsets).
 if $PY -c "import coremltools" >/dev/null 2>&1; then
-  $PY tests/coreml/ctcheck.py "$WORK"/state/*/iOS18-*/*.mlpackage "$WORK"/m-*/iOS1*-*/*.mlpackage
+  $PY tests/coreml/ctcheck.py "$WORK"/state/*/iOS18-*/*.mlpackage "$WORK"/m-*/iOS1*-*/*.mlpackage "$WORK"/quant/iOS1*-*/*.mlpackage
 else
   echo "NOTE $S: coremltools is not installed here: its loader (tests/coreml/ctcheck.py) did not read the packages"
 fi

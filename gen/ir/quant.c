@@ -561,6 +561,79 @@ void quant_unpack(WFormat f, const unsigned char *panels, int64_t n, int64_t k, 
   for (int64_t r = 0; r < n; r++) unpack_row(f, panels + r / LANES * pb, k, (int)(r % LANES), out + r * k);
 }
 
+/* ---- codes and terms (quant_split) ---- */
+
+/* Lane j of one panel as its k codes q and its groups' terms a (and c, when the format
+ * has an additive term), read from the same bits as unpack_row and combined by the same
+ * float expressions: a[g] * q (+ c[g]) is unpack_row's value bit for bit. */
+static void split_row(WFormat f, const unsigned char *panel, int64_t k, int j, int16_t *q, float *a, float *c) {
+  const int64_t B = infos[f].block, bb = block_bytes[f];
+  if (f == WF_I8) {
+    a[0] = rd_f32(panel + 4 * j);
+    for (int64_t i = 0; i < k; i++) q[i] = (int8_t)panel[128 + 32 * i + j];
+    return;
+  }
+  for (int64_t blk = 0; blk < k / B; blk++, q += B) {
+    const unsigned char *b = panel + blk * bb;
+    switch (f) {
+    case WF_Q8_0:
+      a[blk] = rd_half(b + 2 * j);
+      for (int i = 0; i < 32; i++) q[i] = (int8_t)b[64 + 32 * i + j];
+      break;
+    case WF_Q4_0:
+      a[blk] = rd_half(b + 2 * j);
+      for (int i = 0; i < 32; i++) q[i] = (int16_t)(rd_nib(b + 64, i, j) - 8);
+      break;
+    case WF_Q4_K: {                             /* (d sc) q - dmin m = a q + c, c = -(dmin m) */
+      const float d = rd_half(b + 2 * j), dmin = rd_half(b + 64 + 2 * j);
+      for (int s = 0; s < 8; s++) {
+        int sc, m;
+        rd_scale_min(b + 128 + 12 * j, s, &sc, &m);
+        a[8 * blk + s] = d * (float)sc;
+        c[8 * blk + s] = -(dmin * (float)m);
+      }
+      for (int i = 0; i < 256; i++) q[i] = (int16_t)rd_nib(b + 512, i, j);
+      break;
+    }
+    case WF_Q6_K: {                             /* (d sc) (q - 32) */
+      const float d = rd_half(b + 2 * j);
+      for (int s = 0; s < 16; s++) a[16 * blk + s] = d * (float)(int8_t)b[64 + 16 * j + s];
+      for (int i = 0; i < 256; i++) {
+        const unsigned char *kb = b + 576 + 24 * i;
+        q[i] = (int16_t)((rd_nib(kb, 0, j) | rd_hi2(kb, j) << 4) - 32);
+      }
+      break;
+    }
+    case WF_G8: case WF_G4:
+      a[blk] = rd_half(b + 2 * j);
+      c[blk] = rd_half(b + 64 + 2 * j);
+      for (int i = 0; i < 64; i++) q[i] = (int16_t)(f == WF_G8 ? b[128 + 32 * i + j] : rd_nib(b + 128, i, j));
+      break;
+    default: die("split_row: format %d", (int)f);
+    }
+  }
+}
+
+/* Contract in kiln.h. */
+bool quant_split(WFormat f, const unsigned char *panels, int64_t n, int64_t k, QuantSplit *out) {
+  static const struct { int64_t group; int qmin, qmax; bool c; } forms[WF__COUNT] = {
+      [WF_I8] = {0, -128, 127, false},   [WF_Q8_0] = {32, -128, 127, false}, [WF_Q4_0] = {32, -8, 7, false},
+      [WF_Q4_K] = {32, 0, 15, true},     [WF_Q6_K] = {16, -32, 31, false},   [WF_G8] = {64, 0, 255, true},
+      [WF_G4] = {64, 0, 15, true},
+  };
+  if (f == WF_F32 || f == WF_F16 || f == WF_BF16) return false;
+  check_k(f, k);
+  QuantSplit s = {.group = forms[f].group ? forms[f].group : k, .qmin = forms[f].qmin, .qmax = forms[f].qmax};
+  int64_t groups = k / s.group, pb = wformat_panel_bytes(f, k);
+  s.q = kiln_alloc(sizeof *s.q * (size_t)(n * k + 1));
+  s.a = kiln_alloc(sizeof *s.a * (size_t)(n * groups + 1));
+  s.c = forms[f].c ? kiln_alloc(sizeof *s.c * (size_t)(n * groups + 1)) : NULL;
+  for (int64_t r = 0; r < n; r++)
+    split_row(f, panels + r / LANES * pb, k, (int)(r % LANES), s.q + r * k, s.a + r * groups, s.c ? s.c + r * groups : NULL);
+  *out = s;
+  return true;
+}
+
 /* ---- ggml blocks into panels ---- */
 
 /* One ggml row (k values in ggml's blocks) into lane j of its panel, bit for bit. */

@@ -24,7 +24,7 @@
  * order), the manifest identifiers are derived from the model name (see
  * manifest_id), and nothing depends on pointers, time or hash order.
  */
-#include "mil.h"
+#include "coreml_weights.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,9 @@ typedef struct {
   const char **exact;     /* per node id: the graph output name its op must carry, or NULL */
   int *uses, *user;       /* per node id: live consumers (+ graph outputs), and the last consumer */
   bool *done;             /* per node id: already lowered together with an earlier node */
+  const char **raw;       /* per stored-format WEIGHT id: its value as coreml_weight made it */
+  MilType *rawt;          /* ... and that value's type (may differ from ft; value() casts) */
+  CwNotes *notes;         /* weights held uncompressed, for the build's note */
 } Lower;
 
 static const struct {
@@ -88,14 +91,32 @@ static const char *emit_leaf(Lower *L, const Node *n) {
 }
 
 static const char *state_value(Lower *L, const Node *n);
+static const char *cast_step(Lower *L, const Node *n, const char *v, const char *label, MilType to, const Shape *s);
 
-/* The MIL value name of node id; a WEIGHT/CONST leaf gets its const op on first use, a
- * state version its conversion from fp16 (coreml_state_value). */
+/* A WEIGHT the build keeps in a stored format (f16, q4_0, ...: docs/quantization.md). */
+static bool is_stored(const Node *n) { return n->op == OP_WEIGHT && n->wfmt != WF_F32 && n->data; }
+
+/* A stored-format weight as coreml_weight holds it (fp16 const, constexpr op, or plain),
+ * made on first use; *t: its MIL type, which is not always the program's (see there). */
+static const char *stored_raw(Lower *L, const Node *w, MilType *t) {
+  if (!L->raw[w->id]) L->raw[w->id] = coreml_weight(L->m, w, L->ft, L->spec, &L->rawt[w->id], L->notes);
+  *t = L->rawt[w->id];
+  return L->raw[w->id];
+}
+
+/* The MIL value name of node id; a WEIGHT/CONST leaf gets its const op on first use (a
+ * stored-format weight of another type than the program's is cast to it), a state
+ * version its conversion from fp16 (coreml_state_value). */
 static const char *value(Lower *L, int id) {
   if (L->val[id]) return L->val[id];
   Node *n = graph_node(L->g, id);
   if (n->op == OP_STATE || n->op == OP_WRITE) return L->val[id] = state_value(L, n);
   if (!is_const_leaf(n)) die("node %d (%s) used before it was lowered", id, kiln_ops[n->op].name);
+  if (is_stored(n)) {
+    MilType t;
+    const char *v = stored_raw(L, n, &t);
+    return L->val[id] = t == L->ft ? v : cast_step(L, n, v, "cast", L->ft, &n->shape);
+  }
   return L->val[id] = emit_leaf(L, n);
 }
 
@@ -214,9 +235,9 @@ static const char *cast_name(MilType t) {
   case MIL_F32: return "fp32";
   case MIL_I32: return "int32";
   case MIL_BOOL: return "bool";
-  case MIL_STR: break;
+  case MIL_STR: case MIL_I8: case MIL_U8: case MIL_I4: case MIL_U4: break;
   }
-  die("no cast to string");
+  die("no cast to %d", (int)t);
 }
 
 /* v (shape s) cast to MIL type to as a step of n, its dtype const named after label. */
@@ -272,16 +293,23 @@ static Node *bias_add(Lower *L, const Node *n, int64_t dout, Node **bias) {
 }
 
 /* x @ W (+ b) with a constant rank-2 W becomes MIL `linear` (weight [D_out, D_in],
- * the transpose of x @ W's operand unless trans_y); anything else `matmul`. */
+ * the transpose of x @ W's operand unless trans_y); anything else `matmul`. A stored-
+ * format W whose value is not of the program's type (coreml_weight) is a `linear` weight
+ * only where MIL allows it: an fp32 weight of an fp16 program from iOS17 (type domain U,
+ * the bias then fp32 too); an fp16 const below iOS18 in an fp32 program goes through a
+ * cast and `matmul`, as linear's weight must be a const, not a cast. */
 static void lower_matmul(Lower *L, Node *n) {
   Node *x = in_node(L, n, 0), *y = in_node(L, n, 1);
-  if (is_const_leaf(y) && y->shape.rank == 2 && !n->a.trans_x && x->shape.rank >= 1 && x->shape.rank <= 3) {
+  MilType wt = L->ft;
+  const char *wraw = is_stored(y) && n->a.trans_y ? stored_raw(L, y, &wt) : NULL;
+  bool linear_ok = wt == L->ft || (L->spec >= 8 && wt == MIL_F32);
+  if (is_const_leaf(y) && linear_ok && y->shape.rank == 2 && !n->a.trans_x && x->shape.rank >= 1 && x->shape.rank <= 3) {
     int64_t k = y->shape.dim[n->a.trans_y ? 1 : 0], dout = y->shape.dim[n->a.trans_y ? 0 : 1];
     Node *bias = NULL, *add = bias_add(L, n, dout, &bias);
     const Node *named = add ? add : n;
     const char *xv = X(L, n, 0), *w, *b;
     if (n->a.trans_y) {
-      w = value(L, y->id);
+      w = wraw ? wraw : value(L, y->id);
     } else {
       const float *src = y->data;
       float *t = kiln_alloc(sizeof(float) * (size_t)(k * dout));
@@ -291,10 +319,10 @@ static void lower_matmul(Lower *L, Node *n) {
       w = mil_const_float(L->m, kiln_fmt("%s_t", y->name ? y->name : "weight"), L->ft, &ts, t);
     }
     if (bias) {
-      b = value(L, bias->id);
+      b = wt == L->ft ? value(L, bias->id) : mil_const_float(L->m, kiln_fmt("%s_fp32", bias->name ? bias->name : "bias"), wt, &bias->shape, bias->data);
     } else {
       Shape bs = {.rank = 1, .dim = {dout}};
-      b = mil_const_float(L->m, param_name(named, "linear", "bias"), L->ft, &bs, kiln_alloc(sizeof(float) * (size_t)dout));
+      b = mil_const_float(L->m, param_name(named, "linear", "bias"), wt, &bs, kiln_alloc(sizeof(float) * (size_t)dout));
     }
     MilOp *op = start(L, named, "linear");
     mil_arg(L->m, op, "x", xv);
@@ -1620,13 +1648,15 @@ void emit_coreml(Program *p, const EmitOptions *o) {
   if (!plain) mil_share_blobs(m);
   const char **state_in = state_names(p);
   Lower *Ls = kiln_alloc(sizeof *Ls * (size_t)p->nentries);
+  CwNotes *notes = coreml_weight_notes();
   for (int e = 0; e < p->nentries; e++) {
     Graph *g = p->entries[e];
     size_t nn = (size_t)g->nnodes + 1;
     Ls[e] = (Lower){.g = g, .m = m, .ft = o->fp16 ? MIL_F16 : MIL_F32, .spec = os_table[os].spec, .state_in = state_in,
                     .v16 = kiln_alloc(sizeof(char *) * nn), .at = kiln_alloc(sizeof(char *) * nn),
                     .val = kiln_alloc(sizeof(char *) * nn), .exact = kiln_alloc(sizeof(char *) * nn),
-                    .uses = kiln_alloc(sizeof(int) * nn), .user = kiln_alloc(sizeof(int) * nn), .done = kiln_alloc(nn)};
+                    .uses = kiln_alloc(sizeof(int) * nn), .user = kiln_alloc(sizeof(int) * nn), .done = kiln_alloc(nn),
+                    .raw = kiln_alloc(sizeof(char *) * nn), .rawt = kiln_alloc(sizeof(MilType) * nn), .notes = notes};
     mil_function(m, multi ? g->entry : "main");
     lower_entry(&Ls[e], p);
   }
@@ -1638,4 +1668,5 @@ void emit_coreml(Program *p, const EmitOptions *o) {
   uint8_t *pb = kiln_alloc(size + 1);
   if (core_ml__specification__model__pack(mdl, pb) != size) die("protobuf-c packed a different size");
   write_package(p->model, m, o, pb, size);
+  coreml_weight_report(notes, o->min_os, o->fp16 ? MIL_F16 : MIL_F32);
 }

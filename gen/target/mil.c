@@ -31,7 +31,8 @@ typedef CoreML__Specification__MILSpec__Dimension MilDim;
 typedef CoreML__Specification__MILSpec__Argument MilArgument;
 typedef CoreML__Specification__MILSpec__Argument__Binding MilBinding;
 
-enum { BLOB_F16 = 1, BLOB_F32 = 2 };   /* MILBlob dtype codes (not MIL DataType numbers) */
+/* MILBlob dtype codes (BlobDataType; not MIL DataType numbers). */
+enum { BLOB_F16 = 1, BLOB_F32 = 2, BLOB_U8 = 3, BLOB_I8 = 4, BLOB_I4 = 8, BLOB_U4 = 11 };
 
 static const char blob_file[] = "@model_path/weights/weight.bin";
 
@@ -176,6 +177,10 @@ static CoreML__Specification__MILSpec__DataType data_type(MilType t) {
   case MIL_F32: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__FLOAT32;
   case MIL_I32: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT32;
   case MIL_STR: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__STRING;
+  case MIL_I8: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT8;
+  case MIL_U8: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT8;
+  case MIL_I4: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__INT4;
+  case MIL_U4: return CORE_ML__SPECIFICATION__MILSPEC__DATA_TYPE__UINT4;
   }
   die("bad MilType %d", (int)t);
 }
@@ -271,9 +276,10 @@ static void wb_put_u64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Appends one blob (metadata + payload) and returns the metadata's offset; with sharing on,
- * returns the offset of an identical blob already written instead. */
-static uint64_t wb_add(Mil *m, uint32_t dtype_code, const void *data, size_t n) {
+/* Appends one blob (metadata + payload; padbits: unused bits in the last byte of a 4-bit
+ * payload) and returns the metadata's offset; with sharing on, returns the offset of an
+ * identical blob already written instead. */
+static uint64_t wb_add(Mil *m, uint32_t dtype_code, const void *data, size_t n, unsigned padbits) {
   const char *key = NULL;
   if (m->share) {
     key = kiln_fmt("%u/%zu/%016llx", dtype_code, n, (unsigned long long)kiln_fnv1a64(data, n));
@@ -294,11 +300,26 @@ static uint64_t wb_add(Mil *m, uint32_t dtype_code, const void *data, size_t n) 
   wb_put_u32(md + 4, dtype_code);
   wb_put_u64(md + 8, n);
   wb_put_u64(md + 16, meta + 64);
+  wb_put_u64(md + 24, padbits);
   memcpy(m->wb.data + meta + 64, data, n);
   m->wb.len = meta + 64 + n;
   wb_put_u32((uint8_t *)m->wb.data, (uint32_t)++m->nblobs);
   if (key && meta < (size_t)INT32_MAX && !strmap_get(&m->blobs, key)) *strmap_put(&m->blobs, key) = (int)meta + 1;
   return meta;
+}
+
+/* A BlobFileValue of type (t, s) naming the blob whose metadata is at off. */
+static MilValue *blob_ref(MilType t, const Shape *s, uint64_t off) {
+  CoreML__Specification__MILSpec__Value__BlobFileValue *bf = kiln_alloc(sizeof *bf);
+  *bf = (CoreML__Specification__MILSpec__Value__BlobFileValue)CORE_ML__SPECIFICATION__MILSPEC__VALUE__BLOB_FILE_VALUE__INIT;
+  bf->filename = kiln_strdup(blob_file);
+  bf->offset = off;
+  MilValue *val = kiln_alloc(sizeof *val);
+  *val = (MilValue)CORE_ML__SPECIFICATION__MILSPEC__VALUE__INIT;
+  val->type = tensor_type(t, s);
+  val->value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE;
+  val->blobfilevalue = bf;
+  return val;
 }
 
 /* Appends the n = numel(s) floats of v to weight.bin, as f16 (rounded) when t is MIL_F16 and
@@ -311,7 +332,7 @@ static MilValue *blob_value(Mil *m, MilType t, const Shape *s, const float *v) {
     for (int64_t i = 0; i < n; i++) h[i] = mil_f32_to_f16(v[i]);
     uint8_t *le = kiln_alloc((size_t)n * 2);
     for (int64_t i = 0; i < n; i++) le[2 * i] = (uint8_t)h[i], le[2 * i + 1] = (uint8_t)(h[i] >> 8);
-    off = wb_add(m, BLOB_F16, le, (size_t)n * 2);
+    off = wb_add(m, BLOB_F16, le, (size_t)n * 2, 0);
   } else {
     uint8_t *le = kiln_alloc((size_t)n * 4);
     for (int64_t i = 0; i < n; i++) {
@@ -319,18 +340,20 @@ static MilValue *blob_value(Mil *m, MilType t, const Shape *s, const float *v) {
       memcpy(&u, &v[i], 4);
       wb_put_u32(le + 4 * i, u);
     }
-    off = wb_add(m, BLOB_F32, le, (size_t)n * 4);
+    off = wb_add(m, BLOB_F32, le, (size_t)n * 4, 0);
   }
-  CoreML__Specification__MILSpec__Value__BlobFileValue *bf = kiln_alloc(sizeof *bf);
-  *bf = (CoreML__Specification__MILSpec__Value__BlobFileValue)CORE_ML__SPECIFICATION__MILSPEC__VALUE__BLOB_FILE_VALUE__INIT;
-  bf->filename = kiln_strdup(blob_file);
-  bf->offset = off;
-  MilValue *val = kiln_alloc(sizeof *val);
-  *val = (MilValue)CORE_ML__SPECIFICATION__MILSPEC__VALUE__INIT;
-  val->type = tensor_type(t, s);
-  val->value_case = CORE_ML__SPECIFICATION__MILSPEC__VALUE__VALUE_BLOB_FILE_VALUE;
-  val->blobfilevalue = bf;
-  return val;
+  return blob_ref(t, s, off);
+}
+
+/* Appends numel(s) elements of integer type t, already packed as MILBlob stores them
+ * (mil.h), to weight.bin and returns a BlobFileValue of type (t, s) for them. */
+static MilValue *packed_value(Mil *m, MilType t, const Shape *s, const uint8_t *payload) {
+  int64_t n = shape_numel(s);
+  bool nib = t == MIL_I4 || t == MIL_U4;
+  uint32_t code = t == MIL_I8 ? BLOB_I8 : t == MIL_U8 ? BLOB_U8 : t == MIL_I4 ? BLOB_I4 : t == MIL_U4 ? BLOB_U4 : 0;
+  if (!code) die("packed_value: not an integer data type");
+  size_t bytes = nib ? (size_t)(n + 1) / 2 : (size_t)n;
+  return blob_ref(t, s, wb_add(m, code, payload, bytes, nib && n % 2 ? 4 : 0));
 }
 
 /* IEEE binary32 -> binary16, round to nearest even, including subnormals; overflow gives
@@ -474,6 +497,12 @@ const char *mil_const_float(Mil *m, const char *base, MilType t, const Shape *s,
     tv->bytes->values.data = le;
   }
   return const_op(m, base, t, s, immediate(t, s, tv));
+}
+
+/* Contract in mil.h. */
+const char *mil_const_packed(Mil *m, const char *base, MilType t, const Shape *s, const uint8_t *payload) {
+  if (shape_numel(s) < MIL_BLOB_MIN_ELEMS) die("mil_const_packed: %lld elements stay inline", (long long)shape_numel(s));
+  return const_op(m, base, t, s, packed_value(m, t, s, payload));
 }
 
 /* A const op of i32 values v with shape s; always inline. Returns the value name. */

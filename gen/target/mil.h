@@ -15,8 +15,9 @@
 #include "kiln.h"
 #include "coreml.pb-c.h"
 
-/* The value types Kiln's programs use (a subset of MIL's DataType). */
-typedef enum { MIL_BOOL, MIL_F16, MIL_F32, MIL_I32, MIL_STR } MilType;
+/* The value types Kiln's programs use (a subset of MIL's DataType). The 8- and 4-bit
+ * integers appear only as the packed data of compressed weights (iOS18 constexpr ops). */
+typedef enum { MIL_BOOL, MIL_F16, MIL_F32, MIL_I32, MIL_STR, MIL_I8, MIL_U8, MIL_I4, MIL_U4 } MilType;
 
 typedef CoreML__Specification__MILSpec__Operation MilOp;
 typedef CoreML__Specification__MILSpec__Program MilProgram;
@@ -54,6 +55,10 @@ void mil_output(Mil *m, const char *name);
 /* Float data (always given as f32) stored as t (MIL_F16 or MIL_F32). */
 const char *mil_const_float(Mil *m, const char *base, MilType t, const Shape *s, const float *v);
 const char *mil_const_int(Mil *m, const char *base, const Shape *s, const int32_t *v);
+/* Integer data of type t (MIL_I8, MIL_U8: one byte per element; MIL_I4, MIL_U4: two per
+ * byte, element i in bits 4(i % 2)..4(i % 2) + 3 of byte i / 2, MILBlob's order), always in
+ * weight.bin: the packed payload of a compressed weight. Dies under MIL_BLOB_MIN_ELEMS. */
+const char *mil_const_packed(Mil *m, const char *base, MilType t, const Shape *s, const uint8_t *payload);
 const char *mil_const_bool(Mil *m, const char *base, const Shape *s, const uint8_t *v);
 const char *mil_const_str(Mil *m, const char *base, const char *v);
 const char *mil_scalar_float(Mil *m, const char *base, MilType t, float v);

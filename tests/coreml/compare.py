@@ -1,6 +1,11 @@
 """compare.py — one model through the Core ML target, checked every way we can on Linux.
 
-usage: compare.py KILN MILRUN MODEL.lua WORK CONFIG...     (CONFIG: iOS15:fp32, iOS17:fp16, ...)
+usage: compare.py KILN MILRUN MODEL.lua WORK [--args FILE] [--sizes] CONFIG...
+       (CONFIG: iOS15:fp32, iOS17:fp16, ...; --args: build options, e.g. --quantize
+       rules, read from FILE and given to every build, C and Core ML; --sizes: the
+       package of tests/quant/qmix.lua holds each stored-format weight in exactly the
+       bytes docs/coreml.md's table says, and milrun decodes exactly the values of the
+       C build, tests/coreml/qsizes.py)
 
 Prints PASS/FAIL lines (tests/run.sh protocol). For the model:
   1. builds the C target and its driver (tests/runtime/driver.c) and runs it on
@@ -26,6 +31,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+import qsizes  # noqa: E402
 import wbcheck  # noqa: E402
 
 TOL = {"fp32": 1e-4, "fp16": 3e-2}
@@ -63,10 +69,10 @@ def make_inputs(sig, work):
     return files
 
 
-def c_reference(kiln, model, work, tag):
+def c_reference(kiln, model, work, tag, args):
     """Builds the C target and its driver; returns ({output: array}, signature) or (None, reason)."""
     out = os.path.join(work, "c")
-    r = sh([kiln, "build", model, "-o", out])
+    r = sh([kiln, "build", model, "-o", out] + args)
     if r.returncode:
         return None, f"kiln build (C target) failed: {first_line(r.stderr)}"
     name = os.path.splitext(os.path.basename(model))[0]
@@ -89,16 +95,17 @@ def c_reference(kiln, model, work, tag):
     return outs, sig
 
 
-def check_config(kiln, milrun, model, work, cfg, ref, sig, tag):
+def check_config(kiln, milrun, model, work, cfg, ref, sig, tag, args, sizes):
     os_, prec = cfg.split(":")
     name = os.path.splitext(os.path.basename(model))[0]
     t = f"{tag}/{os_}/{prec}"
     out = os.path.join(work, f"{os_}-{prec}")
-    r = sh([kiln, "build", model, "-o", out, "--target", "coreml", "--min-os", os_, "--precision", prec])
+    r = sh([kiln, "build", model, "-o", out, "--target", "coreml", "--min-os", os_, "--precision", prec] + args)
     if r.returncode:
         print(f"FAIL {t}/build: {first_line(r.stderr)}")
         return
-    print(f"PASS {t}/build")
+    note = "\n".join(ln for ln in r.stderr.splitlines() if ln.startswith("kiln: note: "))
+    print(f"PASS {t}/build" + (f" ({note})" if note else ""))
     pkg = os.path.join(out, name + ".mlpackage")
     mlmodel = os.path.join(pkg, "Data/com.apple.CoreML/model.mlmodel")
     with open(mlmodel, "rb") as f:
@@ -111,14 +118,23 @@ def check_config(kiln, milrun, model, work, cfg, ref, sig, tag):
         print(f"PASS {t}/decode (no unknown fields)")
     bad = wbcheck.check_package(pkg, r.stdout)
     print(f"FAIL {t}/blobs: {bad[0]}" if bad else f"PASS {t}/blobs")
+    if sizes:
+        wb = os.path.getsize(os.path.join(pkg, "Data/com.apple.CoreML/weights/weight.bin"))
+        bad, report = qsizes.check(r.stdout, pkg, os_, prec, note)
+        print(f"FAIL {t}/sizes: {'; '.join(bad[:3])}" if bad else f"PASS {t}/sizes: weight.bin {wb} bytes; {report}")
     if ref is None:
         return
     got = os.path.join(out, "got")
     os.makedirs(got, exist_ok=True)
-    r = sh([milrun, pkg, "run", os.path.join(work, "cin"), got])
+    dump = os.path.join(out, "consts")
+    os.makedirs(dump, exist_ok=True)
+    r = sh([milrun, pkg, "run", os.path.join(work, "cin"), got] + (["-V", dump] if sizes else []))
     if r.returncode:
         print(f"FAIL {t}/run: {first_line(r.stderr)}")
         return
+    if sizes:
+        bad, report = qsizes.check_values(os.path.join(work, "c"), dump, os_, prec)
+        print(f"FAIL {t}/values: {'; '.join(bad[:3])}" if bad else f"PASS {t}/values: {report}")
     worst, msg = 0.0, ""
     for o in sig["outputs"]:
         c = ref[o["name"]]
@@ -152,15 +168,22 @@ def check_config(kiln, milrun, model, work, cfg, ref, sig, tag):
 
 def main():
     kiln, milrun, model, work = sys.argv[1:5]
-    cfgs = sys.argv[5:]
+    rest, args, sizes = sys.argv[5:], [], False
+    while rest and rest[0].startswith("--"):
+        if rest[0] == "--args":
+            args, rest = open(rest[1]).read().split(), rest[2:]
+        elif rest[0] == "--sizes":
+            sizes, rest = True, rest[1:]
+        else:
+            sys.exit(f"compare.py: unknown option {rest[0]}")
     tag = "coreml/" + os.path.splitext(os.path.basename(model))[0]
     os.makedirs(work, exist_ok=True)
-    ref, sig = c_reference(kiln, model, work, tag)
+    ref, sig = c_reference(kiln, model, work, tag, args)
     if ref is None:
         print(f"FAIL {tag}/reference: {sig}")
         sig = None
-    for cfg in cfgs:
-        check_config(kiln, milrun, model, work, cfg, ref, sig, tag)
+    for cfg in rest:
+        check_config(kiln, milrun, model, work, cfg, ref, sig, tag, args, sizes)
 
 
 main()

@@ -4,6 +4,9 @@
  *   milrun PKG.mlpackage sig               print "in|out NAME fp32|int32 D0,D1,..." per feature
  *   milrun PKG.mlpackage check             validate only
  *   milrun PKG.mlpackage run IN OUT        read IN/<input>.npy, write OUT/<output>.npy
+ *          [-V DIR]                        ... and every float compile-time constant of 10 or
+ *                                          more elements (const and constexpr results, e.g.
+ *                                          a decompressed weight) as DIR/<name>.npy
  *
  * Nothing here ran Core ML: this is the test oracle for the package's *content*.
  * It reads model.mlmodel through the same protobuf-c schema as the emitter
@@ -39,7 +42,8 @@ typedef CoreML__Specification__MILSpec__Value Value;
 typedef CoreML__Specification__MILSpec__TensorType TType;
 
 enum { MAXR = 8 };
-typedef enum { T_BOOL = 1, T_STR = 2, T_F16 = 10, T_F32 = 11, T_I32 = 23 } DT;
+/* MIL DataType numbers. The 8- and 4-bit integers are only compressed weights' data. */
+typedef enum { T_BOOL = 1, T_STR = 2, T_F16 = 10, T_F32 = 11, T_I8 = 21, T_I32 = 23, T_I4 = 25, T_U8 = 31, T_U4 = 35 } DT;
 
 typedef struct {
   DT dt;
@@ -148,11 +152,19 @@ static const char *dt_name(DT d) {
   case T_F16: return "fp16";
   case T_F32: return "fp32";
   case T_I32: return "int32";
+  case T_I8: return "int8";
+  case T_U8: return "uint8";
+  case T_I4: return "int4";
+  case T_U4: return "uint4";
   }
   return "?";
 }
 
 static int is_float(DT d) { return d == T_F16 || d == T_F32; }
+/* The narrow integers MIL allows only as a compressed weight's data (constexpr ops). */
+static int is_packed(DT d) { return d == T_I8 || d == T_U8 || d == T_I4 || d == T_U4; }
+static int bits_of(DT d) { return d == T_I4 || d == T_U4 ? 4 : 8; }
+static int is_signed(DT d) { return d == T_I8 || d == T_I4; }
 
 /* ---- tensors ---- */
 
@@ -242,7 +254,7 @@ static const TType *tensor_type(const CoreML__Specification__MILSpec__ValueType 
     if (t->dimensions[i]->dimension_case != CORE_ML__SPECIFICATION__MILSPEC__DIMENSION__DIMENSION_CONSTANT)
       fail("%s: dimension %zu is not constant", what, i);
   switch ((int)t->datatype) {
-  case T_BOOL: case T_STR: case T_F16: case T_F32: case T_I32: break;
+  case T_BOOL: case T_STR: case T_F16: case T_F32: case T_I32: case T_I8: case T_U8: case T_I4: case T_U4: break;
   default: fail("%s: data type %d is not one Kiln emits", what, (int)t->datatype);
   }
   if (t->n_attributes) fail("%s: tensor type attributes", what);
@@ -278,6 +290,17 @@ static void load_weights(void) {
   if (wbin_len < 64 || rd32(wbin + 4) != 2) fail("weight.bin: no version-2 storage header");
 }
 
+/* Narrow integers as MILBlob and the immediate bytes field store them: one byte each, or
+ * 4-bit fields LSB first (element i in bits 4i .. 4i + 3 of the stream), two's complement
+ * for the signed types. */
+static void unpack_ints(Tensor *t, const uint8_t *p) {
+  for (int64_t i = 0; i < t->n; i++) {
+    int v = bits_of(t->dt) == 8 ? p[i] : (p[i / 2] >> (4 * (i % 2))) & 15;
+    if (is_signed(t->dt) && v >= 1 << (bits_of(t->dt) - 1)) v -= 1 << bits_of(t->dt);
+    t->v[i] = v;
+  }
+}
+
 static void read_blob(Tensor *t, const CoreML__Specification__MILSpec__Value__BlobFileValue *b) {
   if (strcmp(b->filename, "@model_path/weights/weight.bin") != 0) fail("blob file '%s'", b->filename);
   if (!wbin) fail("a blob value but no weights/weight.bin");
@@ -286,12 +309,19 @@ static void read_blob(Tensor *t, const CoreML__Specification__MILSpec__Value__Bl
   const uint8_t *md = wbin + off;
   if (rd32(md) != 0xDEADBEEFu) fail("blob at %llu: bad sentinel", (unsigned long long)off);
   uint32_t code = rd32(md + 4);
-  int width = t->dt == T_F16 ? 2 : t->dt == T_F32 ? 4 : 0;
-  uint32_t want = t->dt == T_F16 ? 1 : t->dt == T_F32 ? 2 : 0;
+  /* MILBlob's BlobDataType codes: Float16 1, Float32 2, UInt8 3, Int8 4, Int4 8, UInt4 11. */
+  int width = t->dt == T_F16 ? 2 : t->dt == T_F32 ? 4 : is_packed(t->dt) ? 1 : 0;
+  uint32_t want = t->dt == T_F16 ? 1 : t->dt == T_F32 ? 2 : t->dt == T_U8 ? 3 : t->dt == T_I8 ? 4 : t->dt == T_I4 ? 8 : t->dt == T_U4 ? 11 : 0;
   if (!want || code != want) fail("blob at %llu: dtype code %u for a %s tensor", (unsigned long long)off, code, dt_name(t->dt));
-  uint64_t size = rd64(md + 8), data = rd64(md + 16);
-  if (size != (uint64_t)t->n * (uint64_t)width || size == 0) fail("blob at %llu: %llu bytes for %lld elements", (unsigned long long)off, (unsigned long long)size, (long long)t->n);
+  uint64_t size = rd64(md + 8), data = rd64(md + 16), pad = rd64(md + 24);
+  uint64_t bits = (uint64_t)t->n * (is_packed(t->dt) ? (uint64_t)bits_of(t->dt) : 8u * (uint64_t)width);
+  if (size != (bits + 7) / 8 || size == 0) fail("blob at %llu: %llu bytes for %lld elements", (unsigned long long)off, (unsigned long long)size, (long long)t->n);
+  if (pad != 8 * size - bits) fail("blob at %llu: padding_size_in_bits %llu, want %llu", (unsigned long long)off, (unsigned long long)pad, (unsigned long long)(8 * size - bits));
   if (data % 64 || data < off + 64 || data + size > wbin_len) fail("blob at %llu: data offset %llu outside the file", (unsigned long long)off, (unsigned long long)data);
+  if (is_packed(t->dt)) {
+    unpack_ints(t, wbin + data);
+    return;
+  }
   for (int64_t i = 0; i < t->n; i++) {
     const uint8_t *p = wbin + data + (size_t)i * (size_t)width;
     if (width == 2) t->v[i] = half_to_float((uint16_t)(p[0] | p[1] << 8));
@@ -335,6 +365,11 @@ static Tensor *const_value(const Value *v) {
     if (tv->value_case != CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BOOLS || tv->bools->n_values != n) fail("bool immediate not in bools[%zu]", n);
     for (size_t i = 0; i < n; i++) t->v[i] = tv->bools->values[i] != 0;
     break;
+  case T_I8: case T_U8: case T_I4: case T_U4:
+    if (tv->value_case != CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_BYTES || tv->bytes->values.len != (n * (size_t)bits_of(t->dt) + 7) / 8)
+      fail("%s immediate not in bytes[%zu]", dt_name(t->dt), (n * (size_t)bits_of(t->dt) + 7) / 8);
+    unpack_ints(t, tv->bytes->values.data);
+    break;
   case T_STR:
     if (tv->value_case != CORE_ML__SPECIFICATION__MILSPEC__TENSOR_VALUE__VALUE_STRINGS || tv->strings->n_values != 1 || n != 1) fail("string immediate not one scalar string");
     t->s = tv->strings->values[0];
@@ -367,9 +402,11 @@ typedef struct {
   Param p[9];
 } OpDef;
 
-/* The first spec version with op `type`: 9 (iOS18) for the state ops and slice_update. */
+/* The first spec version with op `type`: 9 (iOS18) for the state ops, slice_update and
+ * the compressed-weight ops of iOS18 (coremltools' mil/ops/defs/iOS18/compression.py). */
 static int op_from(const char *type) {
-  return !strcmp(type, "read_state") || !strcmp(type, "write_state") || !strcmp(type, "slice_update") ? 9 : 0;
+  return !strcmp(type, "read_state") || !strcmp(type, "write_state") || !strcmp(type, "slice_update") ||
+                 !strncmp(type, "constexpr_", 10) ? 9 : 0;
 }
 
 #define X_ {"x", REQ, 0}
@@ -399,6 +436,8 @@ static Tensor *ev_scatter(Ctx *, const char *);
 static Tensor *ev_read_state(Ctx *, const char *);
 static Tensor *ev_write_state(Ctx *, const char *);
 static Tensor *ev_slice_update(Ctx *, const char *);
+static Tensor *ev_shift_scale(Ctx *, const char *);
+static Tensor *ev_lut(Ctx *, const char *);
 
 static const OpDef defs[] = {
     {"add", ev_binary, {X_, {"y", REQ, 0}}},
@@ -475,6 +514,9 @@ static const OpDef defs[] = {
      * for coremltools' builder op coreml_update_state (followed by a read_state). stride and
      * the masks of slice_update default to None in coremltools: optional, no default. */
     {"read_state", ev_read_state, {{"input", REQ | STATE, 0}}},
+    /* iOS18 compressed weights: every input const, the result a compile-time constant. */
+    {"constexpr_blockwise_shift_scale", ev_shift_scale, {{"data", REQ | CONST, 0}, {"scale", REQ | CONST, 0}, {"offset", CONST | OPT, 0}}},
+    {"constexpr_lut_to_dense", ev_lut, {{"indices", REQ | CONST, 0}, {"lut", REQ | CONST, 0}, {"vector_axis", CONST | OPT, 0}}},
     {"write_state", ev_write_state, {{"input", REQ | STATE, 0}, {"data", REQ, 0}}},
     {"slice_update", ev_slice_update, {X_, {"update", REQ, 0}, {"begin", REQ, 0}, {"end", REQ, 0}, {"stride", CONST | OPT, 0},
                                        {"begin_mask", CONST | OPT, 0}, {"end_mask", CONST | OPT, 0},
@@ -626,8 +668,10 @@ static Tensor *ev_cast(Ctx *c, const char *type) {
 static Tensor *ev_linear(Ctx *c, const char *type) {
   (void)type;
   Tensor *x = c->in[0], *w = c->in[1], *b = c->in[2];
-  same_float(x, w, "x/weight");
-  same_float(x, b, "x/bias");
+  /* iOS17's linear (spec 8) puts weight and bias in their own type domain U. */
+  same_float(spec >= 8 ? w : x, w, "x/weight");
+  same_float(spec >= 8 ? w : x, b, spec >= 8 ? "weight/bias" : "x/bias");
+  if (!is_float(x->dt) || !is_float(w->dt)) fail("linear of %s by %s", dt_name(x->dt), dt_name(w->dt));
   if (x->rank < 1 || x->rank > 3 || w->rank != 2 || b->rank != 1) fail("ranks x %d weight %d bias %d", x->rank, w->rank, b->rank);
   int64_t k = x->dim[x->rank - 1], n = w->dim[0];
   if (w->dim[1] != k || b->dim[0] != n) fail("weight/bias do not fit x");
@@ -1234,6 +1278,73 @@ static Tensor *ev_slice_update(Ctx *c, const char *type) {
 
 /* ---- running the program ---- */
 
+/* ---- iOS18 compressed weights (semantics from coremltools' op definitions) ---- */
+
+/* The flat index into a block-wise parameter p (same rank as x, each of x's dims a
+ * multiple of p's) of x's element i: dimension d's block is x.dim[d] / p.dim[d] long. */
+static int64_t block_index(const Tensor *x, const Tensor *p, int64_t i) {
+  int64_t idx[MAXR], off = 0;
+  unravel(i, x->rank, x->dim, idx);
+  for (int d = 0; d < x->rank; d++) off = off * p->dim[d] + idx[d] / (x->dim[d] / p->dim[d]);
+  return off;
+}
+
+/* Checks that p has x's rank and that each of x's dims is a whole number of p's. */
+static void check_blocks(const Tensor *x, const Tensor *p, const char *what) {
+  if (p->rank != x->rank || x->rank < 1) fail("%s: rank %d for data of rank %d", what, p->rank, x->rank);
+  for (int d = 0; d < x->rank; d++)
+    if (p->dim[d] < 1 || x->dim[d] % p->dim[d]) fail("%s: dim %d is %lld, not a divisor of %lld", what, d, (long long)p->dim[d], (long long)x->dim[d]);
+}
+
+/* constexpr_blockwise_shift_scale: output = scale * (data - offset) per block, of the
+ * scale's type (fp16/fp32) and data's shape; data int4/uint4/int8/uint8/fp16/fp32, offset
+ * (optional) of the scale's shape and float or data's type. Each step is rounded to the
+ * output type, as coremltools' reference decompress does it in numpy (the subtraction is
+ * exact for the integers Kiln writes). The result is a compile-time constant. */
+static Tensor *ev_shift_scale(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *x = c->in[0], *sc = c->in[1], *of = c->in[2];
+  if (!is_packed(x->dt) && !is_float(x->dt)) fail("data is %s", dt_name(x->dt));
+  if (!is_float(sc->dt)) fail("scale is %s (fp16 or fp32)", dt_name(sc->dt));
+  check_blocks(x, sc, "scale");
+  if (of) {
+    check_blocks(x, of, "offset");
+    for (int d = 0; d < of->rank; d++)
+      if (of->dim[d] != sc->dim[d]) fail("offset and scale shapes differ");
+    if (!is_float(of->dt) && of->dt != x->dt) fail("offset is %s, data %s", dt_name(of->dt), dt_name(x->dt));
+  }
+  Tensor *o = tlike(x, sc->dt);
+  for (int64_t i = 0; i < x->n; i++) {
+    int64_t b = block_index(x, sc, i);
+    double v = round_to(sc->dt, x->v[i]);
+    if (of) v = round_to(sc->dt, v - round_to(sc->dt, of->v[b]));
+    o->v[i] = sc->v[b] * v;
+  }
+  o->is_const = 1;
+  return o;
+}
+
+/* constexpr_lut_to_dense (iOS18): indices uint1..uint8 of rank r, lut of rank r + 2 whose
+ * first r dims divide the indices' (one table per block), then 2^bits entries, then the
+ * vector size (only 1 here: Kiln writes scalar tables); output of the lut's type
+ * (int8/uint8/fp16/fp32) and the indices' shape. A compile-time constant. */
+static Tensor *ev_lut(Ctx *c, const char *type) {
+  (void)type;
+  Tensor *ix = c->in[0], *lut = c->in[1];
+  if (ix->dt != T_U4 && ix->dt != T_U8) fail("indices are %s (Kiln writes uint4 or uint8)", dt_name(ix->dt));
+  if (!is_float(lut->dt)) fail("lut is %s (Kiln writes fp16 or fp32 tables)", dt_name(lut->dt));
+  if (lut->rank != ix->rank + 2) fail("lut rank %d for indices of rank %d", lut->rank, ix->rank);
+  if (lut->dim[ix->rank] != 1 << bits_of(ix->dt)) fail("lut has %lld entries for %d-bit indices", (long long)lut->dim[ix->rank], bits_of(ix->dt));
+  if (lut->dim[ix->rank + 1] != 1 || c->in[2]) fail("vector palettization (not used by Kiln, not evaluated here)");
+  Tensor tables = *lut;
+  tables.rank = ix->rank;
+  check_blocks(ix, &tables, "lut");
+  Tensor *o = tlike(ix, lut->dt);
+  for (int64_t i = 0; i < ix->n; i++) o->v[i] = lut->v[block_index(ix, &tables, i) * lut->dim[ix->rank] + (int64_t)ix->v[i]];
+  o->is_const = 1;
+  return o;
+}
+
 static const OpDef *find_def(const char *type) {
   for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
     if (!strcmp(defs[i].type, type)) return &defs[i];
@@ -1277,6 +1388,8 @@ static void bind(const Op *op, const OpDef *d, Ctx *c) {
       c->in[p] = lookup(arg->arguments[0]);
     }
     if ((pp->f & CONST) && !c->in[p]->is_const) fail("parameter '%s' must come from a const op", pp->name);
+    if (is_packed(c->in[p]->dt) && strncmp(op->type, "constexpr_", 10) != 0)
+      fail("parameter '%s' is %s, which only a constexpr op reads", pp->name, dt_name(c->in[p]->dt));
     if (!(pp->f & STATE) != !c->in[p]->state)
       fail("parameter '%s' %s", pp->name, pp->f & STATE ? "must be a state input" : "is a state: only read_state/write_state take one");
     for (int i = 0; (pp->f & VAR) && i < c->nvar; i++)
@@ -1290,6 +1403,9 @@ static const char *op_name_attr(const Op *op) {
   if (t->dt != T_STR) fail("`name` attribute is not a string");
   return t->s;
 }
+
+static const char *dump_dir;   /* -V: where compile-time constants are written */
+static void write_npy(const char *path, const Tensor *t);
 
 static void run_op(const Op *op) {
   cur_op = op_name_attr(op);
@@ -1330,6 +1446,11 @@ static void run_op(const Op *op) {
     char got[128];
     shape_str(r, got, sizeof got);
     fail("declared output type does not match the computed %s %s", dt_name(r->dt), got);
+  }
+  if (dump_dir && r->is_const && is_float(r->dt) && r->n >= 10) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.npy", dump_dir, out);
+    write_npy(path, r);
   }
   vput(out, r);
   cur_op = "";
@@ -1550,7 +1671,7 @@ static void print_sig(const FnDesc *fd) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: milrun PKG.mlpackage sig [FUNCTION] | check | run IN OUT [-f FUNCTION] [-s STATE_IN] [-S STATE_OUT]\n");
+    fprintf(stderr, "usage: milrun PKG.mlpackage sig [FUNCTION] | check | run IN OUT [-f FUNCTION] [-s STATE_IN] [-S STATE_OUT] [-V DIR]\n");
     return 2;
   }
   pkg = argv[1];
@@ -1619,6 +1740,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[a], "-f")) only = argv[a + 1];
     else if (!strcmp(argv[a], "-s")) sin = argv[a + 1];
     else if (!strcmp(argv[a], "-S")) sout = argv[a + 1];
+    else if (!strcmp(argv[a], "-V")) dump_dir = argv[a + 1];
     else fail("unknown option %s", argv[a]);
   }
   if (a < argc) fail("option %s needs a value", argv[a]);

@@ -12,9 +12,11 @@ reference every blob and name no other offset; a blob may be referenced more tha
 once (a weight shared by the functions of a model with entry points):
   header: count, version 2, reserved bytes zero;
   per blob, walking the chain from offset 64: metadata at a 64-aligned offset,
-  sentinel 0xDEADBEEF, a known dtype code (Kiln writes 1 = fp16, 2 = fp32), size
-  > 0 and a multiple of the element width, data offset = metadata + 64 (Apple's
-  writer), 64-aligned and inside the file, padding bits and reserved fields zero,
+  sentinel 0xDEADBEEF, a known dtype code (Kiln writes 1 = fp16, 2 = fp32, and for
+  compressed weights 3 = uint8, 4 = int8, 8 = int4, 11 = uint4), size > 0 and a
+  multiple of the element width, data offset = metadata + 64 (Apple's writer),
+  64-aligned and inside the file, padding bits (only 4-bit types may have 4) and
+  reserved fields zero,
   gap bytes before the metadata zero; no bytes after the last payload.
 Manifest: fileFormatVersion "1.0.0"; every item has the four string keys and a
 path that exists under Data/; the root item is the model; the weights item
@@ -28,6 +30,8 @@ import struct
 import sys
 
 KNOWN_CODES = set(range(1, 18))
+KILN_CODES = {1, 2, 3, 4, 8, 11}
+SUB_BYTE = {8, 9, 10, 11, 12, 13}
 WIDTH = {1: 2, 2: 4, 3: 1, 4: 1, 5: 2, 6: 2, 7: 2, 14: 4, 15: 4}
 
 
@@ -91,15 +95,16 @@ def check_weights(data):
             bad.append(f"{where}: sentinel {sentinel:#x}")
         if code not in KNOWN_CODES:
             bad.append(f"{where}: unknown dtype code {code}")
-        elif code not in (1, 2):
-            bad.append(f"{where}: dtype code {code} (Kiln writes only fp16 = 1 and fp32 = 2)")
+        elif code not in KILN_CODES:
+            bad.append(f"{where}: dtype code {code} (Kiln writes only fp16 = 1, fp32 = 2, uint8 = 3, int8 = 4, "
+                       f"int4 = 8, uint4 = 11)")
         if size == 0 or (code in WIDTH and size % WIDTH[code]):
             bad.append(f"{where}: size {size} is empty or not whole elements")
         if off != meta + 64 or off % 64:
             bad.append(f"{where}: data offset {off}, want {meta + 64} (64-aligned, right after the metadata)")
         if off + size > len(data):
             bad.append(f"{where}: data [{off}, {off + size}) outside the file ({len(data)} bytes)")
-        if padbits:
+        if padbits and (code not in SUB_BYTE or padbits >= 8):
             bad.append(f"{where}: padding_size_in_bits {padbits} for a whole-byte type")
         if any(data[meta + 32:meta + 64]):
             bad.append(f"{where}: reserved metadata fields are not zero")
