@@ -186,6 +186,81 @@ if [ -n "$programs" ]; then
 fi
 case " $programs " in *" stories "*) ;; *) fail metal_state_stories "models/stories.lua was not built and compiled for Metal" ;; esac
 
+# ---- weights kept in a stored format (docs/quantization.md) ----
+# tests/quant/qmix.lua with the --quantize rules of qmix.args: every format as a Linear
+# weight (one row: a thread per output; 13 rows: the tiles), as the W of W x and as an
+# embedding table, read from the panels of the one weights file the C target reads too.
+# Built twice (same bytes), run like every model against the C target (ids below 40, the
+# table's rows), and against the interpreter on the same inputs (quant_interp.py); then
+# an expansion broken in the .metal text must be caught.
+q=$T/m/qmix
+qargs=$(cat tests/quant/qmix.args)
+# shellcheck disable=SC2086
+if "$KILN" build tests/quant/qmix.lua -o "$q" $qargs --target metal > "$T/out" 2>&1 &&
+   "$KILN" build tests/quant/qmix.lua -o "$q.again" $qargs --target metal > /dev/null 2>&1; then
+  same=yes
+  for f in qmix.metal qmix_metal.c qmix_metal.h qmix.weights; do cmp -s "$q/$f" "$q.again/$f" || same=no; done
+  if [ $same = yes ]; then pass metal_build_qmix; else fail metal_build_qmix "two builds differ"; fi
+  if sh "$M/mkemu.sh" "$q" qmix "$q/emu" > "$T/out" 2>&1; then
+    pass metal_compile_qmix
+    mkdir -p "$q/save"
+    "$q/emu" "$q/qmix.weights" --seed 7 --int-max 40 --save "$q/save" > "$T/out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "match order=rand output=emb_g4" "$T/out"; then
+      worst=$(sed -n 's/^match .*max |diff| \([^ ]*\) (max |ref| \([^)]*\))/\1 \2/p' "$T/out" |
+              awk '{ s = $2 > 1 ? $2 : 1; r = $1 / (2e-6 * s); if (r > w) w = r } END { printf "%.2g", w }')
+      pass "metal_emulated_matches_c_qmix (max |diff| / (2e-6 max(1, max|c|)) = $worst)"
+      tested="$tested qmix"
+      # shellcheck disable=SC2086
+      $PY "$M/quant_interp.py" "$q" "$q/save" tests/quant/qmix.lua $qargs
+    else
+      fail metal_emulated_matches_c_qmix "exit $rc: $(grep -E 'MISMATCH|FAIL|harness' "$T/out" | head -n 3 | tr '\n' ' ')"
+    fi
+    # tests of the test: one expansion broken at a time must give mismatches in its
+    # format's outputs only (q6_k: its two words of high bits swapped; q4_k: one bit
+    # too many of a high sub-block's scale)
+    for mut in "q6_k|v[16 + 4 * (j / 16)|v[16 + 4 * (1 - j / 16)" "q4_k|uint(sc[s - 4] >> 6)|uint(sc[s - 4] >> 5)"; do
+      f=${mut%%|*}
+      s=$T/qmut
+      rm -rf "$s"; mkdir -p "$s"
+      cp "$q"/qmix.* "$q"/qmix_metal.* "$s/"
+      if ! $PY - "$s/qmix.metal" "$mut" <<'EOF'
+import sys
+p, (f, old, new) = sys.argv[1], sys.argv[2].split("|")
+s = open(p).read()
+if s.count(old) != 1:
+    sys.exit("%r occurs %d times" % (old, s.count(old)))
+open(p, "w").write(s.replace(old, new))
+EOF
+      then fail "metal_quant_catches_broken_$f" "the mutation does not apply"; continue; fi
+      if sh "$M/mkemu.sh" "$s" qmix "$s/emu" > "$T/out" 2>&1 && ! "$s/emu" "$s/qmix.weights" --seed 7 --int-max 40 \
+           --orders fwd > "$T/out" 2>&1 && grep -q "MISMATCH order=fwd output=[a-z0-9]*_$f:" "$T/out" &&
+         ! grep "MISMATCH" "$T/out" | grep -qv "_$f:"; then
+        pass "metal_quant_catches_broken_$f"
+      else
+        fail "metal_quant_catches_broken_$f" "$(grep -E 'MISMATCH|match' "$T/out" | head -n 2 | tr '\n' ' ')"
+      fi
+    done
+  else
+    fail metal_compile_qmix "lint, shim compile or threadgroup check: $(tail -n 4 "$T/out" | tr '\n' ' ')"
+  fi
+else
+  fail metal_build_qmix "$(tail -n 2 "$T/out" | tr '\n' ' ')"
+fi
+
+# The same kernels on a grid's batch dimension: tests/metal/models/qbatch.lua (built f32
+# with every model above) with --quantize q4_k, both weights stored, against the C target.
+q=$T/m/qbatch_q4_k
+if "$KILN" build tests/metal/models/qbatch.lua -o "$q" --quantize q4_k --target metal > "$T/out" 2>&1 &&
+   [ "$(grep -c '"name": "q4_k"' "$q/qbatch.json")" -eq 2 ] && sh "$M/mkemu.sh" "$q" qbatch "$q/emu" > "$T/out" 2>&1; then
+  "$q/emu" "$q/qbatch.weights" --seed 7 > "$T/out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "match order=rand output=c" "$T/out"; then pass metal_emulated_matches_c_qbatch_q4_k
+  else fail metal_emulated_matches_c_qbatch_q4_k "exit $rc: $(grep -E 'MISMATCH|FAIL|harness' "$T/out" | head -n 3 | tr '\n' ' ')"; fi
+else
+  fail metal_emulated_matches_c_qbatch_q4_k "build (2 weights as q4_k) or compile: $(tail -n 3 "$T/out" | tr '\n' ' ')"
+fi
+
 # every op of the op table (but leaves and views) ran in some emulated kernel: the
 # first comment line of each kernel names its op ("// name: op dtype ..."), each step
 # of a fused kernel's epilogue helper its op ("  const float v1 = ...;  // add, m.lua:3")
