@@ -172,6 +172,21 @@ else
   fail metal_compile_gemma "$(tail -n 3 "$T/out" | tr '\n' ' ')"
 fi
 
+# models/stories.lua with its matrix weights kept as q8_0 (docs/quantization.md: every
+# Linear weight whose rows are whole blocks, and the tied embedding/classifier), as model
+# `stories_q8`: the same sequences of calls as stories, the interpreter calls built with
+# the same --quantize rule (its defines file).
+d=$T/m/stories_q8
+if "$KILN" build models/stories.lua -o "$d" --name stories_q8 --quantize q8_0 --target metal > "$T/out" 2>&1 &&
+   [ "$(grep -c '"name": "q8_0"' "$d/stories_q8.json")" -ge 30 ] &&
+   sh "$M/mkemu.sh" "$d" stories_q8 "$d/emu" > "$T/out" 2>&1; then
+  echo "--quantize q8_0" > "$d/defines"
+  pass metal_compile_stories_q8
+  programs="$programs stories_q8"
+else
+  fail metal_compile_stories_q8 "$(tail -n 3 "$T/out" | tr '\n' ' ')"
+fi
+
 # the calls of the models with state or entry points
 if [ -n "$programs" ]; then
   # shellcheck disable=SC2086
