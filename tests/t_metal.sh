@@ -15,7 +15,9 @@
 #     a model with state or entry points (models/stories.lua, tests/golden/tinystate.lua,
 #     tests/state/*.lua) runs sequences of calls that carry the state block, compared
 #     after every call with the C target and the interpreter, and out-of-range offsets
-#     (tests/py/run_metal_state.py); every op of the op table must have run in some
+#     (tests/py/run_metal_state.py); weights kept in every stored format
+#     (tests/quant/qmix.lua with qmix.args, qbatch.lua as q4_k, stories as q8_0) against
+#     C and the interpreter, and broken expansions caught; every op of the op table must have run in some
 #     kernel; the exact text of a golden model (tests/metal/golden/) is compared byte
 #     for byte;
 #  4. a barrier removed from a generated kernel is caught (a test of the test).
