@@ -290,13 +290,17 @@ for op in $("$KILN" ops | awk '{print $1}'); do
 done
 if [ -z "$missing" ]; then pass metal_every_op_emulated; else fail metal_every_op_emulated "never run:$missing"; fi
 
-# golden text: the exact emitted MSL and table of tests/metal/golden/*.lua and of
-# tests/golden/tinystate.lua (state and two entry points: the entries table).
+# golden text: the exact emitted MSL and table of tests/metal/golden/*.lua (each built
+# with the arguments of its .args file, if any) and of tests/golden/tinystate.lua (state
+# and two entry points: the entries table).
 # To accept a change after reviewing it: UPDATE_GOLDEN=1 sh tests/t_metal.sh
 exp=tests/metal/golden/expected
 for script in tests/metal/golden/*.lua tests/golden/tinystate.lua; do
   m=$(basename "$script" .lua)
-  if ! "$KILN" build "$script" -o "$T/g/$m" --target metal > "$T/out" 2>&1; then
+  gargs=""
+  [ -f "${script%.lua}.args" ] && gargs=$(cat "${script%.lua}.args")
+  # shellcheck disable=SC2086
+  if ! "$KILN" build "$script" -o "$T/g/$m" $gargs --target metal > "$T/out" 2>&1; then
     fail "metal_golden_$m" "$(tail -n 2 "$T/out" | tr '\n' ' ')"; continue
   fi
   for f in "$m.metal" "${m}_metal.c" "${m}_metal.h"; do
