@@ -334,7 +334,7 @@ typedef struct Program {
   uint64_t weights_checksum;    /* the payload's FNV-1a 64, once weights_write has written it */
   bool checksummed;             /* weights_checksum is set: later targets reuse it */
   int64_t arena_size;           /* the largest entry's arena */
-  bool no_pack;                 /* keep every weight row-major (a target besides C reads the blob) */
+  bool no_pack;                 /* keep every f32 weight row-major (Metal reads the blob too) */
   const QuantRule *qrules;      /* --quantize, in the order given (pass_quant) */
   int nqrules;
 } Program;

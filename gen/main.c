@@ -364,7 +364,7 @@ static int cmd_build(const Args *a) {
   Buf tok = {0};   /* converted before anything is written: a bad tokenizer.json writes nothing */
   if (a->tokenizer) tokenizer_binary(a->tokenizer, &tok);
   Program *p = trace(a);
-  p->no_pack = (a->targets & TGT_METAL) != 0;   /* Metal reads the one weights file row-major */
+  p->no_pack = (a->targets & TGT_METAL) != 0;   /* Metal reads f32 weights of the one file row-major */
   kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
   Graph *g = p->entries[0];

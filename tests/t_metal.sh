@@ -15,7 +15,9 @@
 #     a model with state or entry points (models/stories.lua, tests/golden/tinystate.lua,
 #     tests/state/*.lua) runs sequences of calls that carry the state block, compared
 #     after every call with the C target and the interpreter, and out-of-range offsets
-#     (tests/py/run_metal_state.py); every op of the op table must have run in some
+#     (tests/py/run_metal_state.py); weights kept in every stored format
+#     (tests/quant/qmix.lua with qmix.args, qbatch.lua as q4_k, stories as q8_0) against
+#     C and the interpreter, and broken expansions caught; every op of the op table must have run in some
 #     kernel; the exact text of a golden model (tests/metal/golden/) is compared byte
 #     for byte;
 #  4. a barrier removed from a generated kernel is caught (a test of the test).
@@ -172,6 +174,21 @@ else
   fail metal_compile_gemma "$(tail -n 3 "$T/out" | tr '\n' ' ')"
 fi
 
+# models/stories.lua with its matrix weights kept as q8_0 (docs/quantization.md: every
+# Linear weight whose rows are whole blocks, and the tied embedding/classifier), as model
+# `stories_q8`: the same sequences of calls as stories, the interpreter calls built with
+# the same --quantize rule (its defines file).
+d=$T/m/stories_q8
+if "$KILN" build models/stories.lua -o "$d" --name stories_q8 --quantize q8_0 --target metal > "$T/out" 2>&1 &&
+   [ "$(grep -c '"name": "q8_0"' "$d/stories_q8.json")" -ge 30 ] &&
+   sh "$M/mkemu.sh" "$d" stories_q8 "$d/emu" > "$T/out" 2>&1; then
+  echo "--quantize q8_0" > "$d/defines"
+  pass metal_compile_stories_q8
+  programs="$programs stories_q8"
+else
+  fail metal_compile_stories_q8 "$(tail -n 3 "$T/out" | tr '\n' ' ')"
+fi
+
 # the calls of the models with state or entry points
 if [ -n "$programs" ]; then
   # shellcheck disable=SC2086
@@ -186,6 +203,81 @@ if [ -n "$programs" ]; then
 fi
 case " $programs " in *" stories "*) ;; *) fail metal_state_stories "models/stories.lua was not built and compiled for Metal" ;; esac
 
+# ---- weights kept in a stored format (docs/quantization.md) ----
+# tests/quant/qmix.lua with the --quantize rules of qmix.args: every format as a Linear
+# weight (one row: a thread per output; 13 rows: the tiles), as the W of W x and as an
+# embedding table, read from the panels of the one weights file the C target reads too.
+# Built twice (same bytes), run like every model against the C target (ids below 40, the
+# table's rows), and against the interpreter on the same inputs (quant_interp.py); then
+# an expansion broken in the .metal text must be caught.
+q=$T/m/qmix
+qargs=$(cat tests/quant/qmix.args)
+# shellcheck disable=SC2086
+if "$KILN" build tests/quant/qmix.lua -o "$q" $qargs --target metal > "$T/out" 2>&1 &&
+   "$KILN" build tests/quant/qmix.lua -o "$q.again" $qargs --target metal > /dev/null 2>&1; then
+  same=yes
+  for f in qmix.metal qmix_metal.c qmix_metal.h qmix.weights; do cmp -s "$q/$f" "$q.again/$f" || same=no; done
+  if [ $same = yes ]; then pass metal_build_qmix; else fail metal_build_qmix "two builds differ"; fi
+  if sh "$M/mkemu.sh" "$q" qmix "$q/emu" > "$T/out" 2>&1; then
+    pass metal_compile_qmix
+    mkdir -p "$q/save"
+    "$q/emu" "$q/qmix.weights" --seed 7 --int-max 40 --save "$q/save" > "$T/out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "match order=rand output=emb_g4" "$T/out"; then
+      worst=$(sed -n 's/^match .*max |diff| \([^ ]*\) (max |ref| \([^)]*\))/\1 \2/p' "$T/out" |
+              awk '{ s = $2 > 1 ? $2 : 1; r = $1 / (2e-6 * s); if (r > w) w = r } END { printf "%.2g", w }')
+      pass "metal_emulated_matches_c_qmix (max |diff| / (2e-6 max(1, max|c|)) = $worst)"
+      tested="$tested qmix"
+      # shellcheck disable=SC2086
+      $PY "$M/quant_interp.py" "$q" "$q/save" tests/quant/qmix.lua $qargs
+    else
+      fail metal_emulated_matches_c_qmix "exit $rc: $(grep -E 'MISMATCH|FAIL|harness' "$T/out" | head -n 3 | tr '\n' ' ')"
+    fi
+    # tests of the test: one expansion broken at a time must give mismatches in its
+    # format's outputs only (q6_k: its two words of high bits swapped; q4_k: one bit
+    # too many of a high sub-block's scale)
+    for mut in "q6_k|v[16 + 4 * (j / 16)|v[16 + 4 * (1 - j / 16)" "q4_k|uint(sc[s - 4] >> 6)|uint(sc[s - 4] >> 5)"; do
+      f=${mut%%|*}
+      s=$T/qmut
+      rm -rf "$s"; mkdir -p "$s"
+      cp "$q"/qmix.* "$q"/qmix_metal.* "$s/"
+      if ! $PY - "$s/qmix.metal" "$mut" <<'EOF'
+import sys
+p, (f, old, new) = sys.argv[1], sys.argv[2].split("|")
+s = open(p).read()
+if s.count(old) != 1:
+    sys.exit("%r occurs %d times" % (old, s.count(old)))
+open(p, "w").write(s.replace(old, new))
+EOF
+      then fail "metal_quant_catches_broken_$f" "the mutation does not apply"; continue; fi
+      if sh "$M/mkemu.sh" "$s" qmix "$s/emu" > "$T/out" 2>&1 && ! "$s/emu" "$s/qmix.weights" --seed 7 --int-max 40 \
+           --orders fwd > "$T/out" 2>&1 && grep -q "MISMATCH order=fwd output=[a-z0-9]*_$f:" "$T/out" &&
+         ! grep "MISMATCH" "$T/out" | grep -qv "_$f:"; then
+        pass "metal_quant_catches_broken_$f"
+      else
+        fail "metal_quant_catches_broken_$f" "$(grep -E 'MISMATCH|match' "$T/out" | head -n 2 | tr '\n' ' ')"
+      fi
+    done
+  else
+    fail metal_compile_qmix "lint, shim compile or threadgroup check: $(tail -n 4 "$T/out" | tr '\n' ' ')"
+  fi
+else
+  fail metal_build_qmix "$(tail -n 2 "$T/out" | tr '\n' ' ')"
+fi
+
+# The same kernels on a grid's batch dimension: tests/metal/models/qbatch.lua (built f32
+# with every model above) with --quantize q4_k, both weights stored, against the C target.
+q=$T/m/qbatch_q4_k
+if "$KILN" build tests/metal/models/qbatch.lua -o "$q" --quantize q4_k --target metal > "$T/out" 2>&1 &&
+   [ "$(grep -c '"name": "q4_k"' "$q/qbatch.json")" -eq 2 ] && sh "$M/mkemu.sh" "$q" qbatch "$q/emu" > "$T/out" 2>&1; then
+  "$q/emu" "$q/qbatch.weights" --seed 7 > "$T/out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "match order=rand output=c" "$T/out"; then pass metal_emulated_matches_c_qbatch_q4_k
+  else fail metal_emulated_matches_c_qbatch_q4_k "exit $rc: $(grep -E 'MISMATCH|FAIL|harness' "$T/out" | head -n 3 | tr '\n' ' ')"; fi
+else
+  fail metal_emulated_matches_c_qbatch_q4_k "build (2 weights as q4_k) or compile: $(tail -n 3 "$T/out" | tr '\n' ' ')"
+fi
+
 # every op of the op table (but leaves and views) ran in some emulated kernel: the
 # first comment line of each kernel names its op ("// name: op dtype ..."), each step
 # of a fused kernel's epilogue helper its op ("  const float v1 = ...;  // add, m.lua:3")
@@ -198,13 +290,17 @@ for op in $("$KILN" ops | awk '{print $1}'); do
 done
 if [ -z "$missing" ]; then pass metal_every_op_emulated; else fail metal_every_op_emulated "never run:$missing"; fi
 
-# golden text: the exact emitted MSL and table of tests/metal/golden/*.lua and of
-# tests/golden/tinystate.lua (state and two entry points: the entries table).
+# golden text: the exact emitted MSL and table of tests/metal/golden/*.lua (each built
+# with the arguments of its .args file, if any) and of tests/golden/tinystate.lua (state
+# and two entry points: the entries table).
 # To accept a change after reviewing it: UPDATE_GOLDEN=1 sh tests/t_metal.sh
 exp=tests/metal/golden/expected
 for script in tests/metal/golden/*.lua tests/golden/tinystate.lua; do
   m=$(basename "$script" .lua)
-  if ! "$KILN" build "$script" -o "$T/g/$m" --target metal > "$T/out" 2>&1; then
+  gargs=""
+  [ -f "${script%.lua}.args" ] && gargs=$(cat "${script%.lua}.args")
+  # shellcheck disable=SC2086
+  if ! "$KILN" build "$script" -o "$T/g/$m" $gargs --target metal > "$T/out" 2>&1; then
     fail "metal_golden_$m" "$(tail -n 2 "$T/out" | tr '\n' ' ')"; continue
   fi
   for f in "$m.metal" "${m}_metal.c" "${m}_metal.h"; do

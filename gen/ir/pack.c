@@ -13,9 +13,10 @@
  * B is the weight y of matmul(x, y), read transposed when trans_y (a PyTorch Linear
  * weight [N, K]); or the weight x of a matrix-vector product matmul(W, v) with N < 4
  * columns, which the kernel computes transposed (out^T = v^T W^T) so that W's long side
- * runs along the panels. Metal shares the C weights file and reads it row-major, so a
- * build with the Metal target packs nothing (Program.no_pack); KILN_NOPACK=1 does the same
- * (for comparing the two layouts).
+ * runs along the panels. Metal shares the C weights file and reads f32 weights row-major,
+ * so a build with the Metal target packs no f32 weight (Program.no_pack); KILN_NOPACK=1 does
+ * the same (for comparing the two layouts). A stored format (pass_quant) has one panel
+ * layout that both targets read.
  */
 #include "kiln.h"
 
@@ -170,8 +171,8 @@ static const Node *done_before(const Graph *g, const Node *w) {
  * the file's own bits re-laid (the format it was stored in), or quantized now, Node.data
  * then holding the values the kernels compute with (so the interpreter and Core ML see
  * exactly those). Every other weight is f32. A weight another entry already did is copied
- * from it: the values are quantized once. With Program.no_pack (Metal reads the blob) every
- * weight stays f32, and a --quantize rule is an error. */
+ * from it: the values are quantized once. Program.no_pack does not matter here: the Metal
+ * target reads the same panels as C (templates/metal/deq/). */
 void pass_quant(Graph *g) {
   Program *p = g->prog;
   for (int i = 0; i < g->nnodes; i++) {
@@ -187,10 +188,6 @@ void pass_quant(Graph *g) {
     }
     WFormat f = wanted(p, w);
     if (f == WF_F32) continue;
-    if (p && p->no_pack) {
-      if (p->nqrules) kiln_error("--quantize: the Metal target reads f32 weights only; build the C or Core ML target alone");
-      continue;
-    }
     int64_t n = w->shape.dim[0], k = w->shape.dim[1];
     int block = wformat_info(f)->block;
     if ((block && k % block) || !read_by_rows(g, w)) continue;

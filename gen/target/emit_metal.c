@@ -74,6 +74,12 @@ static const char *const region_c[] = {"?", "KILN_MTL_WEIGHTS", "KILN_MTL_ARENA"
 /* The host-side dtype constant of t; anything not f32 or i32 is taken as bool (u8). */
 static const char *mtl_type_c(DType t) { return t == DT_F32 ? "KILN_MTL_F32" : t == DT_I32 ? "KILN_MTL_I32" : "KILN_MTL_U8"; }
 
+/* How a kernel binds value n: its element type (bytes for a weight in a stored format,
+ * whatever its dtype) and how many bytes it may touch. */
+static const char *binding_type_c(const Node *n) { return mtl_stored(n) ? "KILN_MTL_U8" : mtl_type_c(n->dtype); }
+static const char *param_type(const Node *n) { return mtl_stored(n) ? "uchar" : mtl_type(n->dtype); }
+static int64_t binding_bytes(const Node *n) { return mtl_stored(n) ? node_stored_bytes(n) : node_bytes(n); }
+
 /* Appends the table row binding value n at [[buffer(index)]]. */
 static void binding_row(Buf *out, Node *n, int index, bool write, const char *param) {
   if (n->region == REG_NONE) die("Metal: value %%%d has no memory region (was pass_memplan run?)", n->id);
@@ -83,18 +89,19 @@ static void binding_row(Buf *out, Node *n, int index, bool write, const char *pa
   emit_vari(&v, "INDEX", index);
   emit_var(&v, "REGION", region_c[n->region]);
   emit_var(&v, "ACCESS", write ? "KILN_MTL_WRITE" : "KILN_MTL_READ");
-  emit_var(&v, "TYPE", mtl_type_c(n->dtype));
+  emit_var(&v, "TYPE", binding_type_c(n));
   emit_vari(&v, "SLOT", io ? n->io_slot : 0);
   emit_var(&v, "OFFSET", kiln_fmt("%lld", (long long)n->offset));
-  emit_var(&v, "SIZE", kiln_fmt("%lld", (long long)node_bytes(n)));
-  emit_var(&v, "WHAT", esc_comment(kiln_fmt("%s: %s %s%s%s", param, dtype_name(n->dtype), shape_str(&n->shape),
-                                           n->name ? " " : "", n->name ? n->name : "")));
+  emit_var(&v, "SIZE", kiln_fmt("%lld", (long long)binding_bytes(n)));
+  const char *fmt = mtl_stored(n) ? mtl_stored(n)->name : dtype_name(n->dtype);
+  emit_var(&v, "WHAT", esc_comment(kiln_fmt("%s: %s %s%s%s", param, fmt, shape_str(&n->shape), n->name ? " " : "",
+                                           n->name ? n->name : "")));
   template_expand(out, template_get("metal/binding.c.tmpl"), v.kv);
 }
 
 /* Buffer parameter i of a kernel: const when read, one a line after the first. */
-static void buffer_param(Buf *b, int i, bool read, DType t, const char *name) {
-  const char *vars[] = {"SEP", i ? ",\n    " : "", "CONST", read ? "const " : "", "T", mtl_type(t),
+static void buffer_param(Buf *b, int i, bool read, const char *t, const char *name) {
+  const char *vars[] = {"SEP", i ? ",\n    " : "", "CONST", read ? "const " : "", "T", t,
                         "NAME", name, "I", kiln_fmt("%d", i), NULL};
   template_expand(b, template_get("metal/buffer_param.metal.tmpl"), vars);
 }
@@ -102,8 +109,8 @@ static void buffer_param(Buf *b, int i, bool read, DType t, const char *name) {
 /* The buffer parameters of a kernel: operands read, then `out`. */
 static char *params(const MtlKernel *k) {
   Buf b = {0};
-  for (int i = 0; i < k->nops; i++) buffer_param(&b, i, true, k->op[i]->dtype, k->opname[i]);
-  buffer_param(&b, k->nops, false, k->out->dtype, "out");
+  for (int i = 0; i < k->nops; i++) buffer_param(&b, i, true, param_type(k->op[i]), k->opname[i]);
+  buffer_param(&b, k->nops, false, mtl_type(k->out->dtype), "out");
   char *s = kiln_strdup(b.data);
   buf_free(&b);
   return s;
@@ -263,6 +270,29 @@ static void wrapper_args(Graph *g, char **decl, char **ins, char **outs) {
   buf_free(&o);
 }
 
+/* The kiln_w_<format> helpers (templates/metal/deq/) of the stored formats that the
+ * kernels of gs read, in format order, after the helpers they share; "" when every
+ * weight they read is f32 (the file is then what it always was). */
+static const char *format_helpers(Graph *const *gs, int ng) {
+  bool used[WF__COUNT] = {0}, any = false;
+  for (int e = 0; e < ng; e++)
+    for (int k = 0; k < gs[e]->nkernels; k++) {
+      const Node *n = graph_node(gs[e], gs[e]->kernels[k].nodes[0]);
+      for (int i = 0; i < n->nin; i++) {
+        const Node *x = graph_node(gs[e], n->in[i]);
+        if (mtl_stored(x)) used[x->wfmt] = any = true;
+      }
+    }
+  if (!any) return "";
+  Buf b = {0};
+  buf_puts(&b, template_get("metal/deq/common.metal.tmpl"));
+  for (int f = 0; f < WF__COUNT; f++)
+    if (used[f]) buf_puts(&b, template_get(kiln_fmt("metal/deq/%s.metal.tmpl", wformat_info((WFormat)f)->name)));
+  char *s = kiln_strdup(b.data);
+  buf_free(&b);
+  return s;
+}
+
 /* The files of a plain program's one graph g (see emit_metal). */
 static void emit_plain(Graph *g, const EmitOptions *o) {
   StrMap spelled = {0};
@@ -285,6 +315,7 @@ static void emit_plain(Graph *g, const EmitOptions *o) {
   emit_var(&v, "KERNEL_COUNT", emit_count(g->nkernels, "compute kernel", "compute kernels"));
   emit_var(&v, "DISPATCH_COUNT", emit_count(g->nkernels, "dispatch", "dispatches"));
   emit_var(&v, "KERNELS", kernels.data ? kernels.data : "");
+  emit_var(&v, "FORMATS", format_helpers(&g, 1));
   emit_var(&v, "ABOUT", expand_str("metal/file_about.metal.tmpl", &v));
   template_expand(&msl, template_get("metal/file.metal.tmpl"), v.kv);
 
@@ -451,6 +482,7 @@ static void emit_program(Program *p, const EmitOptions *o) {
   emit_var(&v, "ENTRY_COUNT", emit_count(p->nentries, "entry point", "entry points"));
   emit_var(&v, "ENTRY_LIST", esc_comment(list.data));
   emit_var(&v, "KERNELS", kernels.data ? kernels.data : "");
+  emit_var(&v, "FORMATS", format_helpers(p->entries, p->nentries));
   emit_var(&v, "ABOUT", expand_str("metal/file_about_entries.metal.tmpl", &v));
   template_expand(&msl, template_get("metal/file.metal.tmpl"), v.kv);
 

@@ -34,6 +34,9 @@ typedef struct {
 const char *mtl_render(MtlKernel *k);
 /* "float" "int" "uchar": the MSL element type of a dtype. */
 const char *mtl_type(DType t);
+/* The stored format of operand n when it is a WEIGHT kept in one (not f32: the kernel
+ * reads its panels as bytes, docs/quantization.md), else NULL. */
+const WFormatInfo *mtl_stored(const Node *n);
 /* The MSL spelling of a fused kernel's epilogue (emit_common.c does the rest). */
 extern const EmitTarget mtl_target;
 

@@ -10,7 +10,9 @@
  *   elementwise, cast, batchnorm, pool, copy, concat, gather  one thread per
  *       output element (float4 a thread for contiguous f32 elementwise work);
  *   matmul  32x32 tiles (2x2 outputs a thread) through threadgroup memory, or one SIMD group
- *       per output for a row vector times a transposed matrix (nn.Linear, batch 1);
+ *       per output for a row vector times a transposed matrix (nn.Linear, batch 1); with a
+ *       weight in a stored format, one thread per output row for a row vector, the tiles
+ *       otherwise, each value expanded by a kiln_w_<format> helper (templates/metal/deq/);
  *   conv    16x16 tiles as an implicit GEMM;
  *   softmax, layernorm, rmsnorm, large reductions  a threadgroup per line with
  *       SIMD-group and threadgroup reductions; small reductions a thread each;
@@ -224,12 +226,70 @@ static const char *k_elementwise(MtlKernel *k) {
   return "metal/elementwise.metal.tmpl";
 }
 
+/* ---- weights kept in a stored format (pass_quant, docs/quantization.md) ---- */
+
+/* Contract in emit_metal.h. */
+const WFormatInfo *mtl_stored(const Node *n) {
+  return n->op == OP_WEIGHT && n->wfmt != WF_F32 ? wformat_info(n->wfmt) : NULL;
+}
+
+/* Sets FORMAT and PB (the bytes of one 32-row panel) for stored weight w, read by the
+ * kernel; a weight past 4 GiB is a user error (the kernels offset it in 32 bits). */
+static void stored_vars(MtlKernel *k, const Node *w) {
+  if (node_stored_bytes(w) > (int64_t)UINT32_MAX)
+    kiln_error_at(k->n->loc, "Metal target: weight %s is %lld bytes as %s (a kernel addresses at most 4 GiB of one weight)",
+                  w->name, (long long)node_stored_bytes(w), wformat_info(w->wfmt)->name);
+  emit_var(&k->v, "FORMAT", wformat_info(w->wfmt)->name);
+  emit_var(&k->v, "PB", kiln_fmt("%lldu", (long long)wformat_panel_bytes(w->wfmt, w->shape.dim[1])));
+}
+
+/* The expansion of template path with k's variables so far. */
+static char *expand_k(const MtlKernel *k, const char *path) {
+  Buf b = {0};
+  template_expand(&b, template_get(path), k->v.kv);
+  char *s = kiln_strdup(b.data ? b.data : "");
+  buf_free(&b);
+  return s;
+}
+
 /* ---- matmul ---- */
+
+/* Threads for one line of `len` elements: len itself up to 256. */
+static int64_t line_threads(int64_t len) { return len < MTL_MAX_THREADS ? len : MTL_MAX_THREADS; }
+
+/* Matmul reading a stored weight, which pass_quant allows only by rows: y [N, K] read
+ * transposed (slot 1, a Linear) or x [M, K] (slot 0, the W of W v), rank 2, so its batch
+ * stride is 0. One row of x times y: one thread per output (the 32 rows of a panel in one
+ * SIMD group); else the 32x32 tiles of the f32 kernel, the weight's tile expanded as it
+ * is loaded. Sets the variables and grid; returns the template. */
+static const char *k_matmul_stored(MtlKernel *k, const MatmulGeom *m, int slot) {
+  Node *w = in(k, slot);
+  if (slot == 1 ? !m->trans_y : m->trans_x) die("Metal: %s reads stored weight %s by columns", k->name, w->name);
+  static const char *const onames[2][3] = {{NULL, NULL, "yo"}, {NULL, "xo", NULL}};
+  emit_var(&k->v, "BATCH", index_code("b", &m->b, onames[slot]));
+  emit_matmul_vars(&k->v, m);
+  stored_vars(k, w);
+  if (slot == 1 && m->m == 1) {
+    int64_t t = line_threads(m->n);
+    grid(k, ceil_div(m->n, t), m->batch, 1, t, 1);
+    return "metal/matvec_q.metal.tmpl";
+  }
+  emit_var(&k->v, "STORED", slot ? "y stored [N, K] (read transposed)" : "x stored [M, K]");
+  emit_var(&k->v, "STRIDES", slot ? kiln_fmt(", XS_M = %lld, XS_K = %lld", (long long)m->xs_m, (long long)m->xs_k)
+                                  : kiln_fmt(", YS_K = %lld, YS_N = %lld", (long long)m->ys_k, (long long)m->ys_n));
+  emit_var(&k->v, "LOAD_X", slot ? template_get(m->trans_x ? "metal/matmul_load_xt.metal.tmpl" : "metal/matmul_load_x.metal.tmpl")
+                                 : expand_k(k, "metal/matmul_load_xq.metal.tmpl"));
+  emit_var(&k->v, "LOAD_Y", slot ? expand_k(k, "metal/matmul_load_yq.metal.tmpl")
+                                 : template_get(m->trans_y ? "metal/matmul_load_yt.metal.tmpl" : "metal/matmul_load_y.metal.tmpl"));
+  grid(k, ceil_div(m->n, 32), ceil_div(m->m, 32), m->batch, 16, 16);
+  return "metal/matmul_q.metal.tmpl";
+}
 
 /* Matmul: M == 1 with y transposed (Linear on one row) gets the matvec template, anything
  * else 32x32 output tiles per batch; sets geometry and batch offsets. */
 static const char *k_matmul(MtlKernel *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
+  if (mtl_stored(in(k, 0)) || mtl_stored(in(k, 1))) return k_matmul_stored(k, &m, mtl_stored(in(k, 0)) ? 0 : 1);
   /* xo, yo: each operand's matrix start for batch b (the output's is b * M * N) */
   static const char *const onames[] = {NULL, "xo", "yo"};
   bool gemv = m.m == 1 && m.trans_y;
@@ -275,9 +335,6 @@ static const char *k_pool(MtlKernel *k) {
 }
 
 /* ---- reductions and normalisations ---- */
-
-/* Threads for one line of `len` elements: len itself up to 256. */
-static int64_t line_threads(int64_t len) { return len < MTL_MAX_THREADS ? len : MTL_MAX_THREADS; }
 
 /* text with every line indented two more spaces. */
 static char *indent(const char *text) {
@@ -398,6 +455,15 @@ static const char *k_concat(MtlKernel *k) {
 static const char *k_gather(MtlKernel *k) {
   GatherGeom g = emit_gather_geom(k->g, k->n);
   k->opname[1] = "idx";
+  if (mtl_stored(in(k, 0))) {   /* pass_quant: a table read by rows, so axis 0 of a matrix */
+    if (g.outer != 1) die("Metal: %s gathers stored weight %s along an inner axis", k->name, in(k, 0)->name);
+    stored_vars(k, in(k, 0));
+    emit_vari(&k->v, "N", g.n);
+    emit_vari(&k->v, "INNER", g.inner);
+    emit_vari(&k->v, "TOTAL", node_numel(k->n));
+    grid_1d(k, node_numel(k->n));
+    return "metal/gather_q.metal.tmpl";
+  }
   emit_vari(&k->v, "N", g.n);
   emit_vari(&k->v, "INNER", g.inner);
   emit_vari(&k->v, "NIDX", g.nidx);

@@ -58,7 +58,7 @@ enum {
 };
 
 enum { KILN_MTL_READ = 1, KILN_MTL_WRITE = 2 };                  /* KilnMtlBinding.access */
-typedef enum { KILN_MTL_F32 = 0, KILN_MTL_I32 = 1, KILN_MTL_U8 = 2 } KilnMtlType;  /* u8: bool */
+typedef enum { KILN_MTL_F32 = 0, KILN_MTL_I32 = 1, KILN_MTL_U8 = 2 } KilnMtlType;  /* u8: bool, or a weight's stored bytes */
 
 /* One [[buffer(index)]] argument of one dispatch. */
 typedef struct {

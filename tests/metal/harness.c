@@ -17,9 +17,11 @@
  * name.
  *
  *   harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A]
- *                        [--int-max K] [--quiet]
+ *                        [--int-max K] [--quiet] [--save DIR]
  *       random inputs through every order, each output compared with the C target's
- *       (KH_RUN_V); one line per order and output
+ *       (KH_RUN_V); one line per order and output. --save: the inputs as DIR/in<i>.bin
+ *       and the last order's Metal outputs as DIR/out<i>.bin (raw, declaration order),
+ *       for a comparison with the interpreter
  *   harness WEIGHTS_FILE --entry NAME --state-in FILE|- [--state-out FILE]
  *                        [--in FILE]... [--out FILE]... [--orders ...] [--seed N]
  *       one call of entry NAME: inputs from raw files (exactly their sizes, in the
@@ -278,7 +280,7 @@ static void write_file(const char *path, const void *p, uint64_t n) {
 }
 
 typedef struct {
-  const char *orders, *entry, *state_in, *state_out;
+  const char *orders, *entry, *state_in, *state_out, *save;
   const char *in[64], *out[64];
   int nin, nout;
   uint64_t seed;
@@ -461,6 +463,13 @@ static bool compare(uint32_t i, const void *got, const void *ref, EmuOrder o, do
   return true;
 }
 
+/* DIR/<what><i>.bin in a static buffer (the next call overwrites it). */
+static const char *save_path(const char *dir, const char *what, uint32_t i) {
+  static char path[4096];
+  snprintf(path, sizeof path, "%s/%s%u.bin", dir, what, i);
+  return path;
+}
+
 /* Random inputs through every order, compared with the C target's KH_RUN_V. */
 static int compare_main(const Opts *op, unsigned char *weights, const int *kidx) {
   rng ^= op->seed * 0x9E3779B97F4A7C15ull;
@@ -496,6 +505,10 @@ static int compare_main(const Opts *op, unsigned char *weights, const int *kidx)
     p += len;
     if (*p == ',') p++;
   }
+  for (uint32_t i = 0; op->save && i < M->ninputs; i++)
+    write_file(save_path(op->save, "in", i), r.in[i], M->inputs[i].size);
+  for (uint32_t i = 0; op->save && i < M->noutputs; i++)
+    write_file(save_path(op->save, "out", i), r.out[i], M->outputs[i].size);
   EmuStats s = emu_stats();
   printf("model %s: %u dispatches per inference, %d orders; %llu threadgroups, %llu threads, %llu barriers, %llu SIMD collectives\n",
          M->name, M->ndispatches, norders, (unsigned long long)s.threadgroups, (unsigned long long)s.threads,
@@ -509,7 +522,7 @@ int main(int argc, char **argv) {
     for (const char *const *l = M->msl; *l; l++) fputs(*l, stdout);
     return 0;
   }
-  if (argc < 2) bad("usage: harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A] [--int-max K] "
+  if (argc < 2) bad("usage: harness WEIGHTS_FILE [--orders fwd,rev,rand] [--seed N] [--rtol R] [--atol A] [--int-max K] [--save DIR] "
                     "| --entry NAME --state-in FILE|- [--state-out FILE] [--in FILE]... [--out FILE]...");
   /* The emulator runs the same libm as the C target; only summation order differs
    (measured <= 1e-5 x max(1, max|c|) on every model): this is tight enough that a
@@ -529,6 +542,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--state-out") == 0) op.state_out = argv[++i];
     else if (strcmp(argv[i], "--in") == 0 && op.nin < 64) op.in[op.nin++] = argv[++i];
     else if (strcmp(argv[i], "--out") == 0 && op.nout < 64) op.out[op.nout++] = argv[++i];
+    else if (strcmp(argv[i], "--save") == 0) op.save = argv[++i];
     else bad("unknown option %s", argv[i]);
   }
   unsigned char *weights = load_weights(argv[1]);

@@ -22,7 +22,7 @@ sequence of calls, one through the Metal table on the emulator, one through the 
                             state block (written by `kiln run --state-out`, not by Metal)
                             gives the interpreter's outputs and state: the block is the
                             same layout on both sides
-  metal_state/stories/valid_rows_only  the last decode again, with every cache row past
+  metal_state/<stories>/valid_rows_only  the last decode again, with every cache row past
                             its position set to NaN in the state block it starts from: the
                             logits are the same bytes, so attention (kiln.sdpa) never lets
                             a row past the valid length into its arithmetic: its loop ends
@@ -39,7 +39,9 @@ ring wraps inside it), 4 decodes at 16..19, and decode at 24 and -1 out of range
 tests/golden/tinystate.lua and tests/state/*.lua run run_state.py's sequences
 and out-of-range calls; models/stories.lua a prefill of 32 tokens at 0, 16 greedy decodes
 (positions 32..47, each token the C target's arg-max of the previous logits), then a second
-prefill at 48 over a cache in use, and decode at 512 and -3, prefill at 481 out of range.
+prefill at 48 over a cache in use, and decode at 512 and -3, prefill at 481 out of range;
+`stories_q8` is the same with its matrix weights kept as q8_0 (t_metal builds it with
+--quantize q8_0, written to its defines file, which the interpreter calls get too).
 
 usage: /usr/bin/python3 tests/py/run_metal_state.py BUILDS MODEL...
   (BUILDS/<m>/ holds the build and BUILDS/<m>/emu, the model's harness)
@@ -57,7 +59,8 @@ import run_state  # noqa: E402
 ATOL, RTOL = 2e-6, 1e-5          # Metal vs C: the harness's bound (tests/metal/harness.c)
 SMALL_TOL, MODEL_TOL = 1e-5, 1e-4  # vs the interpreter (and numpy): run_state.py's
 SCRIPTS = {"tinystate": "tests/golden/tinystate.lua", "stories": "models/stories.lua", "llm": "models/llm.lua",
-           "gemma": "models/llm.lua"}
+           "gemma": "models/llm.lua", "stories_q8": "models/stories.lua"}
+STORIES = ("stories", "stories_q8")
 STORIES_DECODES = 16
 
 
@@ -181,10 +184,10 @@ def stories_calls(d, meta, rng, vocab=512):
     yield ("prefill", {"tokens": rng.integers(0, vocab, 32).astype(np.int32), "pos": run_state.i32(32 + STORIES_DECODES)})
 
 
-def valid_rows_only(h, meta, last):
-    """metal_state/stories/valid_rows_only: see the file comment."""
+def valid_rows_only(h, m, meta, last):
+    """metal_state/<m>/valid_rows_only (m a build of stories.lua): see the file comment."""
     if last is None:
-        return kt.report(False, "metal_state/stories/valid_rows_only", "the sequence made no decode")
+        return kt.report(False, "metal_state/%s/valid_rows_only" % m, "the sequence made no decode")
     entry, ins, before, out = last
     p = int(ins["pos"])
     st = run_state.state_arrays(meta, before)
@@ -192,7 +195,7 @@ def valid_rows_only(h, meta, last):
         st[s["name"]][:, p + 1:, :] = np.nan           # [kv heads, positions, head dim]
     status, why, got, _ = h.call(entry, ins, run_state.state_block(meta, st), "nan")
     ok = status == "ok" and all(np.array_equal(g.view(np.uint32), o.view(np.uint32)) for g, o in zip(got, out))
-    kt.report(ok, "metal_state/stories/valid_rows_only", "decode at %d with cache rows %d..511 NaN: the same logits, "
+    kt.report(ok, "metal_state/%s/valid_rows_only" % m, "decode at %d with cache rows %d..511 NaN: the same logits, "
               "bit for bit" % (p, p + 1) if ok else
               "the logits changed" if status == "ok" else "%s: %s" % (status, why))
 
@@ -209,7 +212,7 @@ def sequence(builds, m):
                 kt.report(False, "metal_state/%s/%s" % (m, check), why)
             return
     h = Harness(d, m, meta)
-    if m == "stories":
+    if m in STORIES:
         calls, ref, bad, tol = stories_calls(d, meta, np.random.default_rng(5)), None, [
             ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(512)}),
             ("prefill", {"tokens": np.zeros(32, np.int32), "pos": run_state.i32(481)}),
@@ -289,8 +292,8 @@ def sequence(builds, m):
     kt.report(not port_probs, "metal_state/%s/portable" % m, "; ".join(port_probs[:3]) if port_probs else
               "call %d (%s) on Metal from the interpreter's state block = the interpreter's call" % (
                   portable[0], portable[1]))
-    if m == "stories":
-        valid_rows_only(h, meta, last_decode)
+    if m in STORIES:
+        valid_rows_only(h, m, meta, last_decode)
     range_probs = []
     base = os.path.basename(script)
     for j, (entry, ins) in enumerate(bad):
