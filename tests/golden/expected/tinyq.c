@@ -242,7 +242,7 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
 #define KILN_QPANEL 32
 enum {
   KILN_QKC = 256,   /* values of k expanded at a time: a multiple of every format's block */
-  KILN_QNB = 1,     /* panels expanded at a time (256 x 32 floats: 32 KiB, in L1) */
+  KILN_QNB = 4,     /* panels expanded at a time for many rows (128 KiB of stack, in L2; one for few) */
   KILN_QFEW = 8,    /* rows of activations up to which a product reads each panel whole */
 };
 typedef void (*kiln_deq_fn)(const unsigned char *restrict p, int64_t k0, int64_t kc, float *restrict bp);
