@@ -456,10 +456,21 @@ static void conv_gemm_store(KernelCtx *k, const ConvGeom *c, const Node *bn) {
   buf_free(&init);
 }
 
+/* Floats of conv_direct's stack buffers (a padded copy of a group's input planes, one
+ * output row) at most; larger convolutions with few filters keep the plain loops. */
+enum { CONV_DIRECT_MAX = 16384 };
+
+/* Whether conv_direct's buffers for c fit CONV_DIRECT_MAX. */
+static bool conv_direct_fits(const ConvGeom *c) {
+  const int64_t hp = (c->oh - 1) * c->sh + (c->kh - 1) * c->dh + 1, wp = (c->ow - 1) * c->sw + (c->kw - 1) * c->dw + 1;
+  return c->oh > 0 && c->ow > 0 && c->cg * hp * wp + c->ow <= CONV_DIRECT_MAX;
+}
+
 /* Conv2d family: sets the conv geometry, the bias and fused batchnorm parameters
  * (empty without them) and what each template stores; returns the conv template:
  * conv_gemm from CONV_GEMM_MIN_OCG filters a group, conv_patch for fewer (but 4 or more)
- * filters over a mid-sized patch, else the direct loops of conv. */
+ * filters over a mid-sized patch, else direct loops: conv_direct over a padded copy of
+ * the input when it fits CONV_DIRECT_MAX, conv otherwise. */
 static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
   const Node *bn = emit_conv_bn(k->g, &k->g->kernels[k->n->kernel]);
@@ -486,6 +497,12 @@ static const char *k_conv(KernelCtx *k) {
     emit_var(&k->v, "VALUE_BLOCK", conv_value(c.bias, bn, "acc[t]", "g * OCG + oc + t", "oc + t"));
     emit_var(&k->v, "VALUE_ONE", conv_value(c.bias, bn, "s", "g * OCG + oc", "oc"));
     return "c/conv_patch.c.tmpl";
+  }
+  if (conv_direct_fits(&c)) {
+    emit_var(&k->v, "ROW", kiln_fmt("%s%s", c.bias ? "        const float b = bias[oc];\n" : "", bn_row(bn, "oc", "        ")));
+    const char *v = c.bias ? "acc[ow] + b" : "acc[ow]";
+    emit_var(&k->v, "VALUE", bn ? kiln_fmt(c.bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
+    return "c/conv_direct.c.tmpl";
   }
   const char *store = "";
   if (c.bias || k->fused)
