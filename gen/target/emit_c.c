@@ -449,7 +449,7 @@ static void conv_gemm_store(KernelCtx *k, const ConvGeom *c, const Node *bn) {
   emit_var(&sv, "VALUE", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
   emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
   emit_var(&k->v, "STORE", expand_str("c/conv_gemm_store.c.tmpl", &sv));
-  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, init.data));
+  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, init.len ? init.data : ""));
   emit_var(&k->v, "STORE_CALL", kiln_fmt("%s_store, &s", name));
   buf_free(&fields);
   buf_free(&locals);

@@ -546,6 +546,10 @@ conv_case("gemm_wide_pad", [1, 2, 5, 70], [9, 2, 3, 5], stride=(1, 3), padding=(
 conv_case("gemm_dil_stride", [2, 3, 19, 23], [10, 3, 3, 3], stride=(2, 3), dilation=(3, 2), padding=(3, 1))
 conv_case("gemm_long_k", [1, 64, 5, 5], [13, 64, 3, 3], padding=1)
 conv_case("gemm_panels", [1, 4, 20, 21], [25, 4, 3, 3], padding=1)
+add("conv2d", "gemm_nobias_chain", "kiln.relu(kiln.conv2d(x, w, {padding = 1}))",
+    [("x", [1, 3, 6, 6], "f32", "n"), ("w", [8, 3, 3, 3], "f32", "n")],
+    ref=lambda x, w: np.maximum(conv_ref(x, w, padding=1), 0.0),
+    tol=Tol.red(27, lambda x, w: conv_ref(np.abs(x), np.abs(w), padding=1)), also=("relu",))
 def convt_ref(x, w, b=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
     """torch conv_transpose2d in float64. A 4-value padding (t, l, b, r), which torch
     lacks, is the unpadded result cropped (and zero-extended by output_padding), plus bias."""
