@@ -463,7 +463,8 @@ enum { CONV_DIRECT_MAX = 16384 };
 /* Whether conv_direct's buffers for c fit CONV_DIRECT_MAX. */
 static bool conv_direct_fits(const ConvGeom *c) {
   const int64_t hp = (c->oh - 1) * c->sh + (c->kh - 1) * c->dh + 1, wp = (c->ow - 1) * c->sw + (c->kw - 1) * c->dw + 1;
-  return c->oh > 0 && c->ow > 0 && c->cg * hp * wp + c->ow <= CONV_DIRECT_MAX;
+  const int64_t wq = (wp + c->sw - 1) / c->sw;
+  return c->oh > 0 && c->ow > 0 && c->cg * hp * c->sw * wq + c->ow <= CONV_DIRECT_MAX;
 }
 
 /* Conv2d family: sets the conv geometry, the bias and fused batchnorm parameters

@@ -546,6 +546,10 @@ conv_case("gemm_wide_pad", [1, 2, 5, 70], [9, 2, 3, 5], stride=(1, 3), padding=(
 conv_case("gemm_dil_stride", [2, 3, 19, 23], [10, 3, 3, 3], stride=(2, 3), dilation=(3, 2), padding=(3, 1))
 conv_case("gemm_long_k", [1, 64, 5, 5], [13, 64, 3, 3], padding=1)
 conv_case("gemm_panels", [1, 4, 20, 21], [25, 4, 3, 3], padding=1)
+# conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
+conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
+conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
+conv_case("direct_stride_gt_w", [1, 1, 5, 2], [3, 1, 2, 1], stride=(2, 4), padding=(0, 1))
 add("conv2d", "gemm_nobias_chain", "kiln.relu(kiln.conv2d(x, w, {padding = 1}))",
     [("x", [1, 3, 6, 6], "f32", "n"), ("w", [8, 3, 3, 3], "f32", "n")],
     ref=lambda x, w: np.maximum(conv_ref(x, w, padding=1), 0.0),
