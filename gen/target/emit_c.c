@@ -821,13 +821,15 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
  * run it without writing gigabytes. */
 /* The helper functions the kernels call, each once and in a fixed order: kiln_dot4
- * (dot4.c.tmpl), the matmul micro-kernels (gemm_lib.c.tmpl) and the convolution's patch
- * panels over them (conv_lib.c.tmpl). */
+ * (dot4.c.tmpl), the micro-kernels (gemm_lib.c.tmpl), the matmul's products over them
+ * (matmul_lib.c.tmpl) and the convolution's patch panels (conv_lib.c.tmpl). Only what
+ * some kernel calls: an unused static function fails -Werror. */
 static const char *helpers(const char *kernels) {
   bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
   bool conv = kernels && strstr(kernels, "kiln_conv_par(");
-  bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm_par("));
-  return kiln_fmt("%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
+  bool matmul = kernels && strstr(kernels, "kiln_gemm_par(");
+  return kiln_fmt("%s%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "",
+                  conv || matmul ? template_get("c/gemm_lib.c.tmpl") : "", matmul ? template_get("c/matmul_lib.c.tmpl") : "",
                   conv ? template_get("c/conv_lib.c.tmpl") : "");
 }
 

@@ -157,17 +157,6 @@ static void kiln_pack_a(const float *restrict a, int64_t as_m, int64_t as_k, int
     for (int64_t k = 0; k < kc; k++) ap[k * KILN_MR + i] = i < r ? a[(i0 + i) * as_m + (k0 + k) * as_k] : 0.0f;
 }
 
-/* bp (kc x KILN_PANEL) = rows k0..k0+kc-1, columns j0..j0+31 of B, element (k, j) at
- * b[k * bs_k + j * bs_n], zero past column n. */
-static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int64_t n, int64_t j0, int64_t k0,
-                        int64_t kc, float *restrict bp) {
-  const int64_t w = n - j0 < KILN_PANEL ? n - j0 : KILN_PANEL;
-  for (int64_t k = 0; k < kc; k++) {
-    for (int64_t j = 0; j < w; j++) bp[k * KILN_PANEL + j] = b[(k0 + k) * bs_k + (j0 + j) * bs_n];
-    for (int64_t j = w; j < KILN_PANEL; j++) bp[k * KILN_PANEL + j] = 0.0f;
-  }
-}
-
 /* Rows i0..i0+r-1 of C (element (i, j) at c[i * cs_i + j * cs_j], columns j0.. up to n) go
  * on by the kc-step pass of one panel, from zero on the first pass (k0 == 0). Half a tile
  * or more runs as a full tile (ap's rows past r are zero), fewer rows four at a time, then
@@ -208,6 +197,38 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
     kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
     for (int p = 0; p < np; p++)
       kiln_tile_pass(ap, r, bp + p * kc * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0 + p * KILN_PANEL);
+  }
+}
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
+
+/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
+ * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
+ * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
+ * cut never splits an output's chain: any cut, and any number of threads, gives the same
+ * bits. Without a parallel-for there is one task (each task copies its own A). */
+enum { KILN_TASKS = 16 };
+#define KILN_TASK_FMAS 1048576.0
+
+/* ---- Matrix products of matmul kernels (templates/c/matmul_lib.c.tmpl) ----
+ * kiln_gemm and its tasks over the micro-kernels above: a file with a matmul has them (a
+ * file with only convolutions uses the micro-kernels through conv_lib.c.tmpl alone). */
+
+/* bp (kc x KILN_PANEL) = rows k0..k0+kc-1, columns j0..j0+31 of B, element (k, j) at
+ * b[k * bs_k + j * bs_n], zero past column n. */
+static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int64_t n, int64_t j0, int64_t k0,
+                        int64_t kc, float *restrict bp) {
+  const int64_t w = n - j0 < KILN_PANEL ? n - j0 : KILN_PANEL;
+  for (int64_t k = 0; k < kc; k++) {
+    for (int64_t j = 0; j < w; j++) bp[k * KILN_PANEL + j] = b[(k0 + k) * bs_k + (j0 + j) * bs_n];
+    for (int64_t j = w; j < KILN_PANEL; j++) bp[k * KILN_PANEL + j] = 0.0f;
   }
 }
 
@@ -261,22 +282,6 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
   }
 }
 
-/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
- * one and more than one task, else in order on this thread. */
-static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  if (par && par->pfor && n > 1)
-    par->pfor(par->pool, n, task, arg);
-  else
-    for (int64_t i = 0; i < n; i++) task(arg, i);
-}
-
-/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
- * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
- * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
- * cut never splits an output's chain: any cut, and any number of threads, gives the same
- * bits. Without a parallel-for there is one task (each task copies its own A). */
-enum { KILN_TASKS = 16 };
-#define KILN_TASK_FMAS 1048576.0
 typedef struct {
   int64_t m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j;
   const float *a, *panels, *b;
