@@ -449,8 +449,7 @@ static bool chain_keeps_state_order(Graph *g, const Uses *u, const Node *c, cons
  * other reader (one use, not an output, not read through a view), the consumer must
  * be elementwise (or a conv's batchnorm: can_chain), not yet in a kernel, of t's
  * shape (t is not broadcast by it: the kernel's loop covers exactly the anchor's
- * output), and keep the operands the
- * kernel reads within GROUP_MAX_READS. Its other operands come from outside the
+ * output), and keep the operands the kernel reads within GROUP_MAX_READS. Its other operands come from outside the
  * kernel (t's value is its only use inside, so they cannot be kernel nodes) and
  * broadcast to the shape by the consumer's own shape rule. A WRITE ends its kernel (it
  * stores only some rows: a chain has no element to apply to elsewhere), and state

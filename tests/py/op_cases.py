@@ -550,6 +550,7 @@ conv_case("gemm_panels", [1, 4, 20, 21], [25, 4, 3, 3], padding=1)
 conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
 conv_case("direct_stride_gt_w", [1, 1, 5, 2], [3, 1, 2, 1], stride=(2, 4), padding=(0, 1))
+conv_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], padding=1)   # past conv_direct's buffer: conv
 add("conv2d", "gemm_nobias_chain", "kiln.relu(kiln.conv2d(x, w, {padding = 1}))",
     [("x", [1, 3, 6, 6], "f32", "n"), ("w", [8, 3, 3, 3], "f32", "n")],
     ref=lambda x, w: np.maximum(conv_ref(x, w, padding=1), 0.0),
@@ -909,6 +910,7 @@ conv_bn_case("patch", [1, 8, 6, 6], [5, 8, 3, 3], bias=True, relu=True, padding=
 conv_bn_case("direct", [2, 3, 6, 7], [2, 3, 3, 3], residual=True, padding=1)
 conv_bn_case("depthwise", [1, 16, 9, 9], [16, 1, 3, 3], groups=16, relu=True, padding=1)
 conv_bn_case("pointwise", [1, 24, 5, 5], [32, 24, 1, 1])
+conv_bn_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], bias=True, relu=True, padding=1)
 
 # ---------------------------------------------------------------- data movement
 
