@@ -782,6 +782,7 @@ typedef struct {
   const char *read_ptr;                     /* a read-only pointer parameter, %s = element type */
   const char *helper_tmpl, *step_tmpl;      /* templates of the helper and of one chain step */
   const char *operand_tmpl;                 /* the helper comment's line about one operand */
+  bool conv_bn;                             /* its conv templates apply a fused batchnorm (chain node 1) */
 } EmitTarget;
 extern const char emit_hook_epilogue[], emit_hook_fused[];
 
@@ -796,6 +797,8 @@ typedef struct {
   const char *lines;            /* "models/mlp.lua:7, :8": every distinct line, in op order */
   bool uses_index;              /* the helper takes the element index */
 } EmitEpilogue;
+/* The batchnorm a conv kernel applies (its chain's first node), or NULL. */
+const Node *emit_conv_bn(Graph *g, const Kernel *k);
 /* Describes kernel k (function kname) for target t; a fused kernel's helper is fn_name. */
 void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_name, const EmitTarget *t,
                    EmitEpilogue *e);

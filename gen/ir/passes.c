@@ -376,10 +376,18 @@ static bool can_anchor(const Node *n) {
   return f != FAM_LEAF && f != FAM_VIEW;
 }
 
-/* Which families may join a chain: elementwise ones, a scalar expression each. */
-static bool can_chain(const Node *n) {
+/* Which nodes may join a chain ending in t: elementwise ones, a scalar expression each;
+ * and a batchnorm of a convolution's result (t the conv anchor, its x), which is a
+ * per-output-channel scale and shift of each output: the conv kernel applies it at its
+ * store (the C templates once per channel, other targets as a chain step), so the
+ * conv's result never makes the round trip through memory. */
+static bool can_chain(const Node *n, const Node *t) {
   OpFamily f = kiln_ops[n->op].family;
-  return f == FAM_UNARY || f == FAM_BINARY || f == FAM_SELECT || f == FAM_CAST;
+  if (f == FAM_UNARY || f == FAM_BINARY || f == FAM_SELECT || f == FAM_CAST) return true;
+  if (n->op != OP_BATCHNORM || t->op != OP_CONV2D || n->in[0] != t->id) return false;
+  for (int k = 1; k < n->nin; k++)
+    if (n->in[k] == t->id) return false;
+  return true;
 }
 
 enum {
@@ -439,9 +447,9 @@ static bool chain_keeps_state_order(Graph *g, const Uses *u, const Node *c, cons
 
 /* The node a kernel ending in t can absorb next, or NULL. t's value must have no
  * other reader (one use, not an output, not read through a view), the consumer must
- * be elementwise, not yet in a kernel, of t's shape (t is not broadcast by it: the
- * kernel's loop covers exactly the anchor's output), and keep the operands the
- * kernel reads within GROUP_MAX_READS. Its other operands come from outside the
+ * be elementwise (or a conv's batchnorm: can_chain), not yet in a kernel, of t's
+ * shape (t is not broadcast by it: the kernel's loop covers exactly the anchor's
+ * output), and keep the operands the kernel reads within GROUP_MAX_READS. Its other operands come from outside the
  * kernel (t's value is its only use inside, so they cannot be kernel nodes) and
  * broadcast to the shape by the consumer's own shape rule. A WRITE ends its kernel (it
  * stores only some rows: a chain has no element to apply to elsewhere), and state
@@ -449,7 +457,7 @@ static bool chain_keeps_state_order(Graph *g, const Uses *u, const Node *c, cons
 static Node *chain_next(Graph *g, const Uses *u, const Node *t, int *nreads, bool kernel_reads_state) {
   if (t->nuses != 1 || u->is_output[t->id] || u->user[t->id] < 0 || t->op == OP_WRITE) return NULL;
   Node *c = g->nodes[u->user[t->id]];
-  if (!can_chain(c) || c->kernel >= 0 || !shape_eq(&c->shape, &t->shape)) return NULL;
+  if (!can_chain(c, t) || c->kernel >= 0 || !shape_eq(&c->shape, &t->shape)) return NULL;
   if (!chain_keeps_state_order(g, u, c, t, kernel_reads_state)) return NULL;
   int reads = *nreads + c->nin - 1;
   if (reads > GROUP_MAX_READS) return NULL;
@@ -512,7 +520,7 @@ static bool fusion_disabled(void) {
 /* Contract: every live non-leaf node except RESHAPE (a view, no code) is in exactly
  * one kernel. Nodes are taken in id order; a node not yet in a kernel anchors one
  * and absorbs the chain of elementwise nodes that collect_chain allows (fusion:
- * matmul + bias add + relu, batchnorm + relu, add + relu, gelu's pieces ...), so a
+ * matmul + bias add + relu, conv + batchnorm + relu, add + relu, gelu's pieces ...), so a
  * kernel's intermediate values never reach memory. Graph.no_fuse or a non-empty
  * KILN_NOFUSE other than "0" keeps one node per kernel. Kernels are ordered by their
  * result's id — topological, since everything a kernel reads from outside is an

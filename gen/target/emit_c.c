@@ -224,7 +224,8 @@ typedef struct {
   Graph *g;
   Node *n;
   EmitVars v;      /* NAME, DESC, LOC already set */
-  bool fused;      /* the anchor has an elementwise chain after it */
+  bool fused;      /* the anchor has a chain after it (a conv's batchnorm, elementwise nodes) */
+  const EmitEpilogue *e;   /* the chain's helper and extra operands */
 } KernelCtx;
 
 #define IN(i) input(k->g, k->n, (i))
@@ -422,18 +423,103 @@ static const char *k_matmul(KernelCtx *k) {
   return "c/matmul.c.tmpl";
 }
 
-/* Conv2d family: sets the conv geometry, and the bias parameter and loop iff the
- * node has a bias operand (else both empty); returns the conv template. */
+/* The fused batchnorm's scale and shift for channel index c (conv_bn_row.c.tmpl), the
+ * lines indented by ind; "" without one. */
+static const char *bn_row(const Node *bn, const char *c, const char *ind) {
+  if (!bn) return "";
+  EmitVars v = {0};
+  emit_var(&v, "IND", ind);
+  emit_var(&v, "C", c);
+  emit_var(&v, "EPS", emit_float(bn->a.eps));
+  return expand_str("c/conv_bn_row.c.tmpl", &v);
+}
+
+/* What a conv stores for a sum `sum` of channel c: plus the bias, then the fused
+ * batchnorm's scale and shift (named scale and shift, or read from arrays at [c]). */
+static const char *conv_value(bool bias, const Node *bn, const char *sum, const char *bias_at, const char *bn_at) {
+  const char *v = bias ? kiln_fmt("%s + bias[%s]", sum, bias_at) : sum;
+  if (!bn) return v;
+  if (bias) v = kiln_fmt("(%s)", v);
+  return bn_at ? kiln_fmt("%s * bn_scale[%s] + bn_shift[%s]", v, bn_at, bn_at) : kiln_fmt("%s * scale + shift", v);
+}
+
+/* The value of template variable name in v; dies if unset (an emitter bug). */
+static const char *var_of(const EmitVars *v, const char *name) {
+  for (int i = 0; i < v->n; i++)
+    if (strcmp(v->kv[2 * i], name) == 0) return v->kv[2 * i + 1];
+  die("C: template variable %s unset", name);
+}
+
+/* conv_gemm's store (conv_gemm_store.c.tmpl), which kiln_conv_par runs in each task on the
+ * outputs it finished: the bias, the fused batchnorm and the epilogue's chain. Sets STORE
+ * (its definition, "" when the sums are the result), STORE_ARGS and STORE_CALL. */
+static void conv_gemm_store(KernelCtx *k, const ConvGeom *c, const Node *bn) {
+  if (!c->bias && !k->fused) {
+    emit_var(&k->v, "STORE", "");
+    emit_var(&k->v, "STORE_ARGS", "");
+    emit_var(&k->v, "STORE_CALL", "NULL, NULL");
+    return;
+  }
+  const char *name = var_of(&k->v, "NAME");
+  Buf fields = {0}, locals = {0}, init = {0};
+  const char *bn_names[] = {"bn_mean", "bn_var", "bn_gamma", "bn_beta"};
+  int nn = 0;
+  const char **names = kiln_alloc(sizeof(char *) * (size_t)(5 + k->e->nextra));
+  if (c->bias) names[nn++] = "bias";
+  for (int i = 0; bn && i < 4; i++) names[nn++] = bn_names[i];
+  for (int i = 0; i < k->e->nextra; i++) names[nn++] = k->e->extra_name[i];
+  for (int i = 0; i < nn; i++) {
+    const char *t = i < nn - k->e->nextra ? "float" : emit_c_type(k->e->extra[i - (nn - k->e->nextra)]->dtype);
+    buf_printf(&fields, "\n  const %s *%s;", t, names[i]);
+    buf_printf(&locals, "\n  const %s *restrict %s = s->%s;", t, names[i], names[i]);
+    buf_printf(&init, ", %s", names[i]);
+  }
+  EmitVars sv = {0};
+  const char *copy[] = {"NAME", "OC", "OCG", "OH", "OW"};
+  for (int i = 0; i < 5; i++) emit_var(&sv, copy[i], var_of(&k->v, copy[i]));
+  emit_var(&sv, "FIELDS", fields.len ? fields.data : "");
+  emit_var(&sv, "LOCALS", locals.len ? locals.data : "");
+  emit_var(&sv, "ROW", kiln_fmt("%s%s", c->bias ? "    const float b = bias[oc];\n" : "", bn_row(bn, "oc", "    ")));
+  const char *v = c->bias ? "o[p] + b" : "o[p]";
+  emit_var(&sv, "VALUE", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
+  emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&k->v, "STORE", expand_str("c/conv_gemm_store.c.tmpl", &sv));
+  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, init.len ? init.data : ""));
+  emit_var(&k->v, "STORE_CALL", kiln_fmt("%s_store, &s", name));
+  buf_free(&fields);
+  buf_free(&locals);
+  buf_free(&init);
+}
+
+/* Floats of conv_direct's stack buffers (a padded copy of a group's input planes, one
+ * output row) at most; larger convolutions with few filters keep the plain loops. */
+enum { CONV_DIRECT_MAX = 16384 };
+
+/* Whether conv_direct's buffers for c fit CONV_DIRECT_MAX. */
+static bool conv_direct_fits(const ConvGeom *c) {
+  const int64_t hp = (c->oh - 1) * c->sh + (c->kh - 1) * c->dh + 1, wp = (c->ow - 1) * c->sw + (c->kw - 1) * c->dw + 1;
+  const int64_t wq = (wp + c->sw - 1) / c->sw;
+  return c->oh > 0 && c->ow > 0 && c->cg * hp * c->sw * wq + c->ow <= CONV_DIRECT_MAX;
+}
+
+/* Conv2d family: sets the conv geometry, the bias and fused batchnorm parameters
+ * (empty without them) and what each template stores; returns the conv template:
+ * conv_gemm from CONV_GEMM_MIN_OCG filters a group, conv_patch for fewer (but 4 or more)
+ * filters over a mid-sized patch, else direct loops: conv_direct over a padded copy of
+ * the input when it fits CONV_DIRECT_MAX, conv otherwise. */
 static const char *k_conv(KernelCtx *k) {
   ConvGeom c = emit_conv_geom(k->g, k->n);
+  const Node *bn = emit_conv_bn(k->g, &k->g->kernels[k->n->kernel]);
   emit_conv_vars(&k->v, &c);
   emit_var(&k->v, "BIAS_PARAM", c.bias ? restrict_param(", ", "float", "bias") : "");
+  emit_var(&k->v, "BN_PARAMS",
+           bn ? kiln_fmt("%s%s%s%s", restrict_param(", ", "float", "bn_mean"), restrict_param(", ", "float", "bn_var"),
+                         restrict_param(", ", "float", "bn_gamma"), restrict_param(", ", "float", "bn_beta"))
+              : "");
   if (c.ocg >= CONV_GEMM_MIN_OCG) {
-    EmitVars sv = {0};
-    emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
-    emit_var(&sv, "BIAS", c.bias ? " + bias[i / (OH * OW) % OC]" : "");
-    emit_var(&k->v, "STORE", c.bias || k->fused ? expand_str("c/conv_gemm_store.c.tmpl", &sv) : "");
-    emit_var(&k->v, "BIAS_DOC", c.bias ? ", then the bias" : "");
+    conv_gemm_store(k, &c, bn);
+    emit_var(&k->v, "BIAS_DOC", c.bias ? (bn ? ", then the bias and the batchnorm" : ", then the bias")
+                                       : bn ? ", then the batchnorm" : "");
     return "c/conv_gemm.c.tmpl";
   }
   /* Four or more filters a group share each gathered patch (kiln_dot4); the patch lives
@@ -441,11 +527,24 @@ static const char *k_conv(KernelCtx *k) {
    * the vector dot products save (LeNet's 5x5 first layer). Otherwise the direct loops. */
   int64_t taps = c.cg * c.kh * c.kw;
   if (c.ocg >= 4 && taps >= CONV_PATCH_MIN && taps <= CONV_PATCH_MAX) {
-    emit_var(&k->v, "BIAS_BLOCK", c.bias ? " + bias[g * OCG + oc + t]" : "");
-    emit_var(&k->v, "BIAS_ONE", c.bias ? " + bias[g * OCG + oc]" : "");
+    EmitVars bv = {0};
+    emit_var(&bv, "ROW", bn_row(bn, "g * OCG + oc", "        "));
+    emit_var(&k->v, "BN_SETUP", bn ? expand_str("c/conv_patch_bn.c.tmpl", &bv) : "");
+    emit_var(&k->v, "VALUE_BLOCK", conv_value(c.bias, bn, "acc[t]", "g * OCG + oc + t", "oc + t"));
+    emit_var(&k->v, "VALUE_ONE", conv_value(c.bias, bn, "s", "g * OCG + oc", "oc"));
     return "c/conv_patch.c.tmpl";
   }
-  emit_var(&k->v, "BIAS_LOOP", c.bias ? template_get("c/conv_bias_loop.c.tmpl") : "");
+  if (conv_direct_fits(&c)) {
+    emit_var(&k->v, "ROW", kiln_fmt("%s%s", c.bias ? "        const float b = bias[oc];\n" : "", bn_row(bn, "oc", "        ")));
+    const char *v = c.bias ? "acc[ow] + b" : "acc[ow]";
+    emit_var(&k->v, "VALUE", bn ? kiln_fmt(c.bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
+    return "c/conv_direct.c.tmpl";
+  }
+  const char *store = "";
+  if (c.bias || k->fused)
+    store = kiln_fmt("\n%s      for (int64_t i = 0; i < OH * OW; i++) o[i] = %s(%s, (n * OC + oc) * (OH * OW) + i);",
+                     bn_row(bn, "oc", "      "), emit_hook_epilogue, conv_value(c.bias, bn, "o[i]", "oc", NULL));
+  emit_var(&k->v, "STORE", store);
   return "c/conv.c.tmpl";
 }
 
@@ -712,7 +811,7 @@ static void check_no_overlap(Graph *g, const Kernel *kr) {
 static const EmitTarget c_target = {
     .fns = emit_c_fns, .type = emit_c_type, .casts = &c_casts, .index_type = "int64_t", .int_suffix = "",
     .read_ptr = "const %s *restrict ", .helper_tmpl = "c/epilogue.c.tmpl", .step_tmpl = "c/epilogue_step.c.tmpl",
-    .operand_tmpl = "c/epilogue_operand.c.tmpl",
+    .operand_tmpl = "c/epilogue_operand.c.tmpl", .conv_bn = true,
 };
 
 /* Appends kernel ki's function (after its epilogue helper, if fused) to out and its
@@ -726,7 +825,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   EmitEpilogue e;
   emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
-  KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1};
+  KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1, .e = &e};
   emit_var(&k.v, "NAME", c->kname[ki]);
   emit_var(&k.v, "DESC", esc_comment(emit_describe(g, kr)));
   emit_var(&k.v, "LOC", e.lines);
@@ -745,6 +844,8 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   Buf args = {0};
   if (strstr(text, "(const kiln_par *par, ")) buf_puts(&args, "par, ");   /* it splits its work into tasks */
   for (int i = n->op == OP_WRITE; i < n->nin; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, n, i), false));
+  const Node *bn = emit_conv_bn(g, kr);   /* its statistics and affine: k_conv's BN_PARAMS */
+  for (int i = 1; bn && i < 5; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, bn, i), false));
   for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
   buf_puts(&args, operand_ptr(c, res, true));
   EmitVars cv = {0};

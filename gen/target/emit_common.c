@@ -704,11 +704,27 @@ static int extra_slot(EmitEpilogue *e, Node *x) {
   return e->nextra++;
 }
 
+/* A conv's fused batchnorm as a chain step (pass_group): its batchnorm kernel's formula,
+ * (v - mean) / sqrt(var + eps) * gamma + beta, the four [C] operands read at the
+ * element's channel (dim 1). */
+static const char *bn_step_expr(Graph *g, const Node *n, const char *v, const Shape *out, const EmitTarget *t,
+                                EmitEpilogue *e) {
+  Shape ch = *out;   /* the [C] operands as [1, C, 1, ...] */
+  for (int d = 0; d < ch.rank; d++)
+    if (d != 1) ch.dim[d] = 1;
+  const char *idx = operand_index(&ch, out, t->int_suffix), *p[4];
+  e->uses_index |= strchr(idx, 'i') != NULL;
+  for (int k = 0; k < 4; k++) p[k] = kiln_fmt("%s[%s]", e->extra_name[extra_slot(e, graph_node(g, n->in[k + 1]))], idx);
+  return kiln_fmt("(%s - %s) / %s(%s + %s) * %s + %s", v, p[0], lookup_fn(t->fns, "sqrt", 4), p[1],
+                  emit_float(n->a.eps), p[2], p[3]);
+}
+
 /* One chain step: node n applied to the running value `v` (its input at position
  * pos), the other operands read at the element's index. Returns the expression. */
 static const char *step_expr(Graph *g, const Node *n, int pos, const char *v, const Shape *out, const EmitTarget *t,
                              EmitEpilogue *e) {
   if (kiln_ops[n->op].family == FAM_CAST) return emit_cast(t->casts, graph_node(g, n->in[0])->dtype, n->dtype, v);
+  if (n->op == OP_BATCHNORM) return bn_step_expr(g, n, v, out, t, e);
   const char *ops[3];
   for (int i = 0; i < n->nin; i++) {
     if (i == pos) {
@@ -750,8 +766,18 @@ static void describe_chain(Graph *g, const Kernel *k, EmitEpilogue *e) {
   buf_free(&lines);
 }
 
+/* The batchnorm a conv kernel applies (pass_group's conv + batchnorm chain: the node
+ * after the anchor), or NULL. */
+const Node *emit_conv_bn(Graph *g, const Kernel *k) {
+  if (k->nnodes < 2 || graph_node(g, k->nodes[0])->op != OP_CONV2D) return NULL;
+  const Node *bn = graph_node(g, k->nodes[1]);
+  return bn->op == OP_BATCHNORM ? bn : NULL;
+}
+
 /* Fills *e for kernel k (see kiln.h): comment lines always; for a fused kernel also
- * the helper fn_name in t's spelling and the extra operands it reads. */
+ * the helper fn_name in t's spelling and the extra operands it reads. A conv's
+ * batchnorm that t's templates apply themselves (t->conv_bn) is no step of the helper;
+ * with nothing after it the kernel has no helper (e->fused false). */
 void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_name, const EmitTarget *t,
                    EmitEpilogue *e) {
   *e = (EmitEpilogue){.helper = ""};
@@ -764,7 +790,12 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
   const Node *anchor = graph_node(g, k->nodes[0]);
   Buf steps = {0};
   const char *v = "v";
-  for (int j = 1; j < k->nnodes; j++) {
+  int j0 = emit_conv_bn(g, k) && t->conv_bn ? 2 : 1;   /* the conv template applies the batchnorm itself */
+  if (j0 == k->nnodes) {
+    e->fused = false;
+    return;
+  }
+  for (int j = j0; j < k->nnodes; j++) {
     const Node *n = graph_node(g, k->nodes[j]);
     int pos = 0;
     while (pos < n->nin && n->in[pos] != k->nodes[j - 1]) pos++;

@@ -538,6 +538,23 @@ conv_case("k288", [1, 32, 6, 6], [8, 32, 3, 3], padding=1)
 conv_case("params", [1, 3, 5, 5], [2, 3, 3, 3], params=True)
 conv_case("all_opts", [1, 6, 11, 11], [6, 2, 3, 3], stride=2, dilation=2, padding=1, groups=3)
 conv_case("kernel_eq_input", [2, 3, 4, 4], [2, 3, 4, 4])
+# the matrix-product path's patch copy and filter blocks: runs of one pixel, windows hanging
+# off both sides at a stride, a long tap range over one panel (longer tap runs), filter
+# counts around the tile heights (12 AVX-512, 3 AVX2, 2 NEON, 4 plain) and several panels
+conv_case("gemm_ow1", [1, 2, 40, 1], [8, 2, 3, 1], padding=(1, 0))
+conv_case("gemm_wide_pad", [1, 2, 5, 70], [9, 2, 3, 5], stride=(1, 3), padding=(2, 4), bias=False)
+conv_case("gemm_dil_stride", [2, 3, 19, 23], [10, 3, 3, 3], stride=(2, 3), dilation=(3, 2), padding=(3, 1))
+conv_case("gemm_long_k", [1, 64, 5, 5], [13, 64, 3, 3], padding=1)
+conv_case("gemm_panels", [1, 4, 20, 21], [25, 4, 3, 3], padding=1)
+# conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
+conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
+conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
+conv_case("direct_stride_gt_w", [1, 1, 5, 2], [3, 1, 2, 1], stride=(2, 4), padding=(0, 1))
+conv_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], padding=1)   # past conv_direct's buffer: conv
+add("conv2d", "gemm_nobias_chain", "kiln.relu(kiln.conv2d(x, w, {padding = 1}))",
+    [("x", [1, 3, 6, 6], "f32", "n"), ("w", [8, 3, 3, 3], "f32", "n")],
+    ref=lambda x, w: np.maximum(conv_ref(x, w, padding=1), 0.0),
+    tol=Tol.red(27, lambda x, w: conv_ref(np.abs(x), np.abs(w), padding=1)), also=("relu",))
 def convt_ref(x, w, b=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1):
     """torch conv_transpose2d in float64. A 4-value padding (t, l, b, r), which torch
     lacks, is the unpadded result cropped (and zero-extended by output_padding), plus bias."""
@@ -836,6 +853,64 @@ bn_case("nchw", [2, 3, 4, 5])
 bn_case("spatial1", [1, 4, 1, 1])
 bn_case("rank2", [5, 3])
 bn_case("eps", [2, 2, 3, 3], eps=1e-3)
+
+
+def conv_bn_case(name, sx, sw, bias=False, residual=False, relu=False, **kw):
+    """conv2d -> batchnorm (-> + r) (-> relu): pass_group fuses the batchnorm into the conv
+    kernel, which applies it per output channel as a scale and shift at its store (and the
+    rest of the chain after it). Tolerance: the conv's sum of K terms (red) scaled by the
+    batchnorm's |gamma| / sqrt(var + eps), plus a few eps of the scale-and-shift's operands."""
+    C = sw[0]
+    opts = ", ".join("%s = %s" % (k, lua_opt(v)) for k, v in kw.items())
+    conv = "kiln.conv2d(x, w%s%s)" % (", b" if bias else "", ", {%s}" % opts if opts else "")
+    expr = "kiln.batchnorm(%s, m, v, g, be)" % conv
+    if residual:
+        expr = "kiln.add(%s, r)" % expr
+    if relu:
+        expr = "kiln.relu(%s)" % expr
+    inputs = [("x", sx, "f32", "n"), ("w", sw, "f32", "n")] + ([("b", [C], "f32", "n")] if bias else [])
+    inputs += [("m", [C], "f32", "n"), ("v", [C], "f32", "pos"), ("g", [C], "f32", "n"), ("be", [C], "f32", "n")]
+    out_shape = conv_ref(np.zeros(sx), np.zeros(sw), **kw).shape
+    if residual:
+        inputs.append(("r", list(out_shape), "f32", "n"))
+    K = sw[1] * sw[2] * sw[3] + (1 if bias else 0)
+    ch = lambda a: np.asarray(a, dtype=np.float64).reshape(1, C, 1, 1)
+
+    def split(args):
+        a = list(args)
+        x, w = a[0], a[1]
+        b = a[2] if bias else None
+        m, v, g, be = a[2 + bias:6 + bias]
+        r = a[6 + bias] if residual else 0.0
+        return x, w, b, m, v, g, be, r
+
+    def ref(*args):
+        x, w, b, m, v, g, be, r = split(args)
+        y = bn_ref(conv_ref(x, w, b, **kw), m, v, g, be, 1e-5) + r
+        return np.maximum(y, 0.0) if relu else y
+
+    def bound(out, ins):
+        x, w, b, m, v, g, be, r = split(ins)
+        A = conv_ref(np.abs(x), np.abs(w), None if b is None else np.abs(b), **kw)
+        s = np.abs(ch(g)) / np.sqrt(ch(v) + 1e-5)
+        return ((2 * math.sqrt(K) + 12) * EPS * (A + np.abs(ch(m))) * s + 8 * EPS * (np.abs(ch(be)) + np.abs(r))
+                + 4 * EPS * np.abs(out) + 1e-37)
+    also = ("batchnorm",) + (("add",) if residual else ()) + (("relu",) if relu else ())
+    add("conv2d", "bn_" + name, expr, inputs, ref=ref, tol=Tol.custom("red", "conv+bn K=%d" % K, bound), also=also)
+
+
+# the three conv kernels: matrix product (8+ filters a group), gathered patch (4-7 filters,
+# 64+ taps), direct loops (fewer); with a bias, a residual add and relu after the batchnorm
+conv_bn_case("gemm", [1, 5, 9, 9], [12, 5, 3, 3], padding=1)
+conv_bn_case("gemm_bias_relu", [2, 3, 7, 8], [16, 3, 3, 3], bias=True, relu=True, stride=2, padding=1)
+conv_bn_case("gemm_residual", [1, 8, 6, 6], [8, 8, 3, 3], residual=True, relu=True, padding=1)
+conv_bn_case("gemm_groups", [2, 6, 7, 7], [16, 3, 3, 3], groups=2, padding=(1, 0, 2, 1))
+conv_bn_case("gemm_odd", [1, 3, 17, 13], [9, 3, 2, 3], stride=(3, 2), dilation=(2, 1), padding=(2, 3))
+conv_bn_case("patch", [1, 8, 6, 6], [5, 8, 3, 3], bias=True, relu=True, padding=1)
+conv_bn_case("direct", [2, 3, 6, 7], [2, 3, 3, 3], residual=True, padding=1)
+conv_bn_case("depthwise", [1, 16, 9, 9], [16, 1, 3, 3], groups=16, relu=True, padding=1)
+conv_bn_case("pointwise", [1, 24, 5, 5], [32, 24, 1, 1])
+conv_bn_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], bias=True, relu=True, padding=1)
 
 # ---------------------------------------------------------------- data movement
 

@@ -79,12 +79,13 @@ typedef float32x4_t kiln_v;
  * and KILN_NB panels at a time (64 KiB on the stack). */
 enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 512, KILN_KB = 128, KILN_NB = 4 };
 
-/* The tile at t (r rows of KILN_PANEL sums, rows ldt floats apart) goes on by ap (kc rows of
- * KILN_MR, k-major: A's row i at ap[k * KILN_MR + i]) times the kc rows of a panel bp (ldb
- * floats apart), each sum one fmaf chain; first: the sums start from zero instead of t. r is
- * a constant at every call, so the loops unroll and the sums stay in registers. */
-KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
-                           float *restrict t, int64_t ldt, int first) {
+/* The tile at t (r rows of KILN_PANEL sums, rows ldt floats apart) goes on by A (kc columns
+ * of r rows: element (i, k) at ap[k * ka + i * ia]; a packed block has ka = KILN_MR, ia = 1)
+ * times the kc rows of a panel bp (ldb floats apart), each sum one fmaf chain; first: the
+ * sums start from zero instead of t. r is a constant at every call, so the loops unroll and
+ * the sums stay in registers. */
+KILN_INLINE void kiln_tile_a(const int r, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                             const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt, int first) {
 #ifdef KILN_VW
   enum { NV = KILN_PANEL / KILN_VW };
   kiln_v acc[KILN_MR > 4 ? KILN_MR : 4][NV];   /* r rows: a full tile, 4 or 1 */
@@ -98,7 +99,7 @@ KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, co
     for (int v = 0; v < NV; v++) b[v] = kiln_vload(bp + k * ldb + v * KILN_VW);
 #pragma GCC unroll 16
     for (int i = 0; i < r; i++) {
-      const kiln_v a = kiln_vdup(ap[k * KILN_MR + i]);
+      const kiln_v a = kiln_vdup(ap[k * ka + i * ia]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; v++) acc[i][v] = kiln_vfma(a, b[v], acc[i][v]);
     }
@@ -113,8 +114,14 @@ KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, co
       for (int j = 0; j < KILN_PANEL; j++) t[i * ldt + j] = 0.0f;
   for (int64_t k = 0; k < kc; k++)
     for (int i = 0; i < r; i++)
-      for (int j = 0; j < KILN_PANEL; j++) t[i * ldt + j] = fmaf(ap[k * KILN_MR + i], bp[k * ldb + j], t[i * ldt + j]);
+      for (int j = 0; j < KILN_PANEL; j++) t[i * ldt + j] = fmaf(ap[k * ka + i * ia], bp[k * ldb + j], t[i * ldt + j]);
 #endif
+}
+
+/* kiln_tile over a packed block of A (kc rows of KILN_MR, k-major). */
+KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
+                           float *restrict t, int64_t ldt, int first) {
+  kiln_tile_a(r, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
 }
 
 /* The tile shapes the kernels use: KILN_MR rows, and one row (a matrix-vector product, or
@@ -230,6 +237,10 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
   }
   return (m + *rows - 1) / *rows * *tasks_j;
 }
+
+/* ---- Matrix products of matmul kernels (templates/c/gemm_par.c.tmpl) ----
+ * kiln_gemm and its tasks over the micro-kernels above: a file with a matmul has them (a
+ * file with only convolutions uses the micro-kernels through conv_lib.c.tmpl alone). */
 
 /* bp (kc x KILN_PANEL) = rows k0..k0+kc-1, columns j0..j0+31 of B, element (k, j) at
  * b[k * bs_k + j * bs_n], zero past column n. */
