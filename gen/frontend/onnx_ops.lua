@@ -108,6 +108,17 @@ fold.ReduceProd = function(ins)
   return {p}, attr("keepdims", "i", 1) == 1 and (function() local s = {} for i = 1, #ins[1].shape do s[i] = 1 end return s end)() or {}, ins[1].dt
 end
 
+-- True when v is one of ONNX's 8- or 16-bit integers (carried as int32, onnx.lua): its
+-- values and their quotients are exact in float32, so integer division goes through it.
+local function small_int(v) return v.odt and C.carried[v.odt].bits and C.carried[v.odt].bits <= 16 end
+
+-- a / b truncated toward zero, for small_int operands (Sa, Sb: their Lua expressions):
+-- float32 holds both, and its rounded quotient truncates to the exact one, because an
+-- integer k with k * |b| <= |a| < 2^16 is never within a rounding (2^-24 k) of a / b.
+local function trunc_div(sa, sb)
+  return string.format("kiln.cast(kiln.cast(%s, \"f32\") / kiln.cast(%s, \"f32\"), \"i32\")", sa, sb)
+end
+
 -- Elementwise binary ops: an operator form where Lua has one.
 local binop = {Add = "+", Sub = "-", Mul = "*", Div = "/", Pow = "^"}
 op("Add Sub Mul Div Pow", "", function()
@@ -120,6 +131,10 @@ op("Add Sub Mul Div Pow", "", function()
       shape, "i32")
     return
   end
+  if o == "Div" and small_int(a) and small_int(b) then   -- integer division truncates (onnx.lua wraps -128 / -1)
+    out(1, trunc_div(ref(a), ref(b)), bcast(a.shape, b.shape, who()), "i32")
+    return
+  end
   if o == "Div" or o == "Pow" then need_dt(a, "f32", "input A") else need_dt(a, "f32 i32", "input A") end
   if o ~= "Pow" and a.dt ~= b.dt then fail("%s: inputs of dtypes %s and %s", who(), a.dt, b.dt) end
   local shape = bcast(a.shape, b.shape, who())
@@ -128,6 +143,48 @@ op("Add Sub Mul Div Pow", "", function()
   if sa:match("^%-") then sa = "(" .. sa .. ")" end
   if sb:match("^%-") then sb = "(" .. sb .. ")" end
   out(1, string.format("%s %s %s", sa, binop[o], sb), shape, a.dt)
+end)
+
+-- Mod (fmod = 1: the sign of the dividend, as C's fmod; 0: the divisor's, as Python's %)
+-- of small integers: a - trunc(a / b) * b, exact in int32; the result is as narrow as the
+-- operands, and onnx.lua's wrap leaves it as is. Floats and 32/64-bit integers are refused.
+op("Mod", "fmod", function()
+  local a, b = need_input(1, "A"), need_input(2, "B")
+  local f = attr("fmod", "i", 0)
+  if not small_int(a) or not small_int(b) then
+    fail("%s: Mod of %s is not supported (only of 8- and 16-bit integers)", who(),
+      a.odt and C.onnx_dtype_names[a.odt] or ({f32 = "float", i32 = "int32/int64"})[a.dt] or a.dt)
+  end
+  local shape = bcast(a.shape, b.shape, who())
+  local sa, sb = ref(a), ref(b)
+  local id = lua_name(N.node.outputs[1] .. "_rem")
+  line(string.format("%s%s - %s * %s  -- Mod: the remainder of truncating division", C.assign(id), sa, trunc_div(sa, sb), sb))
+  local r = bind(id)
+  -- unsigned: nothing to correct; signed: |r| < |b| <= 2^15, so r * b cannot wrap
+  if f == 1 or not C.carried[a.odt].signed then out(1, r, shape, "i32") return end
+  out(1, string.format("kiln.where((%s * %s):lt(0), %s + %s, %s)", r, sb, r, sb, r), shape, "i32")
+end)
+
+-- BitShift of uint8/uint16: x * 2^y (wrapped to the width by onnx.lua) or trunc(x / 2^y),
+-- with 2^y from a table of exact powers (y clamped to the width: x * 2^bits wraps to 0,
+-- and x / 2^bits truncates to 0, as any larger shift does). uint32/uint64 are refused:
+-- their values need not be exact in float32.
+op("BitShift", "direction", function()
+  local x, y = need_input(1, "X"), need_input(2, "Y")
+  local d = attr("direction", "s", nil)
+  if d ~= "LEFT" and d ~= "RIGHT" then fail("%s: direction must be \"LEFT\" or \"RIGHT\"", who()) end
+  if not small_int(x) or not small_int(y) then
+    fail("%s: BitShift of %s is not supported (only of uint8 and uint16)", who(),
+      x.odt and C.onnx_dtype_names[x.odt] or x.dt)
+  end
+  local bits = C.carried[x.odt].bits
+  local pows = {}
+  for i = 0, bits do pows[#pows + 1] = tostring(1 << i) end
+  local p = string.format("kiln.gather(kiln.constant({%s}, {%d}, \"i32\"), kiln.min(%s, %d), 0)", table.concat(pows, ", "),
+    bits + 1, ref(y), bits)
+  local shape = bcast(x.shape, y.shape, who())
+  if d == "LEFT" then out(1, string.format("%s * %s", ref(x), p), shape, "i32")
+  else out(1, trunc_div(ref(x), p), shape, "i32") end
 end)
 
 local cmp = {Equal = "eq", Less = "lt", LessOrEqual = "le", Greater = "gt", GreaterOrEqual = "ge"}
@@ -428,7 +485,9 @@ end)
 
 op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel_shape pads storage_order strides", function()
   local x = need_input(1, "X")
-  need_dt(x, "f32", "input X")
+  -- a max of 8-bit integers, pooled as float32 (which holds each exactly) and cast back
+  local small_int = N.node.op == "MaxPool" and x.odt and (x.odt == 2 or x.odt == 3)
+  if not small_int then need_dt(x, "f32", "input X") end
   only_outputs(1)
   local r = #x.shape - 2
   if r ~= 1 and r ~= 2 then fail("%s: %d-D pooling is not supported (1-D and 2-D are)", who(), r) end
@@ -462,6 +521,7 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
   local k2, s2 = two(k, r, 1), two(s, r, 1)
   local p4 = r == 1 and {0, pb[1], 0, pe[1]} or {pb[1], pb[2], pe[1], pe[2]}
   local xs = ref(x)
+  if small_int then xs = string.format("kiln.cast(%s, \"f32\")", xs) end
   if r == 1 then xs = xs .. ":unsqueeze(2)" end
   -- Kiln's pools pad at most half the kernel; wider padding is an explicit pad first
   -- (with -inf for max, where padding never wins; with 0 when the average counts it).
@@ -490,6 +550,7 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
     e = string.format("kiln.%s(%s, {%s})", avg and "avgpool2d" or "maxpool2d", xs, table.concat(o, ", "))
   end
   if r == 1 then e = e .. ":squeeze(2)" end
+  if small_int then out(1, string.format("kiln.cast(%s, \"i32\")", e), shape, "i32") return end
   out(1, e, shape, "f32")
 end)
 

@@ -113,11 +113,23 @@ def read_pb(path):
     return numpy_helper.to_array(t)
 
 
+def widen(a, elem_type):
+    """An array of the model's dtype elem_type as numpy gives it, widened exactly: ONNX
+    1.12's test data store bfloat16 as the uint16 of its bits; float16 -> float32."""
+    if elem_type == TensorProto.BFLOAT16 and a.dtype == np.uint16:
+        return (a.astype(np.uint32) << 16).view(np.float32)
+    if a.dtype == np.float16:
+        return a.astype(np.float32)
+    return a
+
+
 def to_kiln(a):
-    """An ONNX test array as Kiln takes it (int64 -> int32 when it fits), or None."""
+    """An ONNX test array as Kiln takes it, or None: int64 and the narrow and unsigned
+    integers as int32 when every value fits (the importer's note on the input says so),
+    float16/bfloat16 as float32 (widen)."""
     if a.dtype == np.float32 or a.dtype == np.bool_ or a.dtype == np.int32:
         return a
-    if a.dtype == np.int64 and (a.size == 0 or (a.min() >= -2**31 and a.max() < 2**31)):
+    if a.dtype.kind in "iu" and (a.size == 0 or (int(a.min()) >= -2**31 and int(a.max()) < 2**31)):
         return a.astype(np.int32)
     return None
 
@@ -144,7 +156,9 @@ def load_case(c):
     c.ops = [n.op_type for n in m.graph.node]
     inits = {t.name for t in m.graph.initializer}
     c.inputs = [i.name for i in m.graph.input if i.name not in inits]
+    c.in_types = [i.type.tensor_type.elem_type for i in m.graph.input if i.name not in inits]
     c.outputs = [o.name for o in m.graph.output]
+    c.out_types = [o.type.tensor_type.elem_type for o in m.graph.output]
     for d in sorted(os.listdir(c.path)):
         if not d.startswith("test_data_set_"):
             continue
@@ -198,7 +212,7 @@ def run_interp(c, kbin):
     for s, (ins, outs) in enumerate(c.sets):
         args = [kbin, "run", c.script, "--limit", "1", "--save", os.path.join(c.dir, f"interp{s}")]
         for k, i in enumerate(c.live):
-            a = to_kiln(read_pb(ins[i]))
+            a = to_kiln(widen(read_pb(ins[i]), c.in_types[i]))
             if a is None:
                 return c.done("UNSUPPORTED", f"input {c.inputs[i]}: dtype {read_pb(ins[i]).dtype} or values outside int32")
             np.save(os.path.join(c.dir, f"in{s}_{k}.npy"), a)
@@ -209,7 +223,7 @@ def run_interp(c, kbin):
             return c.done("FAIL", f"kiln run exited {rc}: {err[-300:]}")
         kind = tol_kind(c.ops)
         for k, o in enumerate(outs):
-            ref = read_pb(o)
+            ref = widen(read_pb(o), c.out_types[k])
             got = np.load(os.path.join(c.dir, f"interp{s}", c.out_names[k] + ".npy"))
             compare.worst = c.worst
             why = compare(got, ref, kind)
@@ -308,7 +322,7 @@ def run_c_batch(batch, work, cc, bi):
                 continue
             kind = tol_kind(c.ops)
             for k, o in enumerate(c.sets[s][1]):
-                ref = read_pb(o)
+                ref = widen(read_pb(o), c.out_types[k])
                 interp = np.load(os.path.join(c.dir, f"interp{s}", c.out_names[k] + ".npy"))
                 got = np.fromfile(os.path.join(c.dir, f"c{s}_{k}.bin"), dtype=interp.dtype).reshape(interp.shape)
                 compare.worst = c.worst
