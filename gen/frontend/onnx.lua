@@ -358,7 +358,8 @@ for names, class in pairs({
   ["Identity Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements GatherND Expand Tile " ..
    "Max Min Clip Where Pad ReduceMax ReduceMin Trilu Dropout Compress DepthToSpace SpaceToDepth MaxPool TopK"] = "keep",
   ["Add Sub Mul Neg Abs Sum Div Mod BitShift"] = "wrap",
-  ["Equal Less LessOrEqual Greater GreaterOrEqual ArgMax ArgMin Shape Size Pow"] = "arg",
+  ["Equal Less LessOrEqual Greater GreaterOrEqual ArgMax ArgMin Shape Size Pow DequantizeLinear QuantizeLinear " ..
+   "MatMulInteger ConvInteger QLinearMatMul QLinearConv"] = "arg",
 }) do
   for name in names:gmatch("%S+") do carried_ops[name] = class end
 end
@@ -406,7 +407,7 @@ local function carried_policy(node)
     end
     class = tc and tc.bits and tc.bits <= 16 and src ~= target and "wrap" or "cast"
     dc = tc
-  elseif dc and class ~= "keep" and class ~= "wrap" or not dc and not class then
+  elseif not class then
     fail("%s: %s tensors are not supported by Kiln's translation of %s", who(), onnx_dtype_names[any], op)
   elseif dc and class == "wrap" and (dc.half or dc.bits > 16) then
     fail("%s: %s arithmetic is not supported (%s)", who(), onnx_dtype_names[data.odt],

@@ -450,9 +450,10 @@ end
 -- The {..} options of conv2d/pools for 1 or 2 spatial dims (1-D: height 1).
 local function two(v, r, fill) if r == 1 then return {fill, v[1]} end return v end
 
-op("Conv", "auto_pad dilations group kernel_shape pads strides", function()
-  local x, w, b = need_input(1, "X"), need_input(2, "W"), input(3)
-  need_dt(x, "f32", "input X")
+-- Contract: the expression and shape of the current Conv-like node's convolution of x by
+-- w (+ bias b), its attributes read here; xs, ws: the operands' Lua expressions (ref(x),
+-- ref(w) unless given).
+local function conv(x, w, b, xs, ws)
   local r = #x.shape - 2
   if r ~= 1 and r ~= 2 then fail("%s: %d-D convolution is not supported (1-D and 2-D are)", who(), r) end
   local k = list_or("kernel_shape", r, nil)
@@ -475,12 +476,171 @@ op("Conv", "auto_pad dilations group kernel_shape pads strides", function()
   if p4[1] ~= 0 or p4[2] ~= 0 or p4[3] ~= 0 or p4[4] ~= 0 then o[#o + 1] = "padding = " .. ints_lua(p4) end
   if d2[1] ~= 1 or d2[2] ~= 1 then o[#o + 1] = "dilation = " .. ints_lua(d2) end
   if g ~= 1 then o[#o + 1] = "groups = " .. g end
-  local xs, ws = ref(x), ref(w)
+  xs, ws = xs or ref(x), ws or ref(w)
   if r == 1 then xs, ws = xs .. ":unsqueeze(2)", ws .. ":unsqueeze(2)" end
   local e = string.format("kiln.conv2d(%s, %s%s%s)", xs, ws, b and (", " .. ref(b)) or "",
     #o > 0 and (", {" .. table.concat(o, ", ") .. "}") or "")
   if r == 1 then e = e .. ":squeeze(2)" end
+  return e, shape
+end
+
+op("Conv", "auto_pad dilations group kernel_shape pads strides", function()
+  local x, w, b = need_input(1, "X"), need_input(2, "W"), input(3)
+  need_dt(x, "f32", "input X")
+  local e, shape = conv(x, w, b)
   out(1, e, shape, "f32")
+end)
+
+-- ---- quantization ----
+-- ONNX's 8-bit quantized values arrive as int32 (onnx.lua carries them). Integer products
+-- (MatMulInteger, ConvInteger and the QLinear ops' accumulations) are computed in float32,
+-- exactly: every term (a - a_zero) * (b - b_zero) is at most 255 * 255 in magnitude, so
+-- with K terms per sum every partial sum is an integer below 2^24 when K <= 258 — which
+-- the importer checks from the static shapes, refusing a longer sum.
+
+local function need_int8(v, what)
+  if not v or not v.odt or (v.odt ~= 2 and v.odt ~= 3) then
+    fail("%s: %s must be uint8 or int8 (%s)", who(), what, v and (v.odt and C.onnx_dtype_names[v.odt] or v.dt) or "absent")
+  end
+end
+
+-- v (a scalar or a 1-D tensor of per-slice values) as float32, shaped to broadcast along
+-- dim axis of a rank-r tensor (axis as ONNX gives it, checked only when it matters).
+local function per_axis(v, axis, r)
+  local e = v.dt == "f32" and arg(v) or string.format("kiln.cast(%s, \"f32\")", ref(v))
+  if #v.shape == 0 or (#v.shape == 1 and v.shape[1] == 1) then return e end
+  if #v.shape ~= 1 then fail("%s: a scale or zero point must be a scalar or 1-D", who()) end
+  axis = axis_of(axis, r, who())
+  local s = {}
+  for i = 1, r do s[i] = i == axis + 1 and v.shape[1] or 1 end
+  return string.format("%s:reshape(%s)", e, shape_lua(s))
+end
+
+local function exact_sum(k)
+  if k > 258 then
+    fail("%s: sums of %d products of 8-bit integers are not supported (Kiln computes them in float32, exact up to 258)", who(), k)
+  end
+end
+
+-- Defines output i as an 8-bit integer of ONNX dtype code (uint8 unless int8), from the
+-- float32 expression e: rounded half to even and saturated, as QuantizeLinear does.
+local function out_quantized(i, e, shape, code)
+  local lo, hi = code == 3 and -128 or 0, code == 3 and 127 or 255
+  out(i, string.format("kiln.cast(kiln.clamp(kiln.round(%s), %d, %d), \"i32\")", e, lo, hi), shape, "i32")
+  if vals[N.node.outputs[i]] then vals[N.node.outputs[i]].odt = code end
+end
+
+op("DequantizeLinear", "axis", function()
+  local x, s, z = need_input(1, "x"), need_input(2, "x_scale"), input(3)
+  need_dt(s, "f32", "x_scale")
+  if x.dt ~= "i32" then fail("%s: x must be an integer tensor", who()) end
+  local axis = attr("axis", "i", 1)
+  local xs = string.format("kiln.cast(%s, \"f32\")", ref(x))
+  if z then xs = string.format("(%s - %s)", xs, per_axis(z, axis, #x.shape)) end
+  out(1, string.format("%s * %s", xs, per_axis(s, axis, #x.shape)), x.shape, "f32")
+end)
+
+op("QuantizeLinear", "axis", function()
+  local x, s, z = need_input(1, "x"), need_input(2, "y_scale"), input(3)
+  need_dt(x, "f32", "x")
+  need_dt(s, "f32", "y_scale")
+  if z then need_int8(z, "y_zero_point") end
+  local axis = attr("axis", "i", 1)
+  local e = string.format("kiln.round(%s / %s)", ref(x), per_axis(s, axis, #x.shape))
+  if z then e = string.format("%s + %s", e, per_axis(z, axis, #x.shape)) end
+  out_quantized(1, e, x.shape, z and z.odt or 2)
+end)
+
+op("DynamicQuantizeLinear", "", function()
+  local x = need_input(1, "x")
+  need_dt(x, "f32", "x")
+  local all = {}
+  for i = 1, #x.shape do all[i] = i - 1 end
+  local base = lua_name(N.node.outputs[1] .. "_range")
+  -- the range of x widened to hold 0, over 255 steps; the zero point is where 0 falls
+  line(string.format("%skiln.max(kiln.amax(%s, %s), 0) - kiln.min(kiln.amin(%s, %s), 0)  -- DynamicQuantizeLinear", C.assign(base),
+    ref(x), ints_lua(all), ref(x), ints_lua(all)))
+  local scale = string.format("(%s / 255)", bind(base))
+  out(2, scale, {}, "f32")
+  local sref = vals[N.node.outputs[2]] and vals[N.node.outputs[2]].ref or scale
+  local zp = string.format("kiln.clamp(kiln.round(-kiln.min(kiln.amin(%s, %s), 0) / %s), 0, 255)", ref(x), ints_lua(all), sref)
+  out_quantized(3, zp, {}, 2)
+  out_quantized(1, string.format("kiln.round(%s / %s) + %s", ref(x), sref, zp), x.shape, 2)
+end)
+
+op("MatMulInteger", "", function()
+  local a, b, az, bz = need_input(1, "A"), need_input(2, "B"), input(3), input(4)
+  need_int8(a, "A")
+  need_int8(b, "B")
+  local shape = matmul_shape(a.shape, b.shape)
+  exact_sum(a.shape[#a.shape])
+  local as = string.format("kiln.cast(%s, \"f32\")", ref(a))
+  local bs = string.format("kiln.cast(%s, \"f32\")", ref(b))
+  -- a_zero_point: per row of A (its dim -2); b_zero_point: per column of B (its last dim)
+  if az then as = string.format("(%s - %s)", as, per_axis(az, -2, #a.shape)) end
+  if bz then bs = string.format("(%s - %s)", bs, per_axis(bz, -1, #b.shape)) end
+  out(1, string.format("kiln.cast(kiln.matmul(%s, %s), \"i32\")", as, bs), shape, "i32")
+end)
+
+-- QLinearMatMul: the exact integer product (as MatMulInteger) times a_scale * b_scale /
+-- y_scale in float32, requantized to y_zero_point's type (as ONNX Runtime computes it).
+op("QLinearMatMul", "", function()
+  local a, as_, az = need_input(1, "a"), need_input(2, "a_scale"), need_input(3, "a_zero_point")
+  local b, bs_, bz = need_input(4, "b"), need_input(5, "b_scale"), need_input(6, "b_zero_point")
+  local ys, yz = need_input(7, "y_scale"), need_input(8, "y_zero_point")
+  need_int8(a, "a")
+  need_int8(b, "b")
+  need_int8(yz, "y_zero_point")
+  local shape = matmul_shape(a.shape, b.shape)
+  exact_sum(a.shape[#a.shape])
+  local ae = string.format("(kiln.cast(%s, \"f32\") - %s)", ref(a), per_axis(az, -2, #a.shape))
+  local be = string.format("(kiln.cast(%s, \"f32\") - %s)", ref(b), per_axis(bz, -1, #b.shape))
+  local scale = string.format("(%s * %s / %s)", per_axis(as_, -2, #a.shape), per_axis(bs_, -1, #b.shape), per_axis(ys, 0, 1))
+  out_quantized(1, string.format("kiln.matmul(%s, %s) * %s + %s", ae, be, scale, per_axis(yz, 0, 1)), shape, yz.odt)
+end)
+
+op("ConvInteger", "auto_pad dilations group kernel_shape pads strides", function()
+  local x, w, xz, wz = need_input(1, "x"), need_input(2, "w"), input(3), input(4)
+  need_int8(x, "x")
+  need_int8(w, "w")
+  local k = 1
+  for i = 2, #w.shape do k = k * w.shape[i] end
+  exact_sum(k)
+  -- padding adds zeros to x - x_zero_point, as ONNX pads with the zero point
+  local xs = string.format("kiln.cast(%s, \"f32\")", ref(x))
+  local ws = string.format("kiln.cast(%s, \"f32\")", ref(w))
+  if xz then xs = string.format("(%s - %s)", xs, per_axis(xz, 1, #x.shape)) end
+  if wz then ws = string.format("(%s - %s)", ws, per_axis(wz, 0, #w.shape)) end
+  local e, shape = conv(x, w, nil, xs, ws)
+  out(1, string.format("kiln.cast(%s, \"i32\")", e), shape, "i32")
+end)
+
+-- QLinearConv: ConvInteger's exact sum (+ the int32 bias, while the total stays below 2^24) times
+-- x_scale * w_scale / y_scale, requantized as QLinearMatMul.
+op("QLinearConv", "auto_pad dilations group kernel_shape pads strides", function()
+  local x, xs_, xz = need_input(1, "x"), need_input(2, "x_scale"), need_input(3, "x_zero_point")
+  local w, ws_, wz = need_input(4, "w"), need_input(5, "w_scale"), need_input(6, "w_zero_point")
+  local ys, yz, b = need_input(7, "y_scale"), need_input(8, "y_zero_point"), input(9)
+  need_int8(x, "x")
+  need_int8(w, "w")
+  need_int8(yz, "y_zero_point")
+  local k = 1
+  for i = 2, #w.shape do k = k * w.shape[i] end
+  exact_sum(k)
+  local xe = string.format("(kiln.cast(%s, \"f32\") - %s)", ref(x), per_axis(xz, 1, #x.shape))
+  local we = string.format("(kiln.cast(%s, \"f32\") - %s)", ref(w), per_axis(wz, 0, #w.shape))
+  local e, shape = conv(x, w, nil, xe, we)
+  if b then
+    if not b.k then fail("%s: the bias B must be known at import time", who()) end
+    for _, v in ipairs(b.k) do   -- the biased sum stays an integer float32 holds exactly
+      if k * 255 * 255 + math.abs(v) > 1 << 24 then
+        fail("%s: a bias of %d is not supported (the sum would pass 2^24, float32's exact integers)", who(), v)
+      end
+    end
+    e = string.format("%s + %s", e, per_axis(b, 1, #shape))
+  end
+  local scale = string.format("(%s * %s / %s)", per_axis(xs_, 0, 1), per_axis(ws_, 1, #shape), per_axis(ys, 0, 1))
+  out_quantized(1, string.format("(%s) * %s + %s", e, scale, per_axis(yz, 0, 1)), shape, yz.odt)
 end)
 
 op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel_shape pads storage_order strides", function()
