@@ -441,8 +441,13 @@ local function translate_node(node, index)
   N.node, N.seen = node, {}
   local label = node.name ~= "" and node.name or (node.outputs[1] or ("#" .. index))
   N.who = string.format("node '%s' (%s)", label:gsub("%c", "?"), node.op)
-  if node.domain ~= "" and node.domain ~= "ai.onnx" then
+  local training = node.domain == "ai.onnx.preview.training" and (node.op == "Adagrad" or node.op == "Adam" or
+    node.op == "Momentum")
+  if node.domain ~= "" and node.domain ~= "ai.onnx" and not training then
     fail("node '%s': op '%s' of domain '%s' is not supported (only the default ONNX domain is)", label, node.op, node.domain)
+  end
+  if opset == 0 and not training then
+    fail("node '%s': op '%s' of the default domain, which the model does not import", label, node.op)
   end
   local h = H[node.op]
   if not h then fail("node '%s': unsupported op '%s'", label, node.op) end
@@ -558,8 +563,8 @@ end
 
 local function main()
   local header = {
-    string.format("-- %s.lua: imported by `kiln import` from %s (ONNX opset %d): one line per ONNX node,", opts.name,
-      opts.file:gsub("%c", "?"), opset),
+    string.format("-- %s.lua: imported by `kiln import` from %s (%s): one line per ONNX node,", opts.name,
+      opts.file:gsub("%c", "?"), opset == 0 and "ONNX training ops, opset 1" or "ONNX opset " .. opset),
     "-- the ONNX op type in the comment. Build it with `kiln build` like any model script.",
     "local kiln = require \"kiln\"",
   }

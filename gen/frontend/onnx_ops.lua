@@ -330,7 +330,11 @@ op("Dropout", "ratio seed is_test", function()
   local training = input(3)
   if training then
     local k = const_input(3, "training_mode")
-    if k[1] ~= 0 then fail("%s: training_mode is true: Kiln compiles inference only", who()) end
+    -- training with ratio 0 drops nothing: the identity, deterministic like inference
+    local ratio = k[1] ~= 0 and input(2) and const_input(2, "ratio")
+    if k[1] ~= 0 and not (ratio and ratio[1] == 0) then
+      fail("%s: training_mode is true with a ratio above 0 (random): Kiln compiles inference only", who())
+    end
   end
   out(1, ref(x), x.shape, x.dt)
   if N.node.outputs[2] and N.node.outputs[2] ~= "" then   -- the mask: all kept at inference
@@ -729,9 +733,31 @@ op("BatchNormalization", "epsilon momentum spatial training_mode", function()
   local x = need_input(1, "X")
   local sc, b, mean, var = need_input(2, "scale"), need_input(3, "B"), need_input(4, "mean"), need_input(5, "var")
   need_dt(x, "f32", "input X")
-  attr("momentum", "f", 0.9)
+  local momentum = num(attr("momentum", "f", 0.9), "f32")
   if attr("spatial", "i", 1) ~= 1 then fail("%s: spatial = 0 is not supported", who()) end
-  if attr("training_mode", "i", 0) ~= 0 then fail("%s: training_mode = 1: Kiln compiles inference only", who()) end
+  if attr("training_mode", "i", 0) ~= 0 then
+    -- a training step: normalised by the batch's own statistics (over every dim but the
+    -- channels, the variance without Bessel's correction), and the running statistics
+    -- moved toward them by 1 - momentum. Deterministic, so it compiles like any op.
+    if #x.shape < 2 then fail("%s: X needs a channel dim", who()) end
+    local dims, cshape = {}, {}
+    for d = 1, #x.shape do
+      if d ~= 2 then dims[#dims + 1] = d - 1 end
+      cshape[d] = d == 2 and x.shape[2] or 1
+    end
+    local m, v = lua_name(N.node.outputs[1] .. "_batch_mean"), lua_name(N.node.outputs[1] .. "_batch_var")
+    line(string.format("%skiln.mean(%s, %s, true)  -- BatchNormalization: the batch mean per channel", C.assign(m), ref(x),
+      ints_lua(dims)))
+    line(string.format("%skiln.mean((%s - %s) * (%s - %s), %s, true)  -- BatchNormalization: the batch variance",
+      C.assign(v), ref(x), bind(m), ref(x), bind(m), ints_lua(dims)))
+    local eps = num(attr("epsilon", "f", 1e-5), "f32")
+    out(1, string.format("(%s - %s) / kiln.sqrt(%s + %s) * %s:reshape(%s) + %s:reshape(%s)", ref(x), bind(m), bind(v), eps,
+      ref(sc), shape_lua(cshape), ref(b), shape_lua(cshape)), x.shape, "f32")
+    local c = {x.shape[2]}
+    out(2, string.format("%s * %s + %s:reshape(%s) * (1 - %s)", ref(mean), momentum, bind(m), shape_lua(c), momentum), c, "f32")
+    out(3, string.format("%s * %s + %s:reshape(%s) * (1 - %s)", ref(var), momentum, bind(v), shape_lua(c), momentum), c, "f32")
+    return
+  end
   only_outputs(1)
   out(1, string.format("kiln.batchnorm(%s, %s, %s, %s, %s, {eps = %s})", ref(x), ref(mean), ref(var), ref(sc), ref(b),
     num(attr("epsilon", "f", 1e-5), "f32")), x.shape, "f32")
@@ -1610,3 +1636,80 @@ for _, name in ipairs({"If", "Loop", "Scan"}) do
     fail("%s: control flow (%s with a subgraph) is not supported: Kiln compiles static graphs", who(), name)
   end}
 end
+
+-- ---- ai.onnx.preview.training: one optimizer step, as ONNX defines it ----
+-- Inputs R (learning rate), T (the iteration count), then the tensors X..., their
+-- gradients G... and their states (H..., V...), n of each; outputs the new X... then the
+-- new states. norm_coefficient adds L2 regularisation to each gradient.
+
+local function optimizer_inputs(nstate)
+  local nin = #N.node.inputs - 2
+  if nin < 1 or nin % (2 + nstate) ~= 0 then fail("%s: %d inputs do not make R, T and groups of %d", who(), nin + 2, 2 + nstate) end
+  local r, t = need_input(1, "R"), need_input(2, "T")
+  need_dt(r, "f32", "R")
+  need_dt(t, "i32", "T")
+  return nin // (2 + nstate), ref(r), ref(t)
+end
+
+op("Adagrad", "decay_factor epsilon norm_coefficient", function()
+  local n, r, t = optimizer_inputs(1)
+  local decay, eps = num(attr("decay_factor", "f", 0.0), "f32"), num(attr("epsilon", "f", 0.0), "f32")
+  local norm = num(attr("norm_coefficient", "f", 0.0), "f32")
+  local rate = lua_name("adagrad_rate")
+  line(string.format("%s%s / (kiln.cast(%s, \"f32\") * %s + 1)  -- Adagrad: the decayed learning rate", C.assign(rate), r, t, decay))
+  for i = 1, n do
+    local x, g, h = need_input(2 + i, "X"), need_input(2 + n + i, "G"), need_input(2 + 2 * n + i, "H")
+    local gr = lua_name(N.node.outputs[i] .. "_grad")
+    line(string.format("%s%s * %s + %s  -- Adagrad: the regularised gradient", C.assign(gr), norm, ref(x), ref(g)))
+    out(n + i, string.format("%s + %s * %s", ref(h), bind(gr), bind(gr)), x.shape, "f32")
+    local hn = vals[N.node.outputs[n + i]] and vals[N.node.outputs[n + i]].ref or
+      string.format("(%s + %s * %s)", ref(h), bind(gr), bind(gr))
+    out(i, string.format("%s - %s * %s / (kiln.sqrt(%s) + %s)", ref(x), bind(rate), bind(gr), hn, eps), x.shape, "f32")
+  end
+end)
+
+op("Momentum", "alpha beta mode norm_coefficient", function()
+  local n, r, t = optimizer_inputs(1)
+  local alpha, beta = num(attr("alpha", "f", 0.0), "f32"), num(attr("beta", "f", 0.0), "f32")
+  local norm = num(attr("norm_coefficient", "f", 0.0), "f32")
+  local mode = attr("mode", "s", "standard")
+  if mode ~= "standard" and mode ~= "nesterov" then fail("%s: mode \"%s\" is not supported", who(), mode) end
+  -- the first step (T = 0) takes the whole gradient: beta is 1 there
+  local b = lua_name("momentum_beta")
+  line(string.format("%skiln.where(kiln.gt(%s, 0), %s, 1)  -- Momentum: beta, 1 on the first step", C.assign(b), t, beta))
+  for i = 1, n do
+    local x, g, v = need_input(2 + i, "X"), need_input(2 + n + i, "G"), need_input(2 + 2 * n + i, "V")
+    local gr = lua_name(N.node.outputs[i] .. "_grad")
+    line(string.format("%s%s * %s + %s  -- Momentum: the regularised gradient", C.assign(gr), norm, ref(x), ref(g)))
+    local vn = string.format("%s * %s + %s * %s", alpha, ref(v), bind(b), bind(gr))
+    out(n + i, vn, x.shape, "f32")
+    vn = vals[N.node.outputs[n + i]] and vals[N.node.outputs[n + i]].ref or "(" .. vn .. ")"
+    if mode == "standard" then out(i, string.format("%s - %s * %s", ref(x), r, vn), x.shape, "f32")
+    else out(i, string.format("%s - %s * (%s + %s * %s)", ref(x), r, bind(gr), alpha, vn), x.shape, "f32") end
+  end
+end)
+
+op("Adam", "alpha beta epsilon norm_coefficient norm_coefficient_post", function()
+  local n, r, t = optimizer_inputs(2)
+  local alpha, beta = attr("alpha", "f", 0.9), attr("beta", "f", 0.999)
+  local eps, norm = num(attr("epsilon", "f", 0.0), "f32"), num(attr("norm_coefficient", "f", 0.0), "f32")
+  local post = attr("norm_coefficient_post", "f", 0.0)
+  -- the bias-corrected rate from the second step on: R sqrt(1 - beta^T) / (1 - alpha^T)
+  local rate, tf = lua_name("adam_rate"), string.format("kiln.cast(%s, \"f32\")", t)
+  line(string.format("%skiln.where(kiln.gt(%s, 0), %s * kiln.sqrt(1 - kiln.pow(%s, %s)) / (1 - kiln.pow(%s, %s)), %s)  -- Adam",
+    C.assign(rate), t, r, num(beta, "f32"), tf, num(alpha, "f32"), tf, r))
+  for i = 1, n do
+    local x, g = need_input(2 + i, "X"), need_input(2 + n + i, "G")
+    local v, h = need_input(2 + 2 * n + i, "V"), need_input(2 + 3 * n + i, "H")
+    local gr = lua_name(N.node.outputs[i] .. "_grad")
+    line(string.format("%s%s * %s + %s  -- Adam: the regularised gradient", C.assign(gr), norm, ref(x), ref(g)))
+    out(n + i, string.format("%s * %s + %s * %s", num(alpha, "f32"), ref(v), num(1 - alpha, "f32"), bind(gr)), x.shape, "f32")
+    out(2 * n + i, string.format("%s * %s + %s * %s * %s", num(beta, "f32"), ref(h), num(1 - beta, "f32"), bind(gr), bind(gr)),
+      x.shape, "f32")
+    local vn, hn = vals[N.node.outputs[n + i]], vals[N.node.outputs[2 * n + i]]
+    if not vn or not hn then fail("%s: the new V and H outputs are needed", who()) end
+    local e = string.format("%s - %s * %s / (kiln.sqrt(%s) + %s)", ref(x), bind(rate), vn.ref, hn.ref, eps)
+    if post ~= 0 then e = string.format("(%s) * %s", e, num(1 - post, "f32")) end
+    out(i, e, x.shape, "f32")
+  end
+end)

@@ -286,7 +286,8 @@ static void push_value_info(lua_State *L, const OnnxModel *m, const Onnx__ValueI
   }
 }
 
-/* The default domain's opset version (1..17, checked), or a user error. */
+/* The default domain's opset version (1..17, checked; 0 when the model imports only
+ * ai.onnx.preview.training 1), or a user error. */
 static int64_t default_opset(const OnnxModel *m) {
   const Onnx__ModelProto *mp = m->proto;
   for (size_t i = 0; i < mp->n_opset_import; i++) {
@@ -299,6 +300,12 @@ static int64_t default_opset(const OnnxModel *m) {
                    (long long)o->version);
       return o->version;
     }
+  }
+  /* a model of only ONNX's training ops (Adagrad, Adam, Momentum) needs no default
+   * domain: 0, and the translator refuses any default-domain node in it */
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+    if (o->domain && strcmp(o->domain, "ai.onnx.preview.training") == 0 && o->version == 1) return 0;
   }
   onnx_fail(m, "%s: the model imports no opset of the default ONNX domain: other domains are not supported", m->file);
 }
