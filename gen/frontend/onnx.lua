@@ -329,7 +329,7 @@ end
 -- op of constants at import time. onnx_ops.lua fills both from the helpers below.
 
 local H, fold = {}, {}
-local register_ops, register_shape_ops = select(3, ...)
+local register_ops, register_shape_ops, register_quant_ops = select(3, ...)
 local ctx = {
   H = H, fold = fold, N = N, vals = vals, opset = opset, fail = fail, who = who, input = input,
   need_input = need_input, attr = attr, const_input = const_input, need_dt = need_dt, out = out,
@@ -341,6 +341,7 @@ local ctx = {
 }
 register_ops(ctx)
 register_shape_ops(ctx)
+register_quant_ops(ctx)
 
 -- ---- the graph ----
 

@@ -16,7 +16,11 @@ Kiln). Per case:
      batch (one compiler run for the batch, not one per case; -std=c11 -Wall -Wextra
      -Wpedantic -Werror, so a warning in generated code fails the batch), run on the
      same inputs.
-Prints PASS / FAIL / UNSUPPORTED lines, one per case, and with --results writes a TSV
+A case listed in DATA_ERRORS (its expected data contradict its own model) that fails is
+DATAERR, not FAIL: counted apart, and never a pass. float16/bfloat16 data are widened to
+float32 exactly (widen; ONNX 1.12 stores bfloat16 as uint16 bits), narrow and unsigned
+integers passed as int32 when every value fits (to_kiln).
+Prints PASS / FAIL / UNSUPPORTED / DATAERR lines, one per case, and with --results writes a TSV
 (case, ops, status, reason) for tests/onnx/table.py.
 
 Tolerances (|got - ref| <= bound, element by element; NaN where NaN is due): the reference
@@ -57,6 +61,15 @@ EXACT_OPS |= {"ScatterElements", "Scatter", "ScatterND", "Compress", "ReverseSeq
 UNSUPPORTED = re.compile(r"unsupported|not supported|Kiln has no|does not fit int32|must be known at import time|"
                          r"too large to import|Kiln compiles|Kiln's integers")
 BATCH = 64
+# Cases whose expected data contradict their own model, checked by hand: no correct
+# implementation passes them. They still run; a failure is reported as DATAERR (counted
+# apart, never as a pass), and a pass as a pass — then this entry is stale.
+DATA_ERRORS = {
+    "test_adam_multiple": "ONNX 1.12's expected outputs use epsilon 0.01; the node sets none and Adam's default is 1e-6 "
+                          "(X2_new = 0.6286528 is X - R V / (sqrt(H) + 0.01))",
+    "test_castlike_BFLOAT16_to_FLOAT": "the model declares input 'like' [3, 4]; the test data give it shape [1]",
+    "test_castlike_BFLOAT16_to_FLOAT_expanded": "the model declares input 'like' [3, 4]; the test data give it shape [1]",
+}
 
 
 def tol_kind(ops):
@@ -366,15 +379,18 @@ def main():
     for c in cases:
         if c.status is None and tol_kind(c.ops) == "model":
             c.why = f"max err/tol {c.worst:.3f}"
+        if c.status == "FAIL" and c.name in DATA_ERRORS:
+            c.status, c.why = "DATAERR", f"test data error: {DATA_ERRORS[c.name]} (Kiln: {c.why})"
         c.done("PASS", c.why)
         sep = " " if c.status == "PASS" else ": "
         line = f"{c.status} onnx/node/{c.name}" + (f"{sep}({c.why})" if c.why and c.status == "PASS" else
                                                    f"{sep}{c.why}" if c.why else "")
         print(line.replace("\n", " "))
         rows.append(f"{c.name}\t{' '.join(c.ops)}\t{c.status}\t{c.why}".replace("\n", " "))
-    n = {s: sum(c.status == s for c in cases) for s in ("PASS", "FAIL", "UNSUPPORTED")}
-    print(f"onnx node tests: {len(cases)} cases: {n['PASS']} pass, {n['FAIL']} fail, {n['UNSUPPORTED']} unsupported "
-          f"({100.0 * n['PASS'] / max(1, len(cases)):.1f}% pass)")
+    n = {s: sum(c.status == s for c in cases) for s in ("PASS", "FAIL", "UNSUPPORTED", "DATAERR")}
+    print(f"onnx node tests: {len(cases)} cases: {n['PASS']} pass, {n['FAIL']} fail, {n['UNSUPPORTED']} unsupported"
+          + (f", {n['DATAERR']} test-data errors" if n["DATAERR"] else "")
+          + f" ({100.0 * n['PASS'] / max(1, len(cases)):.1f}% pass)")
     if results:
         with open(results, "w") as f:
             f.write("\n".join(rows) + "\n")
