@@ -281,3 +281,87 @@ op("Adam", "alpha beta epsilon norm_coefficient norm_coefficient_post", function
     out(i, e, x.shape, "f32")
   end
 end)
+
+-- ---- text ----
+
+-- TfIdfVectorizer over integer tokens (pool_int64s): the count of every pool n-gram in
+-- each row of X (the last dim), n from min_gram_length to max_gram_length, its tokens
+-- skip apart for each skip 0..max_skip_count (a unigram is counted once), placed at
+-- ngram_indexes; IDF gives 1 for a present n-gram, and IDF and TFIDF scale by weights.
+-- Per n and skip, a tensor [..., L, P] of matches of the L windows against the P pool
+-- n-grams, multiplied over the n positions and summed over the windows; the counts of all
+-- pool entries are then placed by a 0/1 matrix (integer counts: float32 is exact).
+op("TfIdfVectorizer", "max_gram_length max_skip_count min_gram_length mode ngram_counts ngram_indexes pool_int64s " ..
+  "pool_strings weights", function()
+  local x = need_input(1, "X")
+  if x.dt ~= "i32" then fail("%s: X must be an integer tensor (string pools are not supported)", who()) end
+  if #x.shape < 1 or #x.shape > 2 then fail("%s: X must be [N] or [B, N]", who()) end
+  local lo, hi = attr("min_gram_length", "i", nil), attr("max_gram_length", "i", nil)
+  local skip = attr("max_skip_count", "i", 0)
+  local mode = attr("mode", "s", nil)
+  local counts, indexes = attr("ngram_counts", "ints", nil), attr("ngram_indexes", "ints", nil)
+  local pool, weights = attr("pool_int64s", "ints", nil), attr("weights", "floats", nil)
+  attr("pool_strings", "strings", nil)
+  if not pool then fail("%s: only pool_int64s (integer tokens) is supported", who()) end
+  for _, v in ipairs(pool) do
+    if v < -2147483648 or v > 2147483647 then fail("%s: pool token %d does not fit int32 (Kiln's integers are 32-bit)", who(), v) end
+  end
+  if not (lo and hi and counts and indexes) or lo < 1 or hi < lo or hi > #counts or skip < 0 then
+    fail("%s: needs min_gram_length <= max_gram_length <= #ngram_counts and ngram_indexes", who())
+  end
+  if mode ~= "TF" and mode ~= "IDF" and mode ~= "TFIDF" then fail("%s: mode must be TF, IDF or TFIDF", who()) end
+  local n_last = x.shape[#x.shape]
+  local width = 0
+  for _, v in ipairs(indexes) do width = math.max(width, v + 1) end
+  local parts, entry = {}, 0      -- counts per pool entry, in pool order; entry: pool entries so far
+  local place = {}                -- place[k] = the output index of pool entry k (1-based)
+  for n = 1, #counts do
+    local first, last = counts[n], (counts[n + 1] or #pool)
+    if last - first < 0 or (last - first) % n ~= 0 then fail("%s: ngram_counts does not cut pool_int64s into %d-grams", who(), n) end
+    local p = (last - first) // n
+    for k = 1, p do
+      entry = entry + 1
+      place[entry] = indexes[entry]
+      if not place[entry] then fail("%s: ngram_indexes has fewer entries than the pool", who()) end
+    end
+    if n >= lo and n <= hi and p > 0 then
+      local terms = {}
+      for s = 0, (n == 1 and 0 or skip) do
+        local l = n_last - (n - 1) * (s + 1)
+        if l >= 1 then
+          local prod = {}
+          for j = 0, n - 1 do
+            local toks = {}
+            for k = 0, p - 1 do toks[#toks + 1] = tostring(pool[first + k * n + j + 1]) end
+            prod[#prod + 1] = string.format("kiln.cast(kiln.eq(kiln.slice(%s, -1, %d, %d):unsqueeze(-1), kiln.constant({%s}, {%d}, \"i32\")), \"f32\")",
+              ref(x), j * (s + 1), j * (s + 1) + l, table.concat(toks, ", "), p)
+          end
+          terms[#terms + 1] = string.format("kiln.sum(%s, -2)", table.concat(prod, " * "))
+        end
+      end
+      if #terms > 0 then
+        local id = lua_name(string.format("%s_%dgrams", N.node.outputs[1], n))
+        line(string.format("%s%s  -- TfIdfVectorizer: %d-gram counts", C.assign(id), table.concat(terms, " + "), n))
+        parts[#parts + 1] = {ref = bind(id), from = entry - p, p = p}
+      end
+    end
+  end
+  local shape = C.copy(x.shape)
+  shape[#shape] = width
+  if #parts == 0 then out(1, string.format("kiln.full(%s, 0)", shape_lua(shape)), shape, "f32") return end
+  -- the 0/1 placement of the counted entries, scaled by their weights for IDF and TFIDF
+  local rows, refs = {}, {}
+  for _, part in ipairs(parts) do
+    refs[#refs + 1] = part.ref
+    for k = 1, part.p do
+      local e = part.from + k
+      for c = 0, width - 1 do
+        rows[#rows + 1] = num(c == place[e] and (mode == "TF" and 1 or (weights and weights[e] or 1)) or 0, "f32")
+      end
+    end
+  end
+  local cnt = #refs == 1 and refs[1] or string.format("kiln.concat({%s}, -1)", table.concat(refs, ", "))
+  if mode == "IDF" then cnt = string.format("kiln.cast(kiln.gt(%s, 0), \"f32\")", cnt) end
+  out(1, string.format("kiln.matmul(%s, kiln.constant({%s}, {%d, %d}))", cnt, table.concat(rows, ", "), #rows // width, width),
+    shape, "f32")
+end)
