@@ -26,7 +26,7 @@
 #include "ops.h"
 
 enum {
-  KILN_MAX_RANK = 6,   /* CoreML allows 5; its emitter checks that */
+  KILN_MAX_RANK = 8,   /* ONNX allows more, but 8 covers its tests; CoreML allows 5 (its emitter checks) */
   KILN_ALIGN = 64,     /* every arena/weights offset is a multiple of this */
   /* Elements per tensor: kernels spell shapes as int enum constants, Metal indexes with
    * 32-bit uint. (Byte offsets and region sizes are 64-bit: KILN_MAX_BYTES.) */

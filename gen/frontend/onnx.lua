@@ -536,7 +536,7 @@ local function declare_inputs()
           elseif d < 1 then fail("%s: dim %d is %d (Kiln has no empty tensors)", what, i - 1, d)
           else shape[i] = d end
         end
-        if #shape > 6 then fail("%s: rank %d is not supported (Kiln allows at most 6)", what, #shape) end
+        if #shape > 8 then fail("%s: rank %d is not supported (Kiln allows at most 8)", what, #shape) end
         local total = 1
         for _, d in ipairs(shape) do
           total = total * math.min(d, 1 << 31)

@@ -779,6 +779,22 @@ end)
 -- NegativeLogLikelihoodLoss on log-probabilities x [N, C, d...] and i32 targets [N, d...]:
 -- -x[n, t, d...] * w[t], summed, averaged by the weights taken, or kept per element;
 -- targets equal to ignore_index take weight 0 (and index 0, any valid one).
+-- The sum of all elements of e (a tensor of shape), in two stages when it is long: the
+-- generated C adds float32 in order, erring by up to K eps over K terms, so a loss over
+-- thousands of positions sums its trailing dims first and then those partial sums
+-- (about sqrt(K) terms each), near the pairwise sum numpy's reference takes.
+local function total(e, shape)
+  local n = numel(shape)
+  if #shape < 2 or n <= 1024 then return string.format("kiln.sum(%s)", e) end
+  local inner, dims = 1, {}
+  for d = #shape, 2, -1 do
+    if inner * shape[d] > math.sqrt(n) and #dims > 0 then break end
+    inner = inner * shape[d]
+    dims[#dims + 1] = d - 1
+  end
+  return string.format("kiln.sum(kiln.sum(%s, %s))", e, ints_lua(dims))
+end
+
 local function nll(xs, x, t, w, who_)
   local reduction = attr("reduction", "s", "mean")
   local ignore = attr("ignore_index", "i", nil)
@@ -795,9 +811,9 @@ local function nll(xs, x, t, w, who_)
   local loss = wt and string.format("-%s * %s", picked, wt) or ("-" .. picked)
   local shape = copy(t.shape)
   if reduction == "none" then return loss, shape end
-  if reduction == "sum" then return string.format("kiln.sum(%s)", loss), {} end
+  if reduction == "sum" then return total(loss, shape), {} end
   if reduction ~= "mean" then fail("%s: reduction %q is not supported", who_, reduction) end
-  if wt then return string.format("kiln.sum(%s) / kiln.sum(%s)", loss, wt), {} end
+  if wt then return string.format("%s / %s", total(loss, shape), total(wt, shape)), {} end
   return string.format("kiln.mean(%s)", loss), {}
 end
 
