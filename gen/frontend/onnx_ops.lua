@@ -461,26 +461,29 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
   -- a max of 8-bit integers, pooled as float32 (which holds each exactly) and cast back
   local small_int = N.node.op == "MaxPool" and x.odt and (x.odt == 2 or x.odt == 3)
   if not small_int then need_dt(x, "f32", "input X") end
-  only_outputs(1)
+  local indices = N.node.op == "MaxPool" and (N.node.outputs[2] or "") ~= ""
+  only_outputs(indices and 2 or 1)
   local r = #x.shape - 2
-  if r ~= 1 and r ~= 2 then fail("%s: %d-D pooling is not supported (1-D and 2-D are)", who(), r) end
+  if r < 1 then fail("%s: X needs a spatial dim", who()) end
   local k = attr("kernel_shape", "ints", nil)
   if not k or #k ~= r then fail("%s: needs kernel_shape with %d values", who(), r) end
   local s, d = list_or("strides", r, 1), list_or("dilations", r, 1)
-  for i = 1, r do if d[i] ~= 1 then fail("%s: dilations other than 1 are not supported", who()) end end
-  if attr("storage_order", "i", 0) ~= 0 then fail("%s: storage_order 1 is not supported", who()) end
+  local dilated = false
+  for i = 1, r do dilated = dilated or d[i] ~= 1 end
+  local col_major = attr("storage_order", "i", 0) ~= 0   -- only how Indices are numbered
   local ceil = attr("ceil_mode", "i", 0) ~= 0
   local pb, pe = spatial_pads(x.shape, k, s, d)
   local avg = N.node.op == "AveragePool"
   local count_pad = attr("count_include_pad", "i", 0) ~= 0
   local shape = {x.shape[1], x.shape[2]}
   for i = 1, r do
-    local span = x.shape[2 + i] + pb[i] + pe[i] - k[i]
+    local ke = (k[i] - 1) * d[i] + 1          -- the dilated kernel's extent
+    local span = x.shape[2 + i] + pb[i] + pe[i] - ke
     local o = span // s[i] + 1
     if ceil then
       o = -((-span) // s[i]) + 1
       if (o - 1) * s[i] >= x.shape[2 + i] + pb[i] then o = o - 1 end
-      local extra = (o - 1) * s[i] + k[i] - (x.shape[2 + i] + pb[i] + pe[i])
+      local extra = (o - 1) * s[i] + ke - (x.shape[2 + i] + pb[i] + pe[i])
       if extra > 0 then
         if avg and count_pad then
           fail("%s: ceil_mode with a partial last window and count_include_pad is not supported", who())
@@ -490,6 +493,12 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
     end
     if o < 1 then fail("%s: the kernel is larger than the padded input", who()) end
     shape[2 + i] = o
+  end
+  if r > 2 or dilated or indices then   -- Kiln's pools are 2-D and undilated: one slice per tap instead
+    local xs = small_int and string.format("kiln.cast(%s, \"f32\")", ref(x)) or ref(x)
+    C.pool_taps(x, xs, {k = k, s = s, d = d, pb = pb, pe = pe, shape = shape, avg = avg, count_pad = count_pad,
+      indices = indices, col_major = col_major, to_i32 = small_int})
+    return
   end
   local k2, s2 = two(k, r, 1), two(s, r, 1)
   local p4 = r == 1 and {0, pb[1], 0, pe[1]} or {pb[1], pb[2], pe[1], pe[2]}

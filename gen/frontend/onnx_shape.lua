@@ -600,3 +600,88 @@ op("ScatterND", "reduction", function()
   end
   out(1, scatter_out(data, updates, places, attr("reduction", "s", "none")), copy(data.shape), "f32")
 end)
+
+-- Contract: MaxPool or AveragePool (the current node) of any spatial rank and dilation,
+-- and MaxPool's Indices output, written as one strided slice of the padded input per
+-- kernel tap (xs: x's expression, as float32): the max of the taps (the first largest
+-- tap gives the index, a flat index into x (g.col_major: spatial dims column-major, as
+-- storage_order 1 numbers them), carried in float32: exact below
+-- 2^24), or their sum over the taps counted (all of them, or only those inside x when
+-- count_include_pad is 0, from the same taps of a padded mask of ones). g: the geometry
+-- the handler computed (k, s, d, pb, pe, output shape, avg, count_pad, indices, to_i32).
+function C.pool_taps(x, xs, g)
+  local r = #g.k
+  local pads, padded = {}, false
+  for i = r, 1, -1 do
+    pads[#pads + 1], pads[#pads + 2] = g.pb[i], g.pe[i]
+    padded = padded or g.pb[i] > 0 or g.pe[i] > 0
+  end
+  local out_name = N.node.outputs[1]
+  local function pad(e, value, what)
+    if not padded then return e end
+    local id = lua_name(out_name .. "_" .. what)
+    line(string.format("%skiln.pad(%s, %s, \"constant\", %s)  -- %s: padded for its taps", C.assign(id), e, ints_lua(pads),
+      value, N.node.op))
+    return bind(id)
+  end
+  -- the tap t (0-based per dim) of src: every output position's element at that tap
+  local function tap(src, t)
+    local e = src
+    for i = 1, r do
+      local start = t[i] * g.d[i]
+      e = string.format("kiln.slice(%s, %d, %d, %d, %d)", e, 1 + i, start, start + (g.shape[2 + i] - 1) * g.s[i] + 1, g.s[i])
+    end
+    return e
+  end
+  local taps, n = {}, 1
+  for i = 1, r do n = n * g.k[i] end
+  for j = 0, n - 1 do
+    local t, rem = {}, j
+    for i = r, 1, -1 do t[i] = rem % g.k[i]; rem = rem // g.k[i] end
+    taps[#taps + 1] = t
+  end
+  local src = pad(xs, g.avg and "0" or "-math.huge", "padded")
+  local acc = lua_name(out_name .. (g.avg and "_sum" or "_max"))
+  line(string.format("%s%s  -- %s: tap 1 of %d", C.assign(acc), tap(src, taps[1]), N.node.op, n))
+  local accr = bind(acc)
+  local idx, idxr
+  if g.indices then
+    if numel(x.shape) >= 1 << 24 then fail("%s: Indices of an input of %d elements are not supported (float32 holds them exactly below 2^24)", who(), numel(x.shape)) end
+    -- flat indices of x: row-major, or with storage_order 1 the spatial dims column-major
+    local ishape, perm = {x.shape[1], x.shape[2]}, {0, 1}
+    for i = 1, r do
+      ishape[2 + i] = g.col_major and x.shape[3 + r - i] or x.shape[2 + i]
+      perm[2 + i] = g.col_major and 2 + r - i or 1 + i
+    end
+    local ie = string.format("kiln.cast(kiln.arange(%d), \"f32\"):reshape(%s)", numel(x.shape), shape_lua(ishape))
+    if g.col_major then ie = string.format("kiln.permute(%s, %s)", ie, ints_lua(perm)) end
+    local isrc = pad(ie, "-1", "index")
+    idx = lua_name(N.node.outputs[2] .. "_at")
+    line(string.format("%s%s  -- MaxPool: the index of each tap 1", C.assign(idx), tap(isrc, taps[1])))
+    idxr = bind(idx)
+    for j = 2, n do
+      local v = tap(src, taps[j])
+      local take = lua_name(out_name .. "_larger")
+      line(string.format("%skiln.gt(%s, %s)  -- MaxPool: tap %d is larger", C.assign(take), v, accr, j))
+      line(string.format("%s = kiln.where(%s, %s, %s)", idxr, bind(take), tap(isrc, taps[j]), idxr))
+      line(string.format("%s = kiln.where(%s, %s, %s)", accr, bind(take), v, accr))
+    end
+  else
+    for j = 2, n do
+      line(string.format(g.avg and "%s = %s + %s" or "%s = kiln.max(%s, %s)", accr, accr, tap(src, taps[j])))
+    end
+  end
+  local e = accr
+  if g.avg then
+    if g.count_pad or not padded then e = string.format("%s / %d", accr, n)
+    else
+      local ones = pad(string.format("kiln.full(%s, 1)", shape_lua(x.shape)), "0", "inside")
+      local cnt = {}
+      for j = 1, n do cnt[j] = tap(ones, taps[j]) end
+      e = string.format("%s / (%s)", accr, table.concat(cnt, " + "))
+    end
+  end
+  if g.to_i32 then e = string.format("kiln.cast(%s, \"i32\")", e) end
+  out(1, e, g.shape, g.to_i32 and "i32" or "f32")
+  if g.indices then out(2, string.format("kiln.cast(%s, \"i32\")", idxr), C.copy(g.shape), "i32") end
+end
