@@ -45,6 +45,8 @@
   X(POW,        "pow",        2, 2, FAM_BINARY,  OPF_F32, "pow(x, y)", NULL, "x raised to y") \
   X(MAX,        "max",        2, 2, FAM_BINARY,  OPF_F32, "fmax(x, y)", "(x > y ? x : y)", "larger of x and y (a NaN loses to a number)") \
   X(MIN,        "min",        2, 2, FAM_BINARY,  OPF_F32, "fmin(x, y)", "(x < y ? x : y)", "smaller of x and y (a NaN loses to a number)") \
+  X(FMOD,       "fmod",       2, 2, FAM_BINARY,  OPF_F32, "fmod(x, y)", "(y == 0 ? 0 : i32(i64(x) % y))", "torch.fmod: x - trunc(x / y) * y, exactly; the sign of x (i32: 0 where y is 0)") \
+  X(REMAINDER,  "remainder",  2, 2, FAM_BINARY,  OPF_F32, "(fmod(x, y) != 0.0f && (fmod(x, y) < 0.0f) != (y < 0.0f) ? fmod(x, y) + y : fmod(x, y))", "(y == 0 ? 0 : i32((i64(x) % y + y) % y))", "torch.remainder, Python's %: x - floor(x / y) * y, the sign of y (i32: 0 where y is 0)") \
   X(EQ,         "eq",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x == y", "x == y", "x == y, bool result") \
   X(NE,         "ne",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x != y", "x != y", "x != y, bool result") \
   X(LT,         "lt",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x < y", "x < y",  "x < y, bool result") \

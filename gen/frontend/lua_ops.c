@@ -944,8 +944,8 @@ static int l_arange(lua_State *L) {
 
 static const struct { const char *name; OpKind op; } binary_ops[] = {
     {"add", OP_ADD}, {"sub", OP_SUB}, {"mul", OP_MUL}, {"div", OP_DIV}, {"pow", OP_POW},
-    {"max", OP_MAX}, {"min", OP_MIN}, {"maximum", OP_MAX}, {"minimum", OP_MIN},
-    {"eq", OP_EQ}, {"ne", OP_NE}, {"lt", OP_LT}, {"le", OP_LE}, {"gt", OP_GT}, {"ge", OP_GE}};
+    {"max", OP_MAX}, {"min", OP_MIN}, {"maximum", OP_MAX}, {"minimum", OP_MIN}, {"fmod", OP_FMOD},
+    {"remainder", OP_REMAINDER}, {"eq", OP_EQ}, {"ne", OP_NE}, {"lt", OP_LT}, {"le", OP_LE}, {"gt", OP_GT}, {"ge", OP_GE}};
 static const struct { const char *name; OpKind op; } unary_ops[] = {
     {"neg", OP_NEG}, {"abs", OP_ABS}, {"exp", OP_EXP}, {"log", OP_LOG}, {"sqrt", OP_SQRT},
     {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH}, {"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"silu", OP_SILU},
@@ -963,7 +963,7 @@ static const luaL_Reg plain_ops[] = {
 
 /* Functions that are also tensor methods (t:op(...)): every op whose first argument is the tensor. */
 static const char *const method_names[] = {
-    "add", "sub", "mul", "div", "pow", "max", "min", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "add", "sub", "mul", "div", "pow", "max", "min", "maximum", "minimum", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge",
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
     "sin", "cos", "erf", "floor", "ceil", "round",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",

@@ -346,8 +346,9 @@ register_quant_ops(ctx)
 -- ---- the graph ----
 
 -- ---- values carried wider than ONNX types them (carried, above) ----
--- keep: every result value is an input value (or a bool or an index), so the result is
---   exact at any width and keeps the data input's ONNX dtype;
+-- keep: every result value is an input value (or a bool or an index; Mod: an exact
+--   remainder, no wider than its operands), so the result keeps the data input's ONNX
+--   dtype at any width;
 -- wrap: integer arithmetic: int32 arithmetic wraps modulo 2^32, and reducing the result
 --   modulo 2^bits gives what ONNX's narrow type computes (bits divides 32); float16 and
 --   uint32/uint64 values are refused here;
@@ -357,8 +358,8 @@ register_quant_ops(ctx)
 local carried_ops = {}
 for names, class in pairs({
   ["Identity Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements GatherND Expand Tile " ..
-   "Max Min Clip Where Pad ReduceMax ReduceMin Trilu Dropout Compress DepthToSpace SpaceToDepth MaxPool TopK"] = "keep",
-  ["Add Sub Mul Neg Abs Sum Div Mod BitShift"] = "wrap",
+   "Max Min Clip Where Pad ReduceMax ReduceMin Trilu Dropout Compress DepthToSpace SpaceToDepth MaxPool TopK Mod"] = "keep",
+  ["Add Sub Mul Neg Abs Sum Div BitShift"] = "wrap",
   ["Equal Less LessOrEqual Greater GreaterOrEqual ArgMax ArgMin Shape Size Pow DequantizeLinear QuantizeLinear " ..
    "MatMulInteger ConvInteger QLinearMatMul QLinearConv"] = "arg",
 }) do
@@ -422,7 +423,7 @@ local function carried_policy(node)
       local v = vals[name]
       if v and v.dt == dt and not (op == "TopK" and i == 2) then
         v.odt = code
-        if class == "wrap" and op ~= "Mod" then   -- a remainder is as narrow as its operands
+        if class == "wrap" then
           if v.k then
             for j, x in ipairs(v.k) do v.k[j] = wrap_k(x, dc) end
           else

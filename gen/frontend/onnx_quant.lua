@@ -11,24 +11,17 @@ local bcast, axis_of, shape_lua, ints_lua = C.bcast, C.axis_of, C.shape_lua, C.i
 local line, bind, lua_name, op = C.line, C.bind, C.lua_name, C.op
 local small_int, trunc_div, conv, matmul_shape = C.small_int, C.trunc_div, C.conv, C.matmul_shape
 
--- Mod (fmod = 1: the sign of the dividend, as C's fmod; 0: the divisor's, as Python's %)
--- of small integers: a - trunc(a / b) * b, exact in int32; the result is as narrow as the
--- operands, and onnx.lua's wrap leaves it as is. Floats and 32/64-bit integers are refused.
+-- Mod: kiln.fmod (fmod = 1: C's fmod, the sign of the dividend) or kiln.remainder (0:
+-- Python's %, the sign of the divisor), both exact, so the result has the operands' ONNX
+-- type (onnx.lua keeps it: a remainder is never wider than its operands, and fmod of
+-- float16 values is a float16 value). ONNX allows only fmod = 1 for floats.
 op("Mod", "fmod", function()
   local a, b = need_input(1, "A"), need_input(2, "B")
   local f = attr("fmod", "i", 0)
-  if not small_int(a) or not small_int(b) then
-    fail("%s: Mod of %s is not supported (only of 8- and 16-bit integers)", who(),
-      a.odt and C.onnx_dtype_names[a.odt] or ({f32 = "float", i32 = "int32/int64"})[a.dt] or a.dt)
-  end
-  local shape = bcast(a.shape, b.shape, who())
-  local sa, sb = ref(a), ref(b)
-  local id = lua_name(N.node.outputs[1] .. "_rem")
-  line(string.format("%s%s - %s * %s  -- Mod: the remainder of truncating division", C.assign(id), sa, trunc_div(sa, sb), sb))
-  local r = bind(id)
-  -- unsigned: nothing to correct; signed: |r| < |b| <= 2^15, so r * b cannot wrap
-  if f == 1 or not C.carried[a.odt].signed then out(1, r, shape, "i32") return end
-  out(1, string.format("kiln.where((%s * %s):lt(0), %s + %s, %s)", r, sb, r, sb, r), shape, "i32")
+  if a.dt ~= b.dt or a.dt == "bool" then fail("%s: inputs of dtypes %s and %s", who(), a.dt, b.dt) end
+  if a.dt == "f32" and f ~= 1 then fail("%s: fmod = 0 with floats is not allowed by ONNX", who()) end
+  out(1, string.format("kiln.%s(%s, %s)", f == 1 and "fmod" or "remainder", ref(a), ref(b)), bcast(a.shape, b.shape, who()),
+    a.dt)
 end)
 
 -- BitShift of uint8/uint16: x * 2^y (wrapped to the width by onnx.lua) or trunc(x / 2^y),

@@ -70,6 +70,11 @@ static double scalar(OpKind op, double x, double y) {
   case OP_POW: return pow(x, y);
   case OP_MAX: return fmax(x, y);
   case OP_MIN: return fmin(x, y);
+  case OP_FMOD: return fmod(x, y);   /* exact: the result is representable */
+  case OP_REMAINDER: {
+    double r = fmod(x, y);
+    return r != 0.0 && (r < 0.0) != (y < 0.0) ? r + y : r;
+  }
   case OP_EQ: return x == y;
   case OP_NE: return x != y;
   case OP_LT: return x < y;
@@ -110,6 +115,8 @@ static int32_t wrap32(int64_t v) {
  * them; only a product (up to 2^62) needs 64-bit integers. */
 static int64_t iscalar(OpKind op, int64_t x, int64_t y) {
   if (!kiln_ops[op].iexpr) die("interp: %s has no i32 form", kiln_ops[op].name);
+  if (op == OP_FMOD) return y == 0 ? 0 : x % y;                  /* C's %: truncating, as fmod */
+  if (op == OP_REMAINDER) return y == 0 ? 0 : (x % y + y) % y;   /* the sign of y */
   return op == OP_MUL ? x * y : (int64_t)scalar(op, (double)x, (double)y);
 }
 
@@ -144,6 +151,8 @@ static bool interp_binary(const Node *n, const Tensor *in, Tensor *out, char *er
 #define interp_POW interp_binary
 #define interp_MAX interp_binary
 #define interp_MIN interp_binary
+#define interp_FMOD interp_binary
+#define interp_REMAINDER interp_binary
 #define interp_EQ interp_binary
 #define interp_NE interp_binary
 #define interp_LT interp_binary

@@ -105,6 +105,8 @@ static bool shape_binary(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_POW shape_binary
 #define shape_MAX shape_binary
 #define shape_MIN shape_binary
+#define shape_FMOD shape_binary
+#define shape_REMAINDER shape_binary
 #define shape_EQ shape_binary
 #define shape_NE shape_binary
 #define shape_LT shape_binary

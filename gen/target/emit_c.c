@@ -58,7 +58,7 @@ static bool reserved_ident(const char *s) {
       "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
-      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "par", "pfor", "pool", NULL};
+      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "fmod", "fmodf", "remainder", "remainderf", "par", "pfor", "pool", NULL};
   for (int i = 0; own[i]; i++)
     if (strcmp(own[i], s) == 0) return true;
   return emit_is_c_keyword(s);
