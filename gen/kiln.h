@@ -71,6 +71,7 @@ int *strmap_put(StrMap *m, const char *k);         /* the value, inserted as 0 w
 float kiln_f32_from_bits(uint32_t u);
 float kiln_f16_to_f32(uint16_t h);
 float kiln_bf16_to_f32(uint16_t h);
+float kiln_round_f16(float x);              /* the nearest half value (ties to even), as a float */
 
 /* Progress of a long build on a terminal (util.c): phase, and done of total units when
  * total > 0. Silent unless stderr is a tty and a second has passed (KILN_PROGRESS=0/1

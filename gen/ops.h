@@ -72,6 +72,7 @@
   X(FLOOR,      "floor",      1, 1, FAM_UNARY,   OPF_F32, "floor(x)", NULL, "largest integer <= x") \
   X(CEIL,       "ceil",       1, 1, FAM_UNARY,   OPF_F32, "ceil(x)", NULL, "smallest integer >= x") \
   X(ROUND,      "round",      1, 1, FAM_UNARY,   OPF_F32, "rint(x)", NULL, "nearest integer, halves to even (torch.round)") \
+  X(ROUND_F16,  "round_f16",  1, 1, FAM_UNARY,   OPF_F32, "round_f16(x)", NULL, "the nearest float16 value, as f32 (x.half().float(): ties to even, past 65504 to inf)") \
   X(CAST,       "cast",       1, 1, FAM_CAST,    0, NULL, NULL, "convert to dtype a.to (f32->i32 truncates toward zero; to bool: x != 0)") \
   X(COPY,       "copy",       1, 1, FAM_UNARY,   0, "x", NULL, "identity copy (materialises an output that would alias)") \
   /* contractions and windows */ \

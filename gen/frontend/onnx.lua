@@ -375,6 +375,24 @@ local function wrap_k(x, c)
   return r
 end
 
+-- x (a float32 value) rounded to the nearest float16 value, ties to even, as op
+-- round_f16 does (gen/util.c, kiln_round_f16): for constants.
+local function round_f16_k(x)
+  local u = string.unpack("<I4", string.pack("<f", x))
+  local sign, a = u & 0x80000000, u & 0x7fffffff
+  if a >= 0x7f800000 then return x end
+  if a >= 0x477ff000 then return sign ~= 0 and -math.huge or math.huge end
+  if a < 0x38800000 then   -- a half subnormal: the nearest multiple of 2^-24, ties to even
+    local q = math.abs(x) * 2 ^ 24
+    local f = math.floor(q)
+    if q - f > 0.5 or (q - f == 0.5 and f % 2 == 1) then f = f + 1 end
+    local r = f * 2 ^ -24
+    return sign ~= 0 and -r or r
+  end
+  a = (a + 0xfff + ((a >> 13) & 1)) & ~0x1fff
+  return (string.unpack("<f", string.pack("<I4", sign | a)))
+end
+
 -- Contract: the ONNX dtype code the current node's input i has (its odt, or the code of
 -- its Kiln dtype: float, int64 for i32 (the two are alike here), bool).
 local function code_of(v) return v.odt or ({f32 = 1, i32 = 7, bool = 9})[v.dt] end
@@ -400,14 +418,15 @@ local function carried_policy(node)
   local tc = target and carried[target]
   if target then
     local src = data and code_of(data)
-    if tc and tc.half and src ~= target and not (src == 2 or src == 3 or src == 9) then
+    local rounds = tc and tc.half and src ~= target and not (src == 2 or src == 3 or src == 9)
+    if rounds and target ~= 10 then
       fail("%s: cast to %s: rounding to %s is not supported", who(), onnx_dtype_names[target], onnx_dtype_names[target])
     end
     if tc and tc.bits and tc.bits > 16 and not (src == 2 or src == 4 or src == 9 or src == 12 or src == 13) then
       fail("%s: cast to %s: a value at or above 2^31 is not supported (Kiln's integers are 32-bit)", who(),
         onnx_dtype_names[target])
     end
-    class = tc and tc.bits and tc.bits <= 16 and src ~= target and "wrap" or "cast"
+    class = rounds and "round" or tc and tc.bits and tc.bits <= 16 and src ~= target and "wrap" or "cast"
     dc = tc
   elseif not class then
     fail("%s: %s tensors are not supported by Kiln's translation of %s", who(), onnx_dtype_names[any], op)
@@ -423,7 +442,13 @@ local function carried_policy(node)
       local v = vals[name]
       if v and v.dt == dt and not (op == "TopK" and i == 2) then
         v.odt = code
-        if class == "wrap" then
+        if class == "round" then   -- to float16: kiln.round_f16, or the same in Lua for a constant
+          if v.k then
+            for j, x in ipairs(v.k) do v.k[j] = round_f16_k(x) end
+          else
+            line(string.format("%s = kiln.round_f16(%s)  -- float16: rounded to it", v.ref, v.ref))
+          end
+        elseif class == "wrap" then
           if v.k then
             for j, x in ipairs(v.k) do v.k[j] = wrap_k(x, dc) end
           else

@@ -99,6 +99,7 @@ static double scalar(OpKind op, double x, double y) {
   case OP_FLOOR: return floor(x);
   case OP_CEIL: return ceil(x);
   case OP_ROUND: return nearbyint(x);   /* the default rounding mode: halves to even */
+  case OP_ROUND_F16: return kiln_round_f16((float)x);   /* x is an f32 value: exact */
   default: die("interp: %s is not a scalar op", kiln_ops[op].name);
   }
 }
@@ -191,6 +192,7 @@ static bool interp_unary(const Node *n, const Tensor *in, Tensor *out, char *err
 #define interp_FLOOR interp_unary
 #define interp_CEIL interp_unary
 #define interp_ROUND interp_unary
+#define interp_ROUND_F16 interp_unary
 
 /* WHERE: any dtype for the branches, so elements move as bytes. */
 static bool interp_WHERE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {

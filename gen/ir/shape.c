@@ -154,6 +154,7 @@ static bool shape_unary(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_FLOOR shape_unary
 #define shape_CEIL shape_unary
 #define shape_ROUND shape_unary
+#define shape_ROUND_F16 shape_unary
 #define shape_COPY shape_unary
 
 /* out keeps in0's shape and takes dtype a.to; fails only on a target outside DType. */

@@ -719,15 +719,17 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * region passes what an int holds: then 64-bit #defines (docs/output.md). The test hook
  * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
  * run it without writing gigabytes. */
-/* The helper functions the kernels call, each once and in a fixed order: kiln_dot4
+/* The helper functions the kernels call, each once and in a fixed order: kiln_round_f16
+ * (round_f16.c.tmpl), kiln_dot4
  * (dot4.c.tmpl), the matmul micro-kernels (gemm_lib.c.tmpl) and the convolution's patch
  * panels over them (conv_lib.c.tmpl). */
 static const char *helpers(const char *kernels) {
   bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
   bool conv = kernels && strstr(kernels, "kiln_conv_par(");
   bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm_par("));
-  return kiln_fmt("%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
-                  conv ? template_get("c/conv_lib.c.tmpl") : "");
+  bool f16 = kernels && strstr(kernels, "kiln_round_f16(");
+  return kiln_fmt("%s%s%s%s", f16 ? template_get("c/round_f16.c.tmpl") : "", dot4 ? template_get("c/dot4.c.tmpl") : "",
+                  gemm ? template_get("c/gemm_lib.c.tmpl") : "", conv ? template_get("c/conv_lib.c.tmpl") : "");
 }
 
 static bool wide_region(int64_t size) {

@@ -44,6 +44,7 @@ static const EmitFn msl_fns[] = {
     {"sin", "metal::precise::sin"}, {"cos", "metal::precise::cos"},   /* fast math's are coarse far from 0 */
     {"floor", "metal::floor"}, {"ceil", "metal::ceil"}, {"rint", "metal::rint"},
     {"fmod", "metal::precise::fmod"},   /* exact, as C's; fast math's may not be */
+    {"round_f16", "kiln_round_f16"},
     {NULL, NULL},
 };
 

@@ -4,7 +4,8 @@ run_node.py. Kiln carries these integers as int32 and wraps each result to the n
 width (onnx.lua, onnx_wrap); ONNX's own tests barely overflow, so these do, over the
 whole range of each type: Add, Sub, Mul (uint16 products reach 2^32, past int32), Neg,
 Abs (-128 stays -128), Div (-128 / -1 wraps), Mod in both modes, BitShift and Cast down
-from int32. The expected outputs are numpy's, whose integer arithmetic wraps; seeded."""
+from int32; and float16, which Kiln carries as float32 and rounds to (half_case). The
+expected outputs are numpy's, whose integer arithmetic wraps; seeded."""
 import os
 import sys
 
@@ -62,9 +63,51 @@ def case(out, name, dtype):
             f.write(numpy_helper.from_array(np.asarray(want[o], dtype=np_t), o).SerializeToString())
 
 
+def half_case(out):
+    """narrow_float16: Cast float32 -> float16 of a run-time input (kiln.round_f16), of a
+    constant (folded by the importer), and of int32 values past 2^24 and 65504, ties of
+    every binade and half subnormals included; then float16 Max and Mod (fmod, exact)."""
+    np.seterr(all="ignore")    # inf and NaN are among the expected values
+    rng = np.random.default_rng(10)
+    ties = ((rng.integers(0x38800000, 0x477ff000, 40).astype(np.uint32) & np.uint32(0xffffe000))
+            | np.uint32(0x1000)).view(np.float32)
+    x = np.concatenate([ties, rng.standard_normal(20).astype(np.float32) * 1000,
+                        np.array([65519.996, 65520, -7e-8, 3 * 2**-26, 2**-25], np.float32)])
+    c = np.concatenate([rng.standard_normal(60).astype(np.float32) * 100, np.float32([2**-25, 3 * 2**-26, 1e-3, -0.5, 65520])])
+    w = rng.integers(-2**31, 2**31 - 1, len(x), endpoint=True).astype(np.int32)
+    n = len(x)
+    h = lambda a: a.astype(np.float16)
+    want = {"xh": h(x), "ch": h(c), "wh": h(w.astype(np.float32)), "mx": np.fmax(h(x), h(c)),
+            "md": np.fmod(h(c), np.where(h(x) == 0, np.float16(1), h(x)))}
+    nodes = [helper.make_node("Cast", ["x"], ["xh"], to=TensorProto.FLOAT16),
+             helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(c, "c")),
+             helper.make_node("Cast", ["c"], ["ch"], to=TensorProto.FLOAT16),
+             helper.make_node("Cast", ["w"], ["wh"], to=TensorProto.FLOAT16),
+             helper.make_node("Max", ["xh", "ch"], ["mx"]),
+             helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.float16([1]), "one")),
+             helper.make_node("Constant", [], ["zero"], value=numpy_helper.from_array(np.float16([0]), "zero")),
+             helper.make_node("Equal", ["xh", "zero"], ["z"]),
+             helper.make_node("Where", ["z", "one", "xh"], ["nz"]),
+             helper.make_node("Mod", ["ch", "nz"], ["md"], fmod=1)]
+    outs = ["xh", "ch", "wh", "mx", "md"]
+    g = helper.make_graph(nodes, "narrow_float16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n]),
+                                                    helper.make_tensor_value_info("w", TensorProto.INT32, [n])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT16, [n]) for o in outs])
+    d = os.path.join(out, "narrow_float16")
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(d, "model.onnx"))
+    for i, (nm, a) in enumerate((("x", x), ("w", w))):
+        with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, nm).SerializeToString())
+    for i, o in enumerate(outs):
+        with open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(np.asarray(want[o], dtype=np.float16), o).SerializeToString())
+
+
 def main():
     for dtype in TYPES:
         case(sys.argv[1], f"narrow_{dtype}", dtype)
+    half_case(sys.argv[1])
 
 
 if __name__ == "__main__":
