@@ -532,7 +532,36 @@ end)
 -- Scatter with import-time indices: a constant 0/1 matrix [numel(data), numel(updates)]
 -- routes every update to its place (sums duplicates for reduction "add"), and a mask keeps
 -- data where nothing is written. Contract: places[u] = flat data index update u writes.
+-- reduction "mul": data times the updates that hit each element, in update order: the
+-- k-th update of every element gathered from the updates (and a trailing 1 for an
+-- element hit fewer than k times), one product per k.
+local function scatter_mul(data, updates, places)
+  local nd, nu = numel(data.shape), numel(updates.shape)
+  local hits = {}
+  for i = 1, nd do hits[i] = {} end
+  local depth = 0
+  for u, p in ipairs(places) do
+    local h = hits[p + 1]
+    h[#h + 1] = u - 1
+    depth = math.max(depth, #h)
+  end
+  fold_limit(nd * depth)
+  local base = N.node.outputs[1]
+  local ext = lua_name(base .. "_factors")
+  line(string.format("%skiln.concat({%s:reshape({%d}), kiln.full({1}, 1)}, 0)  -- ScatterND: the updates, then 1",
+    C.assign(ext), ref(updates), nu))
+  local e = ref(data)
+  for k = 1, depth do
+    local g = {}
+    for i = 1, nd do g[i] = hits[i][k] or nu end
+    local gi = ref({shape = {nd}, dt = "i32", k = g, name = string.format("%s_hit%d", base, k)})
+    e = string.format("%s * kiln.gather(%s, %s, 0):reshape(%s)", e, bind(ext), gi, shape_lua(data.shape))
+  end
+  return e
+end
+
 local function scatter_out(data, updates, places, reduction)
+  if reduction == "mul" then return scatter_mul(data, updates, places) end
   local nd, nu = numel(data.shape), numel(updates.shape)
   fold_limit(nd * nu)
   local m, hit = {}, {}
