@@ -867,7 +867,14 @@ local function resize_taps(n_in, n_out, scale, o)
     elseif ct == "align_corners" then x = width == 1 and 0 or i * (n_in - 1) / (width - 1)
     elseif ct == "asymmetric" then x = i / scale
     elseif ct == "tf_half_pixel_for_nn" then x = (i + 0.5) / scale
+    elseif ct == "tf_crop_and_resize" then   -- the roi's [start, end] of this dim, stretched over the output
+      x = n_out > 1 and o.start * (n_in - 1) + i * (o.stop - o.start) * (n_in - 1) / (n_out - 1)
+        or 0.5 * (o.start + o.stop) * (n_in - 1)
     else fail("%s: coordinate_transformation_mode %q is not supported", who(), ct) end
+    if ct == "tf_crop_and_resize" and (x < 0 or x > n_in - 1) then
+      rows[i + 1] = {outside = true}           -- extrapolation_value, no taps
+      goto continue
+    end
     local base = math.floor(x)
     local r = x - base
     if r == 0 then base, r = base - 1, 1.0 end
@@ -903,6 +910,7 @@ local function resize_taps(n_in, n_out, scale, o)
       if c[t] ~= 0 then row[#row + 1] = {math.max(0, math.min(n_in - 1, first + t - 1)), c[t]} end
     end
     rows[i + 1] = row
+    ::continue::
   end
   return rows
 end
@@ -917,7 +925,12 @@ op("Resize Upsample", "antialias coordinate_transformation_mode cubic_coeff_a ex
     exclude = attr("exclude_outside", "i", 0) ~= 0}
   if attr("antialias", "i", 0) ~= 0 then fail("%s: antialias is not supported", who()) end
   if attr("keep_aspect_ratio_policy", "s", "stretch") ~= "stretch" then fail("%s: keep_aspect_ratio_policy is not supported", who()) end
-  attr("extrapolation_value", "f", 0.0)
+  local extra = attr("extrapolation_value", "f", 0.0)
+  local roi
+  if o.coord == "tf_crop_and_resize" then
+    roi = input(2) and const_input(2, "roi")
+    if not roi or #roi ~= 2 * r then fail("%s: tf_crop_and_resize needs a roi of %d values", who(), 2 * r) end
+  end
   if o.mode ~= "nearest" and o.mode ~= "linear" and o.mode ~= "cubic" then fail("%s: mode %q is not supported", who(), o.mode) end
   local scales, sizes
   if N.node.op == "Upsample" then
@@ -938,14 +951,24 @@ op("Resize Upsample", "antialias coordinate_transformation_mode cubic_coeff_a ex
     local scale = sizes and n_out / n_in or scales[d]
     if n_out < 1 then fail("%s: an empty output (Kiln has no empty tensors)", who()) end
     shape[d] = math.tointeger(n_out)
-    if not (n_out == n_in and scale == 1) then
+    if roi then o.start, o.stop = roi[d], roi[r + d] end
+    if not (n_out == n_in and scale == 1) or (roi and (o.start ~= 0 or o.stop ~= 1)) then
       local rows = resize_taps(n_in, n_out, scale, o)
       if d < r - 1 then fail("%s: resizing dim %d is not supported (only the last two dims)", who(), d - 1) end
+      -- the rows outside the roi's input take extrapolation_value: a mask of them, shaped
+      -- to broadcast along dim d
+      local outside, any = {}, false
+      for i, row in ipairs(rows) do outside[i] = row.outside and 1 or 0; any = any or row.outside end
+      local mshape = d == r and {n_out} or {n_out, 1}
       if o.mode == "nearest" then   -- a gather: exact
         local idx = {}
-        for i, row in ipairs(rows) do idx[i] = row[1][1] end
+        for i, row in ipairs(rows) do idx[i] = row.outside and 0 or row[1][1] end
         local iv = ref({shape = {n_out}, dt = "i32", k = idx, name = N.node.outputs[1] .. "_index" .. (d - 1)})
         e = string.format("kiln.gather(%s, %s, %d)", e, iv, d - 1)
+        if any then
+          local mv = ref({shape = mshape, dt = "bool", k = outside, name = N.node.outputs[1] .. "_outside" .. (d - 1)})
+          e = string.format("kiln.where(%s, %s, %s)", mv, num(extra, "f32"), e)
+        end
       else                          -- a product with the interpolation matrix
         fold_limit(n_out * n_in)
         local k = {}
@@ -956,6 +979,12 @@ op("Resize Upsample", "antialias coordinate_transformation_mode cubic_coeff_a ex
         local mv = ref({shape = {n_out, n_in}, dt = "f32", k = k, name = N.node.outputs[1] .. "_weights" .. (d - 1)})
         if d == r then e = string.format("kiln.matmul(%s, %s, {trans_b = true})", e, mv)
         else e = string.format("kiln.matmul(%s, %s)", mv, e) end
+        if any then   -- those rows have no taps (0): the value added instead
+          local b = {}
+          for i = 1, n_out do b[i] = outside[i] * extra end
+          local bv = ref({shape = mshape, dt = "f32", k = b, name = N.node.outputs[1] .. "_outside" .. (d - 1)})
+          e = string.format("%s + %s", e, bv)
+        end
       end
     end
   end
