@@ -14,7 +14,8 @@
 #                          tests/onnx/run_node.py: import, the interpreter and the generated C
 #                          (batched: one compiler run per 64 cases) against ONNX's expected
 #                          outputs; UNSUPPORTED lines are cases Kiln refuses with a clear
-#                          message, printed and counted nowhere
+#                          message, DATAERR lines cases whose expected data contradict their
+#                          own model (run_node.py's DATA_ERRORS): printed, counted nowhere
 #   onnx/node/torch_cnn    a small CNN exported by torch.onnx.export (tests/onnx/torch_cnn.py),
 #                          imported with -D batch=2, against PyTorch in float64
 #   onnx/node/torch_rnn    a bidirectional GRU into an LSTM, exported the same way (ONNX's own

@@ -415,6 +415,8 @@ local function carried_policy(node)
   if not any and not (target and carried[target]) then return nil end
   local dc = data and data.odt and carried[data.odt]
   local class = carried_ops[op]
+  -- a right shift never widens its operand: no wrap, and uint32/uint64 allowed
+  if op == "BitShift" and N.node.attrs.direction and N.node.attrs.direction.v == "RIGHT" then class = "keep" end
   local tc = target and carried[target]
   if target then
     local src = data and code_of(data)

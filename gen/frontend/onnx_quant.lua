@@ -24,26 +24,45 @@ op("Mod", "fmod", function()
     a.dt)
 end)
 
--- BitShift of uint8/uint16: x * 2^y (wrapped to the width by onnx.lua) or trunc(x / 2^y),
+-- BitShift. uint8/uint16: x * 2^y (wrapped to the width by onnx.lua) or trunc(x / 2^y),
 -- with 2^y from a table of exact powers (y clamped to the width: x * 2^bits wraps to 0,
--- and x / 2^bits truncates to 0, as any larger shift does). uint32/uint64 are refused:
--- their values need not be exact in float32.
+-- and x / 2^bits truncates to 0, as any larger shift does). uint32/uint64 (values below
+-- 2^31, onnx.lua): only right shifts — a left shift can pass 2^31 — split into 16-bit
+-- halves so that each quotient is exact in float32: x = hi * 2^16 + lo, and x >> y is
+-- hi * 2^(16 - y) + (lo >> y) up to y = 16, hi >> (y - 16) beyond.
+local function pow2(e, top)   -- 2^e for an int32 tensor expression e, clamped to [0, top]
+  local pows = {}
+  for i = 0, top do pows[#pows + 1] = tostring(1 << i) end
+  return string.format("kiln.gather(kiln.constant({%s}, {%d}, \"i32\"), kiln.max(kiln.min(%s, %d), 0), 0)",
+    table.concat(pows, ", "), top + 1, e, top)
+end
+
 op("BitShift", "direction", function()
   local x, y = need_input(1, "X"), need_input(2, "Y")
   local d = attr("direction", "s", nil)
   if d ~= "LEFT" and d ~= "RIGHT" then fail("%s: direction must be \"LEFT\" or \"RIGHT\"", who()) end
-  if not small_int(x) or not small_int(y) then
-    fail("%s: BitShift of %s is not supported (only of uint8 and uint16)", who(),
-      x.odt and C.onnx_dtype_names[x.odt] or x.dt)
-  end
-  local bits = C.carried[x.odt].bits
-  local pows = {}
-  for i = 0, bits do pows[#pows + 1] = tostring(1 << i) end
-  local p = string.format("kiln.gather(kiln.constant({%s}, {%d}, \"i32\"), kiln.min(%s, %d), 0)", table.concat(pows, ", "),
-    bits + 1, ref(y), bits)
+  local cx = x.odt and C.carried[x.odt]
+  if not cx or not cx.bits or cx.signed then fail("%s: BitShift of %s is not supported", who(), x.dt) end
   local shape = bcast(x.shape, y.shape, who())
-  if d == "LEFT" then out(1, string.format("%s * %s", ref(x), p), shape, "i32")
-  else out(1, trunc_div(ref(x), p), shape, "i32") end
+  if cx.bits <= 16 then
+    local p = pow2(ref(y), cx.bits)
+    if d == "LEFT" then out(1, string.format("%s * %s", ref(x), p), shape, "i32")
+    else out(1, trunc_div(ref(x), p), shape, "i32") end
+    return
+  end
+  if d == "LEFT" then
+    fail("%s: a left shift of %s is not supported (its result can pass 2^31, past Kiln's int32)", who(),
+      C.onnx_dtype_names[x.odt])
+  end
+  local base = N.node.outputs[1]
+  local lo, hi = lua_name(base .. "_lo"), lua_name(base .. "_hi")
+  line(string.format("%skiln.remainder(%s, 65536)  -- BitShift: the low 16 bits", C.assign(lo), ref(x)))
+  line(string.format("%skiln.cast(kiln.cast(%s - %s, \"f32\") / 65536, \"i32\")  -- BitShift: the high bits",
+    C.assign(hi), ref(x), bind(lo)))
+  local ys = ref(y)
+  local small = string.format("%s * %s + %s", bind(hi), pow2("(16 - " .. ys .. ")", 16), trunc_div(bind(lo), pow2(ys, 16)))
+  local big = trunc_div(bind(hi), pow2("(" .. ys .. " - 16)", 16))
+  out(1, string.format("kiln.where(kiln.le(%s, 16), %s, %s)", ys, small, big), shape, "i32")
 end)
 
 -- ---- quantization ----

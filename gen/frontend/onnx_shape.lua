@@ -714,3 +714,44 @@ function C.pool_taps(x, xs, g)
   out(1, e, g.shape, g.to_i32 and "i32" or "f32")
   if g.indices then out(2, string.format("kiln.cast(%s, \"i32\")", idxr), C.copy(g.shape), "i32") end
 end
+
+-- MaxUnpool: X's values stored at their Indices (MaxPool's flat indices into the input it
+-- pooled, whose spatial shape is the default unpooled one: (in - 1) * stride - pads +
+-- kernel) in a zero tensor of output_shape (or that default). An index is decoded into
+-- its coordinates in the default shape and re-encoded in the output's (integer remainders,
+-- and exact float32 quotients below 2^24), then one kiln.scatter over the flat output.
+op("MaxUnpool", "kernel_shape pads strides", function()
+  local x, iv = need_input(1, "X"), need_input(2, "I")
+  need_dt(x, "f32", "X")
+  need_dt(iv, "i32", "I")
+  local r = #x.shape - 2
+  local k = attr("kernel_shape", "ints", nil)
+  if r < 1 or not k or #k ~= r then fail("%s: needs kernel_shape with %d values", who(), r) end
+  local s, p = attr("strides", "ints", nil) or {}, attr("pads", "ints", nil) or {}
+  local def = {x.shape[1], x.shape[2]}
+  for i = 1, r do def[2 + i] = (x.shape[2 + i] - 1) * (s[i] or 1) - (p[i] or 0) - (p[r + i] or 0) + k[i] end
+  local shape = copy(def)
+  if input(3) then
+    local os_ = const_input(3, "output_shape")
+    if #os_ ~= #def then fail("%s: output_shape has %d entries for rank %d", who(), #os_, #def) end
+    for i = 1, #def do shape[i] = math.tointeger(os_[i]) end
+  end
+  if shape[1] ~= def[1] or shape[2] ~= def[2] then fail("%s: output_shape must keep N and C", who()) end
+  if numel(def) >= 1 << 24 or numel(shape) >= 1 << 24 then fail("%s: more than 2^24 elements are not supported", who()) end
+  local t = ref(iv)
+  local terms, step = {}, 1
+  for d = #def, 3, -1 do   -- the coordinate along spatial dim d, then the rest of the index
+    local c = lua_name(string.format("%s_at%d", N.node.outputs[1], d - 1))
+    line(string.format("%skiln.remainder(%s, %d)  -- MaxUnpool: the index's coordinate along dim %d", C.assign(c), t, def[d], d - 1))
+    terms[#terms + 1] = string.format("%s * %d", bind(c), step)
+    step = step * shape[d]
+    local rest = lua_name(string.format("%s_rest%d", N.node.outputs[1], d - 1))
+    line(string.format("%skiln.cast((kiln.cast(%s - %s, \"f32\") / %d), \"i32\")", C.assign(rest), t, bind(c), def[d]))
+    t = bind(rest)
+  end
+  terms[#terms + 1] = string.format("%s * %d", t, step)   -- n * C + c, above every spatial dim
+  local n = numel(x.shape)
+  local e = string.format("kiln.scatter(kiln.full({1, %d}, 0), 1, (%s):reshape({1, %d}), %s:reshape({1, %d})):reshape(%s)",
+    numel(shape), table.concat(terms, " + "), n, ref(x), n, shape_lua(shape))
+  out(1, e, shape, "f32")
+end)

@@ -104,10 +104,37 @@ def half_case(out):
             f.write(numpy_helper.from_array(np.asarray(want[o], dtype=np.float16), o).SerializeToString())
 
 
+def shift_case(out):
+    """narrow_uint32_shift: BitShift right of uint32 values below 2^31 (what Kiln carries
+    in int32) by 0..40, and Mod of them, against Python's integers."""
+    rng = np.random.default_rng(32)
+    x = rng.integers(0, 2**31, 64).astype(np.uint32)
+    x[:4] = [2**31 - 1, 2**24 + 1, 65535, 65536]
+    s = rng.integers(0, 41, 64).astype(np.uint32)
+    s[:4] = [0, 1, 16, 17]
+    y = rng.integers(1, 2**31, 64).astype(np.uint32)
+    want = {"shr": np.array([int(a) >> int(b) for a, b in zip(x, s)], np.uint32),
+            "mod": np.array([int(a) % int(b) for a, b in zip(x, y)], np.uint32)}
+    nodes = [helper.make_node("BitShift", ["x", "s"], ["shr"], direction="RIGHT"), helper.make_node("Mod", ["x", "y"], ["mod"])]
+    ins = [("x", x), ("s", s), ("y", y)]
+    g = helper.make_graph(nodes, "narrow_uint32_shift", [helper.make_tensor_value_info(n, TensorProto.UINT32, [64]) for n, _ in ins],
+                          [helper.make_tensor_value_info(o, TensorProto.UINT32, [64]) for o in want])
+    d = os.path.join(out, "narrow_uint32_shift")
+    os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(d, "model.onnx"))
+    for i, (n, a) in enumerate(ins):
+        with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+    for i, o in enumerate(want):
+        with open(os.path.join(d, "test_data_set_0", f"output_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(want[o], o).SerializeToString())
+
+
 def main():
     for dtype in TYPES:
         case(sys.argv[1], f"narrow_{dtype}", dtype)
     half_case(sys.argv[1])
+    shift_case(sys.argv[1])
 
 
 if __name__ == "__main__":
