@@ -306,6 +306,42 @@ fold.Gather = function(ins)
   return k, gather_shape(x, idx, ax), x.dt
 end
 
+op("GatherND", "batch_dims", function()
+  local x, idx = need_input(1, "data"), need_input(2, "indices")
+  need_dt(idx, "i32", "indices")
+  local b = attr("batch_dims", "i", 0)
+  local q = idx.shape[#idx.shape]
+  if b < 0 or b >= #idx.shape or b + q > #x.shape then fail("%s: batch_dims %d and index tuples of %d for ranks %d and %d", who(), b, q, #x.shape, #idx.shape) end
+  for j = 1, b do
+    if x.shape[j] ~= idx.shape[j] then fail("%s: batch dim %d is %d in data, %d in indices", who(), j - 1, x.shape[j], idx.shape[j]) end
+  end
+  -- each index tuple becomes one flat index into data's batch dims and the q dims after
+  -- them (viewed as one dim): the tuple's batch position times the q dims' size, plus
+  -- the tuple's components times their strides
+  local strides_, acc = {}, 1
+  for j = b + q, b + 1, -1 do strides_[j] = acc; acc = acc * x.shape[j] end
+  local nb = 1
+  for j = 1, b do nb = nb * x.shape[j] end
+  local flat = {nb * acc}
+  for j = b + q + 1, #x.shape do flat[#flat + 1] = x.shape[j] end
+  local shape = {}
+  for j = 1, #idx.shape - 1 do shape[j] = idx.shape[j] end
+  for j = b + q + 1, #x.shape do shape[#shape + 1] = x.shape[j] end
+  local i, last = ref(idx), #idx.shape - 1
+  local terms = {}
+  for j = b + 1, b + q do   -- component j, negative counting from the end, times its stride
+    local comp = string.format("%s:select(%d, %d)", i, last, j - b - 1)
+    terms[#terms + 1] = string.format("kiln.where(%s:lt(0), %s + %d, %s) * %d", comp, comp, x.shape[j], comp, strides_[j])
+  end
+  if b > 0 then
+    local bshape = {}
+    for j = 1, #idx.shape - 1 do bshape[j] = j <= b and idx.shape[j] or 1 end
+    terms[#terms + 1] = string.format("kiln.arange(%d):reshape(%s) * %d", nb, shape_lua(bshape), acc)
+  end
+  local lin = table.concat(terms, " + ")
+  out(1, string.format("kiln.gather(%s:reshape(%s), %s, 0)", ref(x), shape_lua(flat), lin), shape, x.dt)
+end)
+
 op("GatherElements", "axis", function()
   local x, idx = need_input(1, "data"), need_input(2, "indices")
   need_dt(idx, "i32", "indices")
