@@ -436,6 +436,9 @@ local function carried_policy(node)
     fail("%s: %s arithmetic is not supported (%s)", who(), onnx_dtype_names[data.odt],
       dc.half and "Kiln computes in float32 and does not round to it" or "Kiln's integers are 32-bit")
   end
+  if dc and class == "arg" and op == "Pow" then   -- only its exponent may be carried: a base would need wrapping
+    fail("%s: %s tensors are not supported by Kiln's translation of Pow (as the base)", who(), onnx_dtype_names[data.odt])
+  end
   if not dc or class == "arg" then return nil end
   local code = target or data.odt
   local dt = kiln_dtype[code]
