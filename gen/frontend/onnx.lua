@@ -10,7 +10,10 @@
 -- them (a literal, a kiln.constant, or a kiln.param of the weights file).
 --
 -- dtypes: ONNX float is f32, int64 and int32 are i32 (an int64 constant that does not
--- fit is an error), bool is bool; anything else is refused naming the value.
+-- fit is an error), bool is bool; the narrow and unsigned integers and float16/bfloat16
+-- are carried in i32/f32 with their ONNX type alongside (carried, carried_policy: narrow
+-- integer arithmetic wraps at its width, a cast to float16 rounds to it); anything else
+-- (double, strings) is refused naming the value.
 -- Errors are tables {msg = ...}: onnx_import.c prints them as one line; any other error
 -- is a bug in this file.
 local model, opts = ...
