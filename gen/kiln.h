@@ -26,7 +26,7 @@
 #include "ops.h"
 
 enum {
-  KILN_MAX_RANK = 6,   /* CoreML allows 5; its emitter checks that */
+  KILN_MAX_RANK = 8,   /* ONNX allows more, but 8 covers its tests; CoreML allows 5 (its emitter checks) */
   KILN_ALIGN = 64,     /* every arena/weights offset is a multiple of this */
   /* Elements per tensor: kernels spell shapes as int enum constants, Metal indexes with
    * 32-bit uint. (Byte offsets and region sizes are 64-bit: KILN_MAX_BYTES.) */
@@ -75,6 +75,7 @@ float kiln_bf16_to_f32(uint16_t h);
  * half subnormals are produced. */
 uint16_t kiln_f32_to_f16(float f);
 uint16_t kiln_f32_to_bf16(float f);
+float kiln_round_f16(float x);              /* the nearest half value (ties to even), as a float */
 
 /* Progress of a long build on a terminal (util.c): phase, and done of total units when
  * total > 0. Silent unless stderr is a tty and a second has passed (KILN_PROGRESS=0/1

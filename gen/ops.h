@@ -45,6 +45,8 @@
   X(POW,        "pow",        2, 2, FAM_BINARY,  OPF_F32, "pow(x, y)", NULL, "x raised to y") \
   X(MAX,        "max",        2, 2, FAM_BINARY,  OPF_F32, "fmax(x, y)", "(x > y ? x : y)", "larger of x and y (a NaN loses to a number)") \
   X(MIN,        "min",        2, 2, FAM_BINARY,  OPF_F32, "fmin(x, y)", "(x < y ? x : y)", "smaller of x and y (a NaN loses to a number)") \
+  X(FMOD,       "fmod",       2, 2, FAM_BINARY,  OPF_F32, "fmod(x, y)", "(y == 0 ? 0 : i32(i64(x) % y))", "torch.fmod: x - trunc(x / y) * y, exactly; the sign of x (i32: 0 where y is 0)") \
+  X(REMAINDER,  "remainder",  2, 2, FAM_BINARY,  OPF_F32, "(fmod(x, y) != 0.0f && (fmod(x, y) < 0.0f) != (y < 0.0f) ? fmod(x, y) + y : fmod(x, y))", "(y == 0 ? 0 : i32((i64(x) % y + y) % y))", "torch.remainder, Python's %: x - floor(x / y) * y, the sign of y (i32: 0 where y is 0)") \
   X(EQ,         "eq",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x == y", "x == y", "x == y, bool result") \
   X(NE,         "ne",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x != y", "x != y", "x != y, bool result") \
   X(LT,         "lt",         2, 2, FAM_BINARY,  OPF_F32 | OPF_CMP, "x < y", "x < y",  "x < y, bool result") \
@@ -70,6 +72,7 @@
   X(FLOOR,      "floor",      1, 1, FAM_UNARY,   OPF_F32, "floor(x)", NULL, "largest integer <= x") \
   X(CEIL,       "ceil",       1, 1, FAM_UNARY,   OPF_F32, "ceil(x)", NULL, "smallest integer >= x") \
   X(ROUND,      "round",      1, 1, FAM_UNARY,   OPF_F32, "rint(x)", NULL, "nearest integer, halves to even (torch.round)") \
+  X(ROUND_F16,  "round_f16",  1, 1, FAM_UNARY,   OPF_F32, "round_f16(x)", NULL, "the nearest float16 value, as f32 (x.half().float(): ties to even, past 65504 to inf)") \
   X(CAST,       "cast",       1, 1, FAM_CAST,    0, NULL, NULL, "convert to dtype a.to (f32->i32 truncates toward zero; to bool: x != 0)") \
   X(COPY,       "copy",       1, 1, FAM_UNARY,   0, "x", NULL, "identity copy (materialises an output that would alias)") \
   /* contractions and windows */ \

@@ -8,6 +8,7 @@
 #include "kiln.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -388,6 +389,18 @@ float kiln_f16_to_f32(uint16_t h) {
     return kiln_f32_from_bits(sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13);
   }
   return kiln_f32_from_bits(sign | (exp + 127 - 15) << 23 | man << 13);
+}
+
+/* x rounded to the nearest IEEE half value, ties to even, as a float (op round_f16; the
+ * generated C has the same in templates/c/round_f16.c.tmpl): NaN and inf stay, from
+ * 65520 (halfway past 65504, the largest half, a tie that goes to the even 65536) on the
+ * result is inf; below 2^-14 halves are subnormal, multiples of 2^-24, so the scaled
+ * value rounds to an integer (exact scalings, rint in the default mode: ties to even);
+ * otherwise the 13 low mantissa bits round away in the integer bits, a carry moving into
+ * the exponent as it should. */
+float kiln_round_f16(float x) {
+  if (x != x) return x;   /* a NaN keeps its payload */
+  return kiln_f16_to_f32(kiln_f32_to_f16(x));
 }
 
 /* bfloat16 is the top half of an f32, so widening is exact: shift into the high bits. */

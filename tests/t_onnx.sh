@@ -14,7 +14,8 @@
 #                          tests/onnx/run_node.py: import, the interpreter and the generated C
 #                          (batched: one compiler run per 64 cases) against ONNX's expected
 #                          outputs; UNSUPPORTED lines are cases Kiln refuses with a clear
-#                          message, printed and counted nowhere
+#                          message, DATAERR lines cases whose expected data contradict their
+#                          own model (run_node.py's DATA_ERRORS): printed, counted nowhere
 #   onnx/node/torch_cnn    a small CNN exported by torch.onnx.export (tests/onnx/torch_cnn.py),
 #                          imported with -D batch=2, against PyTorch in float64
 #   onnx/node/torch_rnn    a bidirectional GRU into an LSTM, exported the same way (ONNX's own
@@ -23,6 +24,9 @@
 #                          reshapes come from Shape -> Gather -> Concat chains the import folds
 #   onnx/node/long_chain   220 nodes (tests/onnx/long_chain.py): more values than Lua's 200
 #                          locals, kept in a table by the script, against numpy in float64
+#   onnx/node/narrow_<t>   uint8, int8, uint16, int16 arithmetic over each type's whole range
+#                          (tests/onnx/narrow_int.py): results that overflow the type wrap as
+#                          numpy's do, though Kiln carries them as int32
 #   onnx/node/count        at least tests/onnx/min_pass node tests pass (a regression guard:
 #                          a handler that starts refusing shows, not just a new UNSUPPORTED)
 #   onnx/canary/<case>     the runner itself: a node test with its expected output nudged by
@@ -81,11 +85,12 @@ else
     echo "FAIL $S/determinism: imports of the same model differ (or are missing)"
   fi
 fi
-if $PY tests/onnx/long_chain.py "$WORK/models" > "$WORK/long.log" 2>&1; then
+if $PY tests/onnx/long_chain.py "$WORK/models" > "$WORK/long.log" 2>&1 &&
+   $PY tests/onnx/narrow_int.py "$WORK/models" >> "$WORK/long.log" 2>&1; then
   mkdir -p "$WORK/own"
   $PY tests/onnx/run_node.py "$KILN" "$WORK/models" "$WORK/own" | grep -v '^onnx node tests'
 else
-  echo "FAIL $S/node/long_chain: the model was not written: $(tail -n 1 "$WORK/long.log")"
+  echo "FAIL $S/node/long_chain: the models were not written: $(tail -n 1 "$WORK/long.log")"
 fi
 
 # ---- the runner's canaries ----

@@ -944,12 +944,13 @@ static int l_arange(lua_State *L) {
 
 static const struct { const char *name; OpKind op; } binary_ops[] = {
     {"add", OP_ADD}, {"sub", OP_SUB}, {"mul", OP_MUL}, {"div", OP_DIV}, {"pow", OP_POW},
-    {"max", OP_MAX}, {"min", OP_MIN}, {"maximum", OP_MAX}, {"minimum", OP_MIN},
-    {"eq", OP_EQ}, {"ne", OP_NE}, {"lt", OP_LT}, {"le", OP_LE}, {"gt", OP_GT}, {"ge", OP_GE}};
+    {"max", OP_MAX}, {"min", OP_MIN}, {"maximum", OP_MAX}, {"minimum", OP_MIN}, {"fmod", OP_FMOD},
+    {"remainder", OP_REMAINDER}, {"eq", OP_EQ}, {"ne", OP_NE}, {"lt", OP_LT}, {"le", OP_LE}, {"gt", OP_GT}, {"ge", OP_GE}};
 static const struct { const char *name; OpKind op; } unary_ops[] = {
     {"neg", OP_NEG}, {"abs", OP_ABS}, {"exp", OP_EXP}, {"log", OP_LOG}, {"sqrt", OP_SQRT},
     {"rsqrt", OP_RSQRT}, {"tanh", OP_TANH}, {"sigmoid", OP_SIGMOID}, {"relu", OP_RELU}, {"silu", OP_SILU},
-    {"sin", OP_SIN}, {"cos", OP_COS}, {"erf", OP_ERF}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND}};
+    {"sin", OP_SIN}, {"cos", OP_COS}, {"erf", OP_ERF}, {"floor", OP_FLOOR}, {"ceil", OP_CEIL}, {"round", OP_ROUND},
+    {"round_f16", OP_ROUND_F16}};
 static const struct { const char *name; OpKind op; } reduce_ops[] = {
     {"sum", OP_REDUCE_SUM}, {"mean", OP_REDUCE_MEAN}, {"amax", OP_REDUCE_MAX}, {"amin", OP_REDUCE_MIN},
     {"prod", OP_REDUCE_PROD}};
@@ -963,9 +964,9 @@ static const luaL_Reg plain_ops[] = {
 
 /* Functions that are also tensor methods (t:op(...)): every op whose first argument is the tensor. */
 static const char *const method_names[] = {
-    "add", "sub", "mul", "div", "pow", "max", "min", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "add", "sub", "mul", "div", "pow", "max", "min", "maximum", "minimum", "fmod", "remainder", "eq", "ne", "lt", "le", "gt", "ge",
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "gelu", "cast", "matmul",
-    "sin", "cos", "erf", "floor", "ceil", "round",
+    "sin", "cos", "erf", "floor", "ceil", "round", "round_f16",
     "sum", "mean", "amax", "amin", "prod", "argmax", "argmin", "softmax", "reshape", "transpose", "permute", "flatten", "unsqueeze", "squeeze",
     "slice", "chunk", "gather", "gather_elements", "topk", "sort", "argsort", "scatter", "index_copy", "layernorm", "rmsnorm", "linear", "conv2d", "conv_transpose2d", "maxpool2d", "avgpool2d", NULL};
 

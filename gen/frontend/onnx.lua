@@ -10,7 +10,10 @@
 -- them (a literal, a kiln.constant, or a kiln.param of the weights file).
 --
 -- dtypes: ONNX float is f32, int64 and int32 are i32 (an int64 constant that does not
--- fit is an error), bool is bool; anything else is refused naming the value.
+-- fit is an error), bool is bool; the narrow and unsigned integers and float16/bfloat16
+-- are carried in i32/f32 with their ONNX type alongside (carried, carried_policy: narrow
+-- integer arithmetic wraps at its width, a cast to float16 rounds to it); anything else
+-- (double, strings) is refused naming the value.
 -- Errors are tables {msg = ...}: onnx_import.c prints them as one line; any other error
 -- is a bug in this file.
 local model, opts = ...
@@ -98,7 +101,14 @@ local function copy(t)
 end
 
 -- ONNX dtype code -> Kiln dtype, or nil.
-local kiln_dtype = {[1] = "f32", [6] = "i32", [7] = "i32", [9] = "bool"}
+local kiln_dtype = {[1] = "f32", [6] = "i32", [7] = "i32", [9] = "bool", [2] = "i32", [3] = "i32", [4] = "i32",
+  [5] = "i32", [12] = "i32", [13] = "i32", [10] = "f32", [16] = "f32"}
+-- ONNX dtypes Kiln carries in a wider one (a value's odt): the narrow integers as int32 —
+-- every uint8/int8/uint16/int16 value fits, uint32/uint64 values must be below 2^31 —
+-- and float16/bfloat16 as float32, which holds each of their values exactly. What an op
+-- may do with them is decided in translate_node (carried_ops).
+local carried = {[2] = {bits = 8}, [3] = {bits = 8, signed = true}, [4] = {bits = 16}, [5] = {bits = 16, signed = true},
+  [12] = {bits = 32}, [13] = {bits = 64}, [10] = {half = true}, [16] = {half = true}}
 local onnx_dtype_names = {[0] = "undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64", "string",
   "bool", "float16", "double", "uint32", "uint64", "complex64", "complex128", "bfloat16"}
 
@@ -123,7 +133,7 @@ local function convert_values(values, code, dt, what)
   for i, v in ipairs(values) do
     if dt == "i32" then
       if v < -2147483648 or v > 2147483647 then
-        fail("%s: int64 value %d does not fit int32 (Kiln's integers are 32-bit)", what, v)
+        fail("%s: %s value %d does not fit int32 (Kiln's integers are 32-bit)", what, onnx_dtype_names[code] or "int64", v)
       end
       out[i] = math.tointeger(v)
     elseif dt == "bool" then out[i] = v ~= 0 and 1 or 0
@@ -143,7 +153,9 @@ local function tensor_value(t, what)
     if d == 0 then return {shape = v.shape, dt = dt, k = {}, empty = what} end
   end
   if t.values then v.k = convert_values(t.values, t.dtype, dt, what) end
-  if dt == "f32" then v.init = t end
+  if carried[t.dtype] then v.odt = t.dtype   -- widened values, never a weight of the file
+  elseif dt == "f32" then v.init = t end
+  if not v.k and v.odt then fail("%s: a %s tensor of %d elements is too large to import", what, onnx_dtype_names[t.dtype], numel(v.shape)) end
   if not v.k and dt ~= "f32" then fail("%s: an integer tensor of %d elements is too large to import", what, numel(v.shape)) end
   return v
 end
@@ -320,7 +332,7 @@ end
 -- op of constants at import time. onnx_ops.lua fills both from the helpers below.
 
 local H, fold = {}, {}
-local register_ops, register_shape_ops = select(3, ...)
+local register_ops, register_shape_ops, register_quant_ops = select(3, ...)
 local ctx = {
   H = H, fold = fold, N = N, vals = vals, opset = opset, fail = fail, who = who, input = input,
   need_input = need_input, attr = attr, const_input = const_input, need_dt = need_dt, out = out,
@@ -328,11 +340,135 @@ local ctx = {
   shape_lua = shape_lua, ints_lua = ints_lua, copy = copy, bcast = bcast, axis_of = axis_of, strides = strides,
   line = line, bind = bind, lua_name = lua_name, use_table = use_table, kiln_dtype = kiln_dtype,
   onnx_dtype_names = onnx_dtype_names, tensor_value = tensor_value, convert_values = convert_values,
+  carried = carried, assign = assign,
 }
 register_ops(ctx)
 register_shape_ops(ctx)
+register_quant_ops(ctx)
 
 -- ---- the graph ----
+
+-- ---- values carried wider than ONNX types them (carried, above) ----
+-- keep: every result value is an input value (or a bool or an index; Mod: an exact
+--   remainder, no wider than its operands), so the result keeps the data input's ONNX
+--   dtype at any width;
+-- wrap: integer arithmetic: int32 arithmetic wraps modulo 2^32, and reducing the result
+--   modulo 2^bits gives what ONNX's narrow type computes (bits divides 32); float16 and
+--   uint32/uint64 values are refused here;
+-- arg: a carried value may be a non-data input (Pow's exponent, Shape's...) of an op
+--   whose result has its own dtype.
+-- Any other op refuses carried inputs: its handler was written for float32/int32/bool.
+local carried_ops = {}
+for names, class in pairs({
+  ["Identity Reshape Flatten Squeeze Unsqueeze Transpose Concat Split Slice Gather GatherElements GatherND Expand Tile " ..
+   "Max Min Clip Where Pad ReduceMax ReduceMin Trilu Dropout Compress DepthToSpace SpaceToDepth MaxPool TopK Mod"] = "keep",
+  ["Add Sub Mul Neg Abs Sum Div BitShift"] = "wrap",
+  ["Equal Less LessOrEqual Greater GreaterOrEqual ArgMax ArgMin Shape Size Pow DequantizeLinear QuantizeLinear " ..
+   "MatMulInteger ConvInteger QLinearMatMul QLinearConv"] = "arg",
+}) do
+  for name in names:gmatch("%S+") do carried_ops[name] = class end
+end
+local wrap_used = false                     -- the script defines onnx_wrap when true
+
+-- x reduced modulo 2^c.bits into c's range (signed: two's complement), for constants.
+local function wrap_k(x, c)
+  local m = 1 << c.bits
+  local r = math.tointeger(x) % m
+  if c.signed and r >= m // 2 then r = r - m end
+  return r
+end
+
+-- x (a float32 value) rounded to the nearest float16 value, ties to even, as op
+-- round_f16 does (gen/util.c, kiln_round_f16): for constants.
+local function round_f16_k(x)
+  local u = string.unpack("<I4", string.pack("<f", x))
+  local sign, a = u & 0x80000000, u & 0x7fffffff
+  if a >= 0x7f800000 then return x end
+  if a >= 0x477ff000 then return sign ~= 0 and -math.huge or math.huge end
+  if a < 0x38800000 then   -- a half subnormal: the nearest multiple of 2^-24, ties to even
+    local q = math.abs(x) * 2 ^ 24
+    local f = math.floor(q)
+    if q - f > 0.5 or (q - f == 0.5 and f % 2 == 1) then f = f + 1 end
+    local r = f * 2 ^ -24
+    return sign ~= 0 and -r or r
+  end
+  a = (a + 0xfff + ((a >> 13) & 1)) & ~0x1fff
+  return (string.unpack("<f", string.pack("<I4", sign | a)))
+end
+
+-- Contract: the ONNX dtype code the current node's input i has (its odt, or the code of
+-- its Kiln dtype: float, int64 for i32 (the two are alike here), bool).
+local function code_of(v) return v.odt or ({f32 = 1, i32 = 7, bool = 9})[v.dt] end
+
+-- Contract: checks the current node against carried_ops before it is translated, and
+-- returns the function that, run after it, tags its outputs with their ONNX dtype and
+-- wraps narrow integer arithmetic (or nil when no input is carried and nothing is due).
+local function carried_policy(node)
+  local op = node.op
+  local data_i = op == "Where" and 2 or 1
+  local data = node.inputs[data_i] and node.inputs[data_i] ~= "" and vals[node.inputs[data_i]]
+  local any
+  for i = 1, #node.inputs do
+    local v = node.inputs[i] ~= "" and vals[node.inputs[i]]
+    if v and v.odt then any = any or v.odt end
+  end
+  local target   -- Cast and CastLike: the ONNX dtype converted to
+  if op == "Cast" then target = N.node.attrs.to and N.node.attrs.to.v
+  elseif op == "CastLike" and node.inputs[2] and vals[node.inputs[2]] then target = code_of(vals[node.inputs[2]]) end
+  if not any and not (target and carried[target]) then return nil end
+  local dc = data and data.odt and carried[data.odt]
+  local class = carried_ops[op]
+  -- a right shift never widens its operand: no wrap, and uint32/uint64 allowed
+  if op == "BitShift" and N.node.attrs.direction and N.node.attrs.direction.v == "RIGHT" then class = "keep" end
+  local tc = target and carried[target]
+  if target then
+    local src = data and code_of(data)
+    local rounds = tc and tc.half and src ~= target and not (src == 2 or src == 3 or src == 9)
+    if rounds and target ~= 10 then
+      fail("%s: cast to %s: rounding to %s is not supported", who(), onnx_dtype_names[target], onnx_dtype_names[target])
+    end
+    if tc and tc.bits and tc.bits > 16 and not (src == 2 or src == 4 or src == 9 or src == 12 or src == 13) then
+      fail("%s: cast to %s: a value at or above 2^31 is not supported (Kiln's integers are 32-bit)", who(),
+        onnx_dtype_names[target])
+    end
+    class = rounds and "round" or tc and tc.bits and tc.bits <= 16 and src ~= target and "wrap" or "cast"
+    dc = tc
+  elseif not class then
+    fail("%s: %s tensors are not supported by Kiln's translation of %s", who(), onnx_dtype_names[any], op)
+  elseif dc and class == "wrap" and (dc.half or dc.bits > 16) then
+    fail("%s: %s arithmetic is not supported (%s)", who(), onnx_dtype_names[data.odt],
+      dc.half and "Kiln computes in float32 and does not round to it" or "Kiln's integers are 32-bit")
+  end
+  if dc and class == "arg" and op == "Pow" then   -- only its exponent may be carried: a base would need wrapping
+    fail("%s: %s tensors are not supported by Kiln's translation of Pow (as the base)", who(), onnx_dtype_names[data.odt])
+  end
+  if not dc or class == "arg" then return nil end
+  local code = target or data.odt
+  local dt = kiln_dtype[code]
+  return function()
+    for i, name in ipairs(node.outputs) do
+      local v = vals[name]
+      if v and v.dt == dt and not (op == "TopK" and i == 2) then
+        v.odt = code
+        if class == "round" then   -- to float16: kiln.round_f16, or the same in Lua for a constant
+          if v.k then
+            for j, x in ipairs(v.k) do v.k[j] = round_f16_k(x) end
+          else
+            line(string.format("%s = kiln.round_f16(%s)  -- float16: rounded to it", v.ref, v.ref))
+          end
+        elseif class == "wrap" then
+          if v.k then
+            for j, x in ipairs(v.k) do v.k[j] = wrap_k(x, dc) end
+          else
+            wrap_used = true
+            line(string.format("%s = onnx_wrap(%s, %d, %s)  -- %s wraps at %d bits", v.ref, v.ref, dc.bits,
+              dc.signed and "true" or "false", onnx_dtype_names[code], dc.bits))
+          end
+        end
+      end
+    end
+  end
+end
 
 -- Contract: translates one node: folds it when its inputs are constants and the op
 -- folds, else calls its handler; unknown ops and attributes are errors naming the node.
@@ -340,8 +476,13 @@ local function translate_node(node, index)
   N.node, N.seen = node, {}
   local label = node.name ~= "" and node.name or (node.outputs[1] or ("#" .. index))
   N.who = string.format("node '%s' (%s)", label:gsub("%c", "?"), node.op)
-  if node.domain ~= "" and node.domain ~= "ai.onnx" then
+  local training = node.domain == "ai.onnx.preview.training" and (node.op == "Adagrad" or node.op == "Adam" or
+    node.op == "Momentum")
+  if node.domain ~= "" and node.domain ~= "ai.onnx" and not training then
     fail("node '%s': op '%s' of domain '%s' is not supported (only the default ONNX domain is)", label, node.op, node.domain)
+  end
+  if opset == 0 and not training then
+    fail("node '%s': op '%s' of the default domain, which the model does not import", label, node.op)
   end
   local h = H[node.op]
   if not h then fail("node '%s': unsupported op '%s'", label, node.op) end
@@ -353,6 +494,7 @@ local function translate_node(node, index)
   end
   table.sort(unknown)   -- the same message every run, whatever the table order
   if unknown[1] then fail("%s: unsupported attribute '%s'", who(), unknown[1]) end
+  local finish = carried_policy(node)
   local f = fold[node.op]
   if f and #node.outputs == 1 then
     local ins, all = {}, #node.inputs > 0
@@ -365,10 +507,26 @@ local function translate_node(node, index)
     end
     if all then
       local k, shape, dt = f(ins)
-      if k then out_const(1, k, shape, dt) return end
+      if k then
+        out_const(1, k, shape, dt)
+        if finish then finish() end
+        return
+      end
     end
   end
   h.f()
+  if finish then finish() end
+end
+
+-- The comment on a graph input's or output's line when Kiln's dtype is not ONNX's.
+local function io_note(code, verb)
+  local c = carried[code]
+  if code == 7 then return "  -- int64 in the ONNX model: " .. (verb == "pass" and "pass int32" or "int32 here")
+  elseif c and c.half then return string.format("  -- %s in the ONNX model: float32 %s, holding %s values exactly",
+    onnx_dtype_names[code], verb == "pass" and "passed" or "here", onnx_dtype_names[code])
+  elseif c then return string.format("  -- %s in the ONNX model: int32 %s%s", onnx_dtype_names[code],
+    verb == "pass" and "passed" or "here", c.bits > 16 and " (values below 2^31)" or "") end
+  return ""
 end
 
 -- Contract: the graph inputs (declared in the script, or constants from --freeze) and
@@ -412,7 +570,7 @@ local function declare_inputs()
           elseif d < 1 then fail("%s: dim %d is %d (Kiln has no empty tensors)", what, i - 1, d)
           else shape[i] = d end
         end
-        if #shape > 6 then fail("%s: rank %d is not supported (Kiln allows at most 6)", what, #shape) end
+        if #shape > 8 then fail("%s: rank %d is not supported (Kiln allows at most 8)", what, #shape) end
         local total = 1
         for _, d in ipairs(shape) do
           total = total * math.min(d, 1 << 31)
@@ -420,10 +578,9 @@ local function declare_inputs()
         end
         local cn = c_name(inp.name)
         local id = lua_name(inp.name)
-        local note = inp.dtype == 7 and "  -- int64 in the ONNX model: pass int32" or ""
         line(string.format("%skiln.input(%q, %s%s)%s", assign(id), cn, shape_lua(shape),
-          dt == "f32" and "" or string.format(", %q", dt), note))
-        vals[inp.name] = {shape = shape, dt = dt, ref = bind(id), name = inp.name}
+          dt == "f32" and "" or string.format(", %q", dt), io_note(inp.dtype, "pass")))
+        vals[inp.name] = {shape = shape, dt = dt, ref = bind(id), name = inp.name, odt = carried[inp.dtype] and inp.dtype}
       end
     end
     ::continue::
@@ -441,8 +598,8 @@ end
 
 local function main()
   local header = {
-    string.format("-- %s.lua: imported by `kiln import` from %s (ONNX opset %d): one line per ONNX node,", opts.name,
-      opts.file:gsub("%c", "?"), opset),
+    string.format("-- %s.lua: imported by `kiln import` from %s (%s): one line per ONNX node,", opts.name,
+      opts.file:gsub("%c", "?"), opset == 0 and "ONNX training ops, opset 1" or "ONNX opset " .. opset),
     "-- the ONNX op type in the comment. Build it with `kiln build` like any model script.",
     "local kiln = require \"kiln\"",
   }
@@ -452,12 +609,27 @@ local function main()
   for _, o in ipairs(model.outputs) do
     local v = vals[o.name]
     if not v then fail("graph output '%s' is produced by no node", o.name) end
-    outs[#outs + 1] = string.format("kiln.output(%q, %s)%s", c_name(o.name), ref(v),
-      o.dtype == 7 and "  -- int64 in the ONNX model: int32 here" or "")
+    outs[#outs + 1] = string.format("kiln.output(%q, %s)%s", c_name(o.name), ref(v), io_note(o.dtype, "here"))
   end
   for _, s in ipairs(outs) do line(s) end
   if #weights > 0 then header[#header + 1] = string.format("kiln.load(%q, {strict = true})", opts.name .. ".safetensors") end
   if use_table then header[#header + 1] = "local v = {}   -- the graph's values (more than Lua's 200 locals)" end
+  if wrap_used then
+    for _, l in ipairs({
+      "-- ONNX's 8- and 16-bit integers are carried as int32: x modulo 2^bits into the type's range",
+      "-- (signed: two's complement), what the narrow type's arithmetic gives. q is within 1 of",
+      "-- floor(x / 2^bits) (float32(x) errs by at most 2^7), and the two wheres correct it.",
+      "local function onnx_wrap(x, bits, signed)",
+      "  local m = 1 << bits",
+      "  local q = kiln.floor(kiln.cast(x, \"f32\") / m)",
+      "  local r = x - kiln.cast(q, \"i32\") * m",
+      "  r = kiln.where(r:lt(0), r + m, r)",
+      "  r = kiln.where(r:ge(m), r - m, r)",
+      "  if signed then r = kiln.where(r:ge(m // 2), r - m, r) end",
+      "  return r",
+      "end",
+    }) do header[#header + 1] = l end
+  end
   local text = table.concat(header, "\n") .. "\n" .. table.concat(lines, "\n") .. "\n"
   return text, weights
 end

@@ -118,7 +118,7 @@ static void load_embedded(lua_State *L, const char *path, const char *name) {
   if (luaL_loadbufferx(L, src, len, name, "t") != LUA_OK) die("%s: %s", path, lua_tostring(L, -1));
 }
 
-/* Contract: runs onnx.lua (with the handlers of onnx_ops.lua and onnx_shape.lua) on the model; leaves the script text (string) and the weights
+/* Contract: runs onnx.lua (with the handlers of onnx_ops.lua, onnx_shape.lua and onnx_quant.lua) on the model; leaves the script text (string) and the weights
  * list ({{name=, id=, dims=}}) on the stack. Errors end the import with one line. */
 void onnx_translate(lua_State *L, OnnxModel *m, const char *const *defines, int ndefines, const char *const *freeze,
                     int nfreeze, const char *name) {
@@ -137,7 +137,8 @@ void onnx_translate(lua_State *L, OnnxModel *m, const char *const *defines, int 
   lua_setfield(L, -2, "file");
   load_embedded(L, "gen/frontend/onnx_ops.lua", "=[kiln] onnx_ops.lua");       /* the op handlers */
   load_embedded(L, "gen/frontend/onnx_shape.lua", "=[kiln] onnx_shape.lua");   /* shape and indexing ops */
-  if (lua_pcall(L, 4, 2, 1) != LUA_OK) {
+  load_embedded(L, "gen/frontend/onnx_quant.lua", "=[kiln] onnx_quant.lua");   /* integer, quantized, training ops */
+  if (lua_pcall(L, 5, 2, 1) != LUA_OK) {
     const char *msg = lua_tostring(L, -1);
     if (msg && msg[0] == 'U') onnx_fail(m, "%s: %s", m->file, msg + 1);
     die("onnx.lua failed: %s", msg ? msg + 1 : "(no message)");

@@ -108,6 +108,18 @@ fold.ReduceProd = function(ins)
   return {p}, attr("keepdims", "i", 1) == 1 and (function() local s = {} for i = 1, #ins[1].shape do s[i] = 1 end return s end)() or {}, ins[1].dt
 end
 
+-- True when v is one of ONNX's 8- or 16-bit integers (carried as int32, onnx.lua): its
+-- values and their quotients are exact in float32, so integer division goes through it.
+local function small_int(v) return v.odt and C.carried[v.odt].bits and C.carried[v.odt].bits <= 16 end
+
+-- a / b truncated toward zero, for small_int operands (Sa, Sb: their Lua expressions):
+-- float32 holds both, and its rounded quotient truncates to the exact one, because an
+-- integer k with k * |b| <= |a| < 2^16 is never within a rounding (2^-24 k) of a / b.
+local function trunc_div(sa, sb)
+  return string.format("kiln.cast(kiln.cast(%s, \"f32\") / kiln.cast(%s, \"f32\"), \"i32\")", sa, sb)
+end
+C.small_int, C.trunc_div = small_int, trunc_div   -- for onnx_quant.lua
+
 -- Elementwise binary ops: an operator form where Lua has one.
 local binop = {Add = "+", Sub = "-", Mul = "*", Div = "/", Pow = "^"}
 op("Add Sub Mul Div Pow", "", function()
@@ -118,6 +130,10 @@ op("Add Sub Mul Div Pow", "", function()
     local shape = bcast(a.shape, b.shape, who())
     out(1, string.format("kiln.cast(kiln.round(kiln.cast(%s, \"f32\") ^ kiln.cast(%s, \"f32\")), \"i32\")", ref(a), ref(b)),
       shape, "i32")
+    return
+  end
+  if o == "Div" and small_int(a) and small_int(b) then   -- integer division truncates (onnx.lua wraps -128 / -1)
+    out(1, trunc_div(ref(a), ref(b)), bcast(a.shape, b.shape, who()), "i32")
     return
   end
   if o == "Div" or o == "Pow" then need_dt(a, "f32", "input A") else need_dt(a, "f32 i32", "input A") end
@@ -273,7 +289,11 @@ op("Dropout", "ratio seed is_test", function()
   local training = input(3)
   if training then
     local k = const_input(3, "training_mode")
-    if k[1] ~= 0 then fail("%s: training_mode is true: Kiln compiles inference only", who()) end
+    -- training with ratio 0 drops nothing: the identity, deterministic like inference
+    local ratio = k[1] ~= 0 and input(2) and const_input(2, "ratio")
+    if k[1] ~= 0 and not (ratio and ratio[1] == 0) then
+      fail("%s: training_mode is true with a ratio above 0 (random): Kiln compiles inference only", who())
+    end
   end
   out(1, ref(x), x.shape, x.dt)
   if N.node.outputs[2] and N.node.outputs[2] ~= "" then   -- the mask: all kept at inference
@@ -393,9 +413,10 @@ end
 -- The {..} options of conv2d/pools for 1 or 2 spatial dims (1-D: height 1).
 local function two(v, r, fill) if r == 1 then return {fill, v[1]} end return v end
 
-op("Conv", "auto_pad dilations group kernel_shape pads strides", function()
-  local x, w, b = need_input(1, "X"), need_input(2, "W"), input(3)
-  need_dt(x, "f32", "input X")
+-- Contract: the expression and shape of the current Conv-like node's convolution of x by
+-- w (+ bias b), its attributes read here; xs, ws: the operands' Lua expressions (ref(x),
+-- ref(w) unless given).
+local function conv(x, w, b, xs, ws)
   local r = #x.shape - 2
   if r ~= 1 and r ~= 2 then fail("%s: %d-D convolution is not supported (1-D and 2-D are)", who(), r) end
   local k = list_or("kernel_shape", r, nil)
@@ -418,37 +439,51 @@ op("Conv", "auto_pad dilations group kernel_shape pads strides", function()
   if p4[1] ~= 0 or p4[2] ~= 0 or p4[3] ~= 0 or p4[4] ~= 0 then o[#o + 1] = "padding = " .. ints_lua(p4) end
   if d2[1] ~= 1 or d2[2] ~= 1 then o[#o + 1] = "dilation = " .. ints_lua(d2) end
   if g ~= 1 then o[#o + 1] = "groups = " .. g end
-  local xs, ws = ref(x), ref(w)
+  xs, ws = xs or ref(x), ws or ref(w)
   if r == 1 then xs, ws = xs .. ":unsqueeze(2)", ws .. ":unsqueeze(2)" end
   local e = string.format("kiln.conv2d(%s, %s%s%s)", xs, ws, b and (", " .. ref(b)) or "",
     #o > 0 and (", {" .. table.concat(o, ", ") .. "}") or "")
   if r == 1 then e = e .. ":squeeze(2)" end
+  return e, shape
+end
+
+C.conv, C.matmul_shape = conv, matmul_shape   -- for onnx_quant.lua
+
+op("Conv", "auto_pad dilations group kernel_shape pads strides", function()
+  local x, w, b = need_input(1, "X"), need_input(2, "W"), input(3)
+  need_dt(x, "f32", "input X")
+  local e, shape = conv(x, w, b)
   out(1, e, shape, "f32")
 end)
 
 op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel_shape pads storage_order strides", function()
   local x = need_input(1, "X")
-  need_dt(x, "f32", "input X")
-  only_outputs(1)
+  -- a max of 8-bit integers, pooled as float32 (which holds each exactly) and cast back
+  local small_int = N.node.op == "MaxPool" and x.odt and (x.odt == 2 or x.odt == 3)
+  if not small_int then need_dt(x, "f32", "input X") end
+  local indices = N.node.op == "MaxPool" and (N.node.outputs[2] or "") ~= ""
+  only_outputs(indices and 2 or 1)
   local r = #x.shape - 2
-  if r ~= 1 and r ~= 2 then fail("%s: %d-D pooling is not supported (1-D and 2-D are)", who(), r) end
+  if r < 1 then fail("%s: X needs a spatial dim", who()) end
   local k = attr("kernel_shape", "ints", nil)
   if not k or #k ~= r then fail("%s: needs kernel_shape with %d values", who(), r) end
   local s, d = list_or("strides", r, 1), list_or("dilations", r, 1)
-  for i = 1, r do if d[i] ~= 1 then fail("%s: dilations other than 1 are not supported", who()) end end
-  if attr("storage_order", "i", 0) ~= 0 then fail("%s: storage_order 1 is not supported", who()) end
+  local dilated = false
+  for i = 1, r do dilated = dilated or d[i] ~= 1 end
+  local col_major = attr("storage_order", "i", 0) ~= 0   -- only how Indices are numbered
   local ceil = attr("ceil_mode", "i", 0) ~= 0
   local pb, pe = spatial_pads(x.shape, k, s, d)
   local avg = N.node.op == "AveragePool"
   local count_pad = attr("count_include_pad", "i", 0) ~= 0
   local shape = {x.shape[1], x.shape[2]}
   for i = 1, r do
-    local span = x.shape[2 + i] + pb[i] + pe[i] - k[i]
+    local ke = (k[i] - 1) * d[i] + 1          -- the dilated kernel's extent
+    local span = x.shape[2 + i] + pb[i] + pe[i] - ke
     local o = span // s[i] + 1
     if ceil then
       o = -((-span) // s[i]) + 1
       if (o - 1) * s[i] >= x.shape[2 + i] + pb[i] then o = o - 1 end
-      local extra = (o - 1) * s[i] + k[i] - (x.shape[2 + i] + pb[i] + pe[i])
+      local extra = (o - 1) * s[i] + ke - (x.shape[2 + i] + pb[i] + pe[i])
       if extra > 0 then
         if avg and count_pad then
           fail("%s: ceil_mode with a partial last window and count_include_pad is not supported", who())
@@ -459,9 +494,16 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
     if o < 1 then fail("%s: the kernel is larger than the padded input", who()) end
     shape[2 + i] = o
   end
+  if r > 2 or dilated or indices then   -- Kiln's pools are 2-D and undilated: one slice per tap instead
+    local xs = small_int and string.format("kiln.cast(%s, \"f32\")", ref(x)) or ref(x)
+    C.pool_taps(x, xs, {k = k, s = s, d = d, pb = pb, pe = pe, shape = shape, avg = avg, count_pad = count_pad,
+      indices = indices, col_major = col_major, to_i32 = small_int})
+    return
+  end
   local k2, s2 = two(k, r, 1), two(s, r, 1)
   local p4 = r == 1 and {0, pb[1], 0, pe[1]} or {pb[1], pb[2], pe[1], pe[2]}
   local xs = ref(x)
+  if small_int then xs = string.format("kiln.cast(%s, \"f32\")", xs) end
   if r == 1 then xs = xs .. ":unsqueeze(2)" end
   -- Kiln's pools pad at most half the kernel; wider padding is an explicit pad first
   -- (with -inf for max, where padding never wins; with 0 when the average counts it).
@@ -490,6 +532,7 @@ op("MaxPool AveragePool", "auto_pad ceil_mode count_include_pad dilations kernel
     e = string.format("kiln.%s(%s, {%s})", avg and "avgpool2d" or "maxpool2d", xs, table.concat(o, ", "))
   end
   if r == 1 then e = e .. ":squeeze(2)" end
+  if small_int then out(1, string.format("kiln.cast(%s, \"i32\")", e), shape, "i32") return end
   out(1, e, shape, "f32")
 end)
 
@@ -508,9 +551,31 @@ op("BatchNormalization", "epsilon momentum spatial training_mode", function()
   local x = need_input(1, "X")
   local sc, b, mean, var = need_input(2, "scale"), need_input(3, "B"), need_input(4, "mean"), need_input(5, "var")
   need_dt(x, "f32", "input X")
-  attr("momentum", "f", 0.9)
+  local momentum = num(attr("momentum", "f", 0.9), "f32")
   if attr("spatial", "i", 1) ~= 1 then fail("%s: spatial = 0 is not supported", who()) end
-  if attr("training_mode", "i", 0) ~= 0 then fail("%s: training_mode = 1: Kiln compiles inference only", who()) end
+  if attr("training_mode", "i", 0) ~= 0 then
+    -- a training step: normalised by the batch's own statistics (over every dim but the
+    -- channels, the variance without Bessel's correction), and the running statistics
+    -- moved toward them by 1 - momentum. Deterministic, so it compiles like any op.
+    if #x.shape < 2 then fail("%s: X needs a channel dim", who()) end
+    local dims, cshape = {}, {}
+    for d = 1, #x.shape do
+      if d ~= 2 then dims[#dims + 1] = d - 1 end
+      cshape[d] = d == 2 and x.shape[2] or 1
+    end
+    local m, v = lua_name(N.node.outputs[1] .. "_batch_mean"), lua_name(N.node.outputs[1] .. "_batch_var")
+    line(string.format("%skiln.mean(%s, %s, true)  -- BatchNormalization: the batch mean per channel", C.assign(m), ref(x),
+      ints_lua(dims)))
+    line(string.format("%skiln.mean((%s - %s) * (%s - %s), %s, true)  -- BatchNormalization: the batch variance",
+      C.assign(v), ref(x), bind(m), ref(x), bind(m), ints_lua(dims)))
+    local eps = num(attr("epsilon", "f", 1e-5), "f32")
+    out(1, string.format("(%s - %s) / kiln.sqrt(%s + %s) * %s:reshape(%s) + %s:reshape(%s)", ref(x), bind(m), bind(v), eps,
+      ref(sc), shape_lua(cshape), ref(b), shape_lua(cshape)), x.shape, "f32")
+    local c = {x.shape[2]}
+    out(2, string.format("%s * %s + %s:reshape(%s) * (1 - %s)", ref(mean), momentum, bind(m), shape_lua(c), momentum), c, "f32")
+    out(3, string.format("%s * %s + %s:reshape(%s) * (1 - %s)", ref(var), momentum, bind(v), shape_lua(c), momentum), c, "f32")
+    return
+  end
   only_outputs(1)
   out(1, string.format("kiln.batchnorm(%s, %s, %s, %s, %s, {eps = %s})", ref(x), ref(mean), ref(var), ref(sc), ref(b),
     num(attr("epsilon", "f", 1e-5), "f32")), x.shape, "f32")
@@ -723,6 +788,22 @@ end)
 -- NegativeLogLikelihoodLoss on log-probabilities x [N, C, d...] and i32 targets [N, d...]:
 -- -x[n, t, d...] * w[t], summed, averaged by the weights taken, or kept per element;
 -- targets equal to ignore_index take weight 0 (and index 0, any valid one).
+-- The sum of all elements of e (a tensor of shape), in two stages when it is long: the
+-- generated C adds float32 in order, erring by up to K eps over K terms, so a loss over
+-- thousands of positions sums its trailing dims first and then those partial sums
+-- (about sqrt(K) terms each), near the pairwise sum numpy's reference takes.
+local function total(e, shape)
+  local n = numel(shape)
+  if #shape < 2 or n <= 1024 then return string.format("kiln.sum(%s)", e) end
+  local inner, dims = 1, {}
+  for d = #shape, 2, -1 do
+    if inner * shape[d] > math.sqrt(n) and #dims > 0 then break end
+    inner = inner * shape[d]
+    dims[#dims + 1] = d - 1
+  end
+  return string.format("kiln.sum(kiln.sum(%s, %s))", e, ints_lua(dims))
+end
+
 local function nll(xs, x, t, w, who_)
   local reduction = attr("reduction", "s", "mean")
   local ignore = attr("ignore_index", "i", nil)
@@ -739,9 +820,9 @@ local function nll(xs, x, t, w, who_)
   local loss = wt and string.format("-%s * %s", picked, wt) or ("-" .. picked)
   local shape = copy(t.shape)
   if reduction == "none" then return loss, shape end
-  if reduction == "sum" then return string.format("kiln.sum(%s)", loss), {} end
+  if reduction == "sum" then return total(loss, shape), {} end
   if reduction ~= "mean" then fail("%s: reduction %q is not supported", who_, reduction) end
-  if wt then return string.format("kiln.sum(%s) / kiln.sum(%s)", loss, wt), {} end
+  if wt then return string.format("%s / %s", total(loss, shape), total(wt, shape)), {} end
   return string.format("kiln.mean(%s)", loss), {}
 end
 
@@ -786,7 +867,14 @@ local function resize_taps(n_in, n_out, scale, o)
     elseif ct == "align_corners" then x = width == 1 and 0 or i * (n_in - 1) / (width - 1)
     elseif ct == "asymmetric" then x = i / scale
     elseif ct == "tf_half_pixel_for_nn" then x = (i + 0.5) / scale
+    elseif ct == "tf_crop_and_resize" then   -- the roi's [start, end] of this dim, stretched over the output
+      x = n_out > 1 and o.start * (n_in - 1) + i * (o.stop - o.start) * (n_in - 1) / (n_out - 1)
+        or 0.5 * (o.start + o.stop) * (n_in - 1)
     else fail("%s: coordinate_transformation_mode %q is not supported", who(), ct) end
+    if ct == "tf_crop_and_resize" and (x < 0 or x > n_in - 1) then
+      rows[i + 1] = {outside = true}           -- extrapolation_value, no taps
+      goto continue
+    end
     local base = math.floor(x)
     local r = x - base
     if r == 0 then base, r = base - 1, 1.0 end
@@ -822,6 +910,7 @@ local function resize_taps(n_in, n_out, scale, o)
       if c[t] ~= 0 then row[#row + 1] = {math.max(0, math.min(n_in - 1, first + t - 1)), c[t]} end
     end
     rows[i + 1] = row
+    ::continue::
   end
   return rows
 end
@@ -836,7 +925,12 @@ op("Resize Upsample", "antialias coordinate_transformation_mode cubic_coeff_a ex
     exclude = attr("exclude_outside", "i", 0) ~= 0}
   if attr("antialias", "i", 0) ~= 0 then fail("%s: antialias is not supported", who()) end
   if attr("keep_aspect_ratio_policy", "s", "stretch") ~= "stretch" then fail("%s: keep_aspect_ratio_policy is not supported", who()) end
-  attr("extrapolation_value", "f", 0.0)
+  local extra = attr("extrapolation_value", "f", 0.0)
+  local roi
+  if o.coord == "tf_crop_and_resize" then
+    roi = input(2) and const_input(2, "roi")
+    if not roi or #roi ~= 2 * r then fail("%s: tf_crop_and_resize needs a roi of %d values", who(), 2 * r) end
+  end
   if o.mode ~= "nearest" and o.mode ~= "linear" and o.mode ~= "cubic" then fail("%s: mode %q is not supported", who(), o.mode) end
   local scales, sizes
   if N.node.op == "Upsample" then
@@ -857,14 +951,24 @@ op("Resize Upsample", "antialias coordinate_transformation_mode cubic_coeff_a ex
     local scale = sizes and n_out / n_in or scales[d]
     if n_out < 1 then fail("%s: an empty output (Kiln has no empty tensors)", who()) end
     shape[d] = math.tointeger(n_out)
-    if not (n_out == n_in and scale == 1) then
+    if roi then o.start, o.stop = roi[d], roi[r + d] end
+    if not (n_out == n_in and scale == 1) or (roi and (o.start ~= 0 or o.stop ~= 1)) then
       local rows = resize_taps(n_in, n_out, scale, o)
       if d < r - 1 then fail("%s: resizing dim %d is not supported (only the last two dims)", who(), d - 1) end
+      -- the rows outside the roi's input take extrapolation_value: a mask of them, shaped
+      -- to broadcast along dim d
+      local outside, any = {}, false
+      for i, row in ipairs(rows) do outside[i] = row.outside and 1 or 0; any = any or row.outside end
+      local mshape = d == r and {n_out} or {n_out, 1}
       if o.mode == "nearest" then   -- a gather: exact
         local idx = {}
-        for i, row in ipairs(rows) do idx[i] = row[1][1] end
+        for i, row in ipairs(rows) do idx[i] = row.outside and 0 or row[1][1] end
         local iv = ref({shape = {n_out}, dt = "i32", k = idx, name = N.node.outputs[1] .. "_index" .. (d - 1)})
         e = string.format("kiln.gather(%s, %s, %d)", e, iv, d - 1)
+        if any then
+          local mv = ref({shape = mshape, dt = "bool", k = outside, name = N.node.outputs[1] .. "_outside" .. (d - 1)})
+          e = string.format("kiln.where(%s, %s, %s)", mv, num(extra, "f32"), e)
+        end
       else                          -- a product with the interpolation matrix
         fold_limit(n_out * n_in)
         local k = {}
@@ -875,6 +979,12 @@ op("Resize Upsample", "antialias coordinate_transformation_mode cubic_coeff_a ex
         local mv = ref({shape = {n_out, n_in}, dt = "f32", k = k, name = N.node.outputs[1] .. "_weights" .. (d - 1)})
         if d == r then e = string.format("kiln.matmul(%s, %s, {trans_b = true})", e, mv)
         else e = string.format("kiln.matmul(%s, %s)", mv, e) end
+        if any then   -- those rows have no taps (0): the value added instead
+          local b = {}
+          for i = 1, n_out do b[i] = outside[i] * extra end
+          local bv = ref({shape = mshape, dt = "f32", k = b, name = N.node.outputs[1] .. "_outside" .. (d - 1)})
+          e = string.format("%s + %s", e, bv)
+        end
       end
     end
   end
@@ -967,30 +1077,6 @@ op("LRN", "alpha beta bias size", function()
   end)())
   out(1, string.format("%s / (%s + %s * %s) ^ %s", s, num(bias, "f32"), num(alpha / size, "f32"), sq, num(beta, "f32")),
     x.shape, "f32")
-end)
-
-op("GatherND", "batch_dims", function()
-  local x, idx = need_input(1, "data"), need_input(2, "indices")
-  need_dt(idx, "i32", "indices")
-  if attr("batch_dims", "i", 0) ~= 0 then fail("%s: batch_dims other than 0 is not supported", who()) end
-  local q = idx.shape[#idx.shape]
-  if q > #x.shape then fail("%s: index tuples of %d for rank %d", who(), q, #x.shape) end
-  -- each index tuple becomes one flat index into the first q dims
-  local strides_, acc = {}, 1
-  for j = q, 1, -1 do strides_[j] = acc; acc = acc * x.shape[j] end
-  local flat = {acc}
-  for j = q + 1, #x.shape do flat[#flat + 1] = x.shape[j] end
-  local shape = {}
-  for j = 1, #idx.shape - 1 do shape[j] = idx.shape[j] end
-  for j = q + 1, #x.shape do shape[#shape + 1] = x.shape[j] end
-  local i, last = ref(idx), #idx.shape - 1
-  local terms = {}
-  for j = 1, q do   -- component j, negative counting from the end, times its stride
-    local comp = string.format("%s:select(%d, %d)", i, last, j - 1)
-    terms[j] = string.format("kiln.where(%s:lt(0), %s + %d, %s) * %d", comp, comp, x.shape[j], comp, strides_[j])
-  end
-  local lin = table.concat(terms, " + ")
-  out(1, string.format("kiln.gather(%s:reshape(%s), %s, 0)", ref(x), shape_lua(flat), lin), shape, x.dt)
 end)
 
 -- ---- recurrent layers ----
@@ -1389,3 +1475,4 @@ for _, name in ipairs({"If", "Loop", "Scan"}) do
     fail("%s: control flow (%s with a subgraph) is not supported: Kiln compiles static graphs", who(), name)
   end}
 end
+

@@ -26,7 +26,10 @@
 #include <string.h>
 
 /* ONNX TensorProto.DataType codes the reader decodes (onnx.proto has them all). */
-enum { OT_FLOAT = 1, OT_UINT8 = 2, OT_INT8 = 3, OT_INT32 = 6, OT_INT64 = 7, OT_BOOL = 9, OT_DOUBLE = 11 };
+enum {
+  OT_FLOAT = 1, OT_UINT8 = 2, OT_INT8 = 3, OT_UINT16 = 4, OT_INT16 = 5, OT_INT32 = 6, OT_INT64 = 7, OT_BOOL = 9,
+  OT_FLOAT16 = 10, OT_DOUBLE = 11, OT_UINT32 = 12, OT_UINT64 = 13, OT_BFLOAT16 = 16
+};
 
 /* Tensors up to this many elements are given to Lua as values (shapes, axes, indices,
  * scalars), enough for constant folding; larger ones only by id. */
@@ -35,8 +38,9 @@ enum { OT_FLOAT = 1, OT_UINT8 = 2, OT_INT8 = 3, OT_INT32 = 6, OT_INT64 = 7, OT_B
 /* Bytes per element of the dtypes whose data can be decoded, or 0. */
 static int elem_size(int dt) {
   switch (dt) {
-  case OT_FLOAT: case OT_INT32: return 4;
-  case OT_INT64: case OT_DOUBLE: return 8;
+  case OT_FLOAT: case OT_INT32: case OT_UINT32: return 4;
+  case OT_INT64: case OT_DOUBLE: case OT_UINT64: return 8;
+  case OT_UINT16: case OT_INT16: case OT_FLOAT16: case OT_BFLOAT16: return 2;
   case OT_UINT8: case OT_INT8: case OT_BOOL: return 1;
   default: return 0;
   }
@@ -61,16 +65,25 @@ static int64_t tensor_numel(const OnnxModel *m, const Onnx__TensorProto *t) {
 }
 
 /* Contract: element i of tensor t as a double (integers up to 2^53 exactly; int64 values
- * beyond that are read through onnx_tensor_i64). The data was checked by check_tensor. */
+ * beyond that are read through onnx_tensor_i64; float16 and bfloat16 widened exactly).
+ * raw_data is little-endian, as ONNX stores it; the typed fields hold the 16-bit types'
+ * bits in int32_data. The data was checked by check_tensor. */
 double onnx_tensor_f64(const Onnx__TensorProto *t, int64_t i) {
   if (t->has_raw_data) {
     const unsigned char *p = t->raw_data.data + i * elem_size(t->data_type);
+    uint16_t h = (uint16_t)(p[0] | (elem_size(t->data_type) > 1 ? p[1] << 8 : 0));
     switch (t->data_type) {
     case OT_FLOAT: { float f; memcpy(&f, p, 4); return f; }
     case OT_DOUBLE: { double d; memcpy(&d, p, 8); return d; }
     case OT_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case OT_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
     case OT_INT64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case OT_UINT64: { uint64_t v; memcpy(&v, p, 8); return (double)v; }
     case OT_INT8: return (int8_t)*p;
+    case OT_INT16: return (int16_t)h;
+    case OT_UINT16: return h;
+    case OT_FLOAT16: return kiln_f16_to_f32(h);
+    case OT_BFLOAT16: return kiln_bf16_to_f32(h);
     default: return *p;
     }
   }
@@ -78,13 +91,24 @@ double onnx_tensor_f64(const Onnx__TensorProto *t, int64_t i) {
   case OT_FLOAT: return t->float_data[i];
   case OT_DOUBLE: return t->double_data[i];
   case OT_INT64: return (double)t->int64_data[i];
+  case OT_UINT32: case OT_UINT64: return (double)t->uint64_data[i];
   case OT_INT8: return (int8_t)t->int32_data[i];
+  case OT_INT16: return (int16_t)t->int32_data[i];
+  case OT_UINT16: return (uint16_t)t->int32_data[i];
+  case OT_FLOAT16: return kiln_f16_to_f32((uint16_t)t->int32_data[i]);
+  case OT_BFLOAT16: return kiln_bf16_to_f32((uint16_t)t->int32_data[i]);
   default: return t->int32_data[i];
   }
 }
 
-/* Element i of an integer tensor, exactly. */
+/* Element i of an integer tensor, exactly (a uint64 past 2^63 saturates to INT64_MAX:
+ * the translator's int32 range check refuses it either way). */
 static int64_t tensor_i64(const Onnx__TensorProto *t, int64_t i) {
+  if (t->data_type == OT_UINT64) {
+    uint64_t u = t->uint64_data ? t->uint64_data[i] : 0;
+    if (t->has_raw_data) memcpy(&u, t->raw_data.data + i * 8, 8);
+    return u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)u;
+  }
   if (t->data_type != OT_INT64) return (int64_t)onnx_tensor_f64(t, i);
   if (!t->has_raw_data) return t->int64_data[i];
   int64_t v;
@@ -105,6 +129,7 @@ static void check_tensor(const OnnxModel *m, const Onnx__TensorProto *t) {
   else if (t->data_type == OT_FLOAT) have = t->n_float_data;
   else if (t->data_type == OT_DOUBLE) have = t->n_double_data;
   else if (t->data_type == OT_INT64) have = t->n_int64_data;
+  else if (t->data_type == OT_UINT32 || t->data_type == OT_UINT64) have = t->n_uint64_data;
   else have = t->n_int32_data;
   if ((t->has_raw_data && t->raw_data.len != (size_t)n * (size_t)es) || (!t->has_raw_data && have != (size_t)n))
     onnx_fail(m, "%s: tensor '%s': %lld elements in its shape, %zu in its data (truncated file?)", m->file,
@@ -153,7 +178,9 @@ static void push_tensor(lua_State *L, OnnxModel *m, const Onnx__TensorProto *t) 
   if (n <= ONNX_LUA_VALUES_MAX) {
     lua_createtable(L, (int)n, 0);
     for (int64_t i = 0; i < n; i++) {
-      if (t->data_type == OT_FLOAT || t->data_type == OT_DOUBLE) lua_pushnumber(L, onnx_tensor_f64(t, i));
+      if (t->data_type == OT_FLOAT || t->data_type == OT_DOUBLE || t->data_type == OT_FLOAT16 ||
+          t->data_type == OT_BFLOAT16)
+        lua_pushnumber(L, onnx_tensor_f64(t, i));
       else lua_pushinteger(L, tensor_i64(t, i));
       lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
@@ -259,7 +286,8 @@ static void push_value_info(lua_State *L, const OnnxModel *m, const Onnx__ValueI
   }
 }
 
-/* The default domain's opset version (1..17, checked), or a user error. */
+/* The default domain's opset version (1..17, checked; 0 when the model imports only
+ * ai.onnx.preview.training 1), or a user error. */
 static int64_t default_opset(const OnnxModel *m) {
   const Onnx__ModelProto *mp = m->proto;
   for (size_t i = 0; i < mp->n_opset_import; i++) {
@@ -272,6 +300,12 @@ static int64_t default_opset(const OnnxModel *m) {
                    (long long)o->version);
       return o->version;
     }
+  }
+  /* a model of only ONNX's training ops (Adagrad, Adam, Momentum) needs no default
+   * domain: 0, and the translator refuses any default-domain node in it */
+  for (size_t i = 0; i < mp->n_opset_import; i++) {
+    const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+    if (o->domain && strcmp(o->domain, "ai.onnx.preview.training") == 0 && o->version == 1) return 0;
   }
   onnx_fail(m, "%s: the model imports no opset of the default ONNX domain: other domains are not supported", m->file);
 }

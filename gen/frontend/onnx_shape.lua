@@ -306,6 +306,42 @@ fold.Gather = function(ins)
   return k, gather_shape(x, idx, ax), x.dt
 end
 
+op("GatherND", "batch_dims", function()
+  local x, idx = need_input(1, "data"), need_input(2, "indices")
+  need_dt(idx, "i32", "indices")
+  local b = attr("batch_dims", "i", 0)
+  local q = idx.shape[#idx.shape]
+  if b < 0 or b >= #idx.shape or b + q > #x.shape then fail("%s: batch_dims %d and index tuples of %d for ranks %d and %d", who(), b, q, #x.shape, #idx.shape) end
+  for j = 1, b do
+    if x.shape[j] ~= idx.shape[j] then fail("%s: batch dim %d is %d in data, %d in indices", who(), j - 1, x.shape[j], idx.shape[j]) end
+  end
+  -- each index tuple becomes one flat index into data's batch dims and the q dims after
+  -- them (viewed as one dim): the tuple's batch position times the q dims' size, plus
+  -- the tuple's components times their strides
+  local strides_, acc = {}, 1
+  for j = b + q, b + 1, -1 do strides_[j] = acc; acc = acc * x.shape[j] end
+  local nb = 1
+  for j = 1, b do nb = nb * x.shape[j] end
+  local flat = {nb * acc}
+  for j = b + q + 1, #x.shape do flat[#flat + 1] = x.shape[j] end
+  local shape = {}
+  for j = 1, #idx.shape - 1 do shape[j] = idx.shape[j] end
+  for j = b + q + 1, #x.shape do shape[#shape + 1] = x.shape[j] end
+  local i, last = ref(idx), #idx.shape - 1
+  local terms = {}
+  for j = b + 1, b + q do   -- component j, negative counting from the end, times its stride
+    local comp = string.format("%s:select(%d, %d)", i, last, j - b - 1)
+    terms[#terms + 1] = string.format("kiln.where(%s:lt(0), %s + %d, %s) * %d", comp, comp, x.shape[j], comp, strides_[j])
+  end
+  if b > 0 then
+    local bshape = {}
+    for j = 1, #idx.shape - 1 do bshape[j] = j <= b and idx.shape[j] or 1 end
+    terms[#terms + 1] = string.format("kiln.arange(%d):reshape(%s) * %d", nb, shape_lua(bshape), acc)
+  end
+  local lin = table.concat(terms, " + ")
+  out(1, string.format("kiln.gather(%s:reshape(%s), %s, 0)", ref(x), shape_lua(flat), lin), shape, x.dt)
+end)
+
 op("GatherElements", "axis", function()
   local x, idx = need_input(1, "data"), need_input(2, "indices")
   need_dt(idx, "i32", "indices")
@@ -532,7 +568,36 @@ end)
 -- Scatter with import-time indices: a constant 0/1 matrix [numel(data), numel(updates)]
 -- routes every update to its place (sums duplicates for reduction "add"), and a mask keeps
 -- data where nothing is written. Contract: places[u] = flat data index update u writes.
+-- reduction "mul": data times the updates that hit each element, in update order: the
+-- k-th update of every element gathered from the updates (and a trailing 1 for an
+-- element hit fewer than k times), one product per k.
+local function scatter_mul(data, updates, places)
+  local nd, nu = numel(data.shape), numel(updates.shape)
+  local hits = {}
+  for i = 1, nd do hits[i] = {} end
+  local depth = 0
+  for u, p in ipairs(places) do
+    local h = hits[p + 1]
+    h[#h + 1] = u - 1
+    depth = math.max(depth, #h)
+  end
+  fold_limit(nd * depth)
+  local base = N.node.outputs[1]
+  local ext = lua_name(base .. "_factors")
+  line(string.format("%skiln.concat({%s:reshape({%d}), kiln.full({1}, 1)}, 0)  -- ScatterND: the updates, then 1",
+    C.assign(ext), ref(updates), nu))
+  local e = ref(data)
+  for k = 1, depth do
+    local g = {}
+    for i = 1, nd do g[i] = hits[i][k] or nu end
+    local gi = ref({shape = {nd}, dt = "i32", k = g, name = string.format("%s_hit%d", base, k)})
+    e = string.format("%s * kiln.gather(%s, %s, 0):reshape(%s)", e, bind(ext), gi, shape_lua(data.shape))
+  end
+  return e
+end
+
 local function scatter_out(data, updates, places, reduction)
+  if reduction == "mul" then return scatter_mul(data, updates, places) end
   local nd, nu = numel(data.shape), numel(updates.shape)
   fold_limit(nd * nu)
   local m, hit = {}, {}
@@ -599,4 +664,130 @@ op("ScatterND", "reduction", function()
     for e = 0, slice - 1 do places[#places + 1] = base + e end
   end
   out(1, scatter_out(data, updates, places, attr("reduction", "s", "none")), copy(data.shape), "f32")
+end)
+
+-- Contract: MaxPool or AveragePool (the current node) of any spatial rank and dilation,
+-- and MaxPool's Indices output, written as one strided slice of the padded input per
+-- kernel tap (xs: x's expression, as float32): the max of the taps (the first largest
+-- tap gives the index, a flat index into x (g.col_major: spatial dims column-major, as
+-- storage_order 1 numbers them), carried in float32: exact below
+-- 2^24), or their sum over the taps counted (all of them, or only those inside x when
+-- count_include_pad is 0, from the same taps of a padded mask of ones). g: the geometry
+-- the handler computed (k, s, d, pb, pe, output shape, avg, count_pad, indices, to_i32).
+function C.pool_taps(x, xs, g)
+  local r = #g.k
+  local pads, padded = {}, false
+  for i = r, 1, -1 do
+    pads[#pads + 1], pads[#pads + 2] = g.pb[i], g.pe[i]
+    padded = padded or g.pb[i] > 0 or g.pe[i] > 0
+  end
+  local out_name = N.node.outputs[1]
+  local function pad(e, value, what)
+    if not padded then return e end
+    local id = lua_name(out_name .. "_" .. what)
+    line(string.format("%skiln.pad(%s, %s, \"constant\", %s)  -- %s: padded for its taps", C.assign(id), e, ints_lua(pads),
+      value, N.node.op))
+    return bind(id)
+  end
+  -- the tap t (0-based per dim) of src: every output position's element at that tap
+  local function tap(src, t)
+    local e = src
+    for i = 1, r do
+      local start = t[i] * g.d[i]
+      e = string.format("kiln.slice(%s, %d, %d, %d, %d)", e, 1 + i, start, start + (g.shape[2 + i] - 1) * g.s[i] + 1, g.s[i])
+    end
+    return e
+  end
+  local taps, n = {}, 1
+  for i = 1, r do n = n * g.k[i] end
+  for j = 0, n - 1 do
+    local t, rem = {}, j
+    for i = r, 1, -1 do t[i] = rem % g.k[i]; rem = rem // g.k[i] end
+    taps[#taps + 1] = t
+  end
+  local src = pad(xs, g.avg and "0" or "-math.huge", "padded")
+  local acc = lua_name(out_name .. (g.avg and "_sum" or "_max"))
+  line(string.format("%s%s  -- %s: tap 1 of %d", C.assign(acc), tap(src, taps[1]), N.node.op, n))
+  local accr = bind(acc)
+  local idx, idxr
+  if g.indices then
+    if numel(x.shape) >= 1 << 24 then fail("%s: Indices of an input of %d elements are not supported (float32 holds them exactly below 2^24)", who(), numel(x.shape)) end
+    -- flat indices of x: row-major, or with storage_order 1 the spatial dims column-major
+    local ishape, perm = {x.shape[1], x.shape[2]}, {0, 1}
+    for i = 1, r do
+      ishape[2 + i] = g.col_major and x.shape[3 + r - i] or x.shape[2 + i]
+      perm[2 + i] = g.col_major and 2 + r - i or 1 + i
+    end
+    local ie = string.format("kiln.cast(kiln.arange(%d), \"f32\"):reshape(%s)", numel(x.shape), shape_lua(ishape))
+    if g.col_major then ie = string.format("kiln.permute(%s, %s)", ie, ints_lua(perm)) end
+    local isrc = pad(ie, "-1", "index")
+    idx = lua_name(N.node.outputs[2] .. "_at")
+    line(string.format("%s%s  -- MaxPool: the index of each tap 1", C.assign(idx), tap(isrc, taps[1])))
+    idxr = bind(idx)
+    for j = 2, n do
+      local v = tap(src, taps[j])
+      local take = lua_name(out_name .. "_larger")
+      line(string.format("%skiln.gt(%s, %s)  -- MaxPool: tap %d is larger", C.assign(take), v, accr, j))
+      line(string.format("%s = kiln.where(%s, %s, %s)", idxr, bind(take), tap(isrc, taps[j]), idxr))
+      line(string.format("%s = kiln.where(%s, %s, %s)", accr, bind(take), v, accr))
+    end
+  else
+    for j = 2, n do
+      line(string.format(g.avg and "%s = %s + %s" or "%s = kiln.max(%s, %s)", accr, accr, tap(src, taps[j])))
+    end
+  end
+  local e = accr
+  if g.avg then
+    if g.count_pad or not padded then e = string.format("%s / %d", accr, n)
+    else
+      local ones = pad(string.format("kiln.full(%s, 1)", shape_lua(x.shape)), "0", "inside")
+      local cnt = {}
+      for j = 1, n do cnt[j] = tap(ones, taps[j]) end
+      e = string.format("%s / (%s)", accr, table.concat(cnt, " + "))
+    end
+  end
+  if g.to_i32 then e = string.format("kiln.cast(%s, \"i32\")", e) end
+  out(1, e, g.shape, g.to_i32 and "i32" or "f32")
+  if g.indices then out(2, string.format("kiln.cast(%s, \"i32\")", idxr), C.copy(g.shape), "i32") end
+end
+
+-- MaxUnpool: X's values stored at their Indices (MaxPool's flat indices into the input it
+-- pooled, whose spatial shape is the default unpooled one: (in - 1) * stride - pads +
+-- kernel) in a zero tensor of output_shape (or that default). An index is decoded into
+-- its coordinates in the default shape and re-encoded in the output's (integer remainders,
+-- and exact float32 quotients below 2^24), then one kiln.scatter over the flat output.
+op("MaxUnpool", "kernel_shape pads strides", function()
+  local x, iv = need_input(1, "X"), need_input(2, "I")
+  need_dt(x, "f32", "X")
+  need_dt(iv, "i32", "I")
+  local r = #x.shape - 2
+  local k = attr("kernel_shape", "ints", nil)
+  if r < 1 or not k or #k ~= r then fail("%s: needs kernel_shape with %d values", who(), r) end
+  local s, p = attr("strides", "ints", nil) or {}, attr("pads", "ints", nil) or {}
+  local def = {x.shape[1], x.shape[2]}
+  for i = 1, r do def[2 + i] = (x.shape[2 + i] - 1) * (s[i] or 1) - (p[i] or 0) - (p[r + i] or 0) + k[i] end
+  local shape = copy(def)
+  if input(3) then
+    local os_ = const_input(3, "output_shape")
+    if #os_ ~= #def then fail("%s: output_shape has %d entries for rank %d", who(), #os_, #def) end
+    for i = 1, #def do shape[i] = math.tointeger(os_[i]) end
+  end
+  if shape[1] ~= def[1] or shape[2] ~= def[2] then fail("%s: output_shape must keep N and C", who()) end
+  if numel(def) >= 1 << 24 or numel(shape) >= 1 << 24 then fail("%s: more than 2^24 elements are not supported", who()) end
+  local t = ref(iv)
+  local terms, step = {}, 1
+  for d = #def, 3, -1 do   -- the coordinate along spatial dim d, then the rest of the index
+    local c = lua_name(string.format("%s_at%d", N.node.outputs[1], d - 1))
+    line(string.format("%skiln.remainder(%s, %d)  -- MaxUnpool: the index's coordinate along dim %d", C.assign(c), t, def[d], d - 1))
+    terms[#terms + 1] = string.format("%s * %d", bind(c), step)
+    step = step * shape[d]
+    local rest = lua_name(string.format("%s_rest%d", N.node.outputs[1], d - 1))
+    line(string.format("%skiln.cast((kiln.cast(%s - %s, \"f32\") / %d), \"i32\")", C.assign(rest), t, bind(c), def[d]))
+    t = bind(rest)
+  end
+  terms[#terms + 1] = string.format("%s * %d", t, step)   -- n * C + c, above every spatial dim
+  local n = numel(x.shape)
+  local e = string.format("kiln.scatter(kiln.full({1, %d}, 0), 1, (%s):reshape({1, %d}), %s:reshape({1, %d})):reshape(%s)",
+    numel(shape), table.concat(terms, " + "), n, ref(x), n, shape_lua(shape))
+  out(1, e, shape, "f32")
 end)

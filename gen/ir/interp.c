@@ -70,6 +70,11 @@ static double scalar(OpKind op, double x, double y) {
   case OP_POW: return pow(x, y);
   case OP_MAX: return fmax(x, y);
   case OP_MIN: return fmin(x, y);
+  case OP_FMOD: return fmod(x, y);   /* exact: the result is representable */
+  case OP_REMAINDER: {
+    double r = fmod(x, y);
+    return r != 0.0 && (r < 0.0) != (y < 0.0) ? r + y : r;
+  }
   case OP_EQ: return x == y;
   case OP_NE: return x != y;
   case OP_LT: return x < y;
@@ -94,6 +99,7 @@ static double scalar(OpKind op, double x, double y) {
   case OP_FLOOR: return floor(x);
   case OP_CEIL: return ceil(x);
   case OP_ROUND: return nearbyint(x);   /* the default rounding mode: halves to even */
+  case OP_ROUND_F16: return kiln_round_f16((float)x);   /* x is an f32 value: exact */
   default: die("interp: %s is not a scalar op", kiln_ops[op].name);
   }
 }
@@ -110,6 +116,8 @@ static int32_t wrap32(int64_t v) {
  * them; only a product (up to 2^62) needs 64-bit integers. */
 static int64_t iscalar(OpKind op, int64_t x, int64_t y) {
   if (!kiln_ops[op].iexpr) die("interp: %s has no i32 form", kiln_ops[op].name);
+  if (op == OP_FMOD) return y == 0 ? 0 : x % y;                  /* C's %: truncating, as fmod */
+  if (op == OP_REMAINDER) return y == 0 ? 0 : (x % y + y) % y;   /* the sign of y */
   return op == OP_MUL ? x * y : (int64_t)scalar(op, (double)x, (double)y);
 }
 
@@ -144,6 +152,8 @@ static bool interp_binary(const Node *n, const Tensor *in, Tensor *out, char *er
 #define interp_POW interp_binary
 #define interp_MAX interp_binary
 #define interp_MIN interp_binary
+#define interp_FMOD interp_binary
+#define interp_REMAINDER interp_binary
 #define interp_EQ interp_binary
 #define interp_NE interp_binary
 #define interp_LT interp_binary
@@ -182,6 +192,7 @@ static bool interp_unary(const Node *n, const Tensor *in, Tensor *out, char *err
 #define interp_FLOOR interp_unary
 #define interp_CEIL interp_unary
 #define interp_ROUND interp_unary
+#define interp_ROUND_F16 interp_unary
 
 /* WHERE: any dtype for the branches, so elements move as bytes. */
 static bool interp_WHERE(const Node *n, const Tensor *in, Tensor *out, char *err, size_t errlen) {

@@ -105,6 +105,8 @@ static bool shape_binary(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_POW shape_binary
 #define shape_MAX shape_binary
 #define shape_MIN shape_binary
+#define shape_FMOD shape_binary
+#define shape_REMAINDER shape_binary
 #define shape_EQ shape_binary
 #define shape_NE shape_binary
 #define shape_LT shape_binary
@@ -152,6 +154,7 @@ static bool shape_unary(Graph *g, Node *n, char *err, size_t errlen) {
 #define shape_FLOOR shape_unary
 #define shape_CEIL shape_unary
 #define shape_ROUND shape_unary
+#define shape_ROUND_F16 shape_unary
 #define shape_COPY shape_unary
 
 /* out keeps in0's shape and takes dtype a.to; fails only on a target outside DType. */

@@ -58,7 +58,7 @@ static bool reserved_ident(const char *s) {
       "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
-      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "par", "pfor", "pool", NULL};
+      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "fmod", "fmodf", "remainder", "remainderf", "par", "pfor", "pool", NULL};
   for (int i = 0; own[i]; i++)
     if (strcmp(own[i], s) == 0) return true;
   return emit_is_c_keyword(s);
@@ -866,6 +866,7 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
 static const struct {
   const char *tmpl, *uses;
 } c_helpers[] = {
+    {"c/round_f16.c.tmpl", "kiln_round_f16("},        /* x.half().float() */
     {"c/dot4.c.tmpl", "kiln_dot4("},                  /* convolutions through gathered patches */
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},

@@ -41,7 +41,8 @@
 const EmitFn emit_c_fns[] = {
     {"exp", "expf"},   {"log", "logf"},   {"sqrt", "sqrtf"}, {"tanh", "tanhf"}, {"erf", "erff"},
     {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"}, {"sin", "sinf"},
-    {"cos", "cosf"},   {"floor", "floorf"}, {"ceil", "ceilf"}, {"rint", "rintf"},
+    {"cos", "cosf"},   {"floor", "floorf"}, {"ceil", "ceilf"}, {"rint", "rintf"}, {"fmod", "fmodf"},
+    {"round_f16", "kiln_round_f16"},
     {"i64", "(int64_t)"}, {"i32", "(int32_t)"},   /* i32 arithmetic: widen, then wrap back */
     {NULL, NULL},
 };

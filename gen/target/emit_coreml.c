@@ -170,8 +170,10 @@ static const char *binary_type(OpKind op) {
 
 /* x op y -> one MIL elementwise op; MIL broadcasts like Kiln, so shapes pass through. */
 static void lower_binary(Lower *L, const Node *n) {
+  const char *type = binary_type(n->op);
+  if (!type) kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);
   const char *x = X(L, n, 0), *y = X(L, n, 1);
-  MilOp *op = start(L, n, binary_type(n->op));
+  MilOp *op = start(L, n, type);
   mil_arg(L->m, op, "x", x);
   mil_arg(L->m, op, "y", y);
   finish(L, n, op);

@@ -40,7 +40,7 @@ static bool reserved(const char *s) {
       "true", "false", "this", "new", "delete", "operator", "typedef", "typename", "virtual", "public",
       "private", "protected", "friend", "explicit", "auto", "register", "volatile", "extern", "mutable",
       "exp", "log", "sqrt", "rsqrt", "tanh", "fabs", "abs", "fmax", "fmin", "max", "min", "pow", "powr",
-      "isnan", "isinf", "select", "clamp", "dot", "floor", "ceil", "round", "trunc", "sin", "cos",
+      "isnan", "isinf", "select", "clamp", "dot", "floor", "ceil", "round", "trunc", "sin", "cos", "fmod", "remainder",
       "simd_sum", "simd_max", "simd_min", "threadgroup_barrier", "mem_flags", "main", "x", "y", "z", "out",
       "INFINITY", "NAN", "INT_MAX", "INT_MIN", "float2", "float3", "float4", "uint2", "uint3", "uint4",
       NULL};

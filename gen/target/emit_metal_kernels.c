@@ -45,6 +45,8 @@ static const EmitFn msl_fns[] = {
     {"pow", "metal::precise::pow"}, {"i64", "long"}, {"i32", "int"},   /* i32 arithmetic: widen, wrap back */
     {"sin", "metal::precise::sin"}, {"cos", "metal::precise::cos"},   /* fast math's are coarse far from 0 */
     {"floor", "metal::floor"}, {"ceil", "metal::ceil"}, {"rint", "metal::rint"},
+    {"fmod", "metal::precise::fmod"},   /* exact, as C's; fast math's may not be */
+    {"round_f16", "kiln_round_f16"},
     {NULL, NULL},
 };
 

@@ -237,6 +237,59 @@ add("div", "i32_true_division", "x / 4", [("x", [6], "i32", "int:-50:50")],
 add("exp", "i32_promote_unary", "kiln.exp(x)", [("x", [4], "i32", "int:-3:3")],
     ref=lambda x: np.exp(x.astype(np.float64)), tol=Tol.ew(), also=("cast",))
 
+# ---------------------------------------------------------------- round_f16
+# x.half().float(), bit for bit: numpy's float32 -> float16 conversion rounds to nearest
+# even. Random bit patterns (every exponent, subnormal halves, inf and NaN), the ties of
+# every binade of the half range, and the edges: 65504, 65520 (a tie to inf), 2^-14, the
+# smallest half subnormal and half of it (a tie to 0), -0.
+
+def f16_bits():
+    rng = np.random.default_rng(16)
+    a = rng.integers(0, 2**32, 512, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    ties = ((rng.integers(0x38800000, 0x477ff000, 256).astype(np.uint32) & np.uint32(0xffffe000))
+            | np.uint32(0x1000)).view(np.float32)
+    sub = rng.uniform(-2**-14, 2**-14, 128).astype(np.float32)
+    edges = np.array([65504, 65519.996, 65520, -65520, 65536, 2**-14, 2**-24, 2**-25, 3 * 2**-26,
+                      1.00048828125, 1.00146484375, -0.0, np.inf, -np.inf, np.nan, 1e-45], np.float32)
+    return np.concatenate([edges, ties, sub, a])
+
+
+F16X = f16_bits()
+add("round_f16", "bits", "kiln.round_f16(x)", [("x", [len(F16X)], "f32", list(F16X))],
+    ref=lambda x: x.astype(np.float32).astype(np.float16).astype(np.float32))
+add("round_f16", "method", "(x * 3):round_f16()", [("x", [4, 7], "f32", "n")],
+    ref=lambda x: (x.astype(np.float32) * np.float32(3)).astype(np.float16).astype(np.float32), also=("mul",))
+
+# ---------------------------------------------------------------- fmod and remainder
+# torch.fmod (the sign of x) and torch.remainder (the sign of y). Both are exact: the
+# f32 results are representable (numpy computes the same in float32, bit for bit), the
+# i32 ones are integer arithmetic; an i32 divisor of 0 gives 0 (Kiln's definition:
+# PyTorch raises).
+
+def i_mod(x, y, floor):
+    x, y = x.astype(np.int64), y.astype(np.int64)
+    safe = np.where(y == 0, 1, y)
+    r = np.fmod(x, safe) if not floor else np.mod(x, safe)
+    return np.where(y == 0, 0, r).astype(np.int32)
+
+
+MODX = [5.5, -5.5, 5.5, -5.5, 1e10, -3e-7, 7, -0.0, np.inf, 2, np.nan, 3]
+MODY = [2, 2, -2, -2, 3.3, 1e-7, 7, 3, 2, np.inf, 1, 0]
+for op, f, floor in (("fmod", np.fmod, False), ("remainder", np.remainder, True)):
+    add(op, "same", "kiln.%s(x, y)" % op, [("x", [2, 3, 5], "f32", "n"), ("y", [2, 3, 5], "f32", "nz")],
+        ref=lambda x, y, f=f: f(x.astype(np.float32), y.astype(np.float32)))
+    add(op, "bcast_method", "x:%s(y)" % op, [("x", [4, 7], "f32", "n"), ("y", [7], "f32", "nz")],
+        ref=lambda x, y, f=f: f(x.astype(np.float32), y.astype(np.float32)))
+    add(op, "num", "kiln.%s(x, 0.75)" % op, [("x", [9], "f32", "n")],
+        ref=lambda x, f=f: f(x.astype(np.float32), np.float32(0.75)))
+    add(op, "edges", "kiln.%s(x, y)" % op, [("x", [12], "f32", MODX), ("y", [12], "f32", MODY)],
+        ref=lambda x, y, f=f: f(x.astype(np.float32), y.astype(np.float32)))
+    add(op, "i32", "kiln.%s(x, y)" % op, [("x", [3, 6], "i32", "int:-100:100"), ("y", [6], "i32", [3, -3, 7, -7, 1, 100])],
+        ref=lambda x, y, floor=floor: i_mod(x, y, floor), dtypes=("i32",))
+    add(op, "i32_edges", "kiln.%s(x, y)" % op,
+        [("x", [8], "i32", EDGE_X), ("y", [8], "i32", [1, -1, 2147483647, 2147483647, 100000, 0, -2147483648, -65536])],
+        ref=lambda x, y, floor=floor: i_mod(x, y, floor), dtypes=("i32",))
+
 # ---------------------------------------------------------------- attention (sdpa)
 # Reference: plain float64 softmax attention in numpy with an explicit boolean mask (keys
 # j < clamp(len, 0, S), and j <= pos + i when causal) and K/V repeated per query head group
