@@ -391,13 +391,8 @@ float kiln_f16_to_f32(uint16_t h) {
   return kiln_f32_from_bits(sign | (exp + 127 - 15) << 23 | man << 13);
 }
 
-/* x rounded to the nearest IEEE half value, ties to even, as a float (op round_f16; the
- * generated C has the same in templates/c/round_f16.c.tmpl): NaN and inf stay, from
- * 65520 (halfway past 65504, the largest half, a tie that goes to the even 65536) on the
- * result is inf; below 2^-14 halves are subnormal, multiples of 2^-24, so the scaled
- * value rounds to an integer (exact scalings, rint in the default mode: ties to even);
- * otherwise the 13 low mantissa bits round away in the integer bits, a carry moving into
- * the exponent as it should. */
+/* The nearest half to x as a float: narrowed and widened again (kiln_f32_to_f16 rounds to
+ * nearest even, overflow to inf); a NaN is returned as is. */
 float kiln_round_f16(float x) {
   if (x != x) return x;   /* a NaN keeps its payload */
   return kiln_f16_to_f32(kiln_f32_to_f16(x));
