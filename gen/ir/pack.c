@@ -45,9 +45,11 @@ static bool b_role(Graph *g, const Node *mm, int slot, int64_t *k, int64_t *n, b
   return false;
 }
 
-/* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
- * w's program (or of g alone); sets *k, *n, *t from the uses. */
-static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t) {
+/* Calls visit(h, u, slot, arg) for every use of WEIGHT w (by name) as operand slot of a
+ * live node u, in every entry h of w's program (or in g alone), until visit returns false;
+ * returns how many uses it visited, or -1 when visit refused one. */
+typedef bool UseFn(Graph *h, const Node *u, int slot, void *arg);
+static int each_use(Graph *g, const Node *w, UseFn *visit, void *arg) {
   Program *p = g->prog;
   int ng = p ? p->nentries : 1, uses = 0;
   for (int e = 0; e < ng; e++) {
@@ -58,15 +60,38 @@ static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t) {
       for (int j = 0; j < u->nin; j++) {
         const Node *in = graph_node(h, u->in[j]);
         if (in->op != OP_WEIGHT || strcmp(in->name, w->name) != 0) continue;
-        int64_t uk, un;
-        bool ut;
-        if (!b_role(h, u, j, &uk, &un, &ut)) return false;
-        if (uses++ && (uk != *k || un != *n || ut != *t)) return false;
-        *k = uk, *n = un, *t = ut;
+        if (!visit(h, u, j, arg)) return -1;
+        uses++;
       }
     }
   }
-  return uses > 0;
+  return uses;
+}
+
+typedef struct {
+  int uses;
+  int64_t k, n;
+  bool t;
+} BUse;
+
+/* A use read as B the same way as the ones before it (BUse). */
+static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
+  BUse *b = arg;
+  int64_t k, n;
+  bool t;
+  if (!b_role(h, u, slot, &k, &n, &t)) return false;
+  if (b->uses++ && (k != b->k || n != b->n || t != b->t)) return false;
+  b->k = k, b->n = n, b->t = t;
+  return true;
+}
+
+/* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
+ * w's program (or of g alone); sets *k, *n, *t from the uses. */
+static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t) {
+  BUse b = {0};
+  if (each_use(g, w, b_use, &b) <= 0) return false;
+  *k = b.k, *n = b.n, *t = b.t;
+  return true;
 }
 
 /* Contract in kiln.h. */
@@ -118,24 +143,9 @@ static bool row_role(Graph *h, const Node *u, int slot) {
   return b_role(h, u, slot, &k, &n, &t) && t;
 }
 
-/* Whether every use of WEIGHT w (by name), in every entry of its program, reads it by row. */
-static bool read_by_rows(Graph *g, const Node *w) {
-  Program *p = g->prog;
-  int ng = p ? p->nentries : 1, uses = 0;
-  for (int e = 0; e < ng; e++) {
-    Graph *h = p ? p->entries[e] : g;
-    for (int i = 0; i < h->nnodes; i++) {
-      Node *u = h->nodes[i];
-      if (u->dead) continue;
-      for (int j = 0; j < u->nin; j++) {
-        const Node *in = graph_node(h, u->in[j]);
-        if (in->op != OP_WEIGHT || strcmp(in->name, w->name) != 0) continue;
-        if (!row_role(h, u, j)) return false;
-        uses++;
-      }
-    }
-  }
-  return uses > 0;
+static bool row_use(Graph *h, const Node *u, int slot, void *arg) {
+  (void)arg;
+  return row_role(h, u, slot);
 }
 
 /* The format the rules ask for w: the first --quantize rule that matches its name; a rule
@@ -190,7 +200,7 @@ void pass_quant(Graph *g) {
     if (f == WF_F32) continue;
     int64_t n = w->shape.dim[0], k = w->shape.dim[1];
     int block = wformat_info(f)->block;
-    if ((block && k % block) || !read_by_rows(g, w)) continue;
+    if ((block && k % block) || each_use(g, w, row_use, NULL) <= 0) continue;   /* some use is not by row */
     if (f == w->src_fmt)
       w->qbytes = quant_from_ggml(f, w->src_raw, n, k);
     else
