@@ -543,7 +543,7 @@ typedef struct {
   const char *neutral;          /* exp log sqrt tanh erf fabs fmax fmin pow */
   const char *target;           /* "expf", "metal::exp", "kiln_erf" ... */
 } EmitFn;
-extern const EmitFn emit_c_fns[];   /* C: exp->expf ...; NULL-terminated ({NULL, NULL}) */
+extern const EmitFn emit_c_fns[];   /* C: exp->kiln_expf, sqrt->sqrtf ...; NULL-terminated ({NULL, NULL}) */
 /* Renders an ops.h expr for a target: x, y, z become operands[0..2] (parenthesised
  * unless already an identifier/array element), function names go through fns (a call
  * to a name missing from fns dies), numbers and operators are copied. Arena string. */

@@ -58,7 +58,8 @@ static bool reserved_ident(const char *s) {
       "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
-      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "par", "pfor", "pool", NULL};
+      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "par", "pfor", "pool", "kiln_bits",
+      "kiln_select", "kiln_expf", "kiln_tanhf", "kiln_erff", "kiln_logf", NULL};
   for (int i = 0; own[i]; i++)
     if (strcmp(own[i], s) == 0) return true;
   return emit_is_c_keyword(s);
@@ -720,14 +721,20 @@ static void emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
  * KILN_TEST_WIDE_OFFSETS=1 takes the wide form for any size, so t_build can compile and
  * run it without writing gigabytes. */
 /* The helper functions the kernels call, each once and in a fixed order: kiln_dot4
- * (dot4.c.tmpl), the matmul micro-kernels (gemm_lib.c.tmpl) and the convolution's patch
- * panels over them (conv_lib.c.tmpl). */
+ * (dot4.c.tmpl), the matmul micro-kernels (gemm_lib.c.tmpl), the convolution's patch
+ * panels over them (conv_lib.c.tmpl), and the math functions (math_*.c.tmpl: exp first,
+ * which tanh and erf call). */
 static const char *helpers(const char *kernels) {
-  bool dot4 = kernels && strstr(kernels, "kiln_dot4(");
-  bool conv = kernels && strstr(kernels, "kiln_conv_par(");
-  bool gemm = conv || (kernels && strstr(kernels, "kiln_gemm_par("));
-  return kiln_fmt("%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
-                  conv ? template_get("c/conv_lib.c.tmpl") : "");
+  const char *k = kernels ? kernels : "";
+  bool dot4 = strstr(k, "kiln_dot4(");
+  bool conv = strstr(k, "kiln_conv_par(");
+  bool gemm = conv || strstr(k, "kiln_gemm_par(");
+  bool tanh_ = strstr(k, "kiln_tanhf("), erf_ = strstr(k, "kiln_erff("), log_ = strstr(k, "kiln_logf(");
+  bool exp_ = tanh_ || erf_ || log_ || strstr(k, "kiln_expf(");   /* exp brings kiln_bits, which all use */
+  return kiln_fmt("%s%s%s%s%s%s%s", dot4 ? template_get("c/dot4.c.tmpl") : "", gemm ? template_get("c/gemm_lib.c.tmpl") : "",
+                  conv ? template_get("c/conv_lib.c.tmpl") : "", exp_ ? template_get("c/math_exp.c.tmpl") : "",
+                  tanh_ ? template_get("c/math_tanh.c.tmpl") : "", erf_ ? template_get("c/math_erf.c.tmpl") : "",
+                  log_ ? template_get("c/math_log.c.tmpl") : "");
 }
 
 static bool wide_region(int64_t size) {

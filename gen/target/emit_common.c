@@ -38,8 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* exp, log, tanh and erf are Kiln's own (templates/c/math_*.c.tmpl, added to the file by
+ * emit_c.c when a kernel calls them): they vectorise and give the same bits on every ISA,
+ * where libm's would do neither. */
 const EmitFn emit_c_fns[] = {
-    {"exp", "expf"},   {"log", "logf"},   {"sqrt", "sqrtf"}, {"tanh", "tanhf"}, {"erf", "erff"},
+    {"exp", "kiln_expf"}, {"log", "kiln_logf"}, {"sqrt", "sqrtf"}, {"tanh", "kiln_tanhf"}, {"erf", "kiln_erff"},
     {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"}, {"sin", "sinf"},
     {"cos", "cosf"},   {"floor", "floorf"}, {"ceil", "ceilf"}, {"rint", "rintf"},
     {"i64", "(int64_t)"}, {"i32", "(int32_t)"},   /* i32 arithmetic: widen, then wrap back */
