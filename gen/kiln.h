@@ -708,6 +708,7 @@ typedef struct {
   const EmitCasts *casts;                   /* conversions of the value (cast nodes) */
   const char *index_type;                   /* the helper's index parameter: "int64_t" / "uint" */
   const char *int_suffix;                   /* integer literals in index arithmetic: "" / "u" */
+  const char *index32;                      /* the index to divide when it fits 32 bits: "(int32_t)i" / "i" */
   const char *read_ptr;                     /* a read-only pointer parameter, %s = element type */
   const char *helper_tmpl, *step_tmpl;      /* templates of the helper and of one chain step */
   const char *operand_tmpl;                 /* the helper comment's line about one operand */

@@ -397,7 +397,9 @@ static const char *k_conv(KernelCtx *k) {
   if (c.ocg >= CONV_GEMM_MIN_OCG) {
     EmitVars sv = {0};
     emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
-    emit_var(&sv, "BIAS", c.bias ? " + bias[i / (OH * OW) % OC]" : "");
+    /* 32-bit division where the output allows: it vectorises, as in emit_common.c's operand_index */
+    const char *ci = node_numel(k->n) <= INT32_MAX ? "(int32_t)i" : "i";
+    emit_var(&sv, "BIAS", c.bias ? kiln_fmt(" + bias[%s / (OH * OW) %% OC]", ci) : "");
     emit_var(&k->v, "STORE", c.bias || k->fused ? expand_str("c/conv_gemm_store.c.tmpl", &sv) : "");
     emit_var(&k->v, "BIAS_DOC", c.bias ? ", then the bias" : "");
     return "c/conv_gemm.c.tmpl";
@@ -671,6 +673,7 @@ static void check_no_overlap(Graph *g, const Kernel *kr) {
 /* The C spelling of what the epilogue of a fused kernel needs (emit_common.c). */
 static const EmitTarget c_target = {
     .fns = emit_c_fns, .type = emit_c_type, .casts = &c_casts, .index_type = "int64_t", .int_suffix = "",
+    .index32 = "(int32_t)i",
     .read_ptr = "const %s *restrict ", .helper_tmpl = "c/epilogue.c.tmpl", .step_tmpl = "c/epilogue_step.c.tmpl",
     .operand_tmpl = "c/epilogue_operand.c.tmpl",
 };

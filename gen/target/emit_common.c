@@ -664,10 +664,14 @@ static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
 /* The index into an operand of shape `in` for the element at flat index i of `out`
  * (in broadcasts to out): coalesced, so a same-shape operand reads [i], a scalar
  * [0], a bias along the last dims [i % N], a per-channel value [i / P % C]; in
- * general the sum over the dims it walks of coordinate * stride. */
-static char *operand_index(const Shape *in, const Shape *out, const char *sfx) {
+ * general the sum over the dims it walks of coordinate * stride. A coordinate that
+ * divides i divides t->index32 instead when out has under 2^31 elements: C compilers
+ * vectorise 32-bit division by a constant, not 64-bit, and the loop with it. */
+static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *t) {
   int64_t st[2][KILN_MAX_RANK], dims[KILN_MAX_RANK];
   int r;
+  const char *sfx = t->int_suffix;
+  const char *wide_i = shape_numel(out) <= INT32_MAX ? t->index32 : "i";
   emit_strides(out, st[0]);
   emit_bcast_strides(in, out, st[1]);
   emit_coalesce(out, 2, st, &r, dims);
@@ -676,7 +680,8 @@ static char *operand_index(const Shape *in, const Shape *out, const char *sfx) {
     if (dims[j] == 1 || st[1][j] == 0) continue;
     int64_t inner = 1;
     for (int d = j + 1; d < r; d++) inner *= dims[d];
-    buf_puts(&b, b.len ? " + i" : "i");
+    buf_puts(&b, b.len ? " + " : "");
+    buf_puts(&b, inner != 1 || j > 0 ? wide_i : "i");
     if (inner != 1) buf_printf(&b, " / %lld%s", (long long)inner, sfx);
     if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
     if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
@@ -724,7 +729,7 @@ static const char *step_expr(Graph *g, const Node *n, int pos, const char *v, co
       continue;
     }
     int slot = extra_slot(e, x);
-    const char *idx = operand_index(&x->shape, out, t->int_suffix);
+    const char *idx = operand_index(&x->shape, out, t);
     e->uses_index |= strchr(idx, 'i') != NULL;
     ops[i] = kiln_fmt("%s[%s]", e->extra_name[slot], idx);
   }
