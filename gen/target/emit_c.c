@@ -1289,8 +1289,8 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   emit_var(&fv, "ENTRY_COUNT", emit_count(p->nentries, "entry point", "entry points"));
   emit_var(&fv, "ENTRY_LIST", list.data);
   emit_var(&fv, "STATE_BLOCK", pc->has_state ? "the caller's state block (S_* byte offsets),\n * " : "");
-  const char *help = helpers(entries.data);   /* a helper includes <string.h> itself */
-  emit_var(&fv, "INCLUDES", pc->has_state && !*help ? "#include <string.h>\n" : "");
+  const char *help = helpers(entries.data);   /* the matmul and conv helpers include <string.h> themselves */
+  emit_var(&fv, "INCLUDES", pc->has_state && !strstr(help, "#include <string.h>") ? "#include <string.h>\n" : "");
   emit_var(&fv, "WEIGHT_ENUM", wl.len ? offset_block("c/weight_enum.c.tmpl", "c/weight_enum_wide.c.tmpl",
                                                     wide_region(p->weights_size), &wv) : "");
   emit_var(&fv, "STATE_ENUM", sl.len ? offset_block("c/state_enum.c.tmpl", "c/state_enum_wide.c.tmpl",
