@@ -5,11 +5,10 @@
   math_sweep.py check FILE DIR       DIR/<op>.bin (sweep.lua's outputs on FILE) vs float64
   math_sweep.py same DIR_A DIR_B     the outputs of two builds on different platforms:
                                      the same bits, or NaN in both (see same())
-  math_sweep.py exhaustive EXE       every one of the 2^32 floats through EXE
-                                     (tests/math/exhaustive.c) for exp, tanh, erf, log
 
 The references are numpy's float64 functions (erf: torch's float64 erf; numpy has none),
-whose errors are far below a float's ulp. Each check prints the largest error in ulp of
+whose errors are far below a float's ulp. (All 2^32 floats: tests/math/exhaustive.c, the same
+checks in C against glibc's double functions.) Each check prints the largest error in ulp of
 the correctly rounded result (an ulp at a subnormal result is 2^-149) and fails when it
 passes the function's documented bound (BOUND: the ulp claims of docs/output.md), when
 the result leaves t_ops' elementwise tolerance 8 eps (|ref| + m) (m = 1, or |x| for the
@@ -143,31 +142,6 @@ def same(dir_a, dir_b):
     return bad
 
 
-def exhaustive(exe):
-    """Every float through exe (tests/math/exhaustive.c: FN START COUNT writes FN of the
-    floats with bit patterns START.. START + COUNT - 1), in slices of 2^24."""
-    import subprocess
-    chunk = 1 << 24
-    bad = 0
-    for op in ("exp", "tanh", "erf", "log"):
-        worst = (0.0, 0.0)
-        ntol = nspec = 0
-        for start in range(0, 1 << 32, chunk):
-            out = subprocess.run([exe, op, str(start), str(chunk)], capture_output=True, check=True).stdout
-            got = np.frombuffer(out, dtype="<f4")
-            x = f32(np.arange(start, start + chunk, dtype=np.uint64).astype(np.uint32))
-            mu, wx, nt, ns, _ = measure(op, x, got)
-            ntol += nt
-            nspec += ns
-            if mu > worst[0]: worst = (mu, wx)
-        ok = ntol == 0 and nspec == 0 and worst[0] <= BOUND[op]
-        print("%s math/exhaustive/%s: max %.3f ulp at x = %.9g over all 2^32 inputs, bound %g; %d outside the ew tolerance, %d non-finite mismatches"
-              % ("PASS" if ok else "FAIL", op, worst[0], worst[1], BOUND[op], ntol, nspec))
-        sys.stdout.flush()
-        bad += not ok
-    return bad
-
-
 def main(argv):
     if len(argv) == 3 and argv[1] == "inputs":
         sweep_inputs().astype("<f4").tofile(argv[2])
@@ -176,8 +150,6 @@ def main(argv):
         return 1 if check(argv[2], argv[3]) else 0
     if len(argv) == 4 and argv[1] == "same":
         return 1 if same(argv[2], argv[3]) else 0
-    if len(argv) == 3 and argv[1] == "exhaustive":
-        return 1 if exhaustive(argv[2]) else 0
     print(__doc__, file=sys.stderr)
     return 2
 
