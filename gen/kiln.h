@@ -615,7 +615,7 @@ typedef struct {
   const char *neutral;          /* exp log sqrt tanh erf fabs fmax fmin pow */
   const char *target;           /* "expf", "metal::exp", "kiln_erf" ... */
 } EmitFn;
-extern const EmitFn emit_c_fns[];   /* C: exp->expf ...; NULL-terminated ({NULL, NULL}) */
+extern const EmitFn emit_c_fns[];   /* C: exp->kiln_expf, sqrt->sqrtf ...; NULL-terminated ({NULL, NULL}) */
 /* Renders an ops.h expr for a target: x, y, z become operands[0..2] (parenthesised
  * unless already an identifier/array element), function names go through fns (a call
  * to a name missing from fns dies), numbers and operators are copied. Arena string. */
@@ -780,6 +780,7 @@ typedef struct {
   const EmitCasts *casts;                   /* conversions of the value (cast nodes) */
   const char *index_type;                   /* the helper's index parameter: "int64_t" / "uint" */
   const char *int_suffix;                   /* integer literals in index arithmetic: "" / "u" */
+  const char *index32;                      /* the index to divide when it fits 32 bits: "(int32_t)i" / "i" */
   const char *read_ptr;                     /* a read-only pointer parameter, %s = element type */
   const char *helper_tmpl, *step_tmpl;      /* templates of the helper and of one chain step */
   const char *operand_tmpl;                 /* the helper comment's line about one operand */

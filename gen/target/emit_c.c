@@ -34,7 +34,8 @@ static bool reserved_ident(const char *s) {
       "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
-      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "fmod", "fmodf", "remainder", "remainderf", "par", "pfor", "pool", NULL};
+      "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "fmod", "fmodf", "remainder", "remainderf", "par", "pfor", "pool", "kiln_bits",
+      "kiln_select", "kiln_expf", "kiln_tanhf", "kiln_erff", "kiln_logf", NULL};
   for (int i = 0; own[i]; i++)
     if (strcmp(own[i], s) == 0) return true;
   return emit_is_c_keyword(s);
@@ -121,7 +122,11 @@ static const struct {
   const char *tmpl, *uses;
 } c_helpers[] = {
     {"c/round_f16.c.tmpl", "kiln_round_f16("},        /* x.half().float() */
-    {"c/dot4.c.tmpl", "kiln_dot4("},                  /* convolutions through gathered patches */
+    {"c/dot4.c.tmpl", "kiln_dot4("},                  /* gathered patches, attention scores */
+    {"c/math_exp.c.tmpl", "kiln_expf(|kiln_select(|kiln_bits"},   /* math: exp first, */
+    {"c/math_tanh.c.tmpl", "kiln_tanhf("},            /* which the others call */
+    {"c/math_erf.c.tmpl", "kiln_erff("},
+    {"c/math_log.c.tmpl", "kiln_logf("},
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},
     {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */
@@ -725,8 +730,8 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   emit_var(&fv, "ENTRY_COUNT", emit_count(p->nentries, "entry point", "entry points"));
   emit_var(&fv, "ENTRY_LIST", list.data);
   emit_var(&fv, "STATE_BLOCK", pc->has_state ? "the caller's state block (S_* byte offsets),\n * " : "");
-  const char *help = helpers(entries.data);   /* a helper includes <string.h> itself */
-  emit_var(&fv, "INCLUDES", pc->has_state && !*help ? "#include <string.h>\n" : "");
+  const char *help = helpers(entries.data);   /* the matmul and conv helpers include <string.h> */
+  emit_var(&fv, "INCLUDES", pc->has_state && !strstr(help, "#include <string.h>") ? "#include <string.h>\n" : "");
   emit_var(&fv, "WEIGHT_ENUM", wl.len ? offset_block("c/weight_enum.c.tmpl", "c/weight_enum_wide.c.tmpl",
                                                     wide_region(p->weights_size), &wv) : "");
   emit_var(&fv, "STATE_ENUM", sl.len ? offset_block("c/state_enum.c.tmpl", "c/state_enum_wide.c.tmpl",

@@ -655,6 +655,7 @@ static void check_no_overlap(Graph *g, const Kernel *kr) {
 /* The C spelling of what the epilogue of a fused kernel needs (emit_common.c). */
 static const EmitTarget c_target = {
     .fns = emit_c_fns, .type = emit_c_type, .casts = &c_casts, .index_type = "int64_t", .int_suffix = "",
+    .index32 = "(int32_t)i",
     .read_ptr = "const %s *restrict ", .helper_tmpl = "c/epilogue.c.tmpl", .step_tmpl = "c/epilogue_step.c.tmpl",
     .operand_tmpl = "c/epilogue_operand.c.tmpl", .conv_bn = true,
 };

@@ -38,8 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* exp, log, tanh and erf are Kiln's own (templates/c/math_*.c.tmpl, added to the file by
+ * emit_c.c when a kernel calls them): they vectorise and give the same bits on every ISA,
+ * where libm's would do neither. */
 const EmitFn emit_c_fns[] = {
-    {"exp", "expf"},   {"log", "logf"},   {"sqrt", "sqrtf"}, {"tanh", "tanhf"}, {"erf", "erff"},
+    {"exp", "kiln_expf"}, {"log", "kiln_logf"}, {"sqrt", "sqrtf"}, {"tanh", "kiln_tanhf"}, {"erf", "kiln_erff"},
     {"fabs", "fabsf"}, {"fmax", "fmaxf"}, {"fmin", "fminf"}, {"pow", "powf"}, {"sin", "sinf"},
     {"cos", "cosf"},   {"floor", "floorf"}, {"ceil", "ceilf"}, {"rint", "rintf"}, {"fmod", "fmodf"},
     {"round_f16", "kiln_round_f16"},
@@ -662,10 +665,14 @@ static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
 /* The index into an operand of shape `in` for the element at flat index i of `out`
  * (in broadcasts to out): coalesced, so a same-shape operand reads [i], a scalar
  * [0], a bias along the last dims [i % N], a per-channel value [i / P % C]; in
- * general the sum over the dims it walks of coordinate * stride. */
-static char *operand_index(const Shape *in, const Shape *out, const char *sfx) {
+ * general the sum over the dims it walks of coordinate * stride. A coordinate that
+ * divides i divides t->index32 instead when out has under 2^31 elements: C compilers
+ * vectorise 32-bit division by a constant, not 64-bit, and the loop with it. */
+static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *t) {
   int64_t st[2][KILN_MAX_RANK], dims[KILN_MAX_RANK];
   int r;
+  const char *sfx = t->int_suffix;
+  const char *wide_i = shape_numel(out) <= INT32_MAX ? t->index32 : "i";
   emit_strides(out, st[0]);
   emit_bcast_strides(in, out, st[1]);
   emit_coalesce(out, 2, st, &r, dims);
@@ -674,7 +681,8 @@ static char *operand_index(const Shape *in, const Shape *out, const char *sfx) {
     if (dims[j] == 1 || st[1][j] == 0) continue;
     int64_t inner = 1;
     for (int d = j + 1; d < r; d++) inner *= dims[d];
-    buf_puts(&b, b.len ? " + i" : "i");
+    buf_puts(&b, b.len ? " + " : "");
+    buf_puts(&b, inner != 1 || j > 0 ? wide_i : "i");
     if (inner != 1) buf_printf(&b, " / %lld%s", (long long)inner, sfx);
     if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
     if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
@@ -713,7 +721,7 @@ static const char *bn_step_expr(Graph *g, const Node *n, const char *v, const Sh
   Shape ch = *out;   /* the [C] operands as [1, C, 1, ...] */
   for (int d = 0; d < ch.rank; d++)
     if (d != 1) ch.dim[d] = 1;
-  const char *idx = operand_index(&ch, out, t->int_suffix), *p[4];
+  const char *idx = operand_index(&ch, out, t), *p[4];
   e->uses_index |= strchr(idx, 'i') != NULL;
   for (int k = 0; k < 4; k++) p[k] = kiln_fmt("%s[%s]", e->extra_name[extra_slot(e, graph_node(g, n->in[k + 1]))], idx);
   return kiln_fmt("(%s - %s) / %s(%s + %s) * %s + %s", v, p[0], lookup_fn(t->fns, "sqrt", 4), p[1],
@@ -738,7 +746,7 @@ static const char *step_expr(Graph *g, const Node *n, int pos, const char *v, co
       continue;
     }
     int slot = extra_slot(e, x);
-    const char *idx = operand_index(&x->shape, out, t->int_suffix);
+    const char *idx = operand_index(&x->shape, out, t);
     e->uses_index |= strchr(idx, 'i') != NULL;
     ops[i] = kiln_fmt("%s[%s]", e->extra_name[slot], idx);
   }

@@ -59,7 +59,7 @@ static const EmitCasts msl_casts = {
 };
 
 const EmitTarget mtl_target = {
-    .fns = msl_fns, .type = mtl_type, .casts = &msl_casts, .index_type = "uint", .int_suffix = "u",
+    .fns = msl_fns, .type = mtl_type, .casts = &msl_casts, .index_type = "uint", .int_suffix = "u", .index32 = "i",
     .read_ptr = "device const %s *", .helper_tmpl = "metal/epilogue.metal.tmpl",
     .step_tmpl = "metal/epilogue_step.metal.tmpl", .operand_tmpl = "metal/epilogue_operand.metal.tmpl",
 };

@@ -25,6 +25,64 @@ typedef struct {
   void *pool;
 } kiln_par;
 
+/* Kiln's own exp (and, below it in the file, whichever of tanh, erf and log the kernels
+ * call), in place of libm's expf: plain float arithmetic and integer bit operations with no
+ * call and no branch, so a loop over them vectorises (a loop calling libm cannot), and every
+ * path (plain C, SSE, AVX2, AVX-512, NEON, any thread count) gives the same bits: each
+ * + - * / is one IEEE rounding everywhere, -std=c11 (and the FP_CONTRACT pragma above) keeps
+ * them unfused, and no result depends on how a float converts to an int. Special values
+ * (NaN, +-inf, -0, overflow, underflow into the subnormals) take the same operations as any
+ * other input and are then selected. The polynomials are minimax fits
+ * (scripts/fit_math.py); the measured errors are in docs/output.md (tests/t_math.sh). */
+typedef union {
+  float f;
+  uint32_t u;
+} kiln_bits;
+
+/* kiln_select: c ? a : b, as a bit mask rather than ?: — GCC 12 at -O2 keeps a ?: on
+ * floats as a branch and then vectorises no loop around it; this it does. */
+static inline float kiln_select(int c, float a, float b) {
+  const kiln_bits ab = {a}, bb = {b};
+  const uint32_t m = 0u - (uint32_t)c;
+  const kiln_bits r = {.u = (ab.u & m) | (bb.u & ~m)};
+  return r.f;
+}
+
+/* kiln_expf: e^x within 1 ulp. x = n ln2 + r with n = round(x / ln2) and |r| <= ln2 / 2
+ * (ln2 split in a 13-bit head and a tail, so n * head and x - n * head are exact);
+ * e^r = 1 + r + r^2 P(r); 2^n is built in the exponent bits, in two halves so that results
+ * down in the subnormals or up at the overflow round once, at the last multiply. x is
+ * clamped to [-104, 89] first (e^x rounds to 0 below and to inf above); a NaN passes the
+ * clamp and is returned as it came. */
+static inline float kiln_expf(float x) {
+  const float xc = kiln_select(x > 89.0f, 89.0f, kiln_select(x < -104.0f, -104.0f, x));
+  const float shifted = xc * 0x1.715476p+0f + 0x1.8p+23f;   /* 1.5 * 2^23 + n: rounds to an integer */
+  const float n = shifted - 0x1.8p+23f;
+  const float r = (xc - n * 0x1.62ep-1f) - n * 0x1.0bfbe8p-15f;
+  const float p = 1.0f + (r + r * r * (0x1.fffffcp-2f + r * (0x1.555488p-3f + r * (0x1.55591cp-5f + r * (0x1.12409ap-7f + r * 0x1.6a1926p-10f)))));
+  const kiln_bits sb = {shifted};
+  const uint32_t nb = sb.u - 0x4b400000u + 256u;   /* n + 256, in [106, 384] once x is clamped */
+  const kiln_bits s1 = {.u = ((nb >> 1) - 1u) << 23}, s2 = {.u = (nb - (nb >> 1) - 1u) << 23};
+  return kiln_select(x != x, x, p * s1.f * s2.f);   /* p 2^n1 2^n2, n1 + n2 = n */
+}
+
+/* kiln_erff: erf(x) within 2 ulp, on |x| = a with x's sign put back. Below a = 0.875,
+ * erf(a) = a + a P(a^2) (the leading a exact, P about 2/sqrt(pi) - 1); above,
+ * erf(a) = 1 - erfc(a) with log erfc(a) a polynomial in a - 0.875 (smooth, about -a^2, so
+ * exp of it keeps erfc's relative error small where that matters, near 0.875); a is clamped
+ * to 4, past which erf rounds to 1. Both are computed and one selected. */
+static inline float kiln_erff(float x) {
+  const kiln_bits xb = {x};
+  const kiln_bits ab = {.u = xb.u & 0x7fffffffu};
+  const float a = ab.f, s = a * a;
+  const float near0 = a + a * (0x1.06eba6p-3f + s * (-0x1.81270cp-2f + s * (0x1.ce211ep-4f + s * (-0x1.b6f384p-6f + s * (0x1.49c9d2p-8f + s * -0x1.4539dep-11f)))));
+  const float t = kiln_select(a < 4.0f, a, 4.0f) - 0.875f;
+  const float lerfc = -0x1.88672ep+0f + t * (-0x1.37117p+1f + t * (-0x1.a73056p-1f + t * (-0x1.803eb6p-5f + t * (0x1.7435cp-7f + t * (-0x1.234738p-9f + t * (0x1.3c7a6ep-12f + t * -0x1.571cecp-16f))))));
+  kiln_bits e = {kiln_select(a < 0.875f, near0, 1.0f - kiln_expf(lerfc))};
+  e.u |= xb.u & 0x80000000u;
+  return kiln_select(x != x, x, e.f);
+}
+
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
  * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
@@ -345,7 +403,7 @@ enum {
  *   v: a value its matmul stores at flat output index i
  *   e0: proj.bias, f32 [4] */
 static inline float proj_epilogue(float v, int64_t i, const float *restrict e0) {
-  const float v1 = v + e0[i % 4];  /* add, tiny.lua:14 */
+  const float v1 = v + e0[(int32_t)i % 4];  /* add, tiny.lua:14 */
   return v1;
 }
 
@@ -362,7 +420,7 @@ static void proj(const kiln_par *par, const float *restrict x, const float *rest
 /* norm_epilogue: the gelu fused into norm.
  *   v: a value its layernorm stores */
 static inline float norm_epilogue(float v) {
-  const float v1 = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));  /* gelu, tiny.lua:14 */
+  const float v1 = 0.5f * v * (1.0f + kiln_erff(v * 0.70710678118654752f));  /* gelu, tiny.lua:14 */
   return v1;
 }
 
@@ -395,12 +453,9 @@ static void softmax(const float *restrict x, float *restrict out) {
     float *restrict o = out + r * N;
     float mx = -INFINITY;
     for (int64_t k = 0; k < N; k++) mx = xr[k] > mx ? xr[k] : mx;
+    for (int64_t k = 0; k < N; k++) o[k] = kiln_expf(xr[k] - mx);   /* a loop of its own: it vectorises */
     float sum = 0.0f;
-    for (int64_t k = 0; k < N; k++) {
-      const float e = expf(xr[k] - mx);
-      o[k] = e;
-      sum += e;
-    }
+    for (int64_t k = 0; k < N; k++) sum += o[k];                     /* in order (no reassociation) */
     for (int64_t k = 0; k < N; k++) o[k] = o[k] / sum;
   }
 }
