@@ -16,9 +16,9 @@ status=0
 for spec in "safetensors st -Igen tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/frontend/json.c gen/util.c gen/ops.c gen/escape.c" \
             "weights wt -Iruntime tests/robust/fuzz_weights.c runtime/kiln_runtime.c" \
             "npy npy -Igen tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c" \
-            "gguf gguf -Igen tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c" \
+            "gguf gguf -Igen tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/ir/quant.c gen/util.c gen/ops.c gen/escape.c" \
             "onnx onnx -Igen -Ibuild -Iruntime -I/usr/include/lua5.4 tests/robust/fuzz_onnx.c gen/frontend/onnx_read.c gen/frontend/onnx_import.c gen/publish.c gen/util.c gen/ops.c gen/escape.c build/onnx.pb-c.c build/embedded.c -llua5.4 -lprotobuf-c -lm" \
-            "tokjson tokjson -Igen -Iruntime/llm tests/robust/fuzz_tokjson.c gen/tokjson.c gen/frontend/json.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c $(ls runtime/llm/kiln_tok*.c | tr '\n' ' ')"; do
+            "tokjson tokjson -Igen -Iruntime/llm tests/robust/fuzz_tokjson.c gen/tokjson.c gen/frontend/json.c gen/frontend/gguf.c gen/ir/quant.c gen/util.c gen/ops.c gen/escape.c $(ls runtime/llm/kiln_tok*.c | tr '\n' ' ')"; do
   set -- $spec
   name=$1 seeds=tests/robust/$2
   shift 2

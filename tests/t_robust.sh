@@ -194,7 +194,7 @@ load_each() {
 }
 replay st st tests/robust/fuzz_safetensors.c gen/frontend/safetensors.c gen/frontend/json.c gen/util.c gen/ops.c gen/escape.c
 load_each st st st.safetensors
-replay gguf gguf tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c
+replay gguf gguf tests/robust/fuzz_gguf.c gen/frontend/gguf.c gen/ir/quant.c gen/util.c gen/ops.c gen/escape.c
 load_each gguf gguf w.gguf
 replay npy npy tests/robust/fuzz_npy.c gen/npy.c gen/util.c gen/ops.c gen/escape.c
 replay wt wt tests/robust/fuzz_weights.c runtime/kiln_runtime.c

@@ -162,7 +162,7 @@ fi
 # and the parity vocabularies and tok512.bin, replayed
 # through the harness built without libFuzzer under ASan/UBSan: any broken promise aborts it.
 if cc $SAN -DKILN_FUZZ_MAIN -Igen -Iruntime/llm -o "$WORK/tokjson_replay" tests/robust/fuzz_tokjson.c gen/tokjson.c \
-      gen/frontend/json.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c runtime/llm/kiln_tok*.c 2> "$WORK/out"; then
+      gen/frontend/json.c gen/frontend/gguf.c gen/ir/quant.c gen/util.c gen/ops.c gen/escape.c runtime/llm/kiln_tok*.c 2> "$WORK/out"; then
   if out=$("$WORK/tokjson_replay" tests/robust/tokjson/* $D/*.json models/weights/tok512.bin 2>&1); then echo "PASS tok/fuzz-replay: $out"
   else echo "FAIL tok/fuzz-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else
