@@ -529,7 +529,7 @@ void npy_write(const char *dir, const char *name, const Tensor *t);
 unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
 
 /* `kiln tokenize FILE [--decode]` (tokenize.c): text lines on stdin to ids, or back. */
-int cmd_tokenize(const char *path, bool decode, const char *convert);
+int cmd_tokenize(const char *path, bool decode, char sep, const char *convert);
 /* The tokenizer binary of path (a tokenizer.json, converted; or a .tok, checked) appended
  * to out; kiln_error (nothing written) when it is neither or is damaged. */
 void tokenizer_binary(const char *path, Buf *out);

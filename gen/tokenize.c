@@ -16,11 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One line of stdin (without its newline) into *buf, grown as needed; false at EOF. */
-static bool read_line(char **buf, size_t *cap) {
+/* One text of stdin (up to sep, a newline or with --null a NUL byte, not kept) into *buf,
+ * grown as needed; false at EOF. */
+static bool read_line(char **buf, size_t *cap, char sep) {
   size_t n = 0;
   int c;
-  while ((c = getchar()) != EOF && c != '\n') {
+  while ((c = getchar()) != EOF && c != (unsigned char)sep) {
     if (n + 2 > *cap) {
       *cap = *cap ? 2 * *cap : 256;
       *buf = realloc(*buf, *cap);
@@ -124,11 +125,11 @@ void tokenizer_binary(const char *path, Buf *out) {
   binary_of(path, data, size, out);
 }
 
-/* Lines of stdin through t: ids per line, or with decode text per line of ids. */
-static void tok_lines(const kiln_tok *t, bool decode) {
+/* Texts of stdin (ended by sep) through t: ids per line, or with decode text per line of ids. */
+static void tok_lines(const kiln_tok *t, bool decode, char sep) {
   char *line = NULL, *out = malloc(kiln_tok_decode_max(t) + 16);
   size_t cap = 0;
-  for (int lineno = 1; read_line(&line, &cap); lineno++) {
+  for (int lineno = 1; read_line(&line, &cap, sep); lineno++) {
     if (decode) {
       kiln_tok_stream st;
       kiln_tok_stream_init(&st);
@@ -162,7 +163,7 @@ static void tok_lines(const kiln_tok *t, bool decode) {
 }
 
 /* `kiln tokenize` on a tokenizer.json, a .tok file or a byte-level GGUF vocabulary. */
-static int tokenize_tok(const char *path, const unsigned char *data, size_t size, bool decode, const char *convert) {
+static int tokenize_tok(const char *path, const unsigned char *data, size_t size, bool decode, char sep, const char *convert) {
   Buf bin = {0};
   binary_of(path, data, size, &bin);
   if (convert) {
@@ -175,28 +176,28 @@ static int tokenize_tok(const char *path, const unsigned char *data, size_t size
   char err[1024];
   if (kiln_tok_load(&t, bin.data, bin.len, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
   buf_free(&bin);
-  tok_lines(&t, decode);
+  tok_lines(&t, decode, sep);
   kiln_tok_free(&t);
   return 0;
 }
 
 /* `kiln tokenize`: tokenizer.json, .tok and byte-level GGUF through kiln_tok; llama2.c
  * files and SentencePiece GGUF through kiln_spm (kiln_tokenizer.h), as before. */
-int cmd_tokenize(const char *path, bool decode, const char *convert) {
+int cmd_tokenize(const char *path, bool decode, char sep, const char *convert) {
   if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
   char err[1024];
   size_t size;
   unsigned char *data = kiln_read_bounded(path, (size_t)256 << 20, &size, err, sizeof err);
   if (!data) kiln_error("tokenize: %s", err);
   if (kiln_tok_is(data, size) || looks_json(data, size) || (gguf_is(data, size) && gguf_bytelevel(path, data, size)))
-    return tokenize_tok(path, data, size, decode, convert);
+    return tokenize_tok(path, data, size, decode, sep, convert);
   if (convert) kiln_error("tokenize --convert: %s is not a tokenizer.json or a byte-level GGUF vocabulary", path);
   if (gguf_is(data, size)) data = gguf_vocab(path, data, size, &size);
   kiln_spm t;
   if (kiln_spm_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
   char *line = NULL;
   size_t cap = 0;
-  for (int lineno = 1; read_line(&line, &cap); lineno++) {
+  for (int lineno = 1; read_line(&line, &cap, sep); lineno++) {
     if (decode) {
       int prev = 1;   /* the first piece loses the dummy prefix's space, as after BOS */
       for (char *p = line, *e;; p = e) {

@@ -167,3 +167,16 @@ if cc $SAN -DKILN_FUZZ_MAIN -Igen -Iruntime/llm -o "$WORK/tokjson_replay" tests/
 else
   echo "FAIL tok/fuzz-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
 fi
+
+# Real third-party GGUF vocabularies: llama.cpp's tokenizer-test files (tests/gguf/vocab/,
+# provenance in its README.md), vocabulary-only (no tensors, no padding after the tensor
+# infos): each parses and gives exactly llama.cpp's ids on its texts (newlines inside texts:
+# `kiln tokenize --null`); cut short, one gives a one-line error naming it.
+"$PY" tests/llm/llamacpp_vocab.py "$KILN" tests/gguf/vocab
+head -c 500000 tests/gguf/vocab/ggml-vocab-llama-spm.gguf > "$WORK/cut.gguf"
+got=$("$KILN" tokenize "$WORK/cut.gguf" < /dev/null 2>&1)
+if [ $? -ne 0 ] && [ "$(printf '%s\n' "$got" | wc -l)" -eq 1 ] && case $got in *cut.gguf*) true ;; *) false ;; esac; then
+  echo "PASS tok/llamacpp-vocab-truncated"
+else
+  echo "FAIL tok/llamacpp-vocab-truncated: $got"
+fi
