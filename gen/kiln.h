@@ -452,7 +452,8 @@ const char *gguf_meta_name(const char *name);
  * "<path>: <field>: <what>" in err otherwise, out untouched. The fuzz target. */
 bool tokjson_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen);
 /* The same from a GGUF file's byte-level vocabulary (tokenizer.ggml.model "gpt2": .pre,
- * .tokens, .token_type, .merges, .bos/.eos/.unknown_token_id). */
+ * .tokens, .token_type, .merges, .bos/.eos/.unknown_token_id) or WordPiece one ("bert":
+ * .tokens as llama.cpp's converter spells them, .cls/.seperator/.unknown_token_id). */
 bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen);
 /* JSON (json.c): strict RFC 8259. A parsed value; strings decoded and NUL-terminated. */
 typedef enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } JType;

@@ -1,12 +1,13 @@
 /*
- * tokenize.c — `kiln tokenize FILE [--decode | --convert OUT]`: the first tool to reach for
- * when a model's output looks wrong. Reads text on standard input and prints, per input
- * line, the token ids separated by spaces (no BOS); with --decode, reads lines of ids and
- * prints their text; with --convert, writes FILE as Kiln's tokenizer binary and reads
- * nothing. FILE is a Hugging Face tokenizer.json, Kiln's tokenizer binary (.tok), a
- * llama2.c tokenizer file (tok512.bin) or a GGUF file with a SentencePiece vocabulary
- * (tokenizer.ggml.model "llama"). The work is the runtime's own tokenizers
- * (runtime/llm/kiln_tok.c for tokenizer.json and .tok, kiln_tokenizer.c for the rest), so
+ * tokenize.c — `kiln tokenize FILE [--decode | --null | --convert OUT]`: the first tool to
+ * reach for when a model's output looks wrong. Reads text on standard input and prints, per
+ * input line (--null: per NUL-ended text), the token ids separated by spaces (no BOS); with
+ * --decode, reads lines of ids and prints their text; with --convert, writes FILE as Kiln's
+ * tokenizer binary and reads nothing. FILE is a Hugging Face tokenizer.json, Kiln's
+ * tokenizer binary (.tok), a llama2.c tokenizer file (tok512.bin) or a GGUF file's
+ * vocabulary (tokenizer.ggml.model "llama": SentencePiece; "gpt2": byte-level BPE; "bert":
+ * WordPiece). The work is the runtime's own tokenizers (runtime/llm/kiln_tok.c for
+ * tokenizer.json, .tok and byte-level/WordPiece GGUF, kiln_tokenizer.c for the rest), so
  * what this prints is what an app gets.
  */
 #include "kiln.h"
@@ -91,13 +92,14 @@ static bool looks_json(const unsigned char *p, size_t n) {
   return i < n && p[i] == '{';
 }
 
-/* True when the GGUF file at data holds a byte-level vocabulary (model "gpt2"). */
+/* True when the GGUF file at data holds a vocabulary kiln_tok reads: byte-level (model
+ * "gpt2") or WordPiece ("bert"). */
 static bool gguf_bytelevel(const char *path, const unsigned char *data, size_t size) {
   char err[1024];
   SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
   if (!f) kiln_error("tokenize: %s", err);
   const MetaVal *model = meta(f, "tokenizer.ggml.model");
-  return model && model->kind == MV_STR && strcmp(model->s, "gpt2") == 0;
+  return model && model->kind == MV_STR && (strcmp(model->s, "gpt2") == 0 || strcmp(model->s, "bert") == 0);
 }
 
 /* The tokenizer binary of the file read into data (see tokenizer_binary). */
@@ -162,7 +164,7 @@ static void tok_lines(const kiln_tok *t, bool decode, char sep) {
   free(out);
 }
 
-/* `kiln tokenize` on a tokenizer.json, a .tok file or a byte-level GGUF vocabulary. */
+/* `kiln tokenize` on a tokenizer.json, a .tok file or a byte-level or WordPiece GGUF vocabulary. */
 static int tokenize_tok(const char *path, const unsigned char *data, size_t size, bool decode, char sep, const char *convert) {
   Buf bin = {0};
   binary_of(path, data, size, &bin);
@@ -181,7 +183,7 @@ static int tokenize_tok(const char *path, const unsigned char *data, size_t size
   return 0;
 }
 
-/* `kiln tokenize`: tokenizer.json, .tok and byte-level GGUF through kiln_tok; llama2.c
+/* `kiln tokenize`: tokenizer.json, .tok and byte-level or WordPiece GGUF through kiln_tok; llama2.c
  * files and SentencePiece GGUF through kiln_spm (kiln_tokenizer.h), as before. */
 int cmd_tokenize(const char *path, bool decode, char sep, const char *convert) {
   if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
@@ -191,7 +193,7 @@ int cmd_tokenize(const char *path, bool decode, char sep, const char *convert) {
   if (!data) kiln_error("tokenize: %s", err);
   if (kiln_tok_is(data, size) || looks_json(data, size) || (gguf_is(data, size) && gguf_bytelevel(path, data, size)))
     return tokenize_tok(path, data, size, decode, sep, convert);
-  if (convert) kiln_error("tokenize --convert: %s is not a tokenizer.json or a byte-level GGUF vocabulary", path);
+  if (convert) kiln_error("tokenize --convert: %s is not a tokenizer.json or a byte-level or WordPiece GGUF vocabulary", path);
   if (gguf_is(data, size)) data = gguf_vocab(path, data, size, &size);
   kiln_spm t;
   if (kiln_spm_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);

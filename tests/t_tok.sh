@@ -12,7 +12,8 @@
 # GGUF. With KILN_TOKJSON_RESTRICTED=DIR (make_fixtures.sh's SCRATCH/restricted: the real
 # Llama-3 and Gemma 3 cuts, which the repository does not ship) those go through the same.
 # Then bad tokenizer.json files: one-line errors naming file and field, nothing written.
-# Then the fuzz corpus of tests/robust/tokjson/.
+# Then the fuzz corpus of tests/robust/tokjson/. Then llama.cpp's own vocabulary-only GGUF files
+# and recorded ids (tests/gguf/vocab/).
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln tok
 kt_work tok
@@ -162,7 +163,7 @@ fi
 # through the harness built without libFuzzer under ASan/UBSan: any broken promise aborts it.
 if cc $SAN -DKILN_FUZZ_MAIN -Igen -Iruntime/llm -o "$WORK/tokjson_replay" tests/robust/fuzz_tokjson.c gen/tokjson.c \
       gen/frontend/json.c gen/frontend/gguf.c gen/util.c gen/ops.c gen/escape.c runtime/llm/kiln_tok*.c 2> "$WORK/out"; then
-  if out=$("$WORK/tokjson_replay" tests/robust/tokjson/* $D/*.json 2>&1); then echo "PASS tok/fuzz-replay: $out"
+  if out=$("$WORK/tokjson_replay" tests/robust/tokjson/* $D/*.json tests/gguf/vocab/*.gguf 2>&1); then echo "PASS tok/fuzz-replay: $out"
   else echo "FAIL tok/fuzz-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else
   echo "FAIL tok/fuzz-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
