@@ -13,10 +13,12 @@ Block layouts are ggml's (the dequantizers of tests/py/gguf_file.py read them ba
         sub-blocks of 16, f16 d; x = d * sc * (q - 32), q in 0..63
 The algorithms are plain ones (not llama.cpp's searches for the best scale): Q8_0 and Q4_0
 as tests/py/gguf_file.py's (the same bytes, checked by `python3 ggml_quant.py`); Q4_K: per
-sub-block the range [min(0, lo), hi] over 15 steps, the 8 scales and 8 mins each quantized
-to 6 bits against the super-block's largest, then every value rounded against the scale and
-min the block really stores; Q6_K: per sub-block the largest magnitude over 31 steps, scales
-to int8 against the super-block's largest, values rounded against the stored scale.
+sub-block the range [min(0, lo), hi] over 15 steps, refined by four rounds of rounding then a
+least-squares fit of step and offset (offset kept <= 0; the best round kept), the 8 scales and
+8 mins each quantized to 6 bits against the super-block's largest, then every value rounded
+against the scale and min the block really stores; Q6_K: per sub-block the largest magnitude
+over 31 steps, twice replaced by the least-squares step of its rounding when that is better,
+scales to int8 against the super-block's largest, values rounded against the stored scale.
 
   /usr/bin/python3 bench/llamacpp/ggml_quant.py   self-check: round trips through
       gguf_file.dequant within each format's error bound, Q8_0/Q4_0 bytes equal gguf_file's
@@ -63,12 +65,42 @@ def q4_0(x):
     return out.tobytes()
 
 
+def _fit_affine(b, levels, rounds=4):
+    """Per row of b [..., k]: step a >= 0 and offset o <= 0 with b ~ a*q + o, q in
+    0..levels: from the range [min(0, lo), hi], then `rounds` alternations of rounding q and
+    a least-squares fit of (a, o) to it (o clamped to <= 0), keeping the best by squared error."""
+    lo = np.minimum(b.min(axis=-1), 0)
+    a = (b.max(axis=-1) - lo) / np.float32(levels)
+    o = lo
+    k = b.shape[-1]
+
+    def err(a, o):
+        q = np.clip(np.rint(_div(b - o[..., None], a[..., None])), 0, levels)
+        return ((a[..., None] * q + o[..., None] - b) ** 2).sum(axis=-1), q
+    best_e, q = err(a, o)
+    best_a, best_o = a, o
+    for _ in range(rounds):
+        sq, sx, sqq, sxq = q.sum(-1), b.sum(-1), (q * q).sum(-1), (b * q).sum(-1)
+        det = k * sqq - sq * sq
+        na = _div(k * sxq - sx * sq, det)
+        no = _div(sx - na * sq, np.float32(k))
+        pos = no > 0                                        # offset must stay <= 0: refit the step alone
+        na = np.where(pos, _div(sxq, sqq), na)
+        no = np.where(pos, 0, no)
+        na = np.maximum(na, 0).astype(np.float32)
+        no = no.astype(np.float32)
+        e, q = err(na, no)
+        better = e < best_e
+        best_e = np.where(better, e, best_e)
+        best_a = np.where(better, na, best_a)
+        best_o = np.where(better, no, best_o)
+    return best_a, best_o
+
+
 def q4_k(x):
     b = x.reshape(-1, 8, 32).astype(np.float32)
     n = len(b)
-    lo = np.minimum(b.min(axis=2), 0)                       # [n, 8], <= 0
-    hi = b.max(axis=2)
-    scale = (hi - lo) / np.float32(15)                      # per sub-block step
+    scale, lo = _fit_affine(b, 15)                          # per sub-block step and offset (<= 0)
     mins = -lo                                              # >= 0
     d = _f16(scale.max(axis=1) / np.float32(63))            # [n]
     dmin = _f16(mins.max(axis=1) / np.float32(63))
@@ -92,6 +124,13 @@ def q6_k(x):
     b = x.reshape(-1, 16, 16).astype(np.float32)
     n = len(b)
     scale = np.abs(b).max(axis=2) / np.float32(31)          # [n, 16]
+    for _ in range(2):   # least-squares step for the rounded q (kept where it lowers the error)
+        q = np.clip(np.rint(_div(b, scale[:, :, None])), -32, 31)
+        ls = _div((b * q).sum(axis=2), (q * q).sum(axis=2))
+        e_old = ((scale[:, :, None] * q - b) ** 2).sum(axis=2)
+        q2 = np.clip(np.rint(_div(b, ls[:, :, None])), -32, 31)
+        e_new = ((ls[:, :, None] * q2 - b) ** 2).sum(axis=2)
+        scale = np.where((e_new < e_old) & (ls > 0), ls, scale).astype(np.float32)
     d = _f16(scale.max(axis=1) / np.float32(127))
     sc = np.clip(np.rint(_div(scale, d[:, None])), 0, 127).astype(np.int8)
     step = (d[:, None] * sc.astype(np.float32))[:, :, None]
