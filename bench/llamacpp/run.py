@@ -110,6 +110,7 @@ def prefix(a, b):
 
 def main():
     install()
+    sh([sys.executable, os.path.join(HERE, "ggml_quant.py")])   # the quantizers' self-check first
     work = os.path.join(CACHE, "work")
     rows, ok = [], True
     for model, formats in MODELS:

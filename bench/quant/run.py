@@ -300,6 +300,7 @@ def markdown(res):
 
 def main():
     os.makedirs(os.path.join(CACHE, "work"), exist_ok=True)
+    sh([sys.executable, os.path.join(ROOT, "bench", "llamacpp", "ggml_quant.py")])   # the quantizers' self-check first
     load_start = os.getloadavg()[0]
     quantize_ok = has_quantize()
     fmt_rows, notes = formats_part(quantize_ok)
