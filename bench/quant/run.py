@@ -179,6 +179,8 @@ def formats_part(quantize_ok):
             if fmt == "f32":
                 ref = logits
             mx, kl, top1 = compare(ref, logits)
+            for f in [b["weights"]] + ([] if fmt == "f32" else [os.path.join(os.path.dirname(b["exe"]), "model.gguf")]):
+                os.remove(f)   # measured: keep .cache small (the f32 GGUF stays for --quantize)
             row.update({"file_bytes": b["file_bytes"], "kiln_weights_bytes": b["weights_bytes"],
                         "max_abs": mx, "mean_kl": kl, "top1": top1, "positions": POSITIONS,
                         "decode_tok_s_1t": tps, "achieved_gb_s": b["weights_bytes"] * tps / 1e9,
@@ -268,6 +270,7 @@ def builds_part():
             row["error"] = (err.strip().splitlines() or [""])[-1][:300]
         else:
             row["weights_bytes"] = kiln_weights_bytes(out, "llm")
+            os.remove(os.path.join(out, "llm.weights"))   # 4 GB for 1B: measured, not kept
         rows.append(row)
     return rows
 
