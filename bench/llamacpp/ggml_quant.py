@@ -175,7 +175,7 @@ def main():
     for t, ref in [("Q8_0", G.q8_0), ("Q4_0", G.q4_0)]:
         same = quantize(t, x) == ref(x)
         ok &= same
-        print("%s %s: bytes equal tests/py/gguf_file.py's" % ("PASS" if same else "FAIL", t))
+        print("%s %s-bytes: equal to tests/py/gguf_file.py's" % ("PASS" if same else "FAIL", t))
     sys.exit(0 if ok else 1)
 
 

@@ -106,6 +106,10 @@ int main(int argc, char **argv) {
 #ifdef KILN_POOL
   if (pool) kiln_pool_free(pool);
 #endif
+  kiln_arena_free(state);
+  kiln_arena_free(arena);
+  free(tokens);
+  free(logits);
   kiln_weights_free(&w);
   return 0;
 }
