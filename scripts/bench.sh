@@ -17,7 +17,8 @@
 #   llamacpp bench/llamacpp/run.py: stories260K written as GGUF (F32, Q8_0, Q4_0), 256
 #           greedy tokens in llama.cpp (npm node-llama-cpp, installed into .cache/bench) and in
 #           Kiln built from the same file: ids compared (F32 must agree) and decode tokens/s;
-#           also a seeded 3M Llama in F32, Q4_K, Q6_K; 1 and 2 threads on both sides.
+#           also seeded 3M (F32, Q4_K, Q6_K) and 100M (F32, Q8_0, Q4_0, Q4_K, Q6_K; 64 tokens)
+#           Llamas; 1 and 2 threads on both sides (BENCH_LLAMACPP_MODELS picks models).
 #   quant   bench/quant/run.py: per weight format (f32 f16 q8_0 q4_0 q4_k q6_k from GGUF;
 #           i8 g8 g4 through kiln build --quantize when kiln lists it) on stories260K and a
 #           seeded 100M Llama: file size, logits error against f32, decode tokens/s and GB/s;
