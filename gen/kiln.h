@@ -520,7 +520,8 @@ const char *gguf_meta_name(const char *name);
  * "<path>: <field>: <what>" in err otherwise, out untouched. The fuzz target. */
 bool tokjson_convert(const char *path, const unsigned char *data, size_t size, Buf *out, char *err, size_t errlen);
 /* The same from a GGUF file's byte-level vocabulary (tokenizer.ggml.model "gpt2": .pre,
- * .tokens, .token_type, .merges, .bos/.eos/.unknown_token_id). */
+ * .tokens, .token_type, .merges, .bos/.eos/.unknown_token_id) or WordPiece one ("bert":
+ * .tokens as llama.cpp's converter spells them, .cls/.seperator/.unknown_token_id). */
 bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen);
 /* The same from a llama2.c tokenizer file (tok512.bin: int32 max piece length, then per
  * piece f32 score, int32 length, bytes; ids 0 UNK, 1 BOS, 2 EOS): SentencePiece BPE, its
@@ -601,7 +602,7 @@ void npy_write(const char *dir, const char *name, const Tensor *t);
 unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
 
 /* `kiln tokenize FILE [--decode]` (tokenize.c): text lines on stdin to ids, or back. */
-int cmd_tokenize(const char *path, bool decode, const char *convert);
+int cmd_tokenize(const char *path, bool decode, char sep, const char *convert);
 /* The tokenizer binary of path (a tokenizer.json, converted; or a .tok, checked) appended
  * to out; kiln_error (nothing written) when it is neither or is damaged. */
 void tokenizer_binary(const char *path, Buf *out);

@@ -34,7 +34,9 @@ static const char usage[] =
     "  kiln ops                      list the op table\n"
     "  kiln tokenize FILE [--decode] text lines on stdin -> token ids (--decode: ids -> text);\n"
     "                                FILE a tokenizer.json (BPE byte-level or SentencePiece,\n"
-    "                                WordPiece), a Kiln .tok, llama2.c's tok*.bin or a GGUF file\n"
+    "                                WordPiece), a Kiln .tok, llama2.c's tok*.bin or a GGUF file;\n"
+    "                                --null: texts on stdin end with NUL bytes, not newlines\n"
+    "                                (texts holding newlines), still one line of ids per text\n"
     "  kiln tokenize FILE --convert OUT.tok   any of those FILEs -> Kiln's binary\n"
     "  kiln --help                   this text;  kiln --version  the version\n"
     "\n"
@@ -111,7 +113,7 @@ typedef struct {
   const char *defines[64];      /* -D NAME=VALUE */
   int ndefines;
   unsigned targets;
-  bool embed, dot, fp16, no_fuse, decode;
+  bool embed, dot, fp16, no_fuse, decode, null_sep;
   const char *convert, *tokenizer;   /* tokenize --convert OUT; build --tokenizer FILE */
   const char *min_os;
   QuantRule qrules[64];         /* --quantize */
@@ -179,7 +181,8 @@ static const struct {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
-    {"-D", "bgr"}, {"--decode", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "bgr"}, {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
+    {"-D", "bgr"}, {"--decode", "t"}, {"--null", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "bgr"},
+    {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
  * (`kiln graph m.lua -o out` writes nothing). */
@@ -216,6 +219,7 @@ static Args parse_args(int argc, char **argv) {
     else if (strcmp(s, "--dot") == 0) a.dot = true;
     else if (strcmp(s, "--no-fuse") == 0) a.no_fuse = true;
     else if (strcmp(s, "--decode") == 0) a.decode = true;
+    else if (strcmp(s, "--null") == 0) a.null_sep = true;
     else if (strcmp(s, "--convert") == 0) a.convert = need_value(argc, argv, &i);
     else if (strcmp(s, "--tokenizer") == 0) a.tokenizer = need_value(argc, argv, &i);
     else if (strcmp(s, "--quantize") == 0) {
@@ -594,7 +598,8 @@ int main(int argc, char **argv) {
   if (strcmp(a.cmd, "ops") == 0) return cmd_ops();
   if (strcmp(a.cmd, "tokenize") == 0) {
     if (a.decode && a.convert) kiln_error("tokenize: --decode and --convert exclude each other");
-    return cmd_tokenize(a.script, a.decode, a.convert);
+    if (a.null_sep && a.convert) kiln_error("tokenize: --null and --convert exclude each other");
+    return cmd_tokenize(a.script, a.decode, a.null_sep ? '\0' : '\n', a.convert);
   }
   kiln_error("unknown command '%s' (see kiln --help)", a.cmd);
 }

@@ -1,13 +1,13 @@
 /*
- * tokenize.c — `kiln tokenize FILE [--decode | --convert OUT]`: the first tool to reach for
- * when a model's output looks wrong. Reads text on standard input and prints, per input
- * line, the token ids separated by spaces (no BOS); with --decode, reads lines of ids and
- * prints their text; with --convert, writes FILE as Kiln's tokenizer binary and reads
- * nothing. FILE is a Hugging Face tokenizer.json, Kiln's tokenizer binary (.tok), a
- * llama2.c tokenizer file (tok512.bin) or a GGUF file with a SentencePiece vocabulary
- * (tokenizer.ggml.model "llama") or a byte-level one ("gpt2"). Every one is converted
- * to the binary first and then runs through the runtime's own tokenizer
- * (runtime/llm/kiln_tok.c), so what this prints is what an app gets.
+ * tokenize.c — `kiln tokenize FILE [--decode | --null | --convert OUT]`: the first tool to
+ * reach for when a model's output looks wrong. Reads text on standard input and prints, per
+ * input line (--null: per NUL-ended text), the token ids separated by spaces (no BOS); with
+ * --decode, reads lines of ids and prints their text; with --convert, writes FILE as Kiln's
+ * tokenizer binary and reads nothing. FILE is a Hugging Face tokenizer.json, Kiln's
+ * tokenizer binary (.tok), a llama2.c tokenizer file (tok512.bin) or a GGUF file's
+ * vocabulary (tokenizer.ggml.model "llama": SentencePiece; "gpt2": byte-level BPE; "bert":
+ * WordPiece). Every one is converted to the binary first and then runs through the
+ * runtime's own tokenizer (runtime/llm/kiln_tok.c), so what this prints is what an app gets.
  */
 #include "kiln.h"
 #include "kiln_tok.h"
@@ -15,11 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One line of stdin (without its newline) into *buf, grown as needed; false at EOF. */
-static bool read_line(char **buf, size_t *cap) {
+/* One text of stdin (up to sep, a newline or with --null a NUL byte, not kept) into *buf,
+ * grown as needed; false at EOF. */
+static bool read_line(char **buf, size_t *cap, char sep) {
   size_t n = 0;
   int c;
-  while ((c = getchar()) != EOF && c != '\n') {
+  while ((c = getchar()) != EOF && c != (unsigned char)sep) {
     if (n + 2 > *cap) {
       *cap = *cap ? 2 * *cap : 256;
       *buf = realloc(*buf, *cap);
@@ -99,7 +100,7 @@ static const char *gguf_model(const char *path, const unsigned char *data, size_
 }
 
 /* The tokenizer binary of the file read into data (see tokenizer_binary): a .tok checked
- * and copied; a GGUF byte-level vocabulary, a GGUF SentencePiece one (through the llama2.c
+ * and copied; a GGUF byte-level or WordPiece vocabulary, a GGUF SentencePiece one (through the llama2.c
  * form) or a tokenizer.json converted; anything else read as a llama2.c file. */
 static void binary_of(const char *path, const unsigned char *data, size_t size, Buf *out) {
   char err[1024];
@@ -108,7 +109,8 @@ static void binary_of(const char *path, const unsigned char *data, size_t size, 
     if (kiln_tok_load(&t, data, size, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
     kiln_tok_free(&t);
     buf_put(out, data, size);
-  } else if (gguf_is(data, size) && strcmp(gguf_model(path, data, size), "gpt2") == 0) {
+  } else if (gguf_is(data, size) && (strcmp(gguf_model(path, data, size), "gpt2") == 0 ||
+                                      strcmp(gguf_model(path, data, size), "bert") == 0)) {
     SafeFile *f = gguf_parse(path, data, size, err, sizeof err);
     if (!f) kiln_error("tokenize: %s", err);
     if (!tokgguf_convert(path, f, out, err, sizeof err)) kiln_error("%s", err);
@@ -132,11 +134,11 @@ void tokenizer_binary(const char *path, Buf *out) {
   binary_of(path, data, size, out);
 }
 
-/* Lines of stdin through t: ids per line, or with decode text per line of ids. */
-static void tok_lines(const kiln_tok *t, bool decode) {
+/* Texts of stdin (ended by sep) through t: ids per text, or with decode text per line of ids. */
+static void tok_lines(const kiln_tok *t, bool decode, char sep) {
   char *line = NULL, *out = malloc(kiln_tok_decode_max(t) + 16);
   size_t cap = 0;
-  for (int lineno = 1; read_line(&line, &cap); lineno++) {
+  for (int lineno = 1; read_line(&line, &cap, sep); lineno++) {
     if (decode) {
       kiln_tok_stream st;
       kiln_tok_stream_init(&st);
@@ -171,7 +173,7 @@ static void tok_lines(const kiln_tok *t, bool decode) {
 
 /* `kiln tokenize`: every kind of file becomes the binary (binary_of), then kiln_tok
  * encodes or decodes, or --convert writes the binary. */
-int cmd_tokenize(const char *path, bool decode, const char *convert) {
+int cmd_tokenize(const char *path, bool decode, char sep, const char *convert) {
   if (!path) kiln_error("tokenize: no tokenizer file given (kiln tokenize FILE)");
   char err[1024];
   size_t size;
@@ -188,7 +190,7 @@ int cmd_tokenize(const char *path, bool decode, const char *convert) {
   kiln_tok t;
   if (kiln_tok_load(&t, bin.data, bin.len, err, sizeof err) != 0) kiln_error("%s: %s", path, err);
   buf_free(&bin);
-  tok_lines(&t, decode);
+  tok_lines(&t, decode, sep);
   kiln_tok_free(&t);
   return 0;
 }

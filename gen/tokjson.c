@@ -490,6 +490,13 @@ static bool gguf_tokens(Conv *c, Tok *t, const MetaVal *tokens, const MetaVal *t
       put_u32(&t->added, (uint32_t)tok->slen);
       buf_put(&t->added_text, tok->s, tok->slen);
       t->n_added++;
+    } else if (t->kind == KILN_TOK_WORDPIECE) {
+      /* llama.cpp's converter gives a word-initial piece a U+2581 prefix and drops the "##"
+       * of a continuation piece; "[...]" tokens stay as they are. Undone here, so the
+       * runtime's WordPiece sees Hugging Face's spelling. */
+      if (tok->slen > 3 && memcmp(tok->s, "\xe2\x96\x81", 3) == 0) buf_put(&t->piece[i], tok->s + 3, tok->slen - 3);
+      else if (tok->s[0] == '[' && tok->s[tok->slen - 1] == ']') buf_put(&t->piece[i], tok->s, tok->slen);
+      else buf_put(&t->piece[i], "##", 2), buf_put(&t->piece[i], tok->s, tok->slen);
     } else {
       JVal s = {.t = J_STR, .text = tok->s, .len = tok->slen};
       if (!piece_bytes(c, t->kind, &s, &t->piece[i])) return false;
@@ -499,30 +506,37 @@ static bool gguf_tokens(Conv *c, Tok *t, const MetaVal *tokens, const MetaVal *t
   return true;
 }
 
-/* See kiln.h: the GGUF metadata read into the same Tok as a tokenizer.json's. */
+/* See kiln.h: the GGUF metadata read into the same Tok as a tokenizer.json's. Byte-level
+ * BPE ("gpt2", with its pre-tokenizer) or WordPiece ("bert": as BertNormalizer's defaults,
+ * lowercase, accents stripped, CJK ideographs split, which is what llama.cpp applies). */
 bool tokgguf_convert(const char *path, const SafeFile *f, Buf *out, char *err, size_t errlen) {
   Conv c = {path, err, errlen, false};
   const MetaVal *model = gguf_meta(f, "tokenizer.ggml.model"), *tokens = gguf_meta(f, "tokenizer.ggml.tokens"),
                 *types = gguf_meta(f, "tokenizer.ggml.token_type"), *merges = gguf_meta(f, "tokenizer.ggml.merges");
-  if (!model || model->kind != MV_STR || strcmp(model->s, "gpt2") != 0) return cfail(&c, "tokenizer.ggml.model", "not gpt2");
-  Tok t = {.kind = KILN_TOK_BYTE_BPE};
-  if (!gguf_pretok(&c, gguf_meta(f, "tokenizer.ggml.pre"), &t.pretok, &t.flags)) return false;
+  bool bert = model && model->kind == MV_STR && strcmp(model->s, "bert") == 0;
+  if (!bert && (!model || model->kind != MV_STR || strcmp(model->s, "gpt2") != 0)) return cfail(&c, "tokenizer.ggml.model", "not gpt2 or bert");
+  Tok t = {.kind = bert ? KILN_TOK_WORDPIECE : KILN_TOK_BYTE_BPE};
+  if (bert) t.flags = KILN_TOKF_LOWERCASE | KILN_TOKF_STRIP_ACCENTS | KILN_TOKF_CJK_SPLIT;
+  else if (!gguf_pretok(&c, gguf_meta(f, "tokenizer.ggml.pre"), &t.pretok, &t.flags)) return false;
   if (!tokens || tokens->kind != MV_ARR || tokens->n < 1 || tokens->n > (1 << 24)) return cfail(&c, "tokenizer.ggml.tokens", "missing or not a non-empty array");
   if (types && (types->kind != MV_ARR || types->n != tokens->n)) return cfail(&c, "tokenizer.ggml.token_type", "not an array as long as the tokens");
-  if (!merges || merges->kind != MV_ARR || merges->n > (1 << 24)) return cfail(&c, "tokenizer.ggml.merges", "missing or not an array");
+  if (!bert && (!merges || merges->kind != MV_ARR || merges->n > (1 << 24))) return cfail(&c, "tokenizer.ggml.merges", "missing or not an array");
   t.n = (int)tokens->n;
   t.piece = kiln_alloc(sizeof(Buf) * (size_t)t.n);
-  JVal arr = {.t = J_ARR, .n = (int)merges->n, .items = kiln_alloc(sizeof(JVal) * (size_t)(merges->n + 1))};
   bool ok = gguf_tokens(&c, &t, tokens, types);
-  for (int i = 0; ok && i < arr.n; i++) {
-    const MetaVal *m = &merges->items[i];
-    if (m->kind != MV_STR || strlen(m->s) != m->slen) ok = cfail(&c, "tokenizer.ggml.merges", kiln_fmt("entry %d is not a string", i));
-    else arr.items[i] = (JVal){.t = J_STR, .text = m->s, .len = m->slen};
+  if (!bert) {
+    JVal arr = {.t = J_ARR, .n = (int)merges->n, .items = kiln_alloc(sizeof(JVal) * (size_t)(merges->n + 1))};
+    for (int i = 0; ok && i < arr.n; i++) {
+      const MetaVal *m = &merges->items[i];
+      if (m->kind != MV_STR || strlen(m->s) != m->slen) ok = cfail(&c, "tokenizer.ggml.merges", kiln_fmt("entry %d is not a string", i));
+      else arr.items[i] = (JVal){.t = J_STR, .text = m->s, .len = m->slen};
+    }
+    ok = ok && read_merges(&c, &t, &arr);
   }
-  ok = ok && read_merges(&c, &t, &arr);
-  t.bos = gguf_id(f, "tokenizer.ggml.bos_token_id", t.n);
-  t.eos = gguf_id(f, "tokenizer.ggml.eos_token_id", t.n);
+  t.bos = gguf_id(f, bert ? "tokenizer.ggml.cls_token_id" : "tokenizer.ggml.bos_token_id", t.n);
+  t.eos = gguf_id(f, bert ? "tokenizer.ggml.seperator_token_id" : "tokenizer.ggml.eos_token_id", t.n);
   t.unk = gguf_id(f, "tokenizer.ggml.unknown_token_id", t.n);
+  if (ok && bert && t.unk < 0) ok = cfail(&c, "tokenizer.ggml.unknown_token_id", "missing (WordPiece needs one)");
   return finish(&c, &t, ok, out);
 }
 

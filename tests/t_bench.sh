@@ -8,8 +8,9 @@
 # gcc with ASan + UBSan) and driven through the line protocol of worker.h, including its
 # errors; its output must match PyTorch's within the benchmark's tolerance. Then the
 # driver's output check must refuse an output that is off by 1%, and the paired ratio
-# must be the median of the per-round ratios. Last, the LLM decode bench's peers
-# (bench/llm/: the plain C loop and Kiln's driver) give PyTorch's logits (no timing).
+# must be the median of the per-round ratios. Then the LLM decode bench's peers
+# (bench/llm/: the plain C loop and Kiln's driver) give PyTorch's logits (no timing). Last,
+# the GGUF benchmarks' quantizers and decode driver (bench/llamacpp/, used by bench/quant/).
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln bench
 kt_work bench
@@ -142,3 +143,53 @@ c = subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_
 if b.returncode or c.returncode: print("FAIL bench/llm-kiln: " + (b.stderr + c.stderr)[-300:])
 else: check("kiln", [kexe, os.path.join(out, "stories.weights")])
 EOF2
+
+# The GGUF benchmarks' own parts (bench/llamacpp, bench/quant; no npm, no llama.cpp, no
+# timing): the numpy quantizers' self-check (round trips through tests/py/gguf_file.py's
+# ggml-exact dequantizers within each format's error bound; Q8_0/Q4_0 bytes equal that
+# writer's); stories260K written as an F32 GGUF with its resized stories.lua, built by Kiln;
+# kiln_decode.c compiled with -Werror (gcc with ASan + UBSan, with the thread pool) must
+# give the same greedy ids at 1 and 2 threads, and teacher-forced logits equal to
+# tests/state/torch_stories.py's float64 decode (within 1e-4 of the largest).
+"$PY" bench/llamacpp/ggml_quant.py | sed 's/^\(PASS\|FAIL\) /\1 bench\/ggml-quant-/'
+$PY - "$WORK" "$KILN" "$W $SAN" <<'EOF3'
+import os, re, subprocess, sys
+import numpy as np
+sys.path.insert(0, "tests/state")
+import torch_stories
+work, kiln, flags = sys.argv[1], sys.argv[2], sys.argv[3].split()
+d = os.path.join(work, "gg")
+os.makedirs(d)
+def run(cmd, cwd=None):
+    p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+rc, _, err = run([sys.executable, "bench/llamacpp/stories_gguf.py", os.path.join(d, "model.gguf"), "F32", "--lua", os.path.join(d, "m.lua")])
+rc = rc or run([kiln, "build", "m.lua", "-o", "out"], cwd=d)[0]
+exe = os.path.join(d, "kiln_decode")
+rc2, _, err2 = run(["gcc", *flags, "-DKILN_POOL", "-pthread", "-I" + os.path.join(d, "out"), "-Iruntime", "-DKM=m", "-DKMU=M",
+                    '-DMODEL_HEADER="m.h"', "-o", exe, "bench/llamacpp/kiln_decode.c", os.path.join(d, "out", "m.c"),
+                    "runtime/kiln_runtime.c", "runtime/kiln_pool.c", "-lm"])
+if rc or rc2:
+    print("FAIL bench/kiln-decode-build: " + (err + err2)[-300:])
+    sys.exit(0)
+w = os.path.join(d, "out", "m.weights")
+ids = {}
+for t in (1, 2):
+    rc, out, err = run([exe, w, str(t), "24"])
+    m = re.search(r"^ids: (.*)$", out, re.M)
+    ids[t] = m.group(1).split() if rc == 0 and m else None
+print("PASS bench/kiln-decode-threads (24 greedy ids, 1 and 2 threads)" if ids[1] and ids[1] == ids[2]
+      else f"FAIL bench/kiln-decode-threads: {ids}")
+tokens = np.array([1, 403, 407, 261, 378, 432, 383, 286], np.int32)
+tokens.tofile(os.path.join(d, "tok.bin"))
+rc, out, err = run([exe, w, "1", str(len(tokens)), os.path.join(d, "tok.bin"), os.path.join(d, "logits.bin")])
+if rc:
+    print("FAIL bench/kiln-decode-forced: " + err[-300:])
+    sys.exit(0)
+got = np.fromfile(os.path.join(d, "logits.bin"), np.float32).reshape(len(tokens), -1)
+m = torch_stories.Stories("models/weights/stories260K.safetensors")
+ref = np.stack([m.step(int(tok), p).numpy().ravel() for p, tok in enumerate(tokens)])
+err, bound = float(np.max(np.abs(got - ref))), 1e-4 * float(np.max(np.abs(ref)))
+print(f"PASS bench/kiln-decode-forced (8 positions from the F32 GGUF, max |difference| {err:.1e})" if err <= bound
+      else f"FAIL bench/kiln-decode-forced: logits differ by {err:.3g} (bound {bound:.3g})")
+EOF3

@@ -12,7 +12,8 @@
 # GGUF. With KILN_TOKJSON_RESTRICTED=DIR (make_fixtures.sh's SCRATCH/restricted: the real
 # Llama-3 and Gemma 3 cuts, which the repository does not ship) those go through the same.
 # Then bad tokenizer.json files: one-line errors naming file and field, nothing written.
-# Then the fuzz corpus of tests/robust/tokjson/.
+# Then the fuzz corpus of tests/robust/tokjson/. Then llama.cpp's own vocabulary-only GGUF files
+# and recorded ids (tests/gguf/vocab/).
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln tok
 kt_work tok
@@ -163,8 +164,21 @@ fi
 # through the harness built without libFuzzer under ASan/UBSan: any broken promise aborts it.
 if cc $SAN -DKILN_FUZZ_MAIN -Igen -Iruntime/llm -o "$WORK/tokjson_replay" tests/robust/fuzz_tokjson.c gen/tokjson.c \
       gen/frontend/json.c gen/frontend/gguf.c gen/ir/quant.c gen/util.c gen/ops.c gen/escape.c runtime/llm/kiln_tok*.c 2> "$WORK/out"; then
-  if out=$("$WORK/tokjson_replay" tests/robust/tokjson/* $D/*.json models/weights/tok512.bin 2>&1); then echo "PASS tok/fuzz-replay: $out"
+  if out=$("$WORK/tokjson_replay" tests/robust/tokjson/* $D/*.json models/weights/tok512.bin tests/gguf/vocab/*.gguf 2>&1); then echo "PASS tok/fuzz-replay: $out"
   else echo "FAIL tok/fuzz-replay: $(echo "$out" | grep -m 2 -E 'fuzz_|ERROR|runtime error' | tr '\n' ' ')"; fi
 else
   echo "FAIL tok/fuzz-replay: the harness does not build: $(head -n 2 "$WORK/out" | tr '\n' ' ')"
+fi
+
+# Real third-party GGUF vocabularies: llama.cpp's tokenizer-test files (tests/gguf/vocab/,
+# provenance in its README.md), vocabulary-only (no tensors, no padding after the tensor
+# infos): each parses and gives exactly llama.cpp's ids on its texts (newlines inside texts:
+# `kiln tokenize --null`); cut short, one gives a one-line error naming it.
+"$PY" tests/llm/llamacpp_vocab.py "$KILN" tests/gguf/vocab
+head -c 500000 tests/gguf/vocab/ggml-vocab-llama-spm.gguf > "$WORK/cut.gguf"
+got=$("$KILN" tokenize "$WORK/cut.gguf" < /dev/null 2>&1)
+if [ $? -ne 0 ] && [ "$(printf '%s\n' "$got" | wc -l)" -eq 1 ] && case $got in *cut.gguf*) true ;; *) false ;; esac; then
+  echo "PASS tok/llamacpp-vocab-truncated"
+else
+  echo "FAIL tok/llamacpp-vocab-truncated: $got"
 fi

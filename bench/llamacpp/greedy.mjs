@@ -1,14 +1,15 @@
-// greedy.mjs MODEL.gguf N — llama.cpp (through the npm package node-llama-cpp, CPU, no
-// download or build) generates N tokens greedily after BOS and prints their ids on one
+// greedy.mjs MODEL.gguf N [THREADS] — llama.cpp (through the npm package node-llama-cpp, CPU, no
+// download or build; THREADS, default 1) generates N tokens greedily after BOS and prints their ids on one
 // line, then "llama.cpp decode: T tokens/s" through node's loop (wall clock); llama.cpp's own
 // timings (eval time per token, without node's overhead) follow on stderr.
 import {getLlama} from "node-llama-cpp";
 
-const [model_path, n_arg] = process.argv.slice(2);
+const [model_path, n_arg, threads_arg] = process.argv.slice(2);
 const n = Number(n_arg || 256);
+const threads = Number(threads_arg || 1);
 const llama = await getLlama({gpu: false, build: "never", skipDownload: true, logLevel: "info"});
 const model = await llama.loadModel({modelPath: model_path});
-const context = await model.createContext({contextSize: 512, threads: 1, batchSize: 512, performanceTracking: true});
+const context = await model.createContext({contextSize: 512, threads, batchSize: 512, performanceTracking: true});
 const seq = context.getSequence();
 const ids = [];
 const t0 = process.hrtime.bigint();

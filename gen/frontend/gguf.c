@@ -405,6 +405,9 @@ SafeFile *gguf_parse(const char *path, const unsigned char *all, size_t size, ch
     f->ntensors++;
   }
   uint64_t data_start = ((uint64_t)(r.p - all) + alignment - 1) / alignment * alignment;
+  /* A file without tensors (llama.cpp's vocabulary-only files) may end right after its
+   * tensor infos, without the padding: its data section is empty, as llama.cpp reads it. */
+  if (ntensors == 0 && data_start > size) data_start = size;
   if (data_start > size) return rfail(&r, "header: the data section would start at byte %llu, past the end of the file",
                                       (unsigned long long)data_start), NULL;
   uint64_t data_size = size - data_start;
