@@ -16,6 +16,9 @@ static inline float kiln_erf(float x) {
   return x < 0.0f ? -r : r;
 }
 
+// round_f16: MSL converts float to half rounding to nearest even (overflow: inf).
+static inline float kiln_round_f16(float x) { return float(half(x)); }
+
 // Threadgroup-wide sum and max of one value per thread: a SIMD-group reduction,
 // one partial per SIMD group in `part`, then every thread folds the NSG partials in
 // the same order (so all get the same bits). Every thread of the group must call;
