@@ -20,6 +20,7 @@ core (the distinct values of these). No thresholds anywhere.
 import json
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -45,6 +46,13 @@ def load_kiln_weights(build_dir, model):
             continue
         if "packed" in w:
             out[w["name"]] = unpack_panels(blob, header + w["offset"], w["packed"])
+            continue
+        if "format" in w:   # a stored format (docs/quantization.md): decoded by the spec's reference
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "quant"))
+            import ref
+            f = w["format"]
+            raw = blob[header + w["offset"]:header + w["offset"] + w["bytes"]]
+            out[w["name"]] = ref.decode(f["name"], raw, f["rows"], f["k"]).astype(np.float32).reshape(w["shape"])
             continue
         n = int(np.prod(w["shape"])) if w["shape"] else 1
         a = np.frombuffer(blob, dtype="<f4", count=n, offset=header + w["offset"])

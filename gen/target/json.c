@@ -97,7 +97,8 @@ static void put_weights(Buf *b, Graph *g) {
   buf_puts(b, k ? "\n  ]" : "]");
 }
 
-/* One operand or result of a kernel: where it lives and what it is. */
+/* One operand or result of a kernel: where it lives and what it is (a weight in a stored
+ * format: the bytes it takes there). */
 static void put_value(Buf *b, Graph *g, const Node *n) {
   buf_puts(b, "{\"name\": ");
   put_str(b, value_name(g, n));
@@ -105,7 +106,8 @@ static void put_value(Buf *b, Graph *g, const Node *n) {
   put_shape(b, &n->shape);
   bool io = n->region == REG_INPUT || n->region == REG_OUTPUT;
   buf_printf(b, ", \"region\": \"%s\", \"slot\": %d, \"offset\": %lld, \"bytes\": %lld}", region_name(n->region),
-             io ? n->io_slot : -1, (long long)n->offset, (long long)node_bytes(n));
+             io ? n->io_slot : -1, (long long)n->offset,
+             (long long)(n->op == OP_WEIGHT && n->wfmt != WF_F32 ? node_stored_bytes(n) : node_bytes(n)));
 }
 
 /* "file:line" of a node, or the file alone when the line is unknown. */
