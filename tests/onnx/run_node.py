@@ -200,6 +200,9 @@ def import_case(c, kbin, work):
         m = re.search(r"input '(.+?)': dim (\d+) is the dynamic dim '(.+?)'", err)
         if rc == 1 and m and m.group(1) in c.inputs and m.group(3) not in dims:
             shape = read_pb(c.sets[0][0][c.inputs.index(m.group(1))]).shape
+            if shape[int(m.group(2))] == 0:   # -D takes sizes >= 1: Kiln has no empty run-time inputs
+                return c.done("UNSUPPORTED", f"input '{m.group(1)}': the test data give dynamic dim "
+                                             f"'{m.group(3)}' the size 0 (Kiln has no empty run-time inputs)")
             dims[m.group(3)] = shape[int(m.group(2))]
             continue
         m = re.search(r"use --freeze (.+?)=FILE\.pb", err)
