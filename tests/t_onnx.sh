@@ -36,7 +36,7 @@
 #                          on every image (accuracy 240/240)
 #   onnx/pytorch-converted/<case>, onnx/pytorch-operator/<case>, onnx/simple/<case>
 #                          the other model sets of libonnx-testdata (PyTorch modules exported
-#                          at opset 6-9, small multi-node models), run like the node tests
+#                          at opset 6, small hand-built models), run like the node tests
 #   onnx/canary/<case>     the runner itself: a node test with its expected output nudged by
 #                          one ulp (an exact op) and by 1e-5 relative (an elementwise op) must
 #                          FAIL, so a PASS means something
