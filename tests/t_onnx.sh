@@ -36,7 +36,8 @@
 #                          on every image (accuracy 240/240)
 #   onnx/pytorch-converted/<case>, onnx/pytorch-operator/<case>, onnx/simple/<case>
 #                          the other model sets of libonnx-testdata (PyTorch modules exported
-#                          at opset 6, small hand-built models), run like the node tests
+#                          at opset 6, small hand-built models), run like the node tests;
+#                          onnx/<set>/count: at least tests/onnx/min_pass_sets of each pass
 #   onnx/canary/<case>     the runner itself: a node test with its expected output nudged by
 #                          one ulp (an exact op) and by 1e-5 relative (an elementwise op) must
 #                          FAIL, so a PASS means something
@@ -151,5 +152,9 @@ for set in pytorch-converted pytorch-operator simple; do
   $PY tests/onnx/run_node.py "$KILN" "${DATA%/node}/$set" "$WORK/$set" --label "$set" --results "$WORK/$set.tsv" > "$WORK/$set.out"
   grep -v '^onnx node tests' "$WORK/$set.out"
   echo "NOTE $S/$set: $(tail -n 1 "$WORK/$set.out" | sed 's/^onnx node tests: //')"
+  passed=$(grep -c "^PASS onnx/$set/" "$WORK/$set.out")
+  floor=$(sed -n "s/^$set //p" tests/onnx/min_pass_sets)
+  if [ "$passed" -ge "$floor" ]; then echo "PASS $S/$set/count: $passed cases pass (at least $floor)"
+  else echo "FAIL $S/$set/count: $passed cases pass, fewer than the $floor of tests/onnx/min_pass_sets"; fi
   if [ -n "$ONNX_RESULTS" ]; then cp "$WORK/$set.tsv" "$ONNX_RESULTS.$set"; fi
 done
