@@ -276,8 +276,7 @@ op("PRelu", "", function()
     for d = 3, #x.shape do cshape[d - 1] = 1 end
     s = string.format("%s:reshape(%s)", s, shape_lua(cshape))
   end
-  local shape = x.shape
-  if s == ref(slope) then shape = bcast(x.shape, slope.shape, who()) end
+  local shape = s == ref(slope) and bcast(x.shape, slope.shape, who()) or x.shape
   out(1, string.format("kiln.where(%s:lt(0), %s * %s, %s)", ref(x), ref(x), s, ref(x)), shape, "f32")
 end)
 
