@@ -29,6 +29,15 @@
 #                          numpy's do, though Kiln carries them as int32
 #   onnx/node/count        at least tests/onnx/min_pass node tests pass (a regression guard:
 #                          a handler that starts refusing shows, not just a new UNSUPPORTED)
+#   onnx/real/test_textdir, onnx/real/textdir_accuracy  a trained third-party model, PaddleOCR's
+#                          text-direction classifier, on 240 rendered lines of real text
+#                          (tests/onnx/real/README.md): import, interpreter and generated C
+#                          against ONNX Runtime's outputs, and the same class as ONNX Runtime
+#                          on every image (accuracy 240/240)
+#   onnx/pytorch-converted/<case>, onnx/pytorch-operator/<case>, onnx/simple/<case>
+#                          the other model sets of libonnx-testdata (PyTorch modules exported
+#                          at opset 6, small hand-built models), run like the node tests;
+#                          onnx/<set>/count: at least tests/onnx/min_pass_sets of each pass
 #   onnx/canary/<case>     the runner itself: a node test with its expected output nudged by
 #                          one ulp (an exact op) and by 1e-5 relative (an elementwise op) must
 #                          FAIL, so a PASS means something
@@ -118,6 +127,10 @@ EOF
   done
 fi
 
+# ---- a trained third-party model on real data ----
+mkdir -p "$WORK/real"
+$PY tests/onnx/real/textdir.py "$KILN" "$WORK/real"
+
 # ---- ONNX's node tests ----
 if [ ! -d "$DATA" ]; then
   echo "NOTE $S/node: $DATA is missing (Debian package libonnx-testdata): ONNX's node tests are skipped (scripts/install-deps.sh installs it)"
@@ -132,3 +145,16 @@ floor=$(cat tests/onnx/min_pass)
 if [ "$passed" -ge "$floor" ]; then echo "PASS $S/node/count: $passed cases pass (at least $floor)"
 else echo "FAIL $S/node/count: $passed cases pass, fewer than the $floor of tests/onnx/min_pass"; fi
 if [ -n "$ONNX_RESULTS" ]; then cp "$WORK/node.tsv" "$ONNX_RESULTS"; fi
+
+# ---- libonnx-testdata's other model sets (real/ holds only download pointers, no models) ----
+for set in pytorch-converted pytorch-operator simple; do
+  mkdir -p "$WORK/$set"
+  $PY tests/onnx/run_node.py "$KILN" "${DATA%/node}/$set" "$WORK/$set" --label "$set" --results "$WORK/$set.tsv" > "$WORK/$set.out"
+  grep -v '^onnx node tests' "$WORK/$set.out"
+  echo "NOTE $S/$set: $(tail -n 1 "$WORK/$set.out" | sed 's/^onnx node tests: //')"
+  passed=$(grep -c "^PASS onnx/$set/" "$WORK/$set.out")
+  floor=$(sed -n "s/^$set //p" tests/onnx/min_pass_sets)
+  if [ "$passed" -ge "$floor" ]; then echo "PASS $S/$set/count: $passed cases pass (at least $floor)"
+  else echo "FAIL $S/$set/count: $passed cases pass, fewer than the $floor of tests/onnx/min_pass_sets"; fi
+  if [ -n "$ONNX_RESULTS" ]; then cp "$WORK/$set.tsv" "$ONNX_RESULTS.$set"; fi
+done

@@ -122,9 +122,21 @@ C.small_int, C.trunc_div = small_int, trunc_div   -- for onnx_quant.lua
 
 -- Elementwise binary ops: an operator form where Lua has one.
 local binop = {Add = "+", Sub = "-", Mul = "*", Div = "/", Pow = "^"}
-op("Add Sub Mul Div Pow", "", function()
+-- Contract: the opset < 7 attributes of the binary ops and Gemm: `broadcast` = 1 let B's
+-- shape match a suffix of A's (or, with `axis`, the dims of A from axis on), which numpy
+-- broadcasting gives as well when B lines up with A's trailing dims; any other alignment fails.
+local function legacy_broadcast(a, b)
+  if N.node.attrs.broadcast == nil and N.node.attrs.axis == nil then return end
+  local axis = attr("axis", "i", nil)
+  if axis and b and axis % #a.shape ~= #a.shape - #b.shape then
+    fail("%s: legacy broadcast with axis %d (not B's trailing alignment) is not supported", who(), axis)
+  end
+end
+
+op("Add Sub Mul Div Pow", "broadcast axis", function()
   local a, b = need_input(1, "A"), need_input(2, "B")
   local o = N.node.op
+  legacy_broadcast(a, b)
   if o == "Pow" and a.dt == "i32" then   -- integer powers through f32, rounded back: exact below 2^24
     need_dt(b, "f32 i32", "input B")
     local shape = bcast(a.shape, b.shape, who())
@@ -257,8 +269,15 @@ end)
 op("PRelu", "", function()
   local x, slope = need_input(1, "X"), need_input(2, "slope")
   need_dt(x, "f32", "input X")
-  local shape = bcast(x.shape, slope.shape, who())
-  out(1, string.format("kiln.where(%s:lt(0), %s * %s, %s)", ref(x), ref(x), ref(slope), ref(x)), shape, "f32")
+  local s = ref(slope)
+  if opset < 7 and #slope.shape == 1 and #x.shape >= 2 and slope.shape[1] == x.shape[2] and slope.shape[1] > 1 then
+    -- before opset 7 a 1-D slope is one value per channel (dim 1), as PyTorch's PReLU
+    local cshape = {slope.shape[1]}
+    for d = 3, #x.shape do cshape[d - 1] = 1 end
+    s = string.format("%s:reshape(%s)", s, shape_lua(cshape))
+  end
+  local shape = s == ref(slope) and bcast(x.shape, slope.shape, who()) or x.shape
+  out(1, string.format("kiln.where(%s:lt(0), %s * %s, %s)", ref(x), ref(x), s, ref(x)), shape, "f32")
 end)
 
 op("Clip", "min max", function()
@@ -357,7 +376,7 @@ op("MatMul", "", function()
   out(1, string.format("kiln.matmul(%s, %s)", ref(a), ref(b)), matmul_shape(a.shape, b.shape), "f32")
 end)
 
-op("Gemm", "alpha beta transA transB", function()
+op("Gemm", "alpha beta transA transB broadcast", function()
   local a, b, c = need_input(1, "A"), need_input(2, "B"), input(3)
   need_dt(a, "f32", "input A")
   local alpha, beta = attr("alpha", "f", 1.0), attr("beta", "f", 1.0)
@@ -547,10 +566,13 @@ end)
 
 -- ---- normalisations ----
 
-op("BatchNormalization", "epsilon momentum spatial training_mode", function()
+op("BatchNormalization", "epsilon momentum spatial training_mode is_test", function()
   local x = need_input(1, "X")
   local sc, b, mean, var = need_input(2, "scale"), need_input(3, "B"), need_input(4, "mean"), need_input(5, "var")
   need_dt(x, "f32", "input X")
+  -- opset < 7: is_test = 1 is inference (training_mode's 0); is_test = 0 a training step
+  -- that also outputs saved statistics, which Kiln does not have
+  if attr("is_test", "i", 1) ~= 1 then fail("%s: is_test = 0 (a training step, opset < 7) is not supported", who()) end
   local momentum = num(attr("momentum", "f", 0.9), "f32")
   if attr("spatial", "i", 1) ~= 1 then fail("%s: spatial = 0 is not supported", who()) end
   if attr("training_mode", "i", 0) ~= 0 then

@@ -1,7 +1,11 @@
 """run_node.py — ONNX conformance: the node tests of Debian's libonnx-testdata through
 `kiln import`, the interpreter (`kiln run`) and the generated C.
 
-Usage: run_node.py KILN DATA_DIR WORK_DIR [--results FILE] [--only SUBSTRING]
+Usage: run_node.py KILN DATA_DIR WORK_DIR [--results FILE] [--only SUBSTRING] [--label NAME]
+
+(--label names the set in the PASS/FAIL lines, onnx/NAME/<case>; "node" unless given. The
+same layout serves libonnx-testdata's pytorch-converted, pytorch-operator and simple sets
+and tests/onnx/real/textdir.py's case.)
 
 Each case directory holds model.onnx and test_data_set_*/input_N.pb, output_N.pb (ONNX
 TensorProto files; the expected outputs come from ONNX's own numpy reference, not from
@@ -200,6 +204,9 @@ def import_case(c, kbin, work):
         m = re.search(r"input '(.+?)': dim (\d+) is the dynamic dim '(.+?)'", err)
         if rc == 1 and m and m.group(1) in c.inputs and m.group(3) not in dims:
             shape = read_pb(c.sets[0][0][c.inputs.index(m.group(1))]).shape
+            if shape[int(m.group(2))] == 0:   # -D takes sizes >= 1: Kiln has no empty run-time inputs
+                return c.done("UNSUPPORTED", f"input '{m.group(1)}': the test data give dynamic dim "
+                                             f"'{m.group(3)}' the size 0 (Kiln has no empty run-time inputs)")
             dims[m.group(3)] = shape[int(m.group(2))]
             continue
         m = re.search(r"use --freeze (.+?)=FILE\.pb", err)
@@ -350,6 +357,7 @@ def main():
     kbin, data, work = sys.argv[1:4]
     results = sys.argv[sys.argv.index("--results") + 1] if "--results" in sys.argv else None
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    label = sys.argv[sys.argv.index("--label") + 1] if "--label" in sys.argv else "node"
     cc = os.environ.get("CC", "cc")
     names = sorted(n for n in os.listdir(data) if os.path.isfile(os.path.join(data, n, "model.onnx")))
     if only:
@@ -383,7 +391,7 @@ def main():
             c.status, c.why = "DATAERR", f"test data error: {DATA_ERRORS[c.name]}"   # Kiln's failure says the same
         c.done("PASS", c.why)
         sep = " " if c.status == "PASS" else ": "
-        line = f"{c.status} onnx/node/{c.name}" + (f"{sep}({c.why})" if c.why and c.status == "PASS" else
+        line = f"{c.status} onnx/{label}/{c.name}" + (f"{sep}({c.why})" if c.why and c.status == "PASS" else
                                                    f"{sep}{c.why}" if c.why else "")
         print(line.replace("\n", " "))
         rows.append(f"{c.name}\t{' '.join(c.ops)}\t{c.status}\t{c.why}".replace("\n", " "))

@@ -1,4 +1,4 @@
-"""table.py RESULTS.tsv OUT.md — the ONNX conformance table of docs/onnx-conformance.md
+"""table.py RESULTS.tsv OUT.md [SET=RESULTS.tsv ...] — the ONNX conformance table of docs/onnx-conformance.md
 from tests/onnx/run_node.py's results (`ONNX_RESULTS=/tmp/r.tsv sh tests/t_onnx.sh`, or
 run_node.py --results).
 
@@ -7,9 +7,42 @@ model's last node; a "_expanded" case, the op's function body spelled out in pri
 ops, counts under "<op> (expanded)"), how many pass, fail and are unsupported, and the
 first reason given for an unsupported case. Sorted by op name: the file changes only
 where results change.
+
+Each SET=RESULTS.tsv (t_onnx.sh with ONNX_RESULTS=F writes F.pytorch-converted,
+F.pytorch-operator and F.simple) adds a section for another model set of libonnx-testdata:
+one row per case (these are whole models, not one op each), with its ops.
 """
 import sys
 from collections import defaultdict
+
+
+SETS = {
+    "pytorch-converted": "PyTorch `nn` modules (Conv, BatchNorm, PReLU, pooling, Linear...) exported by PyTorch's "
+                         "ONNX exporter (80 at opset 6, 2 at opset 12), with PyTorch's outputs as the expected data.",
+    "pytorch-operator": "single PyTorch operators (`torch.add`, `mm`, `chunk`, `index`...) exported the same way, at opset 6.",
+    "simple": "small hand-built models (opsets 9-12): Expand, sequence ops, StringNormalizer, Gradient, Shrink, Sign, Relu.",
+}
+
+
+def extra_section(name, path):
+    """The markdown lines of one more model set: its totals and one row per case."""
+    rows = [line.rstrip("\n").split("\t") for line in open(path) if line.strip()]
+    rows = [r + [""] * (4 - len(r)) for r in rows]
+    total = {s: sum(r[2] == s for r in rows) for s in ("PASS", "FAIL", "UNSUPPORTED", "DATAERR")}
+    out = [
+        "",
+        f"## libonnx-testdata `{name}`: {SETS.get(name, '')}",
+        "",
+        f"Run by `tests/t_onnx.sh` like the node tests (`onnx/{name}/<case>`). **{len(rows)} cases: {total['PASS']} pass "
+        f"({100.0 * total['PASS'] / max(len(rows), 1):.1f}%), {total['FAIL']} fail, {total['UNSUPPORTED']} unsupported.**",
+        "",
+        "| case | ops | status | reason (not a pass) or worst err/tol |",
+        "|---|---|---|---|",
+    ]
+    for name_, ops, status, why in sorted(rows):
+        uniq = " ".join(dict.fromkeys(ops.split()))
+        out.append(f"| {name_} | {uniq} | {status} | {why.replace('|', '/')[:140]} |")
+    return out
 
 
 def main():
@@ -37,6 +70,12 @@ def main():
         "errors are cases whose expected data contradict their own model (`DATA_ERRORS` in `run_node.py`, each",
         "checked by hand): they run, and count as neither pass nor fail.",
         "",
+        "The package's other model sets follow the node tests' table, each in its own section:",
+        "`pytorch-converted`, `pytorch-operator` and `simple`. Its `real/` directory holds no models,",
+        "only download pointers (a `data.json` per model giving a URL of an ImageNet model such as",
+        "ResNet-50), so it is not run. A trained third-party model checked on real data is",
+        "`tests/onnx/real/` (its README.md; t_onnx `onnx/real/*`).",
+        "",
         f"**{n} cases: {total['PASS']} pass ({100.0 * total['PASS'] / max(n, 1):.1f}%), {total['FAIL']} fail, "
         f"{total['UNSUPPORTED']} unsupported, {total['DATAERR']} test-data errors.**",
         "",
@@ -47,6 +86,8 @@ def main():
         t = table[key]
         cases = t["PASS"] + t["FAIL"] + t["UNSUPPORTED"] + t["DATAERR"]
         out.append(f"| {key} | {cases} | {t['PASS']} | {t['FAIL']} | {t['UNSUPPORTED']} | {t['DATAERR']} | {t['why']} |")
+    for spec in sys.argv[3:]:
+        out += extra_section(*spec.split("=", 1))
     with open(sys.argv[2], "w") as f:
         f.write("\n".join(out) + "\n")
 
