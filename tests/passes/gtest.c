@@ -177,16 +177,16 @@ static void check_plan(void) {
     if (n->region == REG_ARENA) check(n->offset >= 0 && n->offset + node_bytes(n) <= g->arena_size, "outside the arena", i);
     if (n->region == REG_WEIGHTS && n->op != OP_RESHAPE) {
       check(n->op == OP_WEIGHT || n->op == OP_CONST, "a computed value in the weights", i);
-      check(n->offset + node_bytes(n) <= (g->prog ? g->prog->weights_size : g->weights_size), "outside the weights", i);
+      check(n->offset + node_stored_bytes(n) <= (g->prog ? g->prog->weights_size : g->weights_size), "outside the weights", i);
       for (int j = 0; j < i; j++) {
         const Node *m = g->nodes[j];
         if (m->dead || m->region != REG_WEIGHTS || m->op == OP_RESHAPE) continue;
-        if (!g->prog || g->prog->nentries == 1) check(m->offset + node_bytes(m) <= n->offset, "weights not disjoint in node order", i);
+        if (!g->prog || g->prog->nentries == 1) check(m->offset + node_stored_bytes(m) <= n->offset, "weights not disjoint in node order", i);
         else if (m->offset == n->offset)   /* entries share slots: same offset, same bytes */
           check(node_bytes(m) == node_bytes(n) && memcmp(m->data, n->data, (size_t)node_bytes(n)) == 0,
                 "two different tensors share a weights slot", i);
         else
-          check(m->offset + node_bytes(m) <= n->offset || n->offset + node_bytes(n) <= m->offset, "weights overlap", i);
+          check(m->offset + node_stored_bytes(m) <= n->offset || n->offset + node_stored_bytes(n) <= m->offset, "weights overlap", i);
       }
     }
     if (n->region == REG_STATE) {
