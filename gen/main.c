@@ -91,7 +91,7 @@ static const char usage2[] =
     "  --lua-max-instructions N      Lua VM instructions a script may run (default 1000000000, 0 = none)\n"
     "  --lua-max-memory MIB          Lua memory a script may hold (default 1024, 0 = none)\n"
     "\n"
-    "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule pack memplan\n"
+    "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule quant pack memplan\n"
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
 
 /* Split from usage: ISO C guarantees string literals only up to 4095 characters. */
