@@ -163,14 +163,14 @@ static WFormat wanted(const Program *p, const Node *w) {
   return w->src_fmt;
 }
 
-/* The same weight as w in an entry already done (entries share parameters by name). */
+/* The same weight as w, live, in an entry already done (entries share parameters by name). */
 static const Node *done_before(const Graph *g, const Node *w) {
   const Program *p = g->prog;
   for (int e = 0; p && e < p->nentries && p->entries[e] != g; e++) {
     const Graph *h = p->entries[e];
     for (int i = 0; i < h->nnodes; i++) {
       const Node *x = h->nodes[i];
-      if (x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0) return x;
+      if (!x->dead && x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0) return x;
     }
   }
   return NULL;
