@@ -26,7 +26,7 @@ PB_SRCS = $(patsubst %.proto,$(BUILD)/%.pb-c.c,$(notdir $(PROTOS)))
 PB_OBJS = $(PB_SRCS:.c=.o)
 EMBED   = $(sort $(shell find templates -type f 2>/dev/null) $(wildcard gen/*/*.lua))
 
-.PHONY: all deps demo test bench san fuzz clean
+.PHONY: all deps demo test bench san fuzz clean llm
 # Every entry point first installs what is missing (a no-op when all is there).
 all: deps
 	@$(MAKE) --no-print-directory $(BUILD)/kiln
@@ -84,6 +84,10 @@ fuzz: all
 
 demo: all
 	@KILN=$(abspath $(BUILD))/kiln sh scripts/demo.sh
+
+# The generation program for a language model built into OUT (scripts/llm_build.sh).
+llm:
+	@sh scripts/llm_build.sh "$(OUT)"
 
 test: all
 	@KILN=$(abspath $(BUILD))/kiln sh tests/run.sh

@@ -14,13 +14,7 @@ cd "$(dirname "$0")/.."
 KILN="${KILN:-build/kiln}"
 CC="${CC:-cc}"
 OUT=out/mlp
-# The documented flags (docs/output.md): AVX2 + FMA on an x86-64 CPU that has them (the
-# portable -O2 alone would run the matrix products through libm's fmaf), NEON as is on ARM64.
-ARCH=""
-case "$(uname -m)" in
-  x86_64|amd64)
-    if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo 2>/dev/null; then ARCH="-march=x86-64-v3"; fi ;;
-esac
+. scripts/arch.sh   # ARCH: the documented flags
 
 mkdir -p out
 echo "demo: $KILN build models/mlp.lua -o $OUT"
@@ -41,11 +35,7 @@ SOUT=out/stories
 echo
 echo "demo: $KILN build models/stories.lua -o $SOUT --tokenizer models/weights/tok512.bin"
 "$KILN" build models/stories.lua -o "$SOUT" --tokenizer models/weights/tok512.bin
-echo "demo: $CC -O2 $ARCH $SOUT/stories.c runtime/kiln_runtime.c runtime/llm/*.c scripts/llm_main.c -> out/stories_demo"
-# shellcheck disable=SC2086
-"$CC" -std=c11 -O2 $ARCH -D_POSIX_C_SOURCE=200809L -I"$SOUT" -Iruntime -Iruntime/llm -DKM=stories -DKMU=STORIES \
-  '-DMODEL_HEADER="stories.h"' -o out/stories_demo scripts/llm_main.c "$SOUT/stories.c" runtime/kiln_runtime.c \
-  runtime/llm/kiln_tok*.c runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -lm
+CC="$CC" sh scripts/llm_build.sh "$SOUT" out/stories_demo
 echo
 echo "TinyStories 260K (Llama, 5 layers), 256 tokens greedily from BOS with a KV cache:"
 out/stories_demo "$SOUT/stories.weights" "$SOUT/stories.tok" --max-tokens 256 --ids --speed
