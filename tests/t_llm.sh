@@ -3,7 +3,8 @@
 # Hugging Face-style checkpoints against independent PyTorch implementations
 # (tests/llm/torch_llm.py, tests/llm/torch_gemma.py); the runner is tests/llm/run_llm.py. Then generation
 # end to end with a byte-level vocabulary (tests/llm/gen_e2e.py), the sampler
-# (runtime/llm/kiln_sample.c) against tests/llm/sample_test.c's exact expectations.
+# (runtime/llm/kiln_sample.c) against tests/llm/sample_test.c's exact expectations, and
+# `make llm` building the generation program for a built model.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln llm
 kt_work llm
@@ -109,3 +110,13 @@ fi
 got=$("$KILN" tokenize tests/robust/gguf/seed_f32.gguf < /dev/null 2>&1)
 want='kiln: error: tokenize: tests/robust/gguf/seed_f32.gguf: tokenizer.ggml.model is missing; Kiln reads SentencePiece ("llama") and byte-level ("gpt2") vocabularies'
 if [ "$got" = "$want" ]; then echo "PASS tokenize/gguf-no-vocabulary"; else echo "FAIL tokenize/gguf-no-vocabulary: $got"; fi
+# `make llm OUT=DIR` (scripts/llm_build.sh): the generation program for a built model; for
+# stories260K its first greedy ids after BOS are the demo's (README).
+if "$KILN" build models/stories.lua -o "$WORK/mk" --tokenizer models/weights/tok512.bin > "$WORK/mk_out" 2>&1 &&
+   make -s llm OUT="$WORK/mk" >> "$WORK/mk_out" 2>&1 &&
+   ids=$("$WORK/mk/stories_generate" "$WORK/mk/stories.weights" "$WORK/mk/stories.tok" --max-tokens 8 --ids 2>&1 | grep '^tokens:') &&
+   [ "$ids" = "tokens: 1 403 407 261 378 432 383 286 261" ]; then
+  echo "PASS make-llm/stories"
+else
+  echo "FAIL make-llm/stories: ${ids:-$(tail -n 2 "$WORK/mk_out" | tr '\n' ' ')}"
+fi
