@@ -726,10 +726,10 @@ static int l_chunk(lua_State *L) {
   return count;
 }
 
-/* A GATHER node; constant indices are checked here, at the script's line, since the
- * interpreter would refuse them only at run time and the kernels clamp them silently. */
-static int gather_ids(lua_State *L, const int *in, int axis, const char *op) {
-  int id = fe_add(L, OP_GATHER, in, 2, &(Attrs){.axis = axis});
+/* Constant indices in[1] into dim axis of in[0] are checked here, at the script's line,
+ * since the interpreter would refuse them only at run time and the kernels clamp or skip
+ * them silently: one out of range is an error naming op. */
+static void check_const_indices(lua_State *L, const int *in, int axis, const char *op) {
   const Node *ix = tnode(L, in[1]);
   int64_t n = tshape(L, in[0])->dim[axis];
   if (ix->op == OP_CONST && ix->data)
@@ -739,6 +739,12 @@ static int gather_ids(lua_State *L, const int *in, int axis, const char *op) {
         fe_error(L, "%s: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", op, (int)v,
                  (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
     }
+}
+
+/* A GATHER node, its constant indices checked (check_const_indices). */
+static int gather_ids(lua_State *L, const int *in, int axis, const char *op) {
+  int id = fe_add(L, OP_GATHER, in, 2, &(Attrs){.axis = axis});
+  check_const_indices(L, in, axis, op);
   return id;
 }
 
@@ -761,15 +767,7 @@ static int l_gather_elements(lua_State *L) {
   int64_t d = lua_isnoneornil(L, 3) ? 0 : fe_int_arg(L, 3, "gather_elements", "dim");
   int axis = fe_dim(L, d, tshape(L, in[0])->rank, "gather_elements");
   int id = fe_add(L, OP_GATHER_ELEMENTS, in, 2, &(Attrs){.axis = axis});
-  const Node *ix = tnode(L, in[1]);
-  int64_t n = tshape(L, in[0])->dim[axis];
-  if (ix->op == OP_CONST && ix->data)
-    for (int64_t i = 0; i < shape_numel(&ix->shape); i++) {
-      int32_t v = ((const int32_t *)ix->data)[i];
-      if (v < 0 || v >= n)
-        fe_error(L, "gather_elements: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", (int)v,
-                 (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
-    }
+  check_const_indices(L, in, axis, "gather_elements");
   return push_id(L, id);
 }
 
@@ -787,15 +785,7 @@ static int l_scatter(lua_State *L) {
   in[2] = fe_tensor(L, 4, name);
   int axis = fe_dim(L, d, tshape(L, in[0])->rank, name);
   int id = fe_add(L, op, in, 3, &(Attrs){.axis = axis});
-  const Node *ix = tnode(L, in[1]);
-  int64_t n = tshape(L, in[0])->dim[axis];
-  if (ix->op == OP_CONST && ix->data)
-    for (int64_t i = 0; i < shape_numel(&ix->shape); i++) {
-      int32_t v = ((const int32_t *)ix->data)[i];
-      if (v < 0 || v >= n)
-        fe_error(L, "%s: constant index %d (entry %lld) is out of range for dim %d of %s (0..%lld)", name, (int)v,
-                 (long long)i, axis, shape_str(tshape(L, in[0])), (long long)(n - 1));
-    }
+  check_const_indices(L, in, axis, name);
   return push_id(L, id);
 }
 
