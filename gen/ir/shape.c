@@ -293,18 +293,23 @@ static bool shape_pool(Graph *g, Node *n, char *err, size_t errlen) {
 
 /* ---- reductions and normalisations ---- */
 
+/* x's shape without the dims whose bit is set in axes, or with them kept as 1. */
+static Shape reduced_shape(const Shape *x, uint32_t axes, bool keep) {
+  Shape s = {0};
+  for (int i = 0; i < x->rank; i++) {
+    if (!(axes & (1u << i))) s.dim[s.rank++] = x->dim[i];
+    else if (keep) s.dim[s.rank++] = 1;
+  }
+  return s;
+}
+
 /* REDUCE_SUM/MEAN/MAX/MIN/PROD over the dims set in the a.axes bitmask: those dims are dropped,
  * or kept as 1 with a.keepdims; f32. Fails on a mask bit at or beyond x's rank. */
 static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
   uint32_t all = x->rank >= 32 ? 0xffffffffu : (1u << x->rank) - 1;
   if (n->a.axes & ~all) return FAIL("%s: axes mask 0x%x names dims beyond rank %d of %s", OPNAME, n->a.axes, x->rank, SH(0));
-  Shape s = {0};
-  for (int i = 0; i < x->rank; i++) {
-    if (!(n->a.axes & (1u << i))) s.dim[s.rank++] = x->dim[i];
-    else if (n->a.keepdims) s.dim[s.rank++] = 1;
-  }
-  n->shape = s;
+  n->shape = reduced_shape(x, n->a.axes, n->a.keepdims);
   n->dtype = DT_F32;
   return true;
 }
@@ -319,12 +324,7 @@ static bool shape_reduce(Graph *g, Node *n, char *err, size_t errlen) {
 static bool shape_argreduce(Graph *g, Node *n, char *err, size_t errlen) {
   const Shape *x = &IN(0)->shape;
   if (n->a.axis < 0 || n->a.axis >= x->rank) return FAIL("%s: axis %d out of range for %s", OPNAME, n->a.axis, SH(0));
-  Shape s = {0};
-  for (int i = 0; i < x->rank; i++) {
-    if (i != n->a.axis) s.dim[s.rank++] = x->dim[i];
-    else if (n->a.keepdims) s.dim[s.rank++] = 1;
-  }
-  n->shape = s;
+  n->shape = reduced_shape(x, 1u << n->a.axis, n->a.keepdims);
   n->dtype = DT_I32;
   return true;
 }
