@@ -24,6 +24,7 @@
  * order), the manifest identifiers are derived from the model name (see
  * manifest_id), and nothing depends on pointers, time or hash order.
  */
+#include "coreml_package.h"
 #include "coreml_weights.h"
 
 #include <stdlib.h>
@@ -1263,7 +1264,7 @@ static void count_uses(Lower *L) {
 
 /* Core ML's limits, checked before anything is written: rank <= 5 everywhere and
  * I/O names that are MIL identifiers but not keywords. (Rank-0 I/O is fine: it is
- * exposed as shape [1], see io_shape.) */
+ * exposed as shape [1], see coreml_io_shape.) */
 static void check_limits(Lower *L) {
   Graph *g = L->g;
   for (int i = 0; i < g->nnodes; i++) {
@@ -1283,13 +1284,6 @@ static void check_limits(Lower *L) {
         kiln_error_at(n->loc, "%s name '%s' is not a valid MIL identifier or is used twice", what, v[i].name);
     }
   }
-}
-
-/* The shape of an I/O multi-array: Core ML's need rank >= 1, so a rank-0 value is
- * exposed as [1] (the same single element, the same bytes as the C target's). */
-static const Shape *io_shape(const Node *n) {
-  static const Shape one = {1, {1}};
-  return n->shape.rank ? &n->shape : &one;
 }
 
 /* reshape of value v (type t) to shape s, named after base (exactly base if exact). */
@@ -1312,7 +1306,7 @@ static void bind_inputs(Lower *L) {
     Node *n = graph_node(g, g->inputs[i].node);
     const char *name = g->inputs[i].name;
     MilType io = n->dtype == DT_F32 ? MIL_F32 : MIL_I32, t = mil_type(L, n->dtype);
-    mil_input(L->m, name, io, io_shape(n));
+    mil_input(L->m, name, io, coreml_io_shape(n));
     L->val[n->id] = name;
     if (L->uses[n->id] == 0) continue;
     if (n->shape.rank == 0) L->val[n->id] = reshape_value(L, name, false, name, io, &n->shape);
@@ -1355,7 +1349,7 @@ static void bind_outputs(Lower *L) {
         if (dt) mil_arg(L->m, op, "dtype", dt);
         v = mil_result(L->m, op, io, &n->shape);
       }
-      if (scalar) reshape_value(L, name, true, v, io, io_shape(n));
+      if (scalar) reshape_value(L, name, true, v, io, coreml_io_shape(n));
     }
     mil_output(L->m, name);
   }
@@ -1375,207 +1369,6 @@ static void claim_states(Lower *L, const Program *p) {
  * the same). */
 static void bind_states(Lower *L, const Program *p) {
   for (int s = 0; s < p->nstates; s++) mil_state_input(L->m, L->state_in[s], &p->states[s].shape);
-}
-
-/* ---- the Model message ---- */
-
-/* An ArrayFeatureType of shape s and data type dt. */
-static CoreML__Specification__ArrayFeatureType *array_type(const Shape *s, CoreML__Specification__ArrayFeatureType__ArrayDataType dt) {
-  CoreML__Specification__ArrayFeatureType *at = kiln_alloc(sizeof *at);
-  *at = (CoreML__Specification__ArrayFeatureType)CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__INIT;
-  at->n_shape = (size_t)s->rank;
-  at->shape = kiln_alloc(sizeof(int64_t) * (size_t)(s->rank + 1));
-  for (int i = 0; i < s->rank; i++) at->shape[i] = s->dim[i];
-  at->datatype = dt;
-  return at;
-}
-
-/* A FeatureDescription of a copy of name and type ft. */
-static CoreML__Specification__FeatureDescription *describe(const char *name, CoreML__Specification__FeatureType *ft) {
-  CoreML__Specification__FeatureDescription *fd = kiln_alloc(sizeof *fd);
-  *fd = (CoreML__Specification__FeatureDescription)CORE_ML__SPECIFICATION__FEATURE_DESCRIPTION__INIT;
-  fd->name = kiln_strdup(name);
-  fd->type = ft;
-  return fd;
-}
-
-/* A model-description feature: a MultiArray of n's I/O shape, FLOAT32 for f32 and INT32
- * otherwise (bools travel as int32; see IoList). The dims Core ML sees, not MIL's types. */
-static CoreML__Specification__FeatureDescription *feature(const char *name, const Node *n) {
-  CoreML__Specification__FeatureType *ft = kiln_alloc(sizeof *ft);
-  *ft = (CoreML__Specification__FeatureType)CORE_ML__SPECIFICATION__FEATURE_TYPE__INIT;
-  ft->type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_MULTI_ARRAY_TYPE;
-  ft->multiarraytype = array_type(io_shape(n), n->dtype == DT_F32 ? CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT32
-                                                                  : CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__INT32);
-  return describe(name, ft);
-}
-
-/* A state feature as coremltools writes one: StateFeatureType holding a FLOAT16
- * ArrayFeatureType of the state's shape. */
-static CoreML__Specification__FeatureDescription *state_feature(const char *name, const StateDecl *d) {
-  CoreML__Specification__StateFeatureType *st = kiln_alloc(sizeof *st);
-  *st = (CoreML__Specification__StateFeatureType)CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__INIT;
-  st->type_case = CORE_ML__SPECIFICATION__STATE_FEATURE_TYPE__TYPE_ARRAY_TYPE;
-  st->arraytype = array_type(&d->shape, CORE_ML__SPECIFICATION__ARRAY_FEATURE_TYPE__ARRAY_DATA_TYPE__FLOAT16);
-  CoreML__Specification__FeatureType *ft = kiln_alloc(sizeof *ft);
-  *ft = (CoreML__Specification__FeatureType)CORE_ML__SPECIFICATION__FEATURE_TYPE__INIT;
-  ft->type_case = CORE_ML__SPECIFICATION__FEATURE_TYPE__TYPE_STATE_TYPE;
-  ft->statetype = st;
-  return describe(name, ft);
-}
-
-/* One function's features: its inputs, outputs (declaration order) and every state. */
-typedef struct {
-  CoreML__Specification__FeatureDescription **in, **out, **st;
-  size_t nin, nout, nst;
-} Features;
-
-static Features features(const Lower *L, const Program *p) {
-  Graph *g = L->g;
-  Features f = {.nin = (size_t)g->ninputs, .nout = (size_t)g->noutputs, .nst = (size_t)p->nstates};
-  f.in = kiln_alloc(sizeof *f.in * (f.nin + 1));
-  f.out = kiln_alloc(sizeof *f.out * (f.nout + 1));
-  f.st = kiln_alloc(sizeof *f.st * (f.nst + 1));
-  for (int i = 0; i < g->ninputs; i++) f.in[i] = feature(g->inputs[i].name, graph_node(g, g->inputs[i].node));
-  for (int i = 0; i < g->noutputs; i++) f.out[i] = feature(g->outputs[i].name, graph_node(g, g->outputs[i].node));
-  for (int s = 0; s < p->nstates; s++) f.st[s] = state_feature(L->state_in[s], &p->states[s]);
-  return f;
-}
-
-/* Comma-separated I/O names (declaration order), and those that are Kiln bools
- * travelling as INT32: the runtime wrapper (runtime/coreml) reads these, since
- * Core ML's description is a dictionary without order or a bool type. */
-typedef enum { IO_INPUTS, IO_OUTPUTS, IO_BOOLS } IoList;
-
-/* The comma-separated names for one of the IoList lists, in declaration order ("" if none). */
-static const char *io_list(Graph *g, IoList which) {
-  Buf b = {0};
-  for (int out = 0; out < 2; out++) {
-    if ((which == IO_INPUTS && out) || (which == IO_OUTPUTS && !out)) continue;
-    const GraphIO *v = out ? g->outputs : g->inputs;
-    for (int i = 0; i < (out ? g->noutputs : g->ninputs); i++)
-      if (which != IO_BOOLS || graph_node(g, v[i].node)->dtype == DT_BOOL) buf_printf(&b, "%s%s", b.len ? "," : "", v[i].name);
-  }
-  char *s = kiln_strdup(b.data ? b.data : "");
-  buf_free(&b);
-  return s;
-}
-
-/* Orders metadata entries by key, so the protobuf bytes are stable. */
-static int entry_cmp(const void *a, const void *b) {
-  const CoreML__Specification__Metadata__UserDefinedEntry *x = *(CoreML__Specification__Metadata__UserDefinedEntry *const *)a;
-  const CoreML__Specification__Metadata__UserDefinedEntry *y = *(CoreML__Specification__Metadata__UserDefinedEntry *const *)b;
-  return strcmp(x->key, y->key);
-}
-
-/* Appends userDefined key = value to md. */
-static void md_put(CoreML__Specification__Metadata *md, const char *key, const char *value) {
-  CoreML__Specification__Metadata__UserDefinedEntry **a = kiln_alloc(sizeof *a * (md->n_userdefined + 1));
-  if (md->n_userdefined) memcpy(a, md->userdefined, sizeof *a * md->n_userdefined);
-  a[md->n_userdefined] = kiln_alloc(sizeof **a);
-  *a[md->n_userdefined] = (CoreML__Specification__Metadata__UserDefinedEntry)CORE_ML__SPECIFICATION__METADATA__USER_DEFINED_ENTRY__INIT;
-  a[md->n_userdefined]->key = kiln_strdup(key);
-  a[md->n_userdefined]->value = kiln_strdup(value);
-  md->userdefined = a;
-  md->n_userdefined++;
-}
-
-/* The model's metadata: a short description and the kiln.* user-defined keys, sorted,
- * that the runtime wrapper reads: for one function kiln.inputs, kiln.outputs and
- * kiln.bool_features; for entry points kiln.entries (declaration order) and those three
- * per entry as kiln.<entry>.*; kiln.states (state feature names in declaration order)
- * when there are states; kiln.min_os and kiln.precision always. */
-static CoreML__Specification__Metadata *metadata(const Program *p, const char *const *state_in, bool multi, const EmitOptions *o) {
-  CoreML__Specification__Metadata *md = kiln_alloc(sizeof *md);
-  *md = (CoreML__Specification__Metadata)CORE_ML__SPECIFICATION__METADATA__INIT;
-  md->shortdescription = kiln_fmt("%s, compiled ahead of time by Kiln", p->model);
-  Buf names = {0};
-  for (int e = 0; e < p->nentries; e++) {
-    Graph *g = p->entries[e];
-    const char *pre = multi ? kiln_fmt("kiln.%s.", g->entry) : "kiln.";
-    md_put(md, kiln_fmt("%sbool_features", pre), io_list(g, IO_BOOLS));
-    md_put(md, kiln_fmt("%sinputs", pre), io_list(g, IO_INPUTS));
-    md_put(md, kiln_fmt("%soutputs", pre), io_list(g, IO_OUTPUTS));
-    buf_printf(&names, "%s%s", e ? "," : "", g->entry);
-  }
-  if (multi) md_put(md, "kiln.entries", names.data);
-  buf_free(&names);
-  md_put(md, "kiln.min_os", o->min_os);
-  md_put(md, "kiln.precision", o->fp16 ? "fp16" : "fp32");
-  Buf st = {0};
-  for (int s = 0; s < p->nstates; s++) buf_printf(&st, "%s%s", s ? "," : "", state_in[s]);
-  if (p->nstates) md_put(md, "kiln.states", st.data);
-  buf_free(&st);
-  qsort(md->userdefined, md->n_userdefined, sizeof *md->userdefined, entry_cmp);
-  return md;
-}
-
-/* The top-level Model message, after every function was lowered into m. One function
- * ("main": a plain model, or state without kiln.entry): description input, output and
- * state. Entry points: a multifunction description, one FunctionDescription per entry
- * (declaration order), the first entry the default, input/output left empty. */
-static CoreML__Specification__Model *model_message(const Program *p, Lower *Ls, Mil *m, int spec, bool multi,
-                                                   const EmitOptions *o) {
-  CoreML__Specification__ModelDescription *d = kiln_alloc(sizeof *d);
-  *d = (CoreML__Specification__ModelDescription)CORE_ML__SPECIFICATION__MODEL_DESCRIPTION__INIT;
-  if (!multi) {
-    Features f = features(&Ls[0], p);
-    d->n_input = f.nin, d->input = f.in;
-    d->n_output = f.nout, d->output = f.out;
-    d->n_state = f.nst, d->state = f.st;
-  } else {
-    d->n_functions = (size_t)p->nentries;
-    d->functions = kiln_alloc(sizeof *d->functions * (size_t)(p->nentries + 1));
-    for (int e = 0; e < p->nentries; e++) {
-      Features f = features(&Ls[e], p);
-      CoreML__Specification__FunctionDescription *fd = kiln_alloc(sizeof *fd);
-      *fd = (CoreML__Specification__FunctionDescription)CORE_ML__SPECIFICATION__FUNCTION_DESCRIPTION__INIT;
-      fd->name = kiln_strdup(p->entries[e]->entry);
-      fd->n_input = f.nin, fd->input = f.in;
-      fd->n_output = f.nout, fd->output = f.out;
-      fd->n_state = f.nst, fd->state = f.st;
-      d->functions[e] = fd;
-    }
-    d->defaultfunctionname = kiln_strdup(p->entries[0]->entry);
-  }
-  d->metadata = metadata(p, Ls[0].state_in, multi, o);
-  CoreML__Specification__Model *mdl = kiln_alloc(sizeof *mdl);
-  *mdl = (CoreML__Specification__Model)CORE_ML__SPECIFICATION__MODEL__INIT;
-  mdl->specificationversion = spec;
-  mdl->description = d;
-  mdl->type_case = CORE_ML__SPECIFICATION__MODEL__TYPE_ML_PROGRAM;
-  mdl->mlprogram = mil_program(m);
-  return mdl;
-}
-
-/* A fixed UUID-shaped identifier for a package item: two FNV-1a 64 hashes of
- * "kiln-coreml/<model>/<item>" (and of that with "/2"), formatted as an RFC 9562
- * version-8 ("custom") UUID, upper case like Xcode's. Same model name, same id. */
-static const char *manifest_id(const char *model, const char *item) {
-  const char *key = kiln_fmt("kiln-coreml/%s/%s", model, item), *key2 = kiln_fmt("%s/2", key);
-  uint64_t hi = kiln_fnv1a64(key, strlen(key)), lo = kiln_fnv1a64(key2, strlen(key2));
-  hi = (hi & ~0xf000ull) | 0x8000ull;                       /* version 8 */
-  lo = (lo & ~(3ull << 62)) | (2ull << 62);                 /* variant 10 */
-  return kiln_fmt("%08llX-%04llX-%04llX-%04llX-%012llX", (unsigned long long)(hi >> 32),
-                  (unsigned long long)((hi >> 16) & 0xffff), (unsigned long long)(hi & 0xffff),
-                  (unsigned long long)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
-}
-
-/* Writes <model>.mlpackage to o->tmpdir: Manifest.json (fixed item ids), the packed model
- * pb[0..npb) and, when any const went to a blob, weights/weight.bin. */
-static void write_package(const char *model, Mil *m, const EmitOptions *o, const uint8_t *pb, size_t npb) {
-  const char *pkg = kiln_fmt("%s.mlpackage", model);
-  const Buf *wb = mil_weights(m);
-  Buf item = {0}, man = {0};
-  const char *wid = manifest_id(model, "weights");
-  if (mil_nblobs(m)) template_expand(&item, template_get("coreml/weights_item.json.tmpl"), (const char *const[]){"WEIGHTS_ID", wid, NULL});
-  const char *vars[] = {"MODEL_ID", manifest_id(model, "model.mlmodel"), "WEIGHTS_ITEM", item.data ? item.data : "", NULL};
-  template_expand(&man, template_get("coreml/Manifest.json.tmpl"), vars);
-  kiln_write_file(o->tmpdir, kiln_fmt("%s/Manifest.json", pkg), man.data, man.len);
-  kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/model.mlmodel", pkg), pb, npb);
-  if (mil_nblobs(m)) kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/weights/weight.bin", pkg), wb->data, wb->len);
-  buf_free(&item);
-  buf_free(&man);
 }
 
 /* What a program with state or entry points needs from the Core ML target, checked
@@ -1634,7 +1427,7 @@ static void lower_entry(Lower *L, const Program *p) {
 
 /* The CoreML target: lowers every entry to a MIL function for --min-os's opset (fp16 with
  * --fp16) over one weight.bin and writes the .mlpackage. A plain program is one function
- * "main", as before states existed; see model_message for the others. User errors (bad
+ * "main", as before states existed; see coreml_model_message for the others. User errors (bad
  * --min-os, unsupported ops, limits) name the Lua line or flag; a protobuf size mismatch
  * dies. */
 void emit_coreml(Program *p, const EmitOptions *o) {
@@ -1663,12 +1456,12 @@ void emit_coreml(Program *p, const EmitOptions *o) {
     lower_entry(&Ls[e], p);
   }
 
-  CoreML__Specification__Model *mdl = model_message(p, Ls, m, os_table[os].spec, multi, o);
+  CoreML__Specification__Model *mdl = coreml_model_message(p, state_in, m, os_table[os].spec, multi, o);
   size_t size = core_ml__specification__model__get_packed_size(mdl);
   if (size >= (size_t)INT32_MAX)
     kiln_error("%s: model.mlmodel would be %zu bytes; a protobuf message must stay below 2 GiB", p->model, size);
   uint8_t *pb = kiln_alloc(size + 1);
   if (core_ml__specification__model__pack(mdl, pb) != size) die("protobuf-c packed a different size");
-  write_package(p->model, m, o, pb, size);
+  coreml_write_package(p->model, m, o, pb, size);
   coreml_weight_report(notes, o->min_os, o->fp16 ? MIL_F16 : MIL_F32);
 }
