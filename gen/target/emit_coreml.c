@@ -263,6 +263,19 @@ static void finish_as_bool(Lower *L, const Node *n, MilOp *op, const char *param
   finish(L, n, c);
 }
 
+/* The op of n's data-moving MIL type `type` that refuses bool data: for bool data (b) a
+ * step whose int32 result close_via_i32 casts back, else n's own op. */
+static MilOp *open_via_i32(Lower *L, const Node *n, const char *type, bool b) {
+  return b ? step(L, n, type) : start(L, n, type);
+}
+
+/* Ends what open_via_i32 began: n's result is op's, cast back to bool when b (the dtype
+ * const named after param). */
+static void close_via_i32(Lower *L, const Node *n, MilOp *op, bool b, const char *param) {
+  if (b) finish_as_bool(L, n, op, param);
+  else finish(L, n, op);
+}
+
 /* cast -> MIL cast to the target's MIL type (a "dtype" string const), or identity when both
  * sides lower to the same MIL type (the tracer already drops same-dtype casts). */
 static void lower_cast(Lower *L, const Node *n) {
@@ -880,23 +893,17 @@ static void lower_gather(Lower *L, const Node *n) {
   const Node *x = in_node(L, n, 0);
   const char *xv = X(L, n, 0), *iv = X(L, n, 1);
   bool b = x->dtype == DT_BOOL;
-  if (b) {
-    xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
-  }
+  if (b) xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
   const char *ax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), n->a.axis);
   const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
   const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather", "validate_indices"), false) : NULL;
-  MilOp *op = b ? step(L, n, "gather") : start(L, n, "gather");
+  MilOp *op = open_via_i32(L, n, "gather", b);
   mil_arg(L->m, op, "x", xv);
   mil_arg(L->m, op, "indices", iv);
   mil_arg(L->m, op, "axis", ax);
   if (bd) mil_arg(L->m, op, "batch_dims", bd);
   if (vi) mil_arg(L->m, op, "validate_indices", vi);
-  if (!b) {
-    finish(L, n, op);
-    return;
-  }
-  finish_as_bool(L, n, op, "dtype");
+  close_via_i32(L, n, op, b, "dtype");
 }
 
 /* An int32 value of n's shape-like operand clamped into [0, hi]: maximum with 0,
@@ -922,21 +929,15 @@ static void lower_gather_elements(Lower *L, const Node *n) {
   const char *xv = X(L, n, 0);
   const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
   bool b = x->dtype == DT_BOOL;
-  if (b) {
-    xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
-  }
+  if (b) xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
   const char *ax = mil_scalar_int(L->m, param_name(n, "gather_along_axis", "axis"), n->a.axis);
   const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather_along_axis", "validate_indices"), false) : NULL;
-  MilOp *op = b ? step(L, n, "gather_along_axis") : start(L, n, "gather_along_axis");
+  MilOp *op = open_via_i32(L, n, "gather_along_axis", b);
   mil_arg(L->m, op, "x", xv);
   mil_arg(L->m, op, "indices", iv);
   mil_arg(L->m, op, "axis", ax);
   if (vi) mil_arg(L->m, op, "validate_indices", vi);
-  if (!b) {
-    finish(L, n, op);
-    return;
-  }
-  finish_as_bool(L, n, op, "dtype");
+  close_via_i32(L, n, op, b, "dtype");
 }
 
 /* scatter -> MIL scatter_along_axis, index_copy -> MIL scatter (both iOS15, mode
@@ -956,18 +957,14 @@ static void lower_scatter(Lower *L, const Node *n) {
   const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
   const char *mode = mil_const_str(L->m, param_name(n, type, "mode"), "update");
   const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, type, "validate_indices"), false) : NULL;
-  MilOp *op = b ? step(L, n, type) : start(L, n, type);
+  MilOp *op = open_via_i32(L, n, type, b);
   mil_arg(L->m, op, "data", xv);
   mil_arg(L->m, op, "indices", iv);
   mil_arg(L->m, op, "updates", sv);
   mil_arg(L->m, op, "axis", ax);
   mil_arg(L->m, op, "mode", mode);
   if (vi) mil_arg(L->m, op, "validate_indices", vi);
-  if (!b) {
-    finish(L, n, op);
-    return;
-  }
-  finish_as_bool(L, n, op, "dtype_out");
+  close_via_i32(L, n, op, b, "dtype_out");
 }
 
 /* topk -> MIL argsort (iOS15; int32 indices of the whole line, descending for the
