@@ -152,7 +152,14 @@ function nn.Module(name)
   if type(name) ~= "string" then fail("nn.Module: the class needs a name, got %s", type(name)) end
   local cls = {_is_class = true, _name = name, __call = module_call, __tostring = module_tostring,
                _builtin = defining_builtins}
-  cls.__index = cls
+  -- A field the instance lacks: the class's (methods), else a parameter the module has
+  -- created (`self.wte.weight` once wte was called: weight tying, as torch's attributes).
+  cls.__index = function(self, k)
+    local v = cls[k]
+    if v ~= nil then return v end
+    local ps = rawget(self, "_params")
+    return ps and ps[k]
+  end
   return setmetatable(cls, {__index = Module, __call = construct})
 end
 
@@ -166,6 +173,17 @@ end
 function Module:param(name, shape, init)
   local p = self._params[name]
   if p then return p end
+  local tied = rawget(self, name)   -- a tensor assigned to the field: torch's `head.weight = wte.weight`
+  if type(tied) == "userdata" and getmetatable(tied) and getmetatable(tied).__name == "kiln.Tensor" then
+    for i = 1, math.max(#shape, tied.rank) do
+      if tied.shape[i] ~= shape[i] then
+        fail("nn.%s: the tensor assigned to %s has shape [%s], the module needs [%s]", getmetatable(self)._name, name,
+             table.concat(tied.shape, ", "), table.concat(shape, ", "))
+      end
+    end
+    self._params[name] = tied
+    return tied
+  end
   local path = rawget(self, "_path")
   if path == nil then fail("nn.%s: parameters are created when the module is called", getmetatable(self)._name) end
   p = kiln.param(join(path, name), shape, init)

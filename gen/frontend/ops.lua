@@ -288,6 +288,30 @@ def("take_along_dim", function(x, idx, dim)
   return kiln.gather_elements(x, idx, d)
 end)
 
+-- gather in torch's argument order, gather(x, dim, index), is torch.gather: per element,
+-- index of x's rank, its other dims at most x's (x is sliced to them, as torch reads
+-- only that corner). Kiln's own order, gather(x, index, dim), stays index_select (an
+-- embedding lookup), so a per-element index is never silently read as index_select's:
+-- the number in second place tells them apart. index_select(x, dim, index) is torch's.
+local index_select = kiln.gather
+def("gather", function(x, a, b)
+  if math.type(a) ~= "integer" then return index_select(x, a, b) end
+  check_tensor(x, "gather")
+  if not is_tensor(b) or b.dtype ~= "i32" then fail("gather: the index (argument 3) must be an i32 tensor") end
+  if b.rank ~= x.rank then fail("gather: the index has rank %d, x rank %d (torch.gather)", b.rank, x.rank) end
+  local d = dim_of(x, a, "gather")
+  for i = 1, x.rank do
+    if i ~= d + 1 and b.shape[i] ~= x.shape[i] then
+      if b.shape[i] > x.shape[i] then
+        fail("gather: index dim %d is %d, larger than x's %d (torch.gather)", i - 1, b.shape[i], x.shape[i])
+      end
+      x = x:slice(i - 1, 0, b.shape[i])
+    end
+  end
+  return kiln.gather_elements(x, b, d)
+end)
+def("index_select", function(x, dim, index) return index_select(x, index, dim) end)
+
 -- scatter(x, dim, index, src) (torch.scatter, reduce none): x with out[..index[..i..]..] =
 -- src[..i..] along dim. src may be a number (torch's value form) or a tensor at least as
 -- large as index in every dim (torch uses its leading part). The last of duplicate
@@ -523,6 +547,41 @@ def("group_norm", function(x, groups, weight, bias, eps)
   if weight then y = y * weight:reshape(table.unpack(per)) end
   if bias then y = y + bias:reshape(table.unpack(per)) end
   return y
+end)
+
+-- instance_norm(x [, weight, bias [, eps]]): F.instance_norm at inference without running
+-- statistics: each (sample, channel) normalised over its positions, a group_norm with
+-- one channel per group.
+def("instance_norm", function(x, weight, bias, eps)
+  check_tensor(x, "instance_norm")
+  if x.rank < 3 then fail("instance_norm: x must be [N, C, ...], got rank %d", x.rank) end
+  return kiln.group_norm(x, x.shape[2], weight, bias, eps)
+end)
+
+-- ---- logical ----
+
+-- v as a bool tensor, as torch's logical ops read their operands: nonzero is true. A Lua
+-- boolean or number is a constant.
+local function truth(v, who)
+  if type(v) == "boolean" then return kiln.constant(v) end
+  if type(v) == "number" then return kiln.constant(v ~= 0) end
+  if not is_tensor(v) then fail("%s: operands must be tensors, booleans or numbers, got %s", who, type(v)) end
+  if v.dtype == "bool" then return v end
+  return v:ne(0)
+end
+
+-- logical_not(x), logical_and/or/xor(a, b): torch's, any dtypes, bool results,
+-- broadcasting; selects between bools, so every target runs them without a kernel of
+-- their own.
+local function logical_not(x)
+  return kiln.where(truth(x, "logical_not"), kiln.constant(false), kiln.constant(true))
+end
+def("logical_not", logical_not)
+def("logical_and", function(a, b) return kiln.where(truth(a, "logical_and"), truth(b, "logical_and"), kiln.constant(false)) end)
+def("logical_or", function(a, b) return kiln.where(truth(a, "logical_or"), kiln.constant(true), truth(b, "logical_or")) end)
+def("logical_xor", function(a, b)
+  local y = truth(b, "logical_xor")
+  return kiln.where(truth(a, "logical_xor"), logical_not(y), y)
 end)
 
 -- ---- einsum ----
