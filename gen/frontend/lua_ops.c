@@ -644,14 +644,33 @@ static int tensor_list(lua_State *L, int idx, const char *op, int **ids) {
   return n;
 }
 
+/* The most inputs one CONCAT node takes. A kernel binds each input as a buffer, and
+ * Metal's argument table holds 31 (the output, and the operands an epilogue fused into
+ * the kernel may add, need the rest); C has no limit but gains nothing from one huge
+ * node either. A wider concat is a tree of these, the same values in the same order. */
+enum { CONCAT_MAX_IN = 16 };
+
+/* A CONCAT of ids[0..n) (n >= 2) along axis: one node, or CONCAT_MAX_IN-wide groups
+ * concatenated again (recursively) when n is larger. */
+static int concat_ids(lua_State *L, int *ids, int n, int axis) {
+  Attrs a = {.axis = axis};
+  if (n <= CONCAT_MAX_IN) return fe_add(L, OP_CONCAT, ids, n, &a);
+  int ng = (n + CONCAT_MAX_IN - 1) / CONCAT_MAX_IN;
+  int *groups = kiln_alloc(sizeof(int) * (size_t)ng);
+  for (int g = 0; g < ng; g++) {
+    int at = g * CONCAT_MAX_IN, k = n - at < CONCAT_MAX_IN ? n - at : CONCAT_MAX_IN;
+    groups[g] = k == 1 ? ids[at] : fe_add(L, OP_CONCAT, ids + at, k, &a);
+  }
+  return concat_ids(L, groups, ng, axis);
+}
+
 /* concat(list [, dim = 0]) */
 static int l_concat(lua_State *L) {
   int *ids;
   int n = tensor_list(L, 1, "concat", &ids);
   int64_t d = lua_isnoneornil(L, 2) ? 0 : fe_int_arg(L, 2, "concat", "dim");
   if (n == 1) return push_id(L, ids[0]);
-  Attrs a = {.axis = fe_dim(L, d, tshape(L, ids[0])->rank, "concat")};
-  return push_id(L, fe_add(L, OP_CONCAT, ids, n, &a));
+  return push_id(L, concat_ids(L, ids, n, fe_dim(L, d, tshape(L, ids[0])->rank, "concat")));
 }
 
 /* stack(list [, dim = 0]): unsqueeze every tensor at dim, then concat. */
@@ -671,8 +690,7 @@ static int l_stack(lua_State *L) {
     ids[i] = reshape_to(L, ids[i], &s);
   }
   if (n == 1) return push_id(L, ids[0]);
-  Attrs a = {.axis = d};
-  return push_id(L, fe_add(L, OP_CONCAT, ids, n, &a));
+  return push_id(L, concat_ids(L, ids, n, d));
 }
 
 /* Python's slice bound: nil -> def, negative counts from the end, clamped to [0, size]. */

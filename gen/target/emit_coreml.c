@@ -387,16 +387,33 @@ static const char *per_channel(Lower *L, const Node *owner, const Node *p, int r
   return mil_result(L->m, op, mil_type(L, p->dtype), &s);
 }
 
+/* The MIL value of n's weight operand as a constant: the operand itself when it is a
+ * constant leaf, or, when it is reshapes of an f32 constant leaf (conv1d's and
+ * conv_transpose1d's [O, C, K] weight made 4-D, or a user's own reshape), that leaf's
+ * values emitted again as a constant of the operand's shape; NULL when the weight is
+ * computed. Core ML wants constant weights where the data says so (see the callers). */
+static const char *const_weight(Lower *L, const Node *n) {
+  const Node *w = in_node(L, n, 1), *root = w;
+  while (root->op == OP_RESHAPE) root = in_node(L, root, 0);
+  if (!is_const_leaf(root) || root->dtype != DT_F32) return NULL;
+  if (root == w) return X(L, n, 1);
+  return mil_const_float(L->m, kiln_fmt("%s_%dd", root->name ? root->name : "weight", w->shape.rank), L->ft, &w->shape,
+                         root->data);
+}
+
 /* conv2d -> MIL conv (custom pads, strides, dilations, groups). A constant bias is passed
- * directly; a computed one is added after the conv. A dilated conv with a computed weight is
- * a user error (Core ML needs it constant). */
+ * directly; a computed one is added after the conv. A dilated conv needs a constant weight
+ * (Core ML rejects a computed one): a parameter, or reshapes of one (const_weight); a
+ * computed weight there is a user error naming the line. */
 static void lower_conv(Lower *L, const Node *n) {
-  const Node *w = in_node(L, n, 1), *b = n->nin > 2 ? in_node(L, n, 2) : NULL;
+  const Node *b = n->nin > 2 ? in_node(L, n, 2) : NULL;
   bool dilated = n->a.dilation[0] != 1 || n->a.dilation[1] != 1;
-  if (!is_const_leaf(w) && dilated)
-    kiln_error_at(n->loc, "conv2d: Core ML needs a constant weight for a dilated convolution");
+  const char *xv = X(L, n, 0), *wv = dilated ? const_weight(L, n) : X(L, n, 1);   /* MIL values in operand order */
+  if (!wv)
+    kiln_error_at(n->loc, "conv2d: the Core ML target needs a constant weight for a dilated convolution (a parameter "
+                          "or a reshape of one), not a computed one");
   bool bias_direct = b && is_const_leaf(b);
-  const char *xv = X(L, n, 0), *wv = X(L, n, 1), *bv = bias_direct ? X(L, n, 2) : NULL;
+  const char *bv = bias_direct ? X(L, n, 2) : NULL;
   int32_t strides[2] = {n->a.stride[0], n->a.stride[1]}, dil[2] = {n->a.dilation[0], n->a.dilation[1]};
   const char *st = mil_ints(L->m, param_name(n, "conv", "strides"), strides, 2);
   const char *pt = mil_const_str(L->m, param_name(n, "conv", "pad_type"), "custom");
@@ -431,15 +448,13 @@ static void lower_conv(Lower *L, const Node *n) {
  * a constant-0 MIL pad of those rows: no input reaches them, so they hold only the
  * bias, which is then added after. */
 static void lower_conv_transpose(Lower *L, const Node *n) {
-  const Node *w = in_node(L, n, 1), *b = n->nin > 2 ? in_node(L, n, 2) : NULL, *root = w;
-  while (root->op == OP_RESHAPE) root = in_node(L, root, 0);
-  if (!is_const_leaf(root) || root->dtype != DT_F32)
-    kiln_error_at(n->loc, "conv_transpose2d: Core ML needs a constant weight (a parameter), not a computed one");
+  const Node *b = n->nin > 2 ? in_node(L, n, 2) : NULL;
   int eb = n->a.pad[2] < 0 ? -n->a.pad[2] : 0, er = n->a.pad[3] < 0 ? -n->a.pad[3] : 0;
   bool bias_direct = b && is_const_leaf(b) && !eb && !er, extra = eb || er;
-  const char *xv = X(L, n, 0), *bv = bias_direct ? X(L, n, 2) : NULL;
-  const char *wv = root == w ? X(L, n, 1)
-                             : mil_const_float(L->m, kiln_fmt("%s_4d", root->name ? root->name : "weight"), L->ft, &w->shape, root->data);
+  const char *xv = X(L, n, 0), *bv = bias_direct ? X(L, n, 2) : NULL, *wv = const_weight(L, n);
+  if (!wv)
+    kiln_error_at(n->loc, "conv_transpose2d: the Core ML target needs a constant weight (a parameter or a reshape of "
+                          "one), not a computed one");
   int32_t strides[2] = {n->a.stride[0], n->a.stride[1]}, dil[2] = {n->a.dilation[0], n->a.dilation[1]};
   int32_t pad[4] = {n->a.pad[0], n->a.pad[2] + eb, n->a.pad[1], n->a.pad[3] + er};
   const char *st = mil_ints(L->m, param_name(n, "conv_transpose", "strides"), strides, 2);

@@ -9,7 +9,7 @@
 #include "kiln.h"
 
 enum {
-  MTL_MAX_OPS = 16,          /* buffers per kernel (concat of up to 15 inputs) */
+  MTL_MAX_OPS = 31,          /* buffers per kernel: Metal's argument table (indices 0..30) */
   MTL_MAX_THREADS = 256,     /* per threadgroup: every Apple GPU pipeline allows this */
 };
 
