@@ -25,6 +25,7 @@
  * manifest_id), and nothing depends on pointers, time or hash order.
  */
 #include "coreml_package.h"
+#include "coreml_rank.h"
 #include "coreml_weights.h"
 
 #include <stdlib.h>
@@ -1274,17 +1275,11 @@ static void count_uses(Lower *L) {
   for (int i = 0; i < g->noutputs; i++) L->uses[g->outputs[i].node]++;
 }
 
-/* Core ML's limits, checked before anything is written: rank <= 5 everywhere and
+/* Core ML's limits, checked before anything is written (rank: coreml_fold_ranks):
  * I/O names that are MIL identifiers but not keywords. (Rank-0 I/O is fine: it is
  * exposed as shape [1], see coreml_io_shape.) */
 static void check_limits(Lower *L) {
   Graph *g = L->g;
-  for (int i = 0; i < g->nnodes; i++) {
-    Node *n = g->nodes[i];
-    if (!n->dead && n->shape.rank > 5)
-      kiln_error_at(n->loc, "%s: result %s has rank %d; Core ML allows at most rank 5", kiln_ops[n->op].name,
-                    shape_str(&n->shape), n->shape.rank);
-  }
   for (int io = 0; io < 2; io++) {
     GraphIO *v = io ? g->outputs : g->inputs;
     for (int i = 0; i < (io ? g->noutputs : g->ninputs); i++) {
@@ -1465,7 +1460,9 @@ void emit_coreml(Program *p, const EmitOptions *o) {
                     .uses = kiln_alloc(sizeof(int) * nn), .user = kiln_alloc(sizeof(int) * nn), .done = kiln_alloc(nn),
                     .raw = kiln_alloc(sizeof(char *) * nn), .rawt = kiln_alloc(sizeof(MilType) * nn), .notes = notes};
     mil_function(m, multi ? g->entry : "main");
+    Shape *shapes = coreml_fold_ranks(g);   /* rank-6 values held folded to rank 5 while lowering */
     lower_entry(&Ls[e], p);
+    coreml_unfold_ranks(g, shapes);
   }
 
   CoreML__Specification__Model *mdl = coreml_model_message(p, state_in, m, os_table[os].spec, multi, o);

@@ -10,7 +10,7 @@ for k = 1, 40 do parts[k] = x * k end
 kiln.output("concat_40", kiln.concat(parts, 1))
 kiln.output("stack_33", kiln.stack({table.unpack(parts, 1, 33)}, 1))
 local z = kiln.input("z", {2, 6, 2, 2})
-local r6 = (z:reshape(2, 1, 2, 3, 2, 2) * 2 + 1):exp()
+local r6 = (z:reshape(2, 1, 2, 3, 2, 2) * 2 + 1):exp() * z:slice(0, 0, 1):reshape(1, 2, 3, 2, 2)   -- broadcast
 kiln.output("rank6", r6:reshape(2, 6, 2, 2) - z)
 local s = kiln.input("s", {1, 4, 12})
 local w = kiln.param("w", {6, 12}):reshape(6, 4, 3)

@@ -282,7 +282,7 @@ def ref_habits(i, w):
 def ref_tlimits(i, w):
     x, z, s, q = d(i["x"]), d(i["z"]), d(i["s"]), d(i["q"])
     parts = [x * k for k in range(1, 41)]
-    r6 = torch.exp(z.reshape(2, 1, 2, 3, 2, 2) * 2 + 1)
+    r6 = torch.exp(z.reshape(2, 1, 2, 3, 2, 2) * 2 + 1) * z[0:1].reshape(1, 2, 3, 2, 2)
     return {"concat_40": torch.cat(parts, 1), "stack_33": torch.stack(parts[:33], 1),
             "rank6": r6.reshape(2, 6, 2, 2) - z,
             "dilated_conv_reshaped_w": F.conv1d(s, d(w["w"]).reshape(6, 4, 3), dilation=3, padding=3),
