@@ -2,8 +2,9 @@
  * coreml_package.c — the outside of a Core ML package: the Model message around the
  * lowered ML Program (description features, multifunction descriptions, the kiln.*
  * metadata the runtime wrapper reads) and the .mlpackage directory (Manifest.json,
- * model.mlmodel, weight.bin). emit_coreml.c lowers the graph into MIL; this file only
- * describes and writes what it built. Kept apart because none of it depends on how an
+ * model.mlmodel, weight.bin), and what a program must be to have one (states, entry
+ * points: coreml_check_program; the states' feature names). emit_coreml.c lowers the
+ * graph into MIL; this file only checks, describes and writes what it built. Kept apart because none of it depends on how an
  * op is lowered, and everything in it must be byte-stable (sorted metadata, fixed ids).
  */
 #include "coreml_package.h"
@@ -214,4 +215,39 @@ void coreml_write_package(const char *model, Mil *m, const EmitOptions *o, const
   if (mil_nblobs(m)) kiln_write_file(o->tmpdir, kiln_fmt("%s/Data/com.apple.CoreML/weights/weight.bin", pkg), wb->data, wb->len);
   buf_free(&item);
   buf_free(&man);
+}
+
+/* What a program with state or entry points needs from the Core ML target, checked
+ * before anything is lowered, each a user error at the Lua line concerned: spec 9
+ * (iOS18: states, multifunction models), states of f32 or bool (Core ML keeps states
+ * in fp16: bool's 0/1 survive, i32 values beyond 2048 would not), of rank <= 5. */
+void coreml_check_program(const Program *p, int spec, const EmitOptions *o) {
+  SrcLoc where = p->nstates ? p->states[0].loc : p->entries[0]->entry_loc;
+  if (where.line == 0) where = (SrcLoc){p->script, 0};
+  if (spec < 9)
+    kiln_error_at(where, "%s need --min-os iOS18 for the Core ML target (Core ML 8: states, multifunction models), not %s",
+                  p->nstates && p->explicit_entries ? "state and entry points" : p->nstates ? "states" : "entry points", o->min_os);
+  for (int s = 0; s < p->nstates; s++) {
+    const StateDecl *d = &p->states[s];
+    if (d->dtype == DT_I32)
+      kiln_error_at(d->loc, "state %s is i32: Core ML keeps states in fp16, which cannot hold every i32 (the Core ML "
+                    "target supports f32 and bool states; use --target c)", d->name);
+    if (d->shape.rank > 5)
+      kiln_error_at(d->loc, "state %s has rank %d; Core ML allows at most rank 5", d->name, d->shape.rank);
+  }
+}
+
+/* Each state's Core ML name (function input and description feature): its name made a
+ * MIL identifier ("layers.0.k" -> "layers_0_k"), the same in every function; two states
+ * that would share one are a user error. */
+const char **coreml_state_names(const Program *p) {
+  const char **names = kiln_alloc(sizeof(char *) * (size_t)(p->nstates + 1));
+  StrMap seen = {0};
+  for (int s = 0; s < p->nstates; s++) {
+    names[s] = mil_sanitize(p->states[s].name);
+    if (strmap_get(&seen, names[s]))
+      kiln_error_at(p->states[s].loc, "state %s is '%s' in Core ML, as another state is; rename one", p->states[s].name, names[s]);
+    strmap_put(&seen, names[s]);
+  }
+  return names;
 }

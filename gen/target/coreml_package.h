@@ -21,4 +21,12 @@ CoreML__Specification__Model *coreml_model_message(const Program *p, const char 
  * model pb[0..npb) and, when any const went to a blob, weights/weight.bin. */
 void coreml_write_package(const char *model, Mil *m, const EmitOptions *o, const uint8_t *pb, size_t npb);
 
+/* What a program with state or entry points needs from the Core ML target, each a user
+ * error at the Lua line concerned: spec 9 (iOS18), states of f32 or bool, of rank <= 5. */
+void coreml_check_program(const Program *p, int spec, const EmitOptions *o);
+
+/* Each state's Core ML name (function input and description feature): its name made a
+ * MIL identifier, the same in every function; two states sharing one are a user error. */
+const char **coreml_state_names(const Program *p);
+
 #endif

@@ -28,6 +28,7 @@
 #include "coreml_rank.h"
 #include "coreml_weights.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,8 +171,14 @@ static const char *binary_type(OpKind op) {
   }
 }
 
+static void lower_remainder(Lower *L, const Node *n);
+
 /* x op y -> one MIL elementwise op; MIL broadcasts like Kiln, so shapes pass through. */
 static void lower_binary(Lower *L, const Node *n) {
+  if (n->op == OP_REMAINDER) {
+    lower_remainder(L, n);
+    return;
+  }
   const char *type = binary_type(n->op);
   if (!type) kiln_error_at(n->loc, "%s: no Core ML lowering for this op", kiln_ops[n->op].name);
   const char *x = X(L, n, 0), *y = X(L, n, 1);
@@ -630,6 +637,40 @@ static const char *sd_op(Lower *L, const Node *n, const char *type, const char *
 
 static const char *op2(Lower *L, const char *type, const char *base, const char *x, const char *y, MilType t,
                        const Shape *s);
+
+/* Whether n is a constant without a zero element. */
+static bool const_nonzero(const Node *n) {
+  if (!is_const_leaf(n) || (n->dtype != DT_F32 && n->dtype != DT_I32)) return false;
+  for (int64_t i = 0; i < shape_numel(&n->shape); i++)
+    if (n->dtype == DT_F32 ? ((const float *)n->data)[i] == 0.0f : ((const int32_t *)n->data)[i] == 0) return false;
+  return true;
+}
+
+/* remainder -> MIL mod, floor-based with the sign of y as torch.remainder (coremltools'
+ * reference evaluates it as numpy's %). MIL leaves y = 0 undefined, where Kiln gives 0
+ * (i32) or NaN (f32): unless y is a constant without a zero, the mod divides by 1 there
+ * (select) and its result is replaced by that value. */
+static void lower_remainder(Lower *L, const Node *n) {
+  const Node *y = in_node(L, n, 1);
+  const char *xv = X(L, n, 0), *yv = X(L, n, 1);
+  if (const_nonzero(y)) {
+    compose2(L, n, "mod", xv, yv, true);
+    return;
+  }
+  bool i = n->dtype == DT_I32;
+  MilType t = mil_type(L, n->dtype);
+  const char *zero = i ? mil_scalar_int(L->m, param_name(n, "equal", "y"), 0) : mil_scalar_float(L->m, param_name(n, "equal", "y"), t, 0.0f);
+  const char *one = i ? mil_scalar_int(L->m, param_name(n, "select", "a"), 1) : mil_scalar_float(L->m, param_name(n, "select", "a"), t, 1.0f);
+  const char *fill = i ? zero : mil_scalar_float(L->m, param_name(n, "select", "a"), t, NAN);
+  const char *z = sd_op(L, n, "equal", (const char *const[]){"x", yv, "y", zero, NULL}, MIL_BOOL, &y->shape);
+  const char *safe = sd_op(L, n, "select", (const char *const[]){"cond", z, "a", one, "b", yv, NULL}, t, &y->shape);
+  const char *r = compose2(L, n, "mod", xv, safe, false);
+  MilOp *op = start(L, n, "select");
+  mil_arg(L->m, op, "cond", z);
+  mil_arg(L->m, op, "a", fill);
+  mil_arg(L->m, op, "b", r);
+  finish(L, n, op);
+}
 
 /* x reshaped to the given dims (an intermediate of n). */
 static const char *sd_reshape(Lower *L, const Node *n, const char *x, const Shape *s) {
@@ -1378,41 +1419,6 @@ static void bind_states(Lower *L, const Program *p) {
   for (int s = 0; s < p->nstates; s++) mil_state_input(L->m, L->state_in[s], &p->states[s].shape);
 }
 
-/* What a program with state or entry points needs from the Core ML target, checked
- * before anything is lowered, each a user error at the Lua line concerned: spec 9
- * (iOS18: states, multifunction models), states of f32 or bool (Core ML keeps states
- * in fp16: bool's 0/1 survive, i32 values beyond 2048 would not), of rank <= 5. */
-static void check_program(const Program *p, int spec, const EmitOptions *o) {
-  SrcLoc where = p->nstates ? p->states[0].loc : p->entries[0]->entry_loc;
-  if (where.line == 0) where = (SrcLoc){p->script, 0};
-  if (spec < 9)
-    kiln_error_at(where, "%s need --min-os iOS18 for the Core ML target (Core ML 8: states, multifunction models), not %s",
-                  p->nstates && p->explicit_entries ? "state and entry points" : p->nstates ? "states" : "entry points", o->min_os);
-  for (int s = 0; s < p->nstates; s++) {
-    const StateDecl *d = &p->states[s];
-    if (d->dtype == DT_I32)
-      kiln_error_at(d->loc, "state %s is i32: Core ML keeps states in fp16, which cannot hold every i32 (the Core ML "
-                    "target supports f32 and bool states; use --target c)", d->name);
-    if (d->shape.rank > 5)
-      kiln_error_at(d->loc, "state %s has rank %d; Core ML allows at most rank 5", d->name, d->shape.rank);
-  }
-}
-
-/* Each state's Core ML name (function input and description feature): its name made a
- * MIL identifier ("layers.0.k" -> "layers_0_k"), the same in every function; two states
- * that would share one are a user error. */
-static const char **state_names(const Program *p) {
-  const char **names = kiln_alloc(sizeof(char *) * (size_t)(p->nstates + 1));
-  StrMap seen = {0};
-  for (int s = 0; s < p->nstates; s++) {
-    names[s] = mil_sanitize(p->states[s].name);
-    if (strmap_get(&seen, names[s]))
-      kiln_error_at(p->states[s].loc, "state %s is '%s' in Core ML, as another state is; rename one", p->states[s].name, names[s]);
-    strmap_put(&seen, names[s]);
-  }
-  return names;
-}
-
 /* Lowers entry L->g into the current function of L->m: signature, state reads, range
  * checks, every live node in graph order, outputs. */
 static void lower_entry(Lower *L, const Program *p) {
@@ -1445,10 +1451,10 @@ void emit_coreml(Program *p, const EmitOptions *o) {
   bool plain = program_is_plain(p), multi = p->explicit_entries;
   emit_reject_i64_inputs(p, "Core ML target: a model input has no int64 type (MLMultiArray holds fp16, fp32, fp64 or int32); "
                             "declare it \"i32\"");
-  if (!plain) check_program(p, os_table[os].spec, o);
+  if (!plain) coreml_check_program(p, os_table[os].spec, o);
   Mil *m = mil_new(os_table[os].opset);
   if (!plain) mil_share_blobs(m);
-  const char **state_in = state_names(p);
+  const char **state_in = coreml_state_names(p);
   Lower *Ls = kiln_alloc(sizeof *Ls * (size_t)p->nentries);
   CwNotes *notes = coreml_weight_notes();
   for (int e = 0; e < p->nentries; e++) {

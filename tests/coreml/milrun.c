@@ -579,7 +579,7 @@ static Tensor *ev_binary(Ctx *c, const char *type) {
     else if (!strcmp(type, "mul")) z = x * y;
     else if (!strcmp(type, "real_div")) z = x / y;
     else if (!strcmp(type, "pow")) z = pow(x, y);
-    else if (!strcmp(type, "mod")) {   /* floor mod, numpy's (Kiln emits non-negative operands only) */
+    else if (!strcmp(type, "mod")) {   /* floor mod, numpy's %: the sign of y (torch.remainder) */
       if (y == 0) fail("mod by zero");
       z = x - floor(x / y) * y;
     } else if (!strcmp(type, "maximum")) z = fmax(x, y);
