@@ -128,7 +128,8 @@ static void emit_kernel(Graph *g, int ki, int index, const char *name, Buf *src,
   EmitEpilogue e;
   emit_epilogue(g, kr, name, kiln_fmt("%s_epilogue", name), &mtl_target, &e);
   if (n->nin + e.nextra + 1 > MTL_MAX_OPS)
-    kiln_error_at(n->loc, "Metal target: %s reads %d buffers (at most %d)", name, n->nin + e.nextra, MTL_MAX_OPS - 1);
+    kiln_error_at(n->loc, "%s: Metal target: kernel %s reads %d buffers (Metal binds at most %d beside the output)",
+                  kiln_ops[n->op].name, name, n->nin + e.nextra, MTL_MAX_OPS - 1);
   static const char *const xyz[] = {"x", "y", "z"};
   for (int i = 0; i < n->nin; i++) {
     k.op[i] = graph_node(g, n->in[i]);
