@@ -26,6 +26,7 @@ static Shape folded(const Shape *s) {
   return f;
 }
 
+/* Whether a and b are the same dims. */
 static bool same_shape(const Shape *a, const Shape *b) {
   if (a->rank != b->rank) return false;
   for (int i = 0; i < a->rank; i++)
@@ -76,6 +77,8 @@ static const char *io_name(const Graph *g, int id) {
   return NULL;
 }
 
+/* See coreml_rank.h: check every node touching rank > 5 first (an error leaves g as it
+ * was), then fold every live node's shape. */
 Shape *coreml_fold_ranks(Graph *g) {
   Shape *saved = kiln_alloc(sizeof(Shape) * (size_t)(g->nnodes + 1));
   for (int i = 0; i < g->nnodes; i++) {
@@ -100,6 +103,7 @@ Shape *coreml_fold_ranks(Graph *g) {
   return saved;
 }
 
+/* See coreml_rank.h. */
 void coreml_unfold_ranks(Graph *g, const Shape *saved) {
   for (int i = 0; i < g->nnodes; i++) g->nodes[i]->shape = saved[i];
 }
