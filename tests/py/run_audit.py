@@ -388,6 +388,22 @@ def check(got, ref, dtype):
     return ""
 
 
+def check_selftest():
+    """The comparison itself can fail: a result 3e-5 off in one element, one flipped bool,
+    one wrong index and a wrong shape are each rejected; the exact values pass."""
+    r = torch.linspace(-2, 2, 12, dtype=torch.float64).reshape(3, 4)
+    off = r.numpy().astype(np.float32)
+    off[1, 2] += 3e-5
+    b = np.array([True, False, True])
+    cases = [(check(r.numpy().astype(np.float32), r, "f32") == "", "exact f32 passes"),
+             (check(off, r, "f32") != "", "an f32 3e-5 off is rejected"),
+             (check(~b, torch.from_numpy(b), "bool") != "", "flipped bools are rejected"),
+             (check(np.array([0, 2], np.int32), torch.tensor([0, 1]), "i32") != "", "a wrong index is rejected"),
+             (check(r.numpy().astype(np.float32).reshape(4, 3), r, "f32") != "", "a wrong shape is rejected")]
+    for ok, what in cases:
+        kt.report(ok, "audit/selftest: " + what)
+
+
 def family(fam, work, milrun):
     """{output: {target: '' | reason}} and {target: build error or None} for one family."""
     fdir = os.path.join(work, fam)
@@ -450,6 +466,7 @@ def main():
     if table and fams:
         sys.exit("run_audit.py: --table needs every family (the table has a row per item)")
     wanted = fams or sorted({f for _, f, _ in ITEMS})
+    check_selftest()
     results = {}
     for fam in wanted:
         try:
@@ -475,7 +492,7 @@ def main():
                 ok = not bad
                 cell = "pass" if ok else "FAIL (%s)" % "; ".join(bad)
             kt.report(ok, "audit/%s/%s" % (re.sub(r"[^a-z0-9]+", "_", item.lower()).strip("_")[:60], t),
-                      "" if ok else cell)
+                      cell if (not ok or expect) else "")
             cells.append(cell)
         rows.append((item, cells))
     if table:
