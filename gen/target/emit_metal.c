@@ -71,14 +71,21 @@ static const char **kernel_names(Graph *g, StrMap *spelled_by) {
 
 static const char *const region_c[] = {"?", "KILN_MTL_WEIGHTS", "KILN_MTL_ARENA", "KILN_MTL_INPUT", "KILN_MTL_OUTPUT",
                                        "KILN_MTL_STATE"};
-/* The host-side dtype constant of t; anything not f32 or i32 is taken as bool (u8). */
-static const char *mtl_type_c(DType t) { return t == DT_F32 ? "KILN_MTL_F32" : t == DT_I32 ? "KILN_MTL_I32" : "KILN_MTL_U8"; }
+/* The host-side dtype constant of t; anything not f32, i32 or i64 is taken as bool (u8). */
+static const char *mtl_type_c(DType t) {
+  return t == DT_F32 ? "KILN_MTL_F32" : t == DT_I32 ? "KILN_MTL_I32" : t == DT_I64 ? "KILN_MTL_I64" : "KILN_MTL_U8";
+}
 
 /* How a kernel binds value n: its element type (bytes for a weight in a stored format,
- * whatever its dtype) and how many bytes it may touch. */
-static const char *binding_type_c(const Node *n) { return mtl_stored(n) ? "KILN_MTL_U8" : mtl_type_c(n->dtype); }
+ * whatever its dtype; i32 for an i64 input, which the host narrowed into its device
+ * buffer) and how many bytes it may touch. */
+static const char *binding_type_c(const Node *n) {
+  return mtl_stored(n) ? "KILN_MTL_U8" : n->dtype == DT_I64 ? "KILN_MTL_I32" : mtl_type_c(n->dtype);
+}
 static const char *param_type(const Node *n) { return mtl_stored(n) ? "uchar" : mtl_type(n->dtype); }
-static int64_t binding_bytes(const Node *n) { return mtl_stored(n) ? node_stored_bytes(n) : node_bytes(n); }
+static int64_t binding_bytes(const Node *n) {
+  return mtl_stored(n) ? node_stored_bytes(n) : n->dtype == DT_I64 ? 4 * node_numel(n) : node_bytes(n);
+}
 
 /* Appends the table row binding value n at [[buffer(index)]]. */
 static void binding_row(Buf *out, Node *n, int index, bool write, const char *param) {
@@ -223,6 +230,22 @@ static char *msl_lines(const char *text) {
   return s;
 }
 
+/* Does g take an i64 input? Then a call can return KILN_MTL_E_RANGE. */
+static bool has_i64_input(Graph *g) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (graph_node(g, g->inputs[i].node)->dtype == DT_I64) return true;
+  return false;
+}
+
+/* The wrappers' words on KILN_MTL_E_RANGE: why a call of g may return it (its i64
+ * inputs, nchecks run-time offsets), "" when it cannot. */
+static const char *range_doc(Graph *g, int nchecks) {
+  bool i64 = has_i64_input(g);
+  if (!i64 && !nchecks) return "";
+  return kiln_fmt(", KILN_MTL_E_RANGE (%s%s%s out of range;\n * nothing was touched)", i64 ? "an i64 input's value" : "",
+                  i64 && nchecks ? " or " : "", nchecks ? "an offset" : "");
+}
+
 /* ", const float *image" (an input) or ", float *logits": a C pointer parameter;
  * ", int32_t pos" for an input passed by value. */
 static void run_param(Buf *b, bool input, bool byval, DType t, const char *name) {
@@ -326,6 +349,8 @@ static void emit_plain(Graph *g, const EmitOptions *o) {
   static const char *const own[] = {"W_K", "k", "W_ERR", "err", "W_ERRLEN", "errlen", "W_INPUTS", "inputs",
                                     "W_OUTPUTS", "outputs"};
   for (int i = 0; i < 10; i += 2) emit_var(&v, own[i], wrapper_own(g, own[i + 1]));
+  emit_var(&v, "RANGE_DOC",
+           has_i64_input(g) ? " KILN_MTL_E_RANGE (1) when a\n * value of an i64 input lies outside int32 (nothing was run)," : "");
   emit_var(&v, "WRAP_PARAMS_DOC", kiln_fmt("%s%s, %s", g->ninputs ? ", " : "", g->ninputs ? ins : "", outs));
   emit_var(&v, "WRAP_INPUTS", ins);
   emit_var(&v, "WRAP_OUTPUTS", outs);
@@ -409,7 +434,7 @@ static void entry_wrapper(Program *p, int e, const char *fn, int nchecks, Buf *b
   emit_var(&v, "DISPATCH_COUNT", emit_count(g->nkernels, "dispatch", "dispatches"));
   emit_var(&v, "C_FN", kiln_fmt("%s_%s", p->model, g->entry));
   emit_var(&v, "STATE_ARG", p->nstates ? ", state" : "");
-  emit_var(&v, "RANGE_DOC", nchecks ? ", KILN_MTL_E_RANGE (an offset out of range;\n * nothing was touched)" : "");
+  emit_var(&v, "RANGE_DOC", range_doc(g, nchecks));
   emit_var(&v, "UPPER", emit_upper(p->model));
   emit_var(&v, "EUPPER", emit_upper(g->entry));
   emit_vari(&v, "INDEX", e);
@@ -520,7 +545,6 @@ static void emit_program(Program *p, const EmitOptions *o) {
  * program exactly as always, one with state or entries with an entries table; dies
  * on broken IR, user errors (kiln_error_at) on grids Metal cannot dispatch. */
 void emit_metal(Program *p, const EmitOptions *o) {
-  emit_reject_i64_inputs(p, "Metal target: i64 inputs are not supported yet (the C target takes them); declare it \"i32\"");
   if (program_is_plain(p)) emit_plain(p->entries[0], o);
   else emit_program(p, o);
 }

@@ -32,7 +32,7 @@ const char *mtl_type(DType t) {
   case DT_F32: return "float";
   case DT_I32: return "int";
   case DT_BOOL: return "uchar";
-  case DT_I64: return "long";   /* never reached: emit_metal rejects i64 inputs */
+  case DT_I64: return "int";    /* an i64 input: the host narrowed it to int32 (kiln_mtl_load_input) */
   }
   die("bad dtype %d", (int)t);
 }

@@ -53,12 +53,16 @@ typedef enum {
 /* What an entry call returns: the C target's <M>_OK and <M>_E_RANGE, or an error. */
 enum {
   KILN_MTL_OK = 0,
-  KILN_MTL_E_RANGE = 1,   /* a run-time offset would write outside a state: nothing was touched */
+  KILN_MTL_E_RANGE = 1,   /* an i64 input held a value outside i32, or a run-time offset would */
+                          /* write outside a state: nothing was touched */
   KILN_MTL_FAILED = -1,   /* a device error; the message is in err */
 };
 
 enum { KILN_MTL_READ = 1, KILN_MTL_WRITE = 2 };                  /* KilnMtlBinding.access */
-typedef enum { KILN_MTL_F32 = 0, KILN_MTL_I32 = 1, KILN_MTL_U8 = 2 } KilnMtlType;  /* u8: bool, or a weight's stored bytes */
+/* u8: bool, or a weight's stored bytes. i64: a model input only (token ids as PyTorch
+ * exports them): the caller passes int64_t values, its device buffer holds them narrowed
+ * to int32 (kiln_mtl_load_input) and kernels bind it as i32. */
+typedef enum { KILN_MTL_F32 = 0, KILN_MTL_I32 = 1, KILN_MTL_U8 = 2, KILN_MTL_I64 = 3 } KilnMtlType;
 
 /* One [[buffer(index)]] argument of one dispatch. */
 typedef struct {
@@ -86,7 +90,7 @@ typedef struct {
 typedef struct {
   const char *name;
   uint8_t type;           /* KilnMtlType */
-  uint64_t size;          /* bytes */
+  uint64_t size;          /* bytes in the caller's memory (its device buffer: kiln_mtl_device_size) */
 } KilnMtlIO;
 
 /* A range check of an entry, made on the caller's inputs before any dispatch is
@@ -140,10 +144,55 @@ static inline KilnMtlEntry kiln_mtl_entry(const KilnMtlModel *m, uint32_t e) {
   return whole;
 }
 
+/* The bytes of io's device buffer: the caller's, but half for an i64 input (narrowed to i32). */
+static inline uint64_t kiln_mtl_device_size(const KilnMtlIO *io) {
+  return io->type == KILN_MTL_I64 ? io->size / 2 : io->size;
+}
+
+/* The i64 inputs of entry e checked as the C entry checks them, every element in input
+ * order, before anything else: KILN_MTL_OK when every value fits int32, else
+ * KILN_MTL_E_RANGE with the first offender's input slot, element index and value in
+ * *input, *element, *value (each when not NULL). */
+static inline int kiln_mtl_check_i64(const KilnMtlEntry *e, const void *const *inputs, uint32_t *input,
+                                     uint64_t *element, int64_t *value) {
+  for (uint32_t i = 0; i < e->ninputs; i++) {
+    if (e->inputs[i].type != KILN_MTL_I64) continue;
+    const unsigned char *p = (const unsigned char *)inputs[i];
+    for (uint64_t j = 0; j < e->inputs[i].size / 8; j++) {
+      int64_t v;
+      memcpy(&v, p + 8 * j, sizeof v);
+      if (v < INT32_MIN || v > INT32_MAX) {
+        if (input) *input = i;
+        if (element) *element = j;
+        if (value) *value = v;
+        return KILN_MTL_E_RANGE;
+      }
+    }
+  }
+  return KILN_MTL_OK;
+}
+
+/* Copies the caller's input `src` (io's size) into its device buffer `dst`
+ * (kiln_mtl_device_size bytes): the bytes themselves, or for an i64 input each value
+ * narrowed to int32 (kiln_mtl_check_i64 has passed: they all fit). */
+static inline void kiln_mtl_load_input(const KilnMtlIO *io, void *dst, const void *src) {
+  if (io->type != KILN_MTL_I64) {
+    memcpy(dst, src, (size_t)io->size);
+    return;
+  }
+  for (uint64_t j = 0; j < io->size / 8; j++) {
+    int64_t v;
+    memcpy(&v, (const unsigned char *)src + 8 * j, sizeof v);
+    int32_t w = (int32_t)v;
+    memcpy((unsigned char *)dst + 4 * j, &w, sizeof w);
+  }
+}
+
 /* The range checks of entry e on the caller's inputs, which nothing has read yet:
  * KILN_MTL_OK, or KILN_MTL_E_RANGE with *failed (when not NULL) the first check that
  * fails and *value its input's value. The runtime and the test harness both call
- * this before encoding or running any dispatch. */
+ * this, after kiln_mtl_check_i64 (the C entry's order), before encoding or running
+ * any dispatch. */
 static inline int kiln_mtl_check_inputs(const KilnMtlEntry *e, const void *const *inputs, const KilnMtlCheck **failed,
                                         int32_t *value) {
   for (uint32_t i = 0; i < e->nchecks; i++) {
@@ -174,10 +223,12 @@ KilnMetal *kiln_metal_open(const KilnMtlModel *m, const void *weights, const cha
                            size_t errlen);
 
 /* One call of entry `entry` (an index into m->entries, in declaration order; 0 for a
- * plain model): makes the entry's range checks on the caller's inputs (an i32 scalar
- * input points at its int32_t) and returns KILN_MTL_E_RANGE (the C target's
- * <M>_E_RANGE) with a message if one fails, before touching anything: state, arena,
- * device buffers and outputs keep their bytes. Else copies inputs[i] in, encodes
+ * plain model): checks that every value of every i64 input fits int32, then makes the
+ * entry's range checks on the caller's inputs (an i32 scalar input points at its
+ * int32_t), and returns KILN_MTL_E_RANGE (the C target's <M>_E_RANGE) with a message
+ * naming the input, element and value if one fails, before touching anything: state,
+ * arena, device buffers and outputs keep their bytes. Else copies inputs[i] in (an
+ * i64 input narrowed to int32, kiln_mtl_load_input), encodes
  * the entry's dispatches into one command buffer, commits, waits, and copies the
  * outputs back into outputs[i]; the state block is updated in place. Returns
  * KILN_MTL_OK, or KILN_MTL_FAILED (-1) with a message naming the failing dispatch's
@@ -186,7 +237,8 @@ int kiln_metal_call(KilnMetal *k, uint32_t entry, const void *const *inputs, voi
                     size_t errlen);
 
 /* kiln_metal_call of entry 0: one inference of a plain model. Returns 0, or -1 with a
- * message (KILN_MTL_E_RANGE for an out-of-range offset of a model with state). */
+ * message (KILN_MTL_E_RANGE for a value of an i64 input outside int32, or an
+ * out-of-range offset of a model with state). */
 int kiln_metal_run(KilnMetal *k, const void *const *inputs, void *const *outputs, char *err, size_t errlen);
 
 /* The state block, m->state_size bytes of shared storage that persist between calls

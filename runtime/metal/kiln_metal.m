@@ -6,11 +6,12 @@
  * text embedded in the table), one compute pipeline per kernel, and shared-storage
  * buffers for the weights (copied once), the arena, every entry's inputs and
  * outputs, and the state block (zero: a fresh state). A call of an entry first
- * makes its range checks on the caller's inputs (returning KILN_MTL_E_RANGE before
- * anything is touched), then copies the inputs in, encodes the entry's dispatches
- * in table order into one serial compute encoder of one command buffer (serial
- * dispatches see each other's writes), commits, waits, and copies the outputs
- * out: the same caller-owned host-memory shape as the C target's <m>_run. The
+ * makes its range checks on the caller's inputs (every value of an i64 input must
+ * fit int32; run-time offsets; KILN_MTL_E_RANGE before anything is touched), then
+ * copies the inputs in (i64 ones narrowed to int32: kernels read i32), encodes
+ * the entry's dispatches in table order into one serial compute encoder of one
+ * command buffer (serial dispatches see each other's writes), commits, waits, and
+ * copies the outputs out: the same caller-owned host-memory shape as the C target's <m>_run. The
  * state block stays on the device side between calls (shared storage, so the
  * host reads and writes it directly between calls).
  *
@@ -153,7 +154,7 @@ static BOOL make_pipelines(KilnMetalState *s, id<MTLLibrary> lib, const KilnMtlM
 /* One fresh buffer per I/O record into list; NO when one cannot be allocated. */
 static BOOL io_buffers(id<MTLDevice> dev, NSMutableArray *list, const KilnMtlIO *io, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
-    id<MTLBuffer> b = new_buffer(dev, NULL, io[i].size);
+    id<MTLBuffer> b = new_buffer(dev, NULL, kiln_mtl_device_size(&io[i]));
     if (!b) return NO;
     [list addObject:b];
   }
@@ -271,6 +272,14 @@ int kiln_metal_call(KilnMetal *k, uint32_t entry, const void *const *inputs, voi
       return KILN_MTL_FAILED;
     }
     KilnMtlEntry en = kiln_mtl_entry(m, entry);
+    uint32_t slot = 0;
+    uint64_t element = 0;
+    int64_t big = 0;
+    if (kiln_mtl_check_i64(&en, inputs, &slot, &element, &big) != KILN_MTL_OK) {
+      set_err(err, errlen, "kiln_metal: %s_%s: i64 input %s[%llu] = %lld is outside the int32 range; nothing was run",
+              m->name, en.name, en.inputs[slot].name, (unsigned long long)element, (long long)big);
+      return KILN_MTL_E_RANGE;
+    }
     const KilnMtlCheck *bad = NULL;
     int32_t at = 0;
     if (kiln_mtl_check_inputs(&en, inputs, &bad, &at) != KILN_MTL_OK) {
@@ -280,7 +289,7 @@ int kiln_metal_call(KilnMetal *k, uint32_t entry, const void *const *inputs, voi
     }
     for (uint32_t i = 0; i < en.ninputs; i++) {
       id<MTLBuffer> b = s.inputs[entry][i];
-      memcpy([b contents], inputs[i], (size_t)en.inputs[i].size);
+      kiln_mtl_load_input(&en.inputs[i], [b contents], inputs[i]);
     }
     id<MTLCommandBuffer> cb = encode_and_wait(s, m, entry, en.first_dispatch, en.first_dispatch + en.ndispatches);
     if (!cb) {

@@ -120,7 +120,7 @@ static uint64_t region_size(const KilnMtlEntry *e, int region, uint32_t slot) {
   case KILN_MTL_WEIGHTS: return M->weights_size;
   case KILN_MTL_ARENA: return M->arena_size;
   case KILN_MTL_STATE: if (!M->state_size) bad("a binding of the state block, which the model has not"); return M->state_size;
-  case KILN_MTL_INPUT: if (slot >= e->ninputs) bad("input slot %u", slot); return e->inputs[slot].size;
+  case KILN_MTL_INPUT: if (slot >= e->ninputs) bad("input slot %u", slot); return kiln_mtl_device_size(&e->inputs[slot]);
   case KILN_MTL_OUTPUT: if (slot >= e->noutputs) bad("output slot %u", slot); return e->outputs[slot].size;
   }
   bad("bad region %d", region);
@@ -250,14 +250,37 @@ static unsigned char *region_alloc(uint64_t n, int fill) {
   return p;
 }
 
-/* One call of entry en as kiln_metal_call makes it: the range checks on the caller's
- * inputs (returning KILN_MTL_E_RANGE before anything is touched), the inputs copied
- * into the entry's device buffers, its dispatches in order, the outputs copied out. */
+/* Why a call returned KILN_MTL_E_RANGE: an i64 input's element (check NULL) or a check. */
+typedef struct {
+  const KilnMtlCheck *check;
+  int32_t at;                 /* the checked input's value */
+  uint32_t input;             /* else: the i64 input, element and value */
+  uint64_t element;
+  int64_t value;
+} RangeWhy;
+
+/* Prints the one line of an E_RANGE call: what failed, and whether nothing was touched. */
+static void print_range(const KilnMtlEntry *en, const RangeWhy *w, bool same) {
+  if (w->check)
+    printf("range: %s_%s: %s = %d is outside [0, %d] (%s); %s\n", M->name, en->name, en->inputs[w->check->input].name,
+           (int)w->at, (int)w->check->max, w->check->what, same ? "nothing was touched" : "BUT BYTES CHANGED");
+  else
+    printf("range: %s_%s: i64 input %s[%llu] = %lld is outside the int32 range; %s\n", M->name, en->name,
+           en->inputs[w->input].name, (unsigned long long)w->element, (long long)w->value,
+           same ? "nothing was touched" : "BUT BYTES CHANGED");
+}
+
+/* One call of entry en as kiln_metal_call makes it: the i64 inputs' values and the
+ * range checks on the caller's inputs (returning KILN_MTL_E_RANGE, why in *why, before
+ * anything is touched), the inputs copied into the entry's device buffers (i64 ones
+ * narrowed), its dispatches in order, the outputs copied out. */
 static int call(const KilnMtlEntry *en, const int *kidx, const Regions *r, const void *const *inputs,
-                void *const *outputs, EmuOrder o, uint64_t seed, const KilnMtlCheck **failed, int32_t *value) {
-  int rc = kiln_mtl_check_inputs(en, inputs, failed, value);
+                void *const *outputs, EmuOrder o, uint64_t seed, RangeWhy *why) {
+  *why = (RangeWhy){0};
+  int rc = kiln_mtl_check_i64(en, inputs, &why->input, &why->element, &why->value);
+  if (rc == KILN_MTL_OK) rc = kiln_mtl_check_inputs(en, inputs, &why->check, &why->at);
   if (rc != KILN_MTL_OK) return rc;
-  for (uint32_t i = 0; i < en->ninputs; i++) memcpy(r->in[i], inputs[i], en->inputs[i].size);
+  for (uint32_t i = 0; i < en->ninputs; i++) kiln_mtl_load_input(&en->inputs[i], r->in[i], inputs[i]);
   for (uint32_t d = en->first_dispatch; d < en->first_dispatch + en->ndispatches; d++) run_dispatch(d, kidx[d], r, o, seed);
   for (uint32_t i = 0; i < en->noutputs; i++) memcpy(outputs[i], r->out[i], en->outputs[i].size);
   return KILN_MTL_OK;
@@ -325,7 +348,7 @@ static int entry_main(const Opts *op, unsigned char *weights, const int *kidx) {
                                                           : read_exact(op->state_in, M->state_size, "state");
   Regions r = {.weights = weights, .arena = region_alloc(M->arena_size, 0xff), .state = region_alloc(M->state_size, 0)};
   unsigned char *dev_in[64], *dev_out[64], *outs[2][64];
-  for (uint32_t i = 0; i < en.ninputs; i++) dev_in[i] = region_alloc(en.inputs[i].size, 0x5a);
+  for (uint32_t i = 0; i < en.ninputs; i++) dev_in[i] = region_alloc(kiln_mtl_device_size(&en.inputs[i]), 0x5a);
   for (uint32_t i = 0; i < en.noutputs; i++) {
     dev_out[i] = region_alloc(en.outputs[i].size, 0xff);
     outs[0][i] = region_alloc(en.outputs[i].size, 0xa5), outs[1][i] = region_alloc(en.outputs[i].size, 0xa5);
@@ -335,9 +358,9 @@ static int entry_main(const Opts *op, unsigned char *weights, const int *kidx) {
 
   /* Out of range: nothing may be touched. Snapshots of every byte the call could reach. */
   memcpy(r.state, state0, M->state_size);
-  const KilnMtlCheck *failed = NULL;
-  int32_t at = 0;
-  if (kiln_mtl_check_inputs(&en, ins, NULL, NULL) != KILN_MTL_OK) {
+  RangeWhy why;
+  if (kiln_mtl_check_i64(&en, ins, NULL, NULL, NULL) != KILN_MTL_OK ||
+      kiln_mtl_check_inputs(&en, ins, NULL, NULL) != KILN_MTL_OK) {
     size_t an = (size_t)(M->arena_size + 63) / 64 * 64 + 64;
     unsigned char *arena = malloc(an), *outs_before[64];
     memcpy(arena, r.arena, an);
@@ -345,17 +368,16 @@ static int entry_main(const Opts *op, unsigned char *weights, const int *kidx) {
       outs_before[i] = malloc(en.outputs[i].size);
       memcpy(outs_before[i], outs[0][i], en.outputs[i].size);
     }
-    int rc = call(&en, kidx, &r, ins, (void *const *)outs[0], EMU_FORWARD, op->seed, &failed, &at);
+    int rc = call(&en, kidx, &r, ins, (void *const *)outs[0], EMU_FORWARD, op->seed, &why);
     bool same = memcmp(r.state, state0, M->state_size) == 0 && memcmp(r.arena, arena, an) == 0;
     for (uint32_t i = 0; i < en.ninputs; i++)
-      for (uint64_t b = 0; b < en.inputs[i].size; b++) same &= dev_in[i][b] == 0x5a;
+      for (uint64_t b = 0; b < kiln_mtl_device_size(&en.inputs[i]); b++) same &= dev_in[i][b] == 0x5a;
     for (uint32_t i = 0; i < en.noutputs; i++) {
       same &= memcmp(outs_before[i], outs[0][i], en.outputs[i].size) == 0;
       for (uint64_t b = 0; b < en.outputs[i].size; b++) same &= dev_out[i][b] == 0xff;
     }
     if (rc != KILN_MTL_E_RANGE) bad("the checks failed, then the call returned %d", rc);
-    printf("range: %s_%s: %s = %d is outside [0, %d] (%s); %s\n", M->name, en.name, en.inputs[failed->input].name,
-           (int)at, (int)failed->max, failed->what, same ? "nothing was touched" : "BUT BYTES CHANGED");
+    print_range(&en, &why, same);
     return same ? 6 : 7;
   }
 
@@ -368,7 +390,7 @@ static int entry_main(const Opts *op, unsigned char *weights, const int *kidx) {
     memcpy(r.state, state0, M->state_size);
     memset(r.arena, 0xff, (size_t)(M->arena_size + 63) / 64 * 64 + 64);   /* NaN: reads of unwritten bytes show */
     for (uint32_t i = 0; i < en.noutputs; i++) memset(dev_out[i], 0xff, en.outputs[i].size);
-    int rc = call(&en, kidx, &r, ins, (void *const *)got, o, op->seed * 1000003u, &failed, &at);
+    int rc = call(&en, kidx, &r, ins, (void *const *)got, o, op->seed * 1000003u, &why);
     if (rc != KILN_MTL_OK) bad("the call returned %d", rc);
     if (norders == 0) memcpy(state_first, r.state, M->state_size);
     else {
@@ -405,15 +427,16 @@ static uint64_t next(void) {
   return rng;
 }
 
-static int type_size(int t) { return t == KILN_MTL_U8 ? 1 : 4; }
+static int type_size(int t) { return t == KILN_MTL_U8 ? 1 : t == KILN_MTL_I64 ? 8 : 4; }
 
-/* Random inputs: f32 uniform in [-1, 1), i32 in [0, int_max), bool 0/1. */
+/* Random inputs: f32 uniform in [-1, 1), i32 and i64 in [0, int_max), bool 0/1. */
 static void fill_input(void *p, const KilnMtlIO *io, int int_max) {
   size_t n = io->size / (size_t)type_size(io->type);
   for (size_t i = 0; i < n; i++) {
     uint64_t r = next();
     if (io->type == KILN_MTL_F32) ((float *)p)[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2.0 - 1.0);
     else if (io->type == KILN_MTL_I32) ((int32_t *)p)[i] = (int32_t)(r % (uint64_t)int_max);
+    else if (io->type == KILN_MTL_I64) ((int64_t *)p)[i] = (int64_t)(r % (uint64_t)int_max);
     else ((uint8_t *)p)[i] = (uint8_t)(r & 1);
   }
 }
@@ -470,27 +493,33 @@ static const char *save_path(const char *dir, const char *what, uint32_t i) {
   return path;
 }
 
-/* Random inputs through every order, compared with the C target's KH_RUN_V. */
+/* Random inputs through every order, compared with the C target's KH_RUN_V. The call
+ * goes through `call` as kiln_metal_run's does (the caller's buffers copied to and from
+ * the device buffers in r, i64 inputs narrowed on the way in). */
 static int compare_main(const Opts *op, unsigned char *weights, const int *kidx) {
   rng ^= op->seed * 0x9E3779B97F4A7C15ull;
+  KilnMtlEntry whole = kiln_mtl_entry(M, 0);
   Regions r = {.weights = weights};
   r.in = calloc(M->ninputs + 1, sizeof(void *));
   r.out = calloc(M->noutputs + 1, sizeof(void *));
+  unsigned char **in = calloc(M->ninputs + 1, sizeof(void *)), **got = calloc(M->noutputs + 1, sizeof(void *));
   unsigned char **ref = calloc(M->noutputs + 1, sizeof(void *));
   for (uint32_t i = 0; i < M->ninputs; i++) {
-    r.in[i] = aligned_alloc(64, (M->inputs[i].size + 63) / 64 * 64);
-    fill_input(r.in[i], &M->inputs[i], op->int_max);
+    in[i] = region_alloc(M->inputs[i].size, 0);
+    r.in[i] = region_alloc(kiln_mtl_device_size(&M->inputs[i]), 0);
+    fill_input(in[i], &M->inputs[i], op->int_max);
   }
   for (uint32_t i = 0; i < M->noutputs; i++) {
-    r.out[i] = aligned_alloc(64, (M->outputs[i].size + 63) / 64 * 64);
-    ref[i] = aligned_alloc(64, (M->outputs[i].size + 63) / 64 * 64);
+    r.out[i] = region_alloc(M->outputs[i].size, 0);
+    got[i] = region_alloc(M->outputs[i].size, 0);
+    ref[i] = region_alloc(M->outputs[i].size, 0);
   }
   size_t arena_bytes = (M->arena_size + 63) / 64 * 64 + 64;
-  r.arena = aligned_alloc(64, arena_bytes);
+  r.arena = region_alloc(M->arena_size, 0);
 
-  /* The C target: the reference. */
-  memset(r.arena, 0, arena_bytes);
-  KH_RUN_V(weights, r.arena, (const void *const *)r.in, (void *const *)ref);
+  /* The C target: the reference (a model with i64 inputs returns its status: the
+   * random values are in range, so it ran). */
+  KH_RUN_V(weights, r.arena, (const void *const *)in, (void *const *)ref);
 
   bool all_ok = true;
   int norders = 0;
@@ -499,16 +528,18 @@ static int compare_main(const Opts *op, unsigned char *weights, const int *kidx)
     EmuOrder o = parse_order(p, len);
     memset(r.arena, 0xff, arena_bytes);                 /* NaN everywhere: reads of unwritten bytes show */
     for (uint32_t i = 0; i < M->noutputs; i++) memset(r.out[i], 0xff, M->outputs[i].size);
-    for (uint32_t d = 0; d < M->ndispatches; d++) run_dispatch(d, kidx[d], &r, o, op->seed * 1000003u);
-    for (uint32_t i = 0; i < M->noutputs; i++) all_ok &= compare(i, r.out[i], ref[i], o, op->rtol, op->atol, op->quiet);
+    RangeWhy why;
+    if (call(&whole, kidx, &r, (const void *const *)in, (void *const *)got, o, op->seed * 1000003u, &why) != KILN_MTL_OK)
+      bad("the call returned KILN_MTL_E_RANGE on in-range inputs");
+    for (uint32_t i = 0; i < M->noutputs; i++) all_ok &= compare(i, got[i], ref[i], o, op->rtol, op->atol, op->quiet);
     norders++;
     p += len;
     if (*p == ',') p++;
   }
   for (uint32_t i = 0; op->save && i < M->ninputs; i++)
-    write_file(save_path(op->save, "in", i), r.in[i], M->inputs[i].size);
+    write_file(save_path(op->save, "in", i), in[i], M->inputs[i].size);
   for (uint32_t i = 0; op->save && i < M->noutputs; i++)
-    write_file(save_path(op->save, "out", i), r.out[i], M->outputs[i].size);
+    write_file(save_path(op->save, "out", i), got[i], M->outputs[i].size);
   EmuStats s = emu_stats();
   printf("model %s: %u dispatches per inference, %d orders; %llu threadgroups, %llu threads, %llu barriers, %llu SIMD collectives\n",
          M->name, M->ndispatches, norders, (unsigned long long)s.threadgroups, (unsigned long long)s.threads,
