@@ -15,7 +15,8 @@
 #     a model with state or entry points (models/stories.lua, tests/golden/tinystate.lua,
 #     tests/state/*.lua) runs sequences of calls that carry the state block, compared
 #     after every call with the C target and the interpreter, and out-of-range offsets
-#     (tests/py/run_metal_state.py); weights kept in every stored format
+#     (tests/py/run_metal_state.py); i64 inputs at the int32 limits and beyond them
+#     (E_RANGE, as the C entry; tests/py/run_metal_i64.py); weights kept in every stored format
 #     (tests/quant/qmix.lua with qmix.args, qbatch.lua as q4_k, stories as q8_0) against
 #     C and the interpreter, and broken expansions caught; every op of the op table must have run in some
 #     kernel; the exact text of a golden model (tests/metal/golden/) is compared byte
@@ -159,6 +160,14 @@ for script in models/*.lua tests/metal/models/*.lua tests/targets/*.lua tests/go
     fail "metal_emulated_matches_c_$m" "exit $rc: $(grep -E 'MISMATCH|FAIL|harness' "$T/out" | head -n 3 | tr '\n' ' ')"
   fi
 done
+
+# i64 inputs (tests/metal/models/mtl_i64.lua, built and compared with C above on random
+# in-range ids): the int32 limits, and values outside them, which the Metal call and the
+# C entry must both refuse with E_RANGE, touching nothing (tests/py/run_metal_i64.py).
+case " $tested " in
+  *" mtl_i64 "*) "$PY" tests/py/run_metal_i64.py "$T/m/mtl_i64" ;;
+  *) fail metal_i64 "tests/metal/models/mtl_i64.lua was not built and run" ;;
+esac
 
 # Gemma 3 (models/llm.lua's sliding-window layers on ring caches) over the seeded gemma3
 # checkpoint of tests/llm/run_llm.py, as model `gemma`; run_metal_state.py reads the
