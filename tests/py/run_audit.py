@@ -119,8 +119,7 @@ ITEMS = [
 # cannot (docs/ops.md says why); "gap": it could, Kiln does not yet. Both print PASS when
 # the error is exactly that one line, and the table says which it is.
 EXPECTED_ERRORS = {
-    "i64": {"coreml": ("limit", r"^i64\.lua:5: error: input ids is i64: Core ML target: .*declare it \"i32\"$"),
-            "metal": ("gap", r"^i64\.lua:5: error: input ids is i64: Metal target: .*declare it \"i32\"$")},
+    "i64": {"coreml": ("limit", r"^i64\.lua:5: error: input ids is i64: Core ML target: .*declare it \"i32\"$")},
 }
 
 

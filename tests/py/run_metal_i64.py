@@ -1,4 +1,4 @@
-"""run_metal_i64.py DIR -- i64 inputs on the Metal target, at and past the int32 limits.
+"""run_metal_i64.py DIR [SDIR] -- i64 inputs on the Metal target, at and past the int32 limits.
 
 DIR holds tests/metal/models/mtl_i64.lua built for Metal (mtl_i64.*, and the emulator
 harness DIR/emu from tests/metal/mkemu.sh), as tests/t_metal.sh leaves it. The random
@@ -15,6 +15,12 @@ narrowed; this adds what random small ids cannot reach:
     and the value and the device buffers, arena and outputs verified untouched; the C
     entry must return <M>_E_RANGE for the same inputs with nothing touched (driver
     exit 6): the same semantics on both targets.
+SDIR holds tests/metal/i64/tokstate.lua built for Metal with its harness (an entry with
+state taking i64 token ids): two calls chained through the state block, Metal against
+the generated C entry after each (outputs within the harness's bound, the state block
+the same bytes) and against numpy; then a call with an id past INT32_MAX, and one with
+both a bad id and an out-of-range position: Metal returns E_RANGE naming the i64 input
+(its check comes first, as in the C entry) with nothing touched, C returns E_RANGE.
 One PASS/FAIL line per case.
 """
 import os
@@ -108,5 +114,82 @@ def main():
                   "; ".join(problems) if problems else "Metal E_RANGE naming %s[%d], C E_RANGE" % (name, at))
 
 
+def state_call(d, e, ins, state_in, tag):
+    """One Metal call of tokstate's `step` on the emulator: (exit status, stdout, outputs,
+    state bytes after)."""
+    paths = []
+    for i, (io, a) in enumerate(zip(e["inputs"], ins)):
+        p = os.path.join(d, "%s_in%d.bin" % (tag, i))
+        np.ascontiguousarray(a, dtype=kt.NP_DTYPE[io["dtype"]]).tofile(p)
+        paths += ["--in", p]
+    sin, sout = os.path.join(d, tag + "_sin.bin"), os.path.join(d, tag + "_sout.bin")
+    with open(sin, "wb") as f:
+        f.write(state_in)
+    outs = [os.path.join(d, "%s_out%d.bin" % (tag, i)) for i in range(len(e["outputs"]))]
+    rc, out, err = kt.run([os.path.join(d, "emu"), os.path.join(d, "tokstate.weights"), "--entry", "step",
+                           "--state-in", sin, "--state-out", sout, *paths, *sum((["--out", p] for p in outs), [])])
+    if rc != 0:
+        return rc, (out + err).strip(), None, None
+    with open(sout, "rb") as f:
+        st = f.read()
+    return rc, out.strip(), [np.fromfile(p, dtype=kt.NP_DTYPE[io["dtype"]]).reshape(io["shape"])
+                             for io, p in zip(e["outputs"], outs)], st
+
+
+def close(got, ref):
+    """The harness's bound: |metal - c| <= 2e-6 max(1, max|c|) + 1e-5 |c|."""
+    scale = max(1.0, float(np.abs(ref).max()))
+    return got.shape == ref.shape and bool(np.all(np.abs(got - ref) <= 2e-6 * scale + 1e-5 * np.abs(ref)))
+
+
+def stateful(d):
+    """The SDIR checks (see the file comment)."""
+    meta = kt.load_meta(d, "tokstate")
+    e = kt.entry_of(meta, "step")
+    ok, why = kt.compile_driver(d, "tokstate", meta, exe="drv_step", entry=e)
+    if not kt.report(ok, "metal_i64/state_c_driver", why):
+        return
+    _, weights = peers.load_kiln_weights(d, "tokstate")
+    table = weights["emb.weight"]
+    state = bytes(meta["state_bytes"])
+    calls = [(np.array([3, 7], np.int64), 0), (np.array([9, 0], np.int64), 2)]
+    for n, (tokens, pos) in enumerate(calls):
+        ins = [tokens, np.array(pos, np.int32)]
+        rc, out, got, mstate = state_call(d, e, ins, state, "s%d" % n)
+        st, why, cres, cstate = kt.run_entry(d, "tokstate", e, ins, state, exe="drv_step")
+        name = "metal_i64/state_call%d" % n
+        if got is None or st != "ok":
+            kt.report(False, name, out if got is None else why)
+            return
+        cache = np.frombuffer(mstate, np.float32, 24).reshape(6, 4)
+        ref = table[tokens] @ cache.T.astype(np.float64)
+        probs = []
+        if not close(got[0], cres[0]):
+            probs.append("scores differ from C")
+        if mstate != cstate:
+            probs.append("the state block differs from C's")
+        if not np.array_equal(cache[pos:pos + 2], table[tokens]) or not close(got[0], ref.astype(np.float32)):
+            probs.append("rows or scores differ from numpy")
+        kt.report(not probs, name, "; ".join(probs) if probs else
+                  "tokens %s at %d: scores and state as C and numpy" % (list(tokens), pos))
+        state = mstate
+    for label, tokens, pos, bad_at, bad in (("id", [2 ** 31, 1], 4, 0, 2 ** 31),
+                                            ("id_and_pos", [1, -2 ** 31 - 1], 5, 1, -2 ** 31 - 1)):
+        ins = [np.array(tokens, np.int64), np.array(pos, np.int32)]
+        rc, out, _, _ = state_call(d, e, ins, state, "r" + label)
+        st, why, _, _ = kt.run_entry(d, "tokstate", e, ins, state, exe="drv_step")
+        want = "range: tokstate_step: i64 input tokens[%d] = %d is outside the int32 range; nothing was touched" % (
+            bad_at, bad)
+        probs = []
+        if rc != 6 or out != want:
+            probs.append("Metal: exit %d, %r (expected 6, %r)" % (rc, out, want))
+        if st != "range":
+            probs.append("C: %s %s (expected E_RANGE, nothing touched)" % (st, why))
+        kt.report(not probs, "metal_i64/state_out_of_range_" + label,
+                  "; ".join(probs) if probs else "Metal E_RANGE naming tokens[%d], C E_RANGE" % bad_at)
+
+
 if __name__ == "__main__":
     main()
+    if len(sys.argv) > 2:
+        stateful(sys.argv[2])
