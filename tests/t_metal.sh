@@ -163,9 +163,18 @@ done
 
 # i64 inputs (tests/metal/models/mtl_i64.lua, built and compared with C above on random
 # in-range ids): the int32 limits, and values outside them, which the Metal call and the
-# C entry must both refuse with E_RANGE, touching nothing (tests/py/run_metal_i64.py).
+# C entry must both refuse with E_RANGE, touching nothing; and i64 tokens into an entry
+# with state (tests/metal/i64/tokstate.lua) (tests/py/run_metal_i64.py).
+d=$T/m/tokstate
+if "$KILN" build tests/metal/i64/tokstate.lua -o "$d" --target metal > "$T/out" 2>&1 &&
+   sh "$M/mkemu.sh" "$d" tokstate "$d/emu" > "$T/out" 2>&1; then
+  pass metal_compile_tokstate
+else
+  fail metal_compile_tokstate "$(tail -n 3 "$T/out" | tr '\n' ' ')"; d=""
+fi
+# shellcheck disable=SC2086
 case " $tested " in
-  *" mtl_i64 "*) "$PY" tests/py/run_metal_i64.py "$T/m/mtl_i64" ;;
+  *" mtl_i64 "*) "$PY" tests/py/run_metal_i64.py "$T/m/mtl_i64" $d ;;
   *) fail metal_i64 "tests/metal/models/mtl_i64.lua was not built and run" ;;
 esac
 

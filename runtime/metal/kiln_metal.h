@@ -228,9 +228,9 @@ KilnMetal *kiln_metal_open(const KilnMtlModel *m, const void *weights, const cha
  * int32_t), and returns KILN_MTL_E_RANGE (the C target's <M>_E_RANGE) with a message
  * naming the input, element and value if one fails, before touching anything: state,
  * arena, device buffers and outputs keep their bytes. Else copies inputs[i] in (an
- * i64 input narrowed to int32, kiln_mtl_load_input), encodes
- * the entry's dispatches into one command buffer, commits, waits, and copies the
- * outputs back into outputs[i]; the state block is updated in place. Returns
+ * i64 input narrowed to int32, kiln_mtl_load_input), encodes the entry's
+ * dispatches into one command buffer, commits, waits, and copies the outputs back
+ * into outputs[i]; the state block is updated in place. Returns
  * KILN_MTL_OK, or KILN_MTL_FAILED (-1) with a message naming the failing dispatch's
  * kernel (then the state block's contents are unspecified: reset or reload it). */
 int kiln_metal_call(KilnMetal *k, uint32_t entry, const void *const *inputs, void *const *outputs, char *err,

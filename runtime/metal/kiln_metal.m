@@ -11,9 +11,9 @@
  * copies the inputs in (i64 ones narrowed to int32: kernels read i32), encodes
  * the entry's dispatches in table order into one serial compute encoder of one
  * command buffer (serial dispatches see each other's writes), commits, waits, and
- * copies the outputs out: the same caller-owned host-memory shape as the C target's <m>_run. The
- * state block stays on the device side between calls (shared storage, so the
- * host reads and writes it directly between calls).
+ * copies the outputs out: the same caller-owned host-memory shape as the C
+ * target's <m>_run. The state block stays on the device side between calls
+ * (shared storage, so the host reads and writes it directly between calls).
  *
  * When a command buffer fails, Metal does not say which dispatch failed; the call
  * then replays the entry's dispatches one command buffer each to name the kernel.

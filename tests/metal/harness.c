@@ -8,7 +8,8 @@
  * (KH_RUN_V for a plain model only) and linked with the generated <m>.c,
  * <m>_metal.c, the clang-compiled kernels and the tables of tests/metal/mslreflect.py.
  * It interprets the table exactly as runtime/metal/kiln_metal.m does — entries,
- * range checks (the same kiln_mtl_check_inputs), regions, byte offsets, buffer
+ * range checks and i64 inputs (the same kiln_mtl_check_i64, kiln_mtl_check_inputs
+ * and kiln_mtl_load_input from kiln_metal.h), regions, byte offsets, buffer
  * indices, grid — and checks what the Objective-C runtime cannot: that every
  * binding matches the kernel's reflected signature (count, element type, const for
  * reads), stays in its region, and does not alias a written binding. Each binding
@@ -323,6 +324,11 @@ static int *check_table(void) {
       if (kidx[d] >= 0) bad("dispatch %u belongs to two entries", d);
       kidx[d] = check_dispatch(&en, d);
     }
+    for (uint32_t i = 0; i < en.ninputs; i++)
+      if (en.inputs[i].type == KILN_MTL_I64 && (en.inputs[i].size == 0 || en.inputs[i].size % 8))
+        bad("entry %s: i64 input %s of %llu bytes", en.name, en.inputs[i].name, (unsigned long long)en.inputs[i].size);
+    for (uint32_t i = 0; i < en.noutputs; i++)
+      if (en.outputs[i].type == KILN_MTL_I64) bad("entry %s: output %s is i64 (inputs only)", en.name, en.outputs[i].name);
     for (uint32_t c = 0; c < en.nchecks; c++)
       if (en.checks[c].input >= en.ninputs || en.inputs[en.checks[c].input].type != KILN_MTL_I32 ||
           en.inputs[en.checks[c].input].size != 4)
