@@ -27,7 +27,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 import kt  # noqa: E402  (the drivers of stateful entries)
 
-NP = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+NP = {"f32": np.float32, "i32": np.int32, "bool": np.bool_, "i64": np.int64}
 
 
 def report(ok, name, why):
@@ -52,15 +52,15 @@ def build(kiln, script, out, extra):
 
 
 def inputs(meta, work):
-    """Seeded inputs: normal f32, i32 in [0, 5) (valid indices for the test models), bools."""
+    """Seeded inputs: normal f32, i32 and i64 in [0, 5) (valid indices for the test models), bools."""
     rng = np.random.default_rng(11)
     files = []
     for io in meta["inputs"]:
         shape, dt = io["shape"], io["dtype"]
         if dt == "f32":
             a = rng.standard_normal(shape).astype(np.float32)
-        elif dt == "i32":
-            a = rng.integers(0, 5, size=shape).astype(np.int32)
+        elif dt in ("i32", "i64"):
+            a = rng.integers(0, 5, size=shape).astype(NP[dt])
         else:
             a = rng.integers(0, 2, size=shape).astype(np.bool_)
         path = os.path.join(work, io["name"] + ".npy")
