@@ -325,8 +325,9 @@ static void conv_gemm_store(KernelCtx *k, const ConvGeom *c, const Node *bn) {
   emit_var(&sv, "FIELDS", fields.len ? fields.data : "");
   emit_var(&sv, "LOCALS", locals.len ? locals.data : "");
   emit_var(&sv, "ROW", kiln_fmt("%s%s", c->bias ? "    const float b = bias[oc];\n" : "", bn_row(bn, "oc", "    ")));
-  const char *v = c->bias ? "o[p] + b" : "o[p]";
+  const char *v = c->bias ? "o[p] + b" : "o[p]", *v16 = c->bias ? "o[p + t] + b" : "o[p + t]";
   emit_var(&sv, "VALUE", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
+  emit_var(&sv, "VALUE16", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v16) : v16);
   emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
   emit_var(&k->v, "STORE", expand_str("c/conv_gemm_store.c.tmpl", &sv));
   emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, init.len ? init.data : ""));
@@ -380,9 +381,13 @@ static const char *k_conv(KernelCtx *k) {
     return "c/conv_patch.c.tmpl";
   }
   if (conv_direct_fits(&c)) {
-    emit_var(&k->v, "ROW", kiln_fmt("%s%s", c.bias ? "        const float b = bias[oc];\n" : "", bn_row(bn, "oc", "        ")));
-    const char *v = c.bias ? "acc[ow] + b" : "acc[ow]";
-    emit_var(&k->v, "VALUE", bn ? kiln_fmt(c.bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
+    EmitVars sv = {0};
+    emit_var(&sv, "ROW", kiln_fmt("%s%s", c.bias ? "        const float b = bias[oc];\n" : "", bn_row(bn, "oc", "        ")));
+    const char *v = c.bias ? "o[i] + b" : "o[i]", *v16 = c.bias ? "o[i + t] + b" : "o[i + t]";
+    emit_var(&sv, "VALUE", bn ? kiln_fmt(c.bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
+    emit_var(&sv, "VALUE16", bn ? kiln_fmt(c.bias ? "(%s) * scale + shift" : "%s * scale + shift", v16) : v16);
+    emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
+    emit_var(&k->v, "STORE", c.bias || bn || k->fused ? expand_str("c/conv_direct_store.c.tmpl", &sv) : "");
     return "c/conv_direct.c.tmpl";
   }
   const char *store = "";

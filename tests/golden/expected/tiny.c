@@ -109,7 +109,12 @@ typedef __m512 kiln_v;
 #elif !defined(KILN_SCALAR) && (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define KILN_VW 8
-#define KILN_MR 3    /* 12 of the 16 ymm registers hold sums */
+/* Built for AVX2 (-march=x86-64-v3), the full tile still runs on AVX-512 when the CPU has it
+ * (checked at run time: kiln_tile_full), so A's blocks are laid out for its 12 rows; AVX2
+ * runs such a block as four tiles of 3 rows (12 of the 16 ymm registers hold sums).
+ * -DKILN_NO_AVX512 keeps to AVX2 (tests/t_isa.sh checks both give the same bits). */
+#define KILN_MR 12
+#define KILN_DISPATCH512 1
 typedef __m256 kiln_v;
 #define kiln_vload(p) _mm256_loadu_ps(p)
 #define kiln_vstore(p, v) _mm256_storeu_ps((p), (v))
@@ -182,18 +187,94 @@ KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, co
   kiln_tile_a(r, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
 }
 
-/* The tile shapes the kernels use: KILN_MR rows, and one row (a matrix-vector product, or
- * the rows left over). */
+#ifdef KILN_DISPATCH512
+/* kiln_tile_a on AVX-512 (12 x 32 sums in 24 zmm registers), compiled for it by the
+ * target attribute whatever the file's flags; called only where the CPU has it. The same
+ * fmaf chains as every other path, so the same bits. */
+#define KILN_T512 __attribute__((target("avx512f")))
+KILN_T512 static inline __attribute__((always_inline)) void
+kiln_tile512_a(const int r, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+               int64_t ldb, float *restrict t, int64_t ldt, int first) {
+  __m512 acc[12][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < r; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) acc[i][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(t + i * ldt + v * 16);
+  for (int64_t k = 0; k < kc; k++) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * ldb), b1 = _mm512_loadu_ps(bp + k * ldb + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < r; i++) {
+      const __m512 a = _mm512_set1_ps(ap[k * ka + i * ia]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < r; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) _mm512_storeu_ps(t + i * ldt + v * 16, acc[i][v]);
+}
+KILN_T512 static void kiln_tile512_12(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                      const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt, int first) {
+  kiln_tile512_a(12, kc, ap, ka, ia, bp, ldb, t, ldt, first);
+}
+KILN_T512 static void kiln_tile512_4(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
+                                     float *restrict t, int64_t ldt, int first) {
+  kiln_tile512_a(4, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
+}
+KILN_T512 static void kiln_tile512_1(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
+                                     float *restrict t, int64_t ldt, int first) {
+  kiln_tile512_a(1, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
+}
+/* Whether this CPU (and its OS) runs AVX-512: libgcc's cpuid and xgetbv, read once at
+ * start-up into a global, so a test per tile. */
+static int kiln_avx512(void) {
+#ifdef KILN_NO_AVX512
+  return 0;
+#else
+  return __builtin_cpu_supports("avx512f");
+#endif
+}
+#endif
+
+/* The full tile: KILN_MR rows of A, element (i, k) at ap[k * ka + i * ia]. */
+static void kiln_tile_full(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                           int64_t ldb, float *restrict t, int64_t ldt, int first) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) {
+    kiln_tile512_12(kc, ap, ka, ia, bp, ldb, t, ldt, first);
+    return;
+  }
+  for (int q = 0; q < KILN_MR; q += 3) kiln_tile_a(3, kc, ap + q * ia, ka, ia, bp, ldb, t + q * ldt, ldt, first);
+#else
+  kiln_tile_a(KILN_MR, kc, ap, ka, ia, bp, ldb, t, ldt, first);
+#endif
+}
+
+/* The tile shapes the kernels use: KILN_MR rows, four, and one row (a matrix-vector
+ * product, or the rows left over). */
 static void kiln_tile_mr(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
                          int64_t ldt, int first) {
-  kiln_tile(KILN_MR, kc, ap, bp, ldb, t, ldt, first);
+  kiln_tile_full(kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
 }
 static void kiln_tile_4(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
                         int64_t ldt, int first) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) {
+    kiln_tile512_4(kc, ap, bp, ldb, t, ldt, first);
+    return;
+  }
+#endif
   kiln_tile(4, kc, ap, bp, ldb, t, ldt, first);
 }
 static void kiln_tile_1(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
                         int64_t ldt, int first) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) {
+    kiln_tile512_1(kc, ap, bp, ldb, t, ldt, first);
+    return;
+  }
+#endif
   kiln_tile(1, kc, ap, bp, ldb, t, ldt, first);
 }
 
@@ -426,37 +507,60 @@ static inline float norm_epilogue(float v) {
 
 /* norm: layernorm f32 [2, 4], [4], [4] -> [2, 4], axis 1, then gelu (tiny.lua:14)
  * Each of ROWS rows of D elements: mean, then the variance of the deviations (two
- * passes), y = (x - mean) / sqrt(var + EPS) * gamma + beta. */
+ * passes), y = (x - mean) / sqrt(var + EPS) * gamma + beta. Both sums go over 16 lanes (lane j
+ * takes j, j + 16, ..., in order), then the lanes in a fixed tree: the same adds in the same
+ * order on every path, and a loop the compiler vectorises. */
 static void norm(const float *restrict x, const float *restrict gamma, const float *restrict beta, float *restrict out) {
   enum { ROWS = 2, D = 4 };
   const float EPS = 1e-05f;
   for (int64_t r = 0; r < ROWS; r++) {
     const float *restrict xr = x + r * D;
     float *restrict o = out + r * D;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < D; j++) sum += xr[j];
-    const float mean = sum / (float)D;
-    float sq = 0.0f;
-    for (int64_t j = 0; j < D; j++) sq += (xr[j] - mean) * (xr[j] - mean);
-    const float denom = sqrtf(sq / (float)D + EPS);
-    for (int64_t j = 0; j < D; j++) o[j] = norm_epilogue((xr[j] - mean) / denom * gamma[j] + beta[j]);
+    float sum[16], sq[16];
+    for (int l = 0; l < 16; l++) sum[l] = 0.0f, sq[l] = 0.0f;
+    int64_t j = 0;
+    for (; j + 16 <= D; j += 16)
+      for (int l = 0; l < 16; l++) sum[l] += xr[j + l];
+    for (int l = 0; j + l < D; l++) sum[l] += xr[j + l];
+    for (int w = 8; w > 0; w /= 2)
+      for (int l = 0; l < w; l++) sum[l] += sum[l + w];
+    const float mean = sum[0] / (float)D;
+    for (j = 0; j + 16 <= D; j += 16)
+      for (int l = 0; l < 16; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
+    for (int l = 0; j + l < D; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
+    for (int w = 8; w > 0; w /= 2)
+      for (int l = 0; l < w; l++) sq[l] += sq[l + w];
+    const float denom = sqrtf(sq[0] / (float)D + EPS);
+    for (j = 0; j < D; j++) o[j] = norm_epilogue((xr[j] - mean) / denom * gamma[j] + beta[j]);
   }
 }
 
 /* softmax: softmax f32 [2, 4] -> [2, 4], axis 1 (tiny.lua:15)
  * Softmax along each of ROWS rows of N contiguous elements: subtract the row's max
- * before exp (stable), then divide by the sum. */
+ * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes (lane
+ * j takes k = j, j + 16, ..., in order), then the lanes in a fixed tree: a fixed order of
+ * adds, the same on every path, that the compiler vectorises (one in-order chain it
+ * cannot: each add waits for the last). */
 static void softmax(const float *restrict x, float *restrict out) {
   enum { ROWS = 2, N = 4 };
   for (int64_t r = 0; r < ROWS; r++) {
     const float *restrict xr = x + r * N;
     float *restrict o = out + r * N;
-    float mx = -INFINITY;
-    for (int64_t k = 0; k < N; k++) mx = xr[k] > mx ? xr[k] : mx;
-    for (int64_t k = 0; k < N; k++) o[k] = kiln_expf(xr[k] - mx);   /* a loop of its own: it vectorises */
-    float sum = 0.0f;
-    for (int64_t k = 0; k < N; k++) sum += o[k];                     /* in order (no reassociation) */
-    for (int64_t k = 0; k < N; k++) o[k] = o[k] / sum;
+    float mx[16], sum[16];
+    for (int j = 0; j < 16; j++) mx[j] = -INFINITY, sum[j] = 0.0f;
+    int64_t k = 0;
+    for (; k + 16 <= N; k += 16)
+      for (int j = 0; j < 16; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
+    for (int j = 0; k + j < N; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
+    for (int w = 8; w > 0; w /= 2)
+      for (int j = 0; j < w; j++) mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
+    for (k = 0; k < N; k++) o[k] = kiln_expf(xr[k] - mx[0]);   /* a loop of its own: it vectorises */
+    for (k = 0; k + 16 <= N; k += 16)
+      for (int j = 0; j < 16; j++) sum[j] += o[k + j];
+    for (int j = 0; k + j < N; j++) sum[j] += o[k + j];
+    for (int w = 8; w > 0; w /= 2)
+      for (int j = 0; j < w; j++) sum[j] += sum[j + w];
+    for (k = 0; k < N; k++) o[k] = o[k] / sum[0];
   }
 }
 

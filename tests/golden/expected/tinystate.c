@@ -53,7 +53,12 @@ typedef __m512 kiln_v;
 #elif !defined(KILN_SCALAR) && (defined(__GNUC__) || defined(__clang__)) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #define KILN_VW 8
-#define KILN_MR 3    /* 12 of the 16 ymm registers hold sums */
+/* Built for AVX2 (-march=x86-64-v3), the full tile still runs on AVX-512 when the CPU has it
+ * (checked at run time: kiln_tile_full), so A's blocks are laid out for its 12 rows; AVX2
+ * runs such a block as four tiles of 3 rows (12 of the 16 ymm registers hold sums).
+ * -DKILN_NO_AVX512 keeps to AVX2 (tests/t_isa.sh checks both give the same bits). */
+#define KILN_MR 12
+#define KILN_DISPATCH512 1
 typedef __m256 kiln_v;
 #define kiln_vload(p) _mm256_loadu_ps(p)
 #define kiln_vstore(p, v) _mm256_storeu_ps((p), (v))
@@ -126,18 +131,94 @@ KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, co
   kiln_tile_a(r, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
 }
 
-/* The tile shapes the kernels use: KILN_MR rows, and one row (a matrix-vector product, or
- * the rows left over). */
+#ifdef KILN_DISPATCH512
+/* kiln_tile_a on AVX-512 (12 x 32 sums in 24 zmm registers), compiled for it by the
+ * target attribute whatever the file's flags; called only where the CPU has it. The same
+ * fmaf chains as every other path, so the same bits. */
+#define KILN_T512 __attribute__((target("avx512f")))
+KILN_T512 static inline __attribute__((always_inline)) void
+kiln_tile512_a(const int r, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+               int64_t ldb, float *restrict t, int64_t ldt, int first) {
+  __m512 acc[12][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < r; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) acc[i][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(t + i * ldt + v * 16);
+  for (int64_t k = 0; k < kc; k++) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * ldb), b1 = _mm512_loadu_ps(bp + k * ldb + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < r; i++) {
+      const __m512 a = _mm512_set1_ps(ap[k * ka + i * ia]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < r; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) _mm512_storeu_ps(t + i * ldt + v * 16, acc[i][v]);
+}
+KILN_T512 static void kiln_tile512_12(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                      const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt, int first) {
+  kiln_tile512_a(12, kc, ap, ka, ia, bp, ldb, t, ldt, first);
+}
+KILN_T512 static void kiln_tile512_4(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
+                                     float *restrict t, int64_t ldt, int first) {
+  kiln_tile512_a(4, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
+}
+KILN_T512 static void kiln_tile512_1(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
+                                     float *restrict t, int64_t ldt, int first) {
+  kiln_tile512_a(1, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
+}
+/* Whether this CPU (and its OS) runs AVX-512: libgcc's cpuid and xgetbv, read once at
+ * start-up into a global, so a test per tile. */
+static int kiln_avx512(void) {
+#ifdef KILN_NO_AVX512
+  return 0;
+#else
+  return __builtin_cpu_supports("avx512f");
+#endif
+}
+#endif
+
+/* The full tile: KILN_MR rows of A, element (i, k) at ap[k * ka + i * ia]. */
+static void kiln_tile_full(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                           int64_t ldb, float *restrict t, int64_t ldt, int first) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) {
+    kiln_tile512_12(kc, ap, ka, ia, bp, ldb, t, ldt, first);
+    return;
+  }
+  for (int q = 0; q < KILN_MR; q += 3) kiln_tile_a(3, kc, ap + q * ia, ka, ia, bp, ldb, t + q * ldt, ldt, first);
+#else
+  kiln_tile_a(KILN_MR, kc, ap, ka, ia, bp, ldb, t, ldt, first);
+#endif
+}
+
+/* The tile shapes the kernels use: KILN_MR rows, four, and one row (a matrix-vector
+ * product, or the rows left over). */
 static void kiln_tile_mr(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
                          int64_t ldt, int first) {
-  kiln_tile(KILN_MR, kc, ap, bp, ldb, t, ldt, first);
+  kiln_tile_full(kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
 }
 static void kiln_tile_4(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
                         int64_t ldt, int first) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) {
+    kiln_tile512_4(kc, ap, bp, ldb, t, ldt, first);
+    return;
+  }
+#endif
   kiln_tile(4, kc, ap, bp, ldb, t, ldt, first);
 }
 static void kiln_tile_1(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb, float *restrict t,
                         int64_t ldt, int first) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) {
+    kiln_tile512_1(kc, ap, bp, ldb, t, ldt, first);
+    return;
+  }
+#endif
   kiln_tile(1, kc, ap, bp, ldb, t, ldt, first);
 }
 
