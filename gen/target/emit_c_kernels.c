@@ -223,6 +223,7 @@ static char *matmul_call(KernelCtx *k, bool swapped, const char *x, const char *
     emit_var(&v, "W", bname);
     emit_var(&v, "PANEL_BYTES", panel_bytes_expr(bn->wfmt, "K"));
     emit_var(&v, "DEQ", kiln_fmt("kiln_deq_%s", q->name));
+    emit_var(&v, "DOT", kiln_fmt("kiln_qdot_%s", q->name));
     emit_var(&k->v, "HOW", kiln_fmt("%s\n * %s is kept as %s, rows in panels of %d, expanded to f32 a block at a time (docs/quantization.md).",
                                     swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "",
                                     swapped ? "x" : "y", q->name, KILN_QPANEL));

@@ -140,6 +140,11 @@ def qmix(work):
                 worst = max(worst, ratio)
                 if not ok:
                     bad.append("%s %s err/tol %.3g" % (who, o, ratio))
+        # The one-row kernel (decode) and the many-row one (prefill) give the same bits: the
+        # same fmaf chain per output (docs/quantization.md); lin13 is relu'd, so its positive part.
+        row0, pre = got["row0_" + f][0], got["lin13_" + f][0]
+        if not np.array_equal(row0[pre > 0], pre[pre > 0]) or not (pre > 0).any():
+            bad.append("C row0_%s differs from lin13_%s's first row" % (f, f))
         emb = v[ins["ids"]]
         for who, g in (("C", got["emb_" + f]), ("interpreter", np.load(os.path.join(save, "emb_" + f + ".npy")))):
             if g.tobytes() != emb.tobytes():
