@@ -69,16 +69,22 @@ static int each_use(Graph *g, const Node *w, UseFn *visit, void *arg) {
 }
 
 typedef struct {
-  int uses;
+  int uses, gathers;
   int64_t k, n;
   bool t;
 } BUse;
 
-/* A use read as B the same way as the ones before it (BUse). */
+/* A use read as B the same way as the ones before it (BUse), or as the table of a gather
+ * along axis 0 (counted in gathers: a tied embedding and classifier, whose row i is lane
+ * i % 32 of panel i / 32 when the weight is B^T; templates/c/gather_packed.c.tmpl). */
 static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
   BUse *b = arg;
   int64_t k, n;
   bool t;
+  if (u->op == OP_GATHER && slot == 0 && u->a.axis == 0) {
+    b->gathers++;
+    return true;
+  }
   if (!b_role(h, u, slot, &k, &n, &t)) return false;
   if (b->uses++ && (k != b->k || n != b->n || t != b->t)) return false;
   b->k = k, b->n = n, b->t = t;
@@ -86,10 +92,11 @@ static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
 }
 
 /* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
- * w's program (or of g alone); sets *k, *n, *t from the uses. */
+ * w's program (or of g alone), or as the rows of B^T by gathers; sets *k, *n, *t from the
+ * matmul uses. */
 static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t) {
   BUse b = {0};
-  if (each_use(g, w, b_use, &b) <= 0) return false;
+  if (each_use(g, w, b_use, &b) <= 0 || !b.uses || (b.gathers && !b.t)) return false;
   *k = b.k, *n = b.n, *t = b.t;
   return true;
 }

@@ -519,6 +519,11 @@ static const char *k_gather(KernelCtx *k) {
   emit_vari(&k->v, "N", g.n);
   emit_vari(&k->v, "INNER", g.inner);
   emit_vari(&k->v, "NIDX", g.nidx);
+  emit_vari(&k->v, "PANEL", IN(0)->pack);
+  if (IN(0)->pack) {   /* pass_pack: the rows of a matmul's B^T, so axis 0 of a matrix */
+    if (g.outer != 1 || !IN(0)->pack_t) die("C: gather %%%d from packed %%%d is not by rows", k->n->id, IN(0)->id);
+    return "c/gather_packed.c.tmpl";
+  }
   return q ? "c/gather_q.c.tmpl" : "c/gather.c.tmpl";
 }
 

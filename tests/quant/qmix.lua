@@ -24,3 +24,9 @@ for _, f in ipairs {"f16", "bf16", "i8", "q8_0", "q4_0", "q4_k", "q6_k", "g8", "
   kiln.output("wx_" .. f, kiln.matmul(v, col))
   kiln.output("emb_" .. f, kiln.embedding(v, ids))
 end
+
+-- An f32 table read both by a gather and as a Linear weight (a tied embedding and
+-- classifier): pass_pack stores it in panels, and the gather reads its rows from them.
+local tied = kiln.param("tied", {40, K}, {"normal", 0, 1})
+kiln.output("tied_emb", kiln.embedding(tied, ids))
+kiln.output("tied_lin", kiln.linear(x1, tied))

@@ -150,6 +150,25 @@ def qmix(work):
             if g.tobytes() != emb.tobytes():
                 bad.append("%s emb_%s is not the decoded rows" % (who, f))
         kt.report(not bad, "%s/qmix/%s" % (S, f), "; ".join(bad) if bad else "err/tol %.2g" % worst)
+    # The tied f32 table: packed (both uses read it by rows; panel p holds K values of rows
+    # 32p..32p+31, value k of row i at k * 32 + i % 32), the C gather's and the interpreter's
+    # rows the packed rows bit for bit, the product within tolerance of numpy's.
+    rec = next(w for w in sig["weights"] if w["name"] == "tied")
+    bad = []
+    if "packed" not in rec or not rec["packed"]["transposed"]:
+        bad.append("the tied table is not packed as B^T")
+    else:
+        n, k = rec["shape"]
+        pan = np.frombuffer(payload[rec["offset"]:rec["offset"] + rec["bytes"]], "<f4").reshape(-1, k, 32)
+        table = pan.transpose(0, 2, 1).reshape(-1, k)[:n]
+        for who, g in (("C", got["tied_emb"]), ("interpreter", np.load(os.path.join(save, "tied_emb.npy")))):
+            if g.tobytes() != table[ins["ids"]].tobytes():
+                bad.append("%s tied_emb is not the packed rows" % who)
+        t64 = table.astype(np.float64)
+        ok, ratio = close(got["tied_lin"], x1 @ t64.T, np.abs(x1) @ np.abs(t64.T), K)
+        if not ok:
+            bad.append("C tied_lin err/tol %.3g" % ratio)
+    kt.report(not bad, S + "/qmix/tied", "; ".join(bad) if bad else "panels and rows agree")
 
 
 GGUF_TYPES = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"]
