@@ -7,8 +7,11 @@
  * can simply store it that way. So a rank-2 f32 WEIGHT whose every use, in every entry of
  * the program, is as the B side of a matmul read the same way gets a panel layout in the
  * weights payload (Node.pack): panel p holds rows k = 0..K-1 of columns 32p..32p+31,
- * zero past N. Node.data keeps the logical tensor (the interpreter, Core ML and the JSON's
- * shape read that); weights.c writes node_panels() instead.
+ * zero past N. A weight stored as B^T may also be the table of gathers along axis 0 (a tied
+ * embedding and classifier): row i is then lane i % 32 of panel i / 32, which the C gather
+ * reads in place (templates/c/gather_packed.c.tmpl), so the classifier needs no copy.
+ * Node.data keeps the logical tensor (the interpreter, Core ML and the JSON's shape read
+ * that); weights.c writes node_panels() instead.
  *
  * B is the weight y of matmul(x, y), read transposed when trans_y (a PyTorch Linear
  * weight [N, K]); or the weight x of a matrix-vector product matmul(W, v) with N < 4
