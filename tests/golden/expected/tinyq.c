@@ -428,7 +428,10 @@ static inline float kiln_h2f(const unsigned char *p) {
 /* The KILN_QPANEL f16 scales at p as floats: kiln_h2f on every lane (8 at a time), or the
  * ISA's own exact conversion. */
 static inline void kiln_h2f_lanes(const unsigned char *restrict p, float *restrict d) {
-#if defined(KILN_QVEC) && defined(__AVX2__) && defined(__F16C__)   /* the conversion instruction: also exact */
+#if defined(KILN_QVEC) && KILN_QW == 16   /* AVX-512's conversion (exact), stored as the kiln_qf loads read it */
+  for (int g = 0; g < KILN_QPANEL; g += 16)
+    _mm512_storeu_ps(d + g, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p + 2 * g))));
+#elif defined(KILN_QVEC) && defined(__AVX2__) && defined(__F16C__)   /* the conversion instruction: also exact */
   for (int g = 0; g < KILN_QPANEL; g += 8)
     _mm256_storeu_ps(d + g, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p + 2 * g))));
 #elif defined(KILN_QVEC) && defined(__aarch64__)
