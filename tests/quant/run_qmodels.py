@@ -280,9 +280,37 @@ def rules(work):
     kt.report(ok, S + "/rules/metal", "" if ok else kt.why(rc, e, o))
 
 
+def lookup_only(work):
+    """A model whose stored weights are only looked up (embeddings, no product): its C
+    compiles with gcc and clang -Werror (no unused one-row kernels, its own includes) and
+    gives the decoded rows."""
+    src = os.path.join(work, "lookup.lua")
+    with open(src, "w") as f:
+        f.write('local kiln = require "kiln"\nkiln.seed(2)\nlocal ids = kiln.input("ids", {3}, "i32")\n'
+                'for _, t in ipairs {"q8_0", "q4_0", "g4", "i8", "f16"} do\n'
+                '  kiln.output("e_" .. t, kiln.embedding(kiln.param("t_" .. t, {40, 64}, {"normal", 0, 1}), ids))\nend\n')
+    args = sum((["--quantize", "t_%s=%s" % (t, t)] for t in ("q8_0", "q4_0", "g4", "i8", "f16")), [])
+    ids = np.array([3, 39, 0], "<i4")
+    try:
+        sig, payload, got = build_and_run(work, "lookup", src, args, {"ids": ids})
+        bad = []
+        for t in ("q8_0", "q4_0", "g4", "i8", "f16"):
+            fmt, table = weight(sig, payload, "t_" + t)
+            if fmt != t or got["e_" + t].tobytes() != table[ids].tobytes():
+                bad.append("e_%s (stored as %s) is not the decoded rows" % (t, fmt))
+        rc, o, e = kt.run(["clang", "-std=c11", "-O2", "-march=native", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-c",
+                           os.path.join(work, "lookup", "lookup.c"), "-o", os.devnull])
+        if rc != 0:
+            bad.append("clang: " + kt.why(rc, e, o))
+    except RuntimeError as e:
+        bad = [str(e)]
+    kt.report(not bad, S + "/lookup_only", "; ".join(bad))
+
+
 def main():
     work = sys.argv[1]
     qmix(work)
+    lookup_only(work)
     gguf_kept(work)
     rules(work)
 
