@@ -246,6 +246,7 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
  * panels of kiln_gemm, and the same micro-kernels run over it, so the model never holds
  * a full f32 copy. Every expanded value is exact, or one rounding of exact terms, so the
  * sums are those of kiln_gemm over the expanded matrix, bit for bit, on every path. */
+#include <string.h>   /* memcpy; gemm_lib's include is absent when a model only looks rows up */
 #define KILN_QPANEL 32
 enum {
   KILN_QKC = 256,   /* values of k expanded at a time: a multiple of every format's block */
@@ -255,6 +256,13 @@ enum {
   KILN_QPF = 4096,  /* bytes ahead of its reads a one-row product prefetches (kiln_qprefetch) */
 };
 typedef void (*kiln_deq_fn)(const unsigned char *restrict p, int64_t k0, int64_t kc, float *restrict bp);
+/* On the helpers a model may leave unused (kiln_qdot_<format> when the format is only looked
+ * up, say): clang warns of an unused static inline function in a .c file. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_QMAYBE __attribute__((unused))
+#else
+#define KILN_QMAYBE
+#endif
 /* A panel's 32 dot products with one row of activations: out[j] = the sum over k of a[k *
  * as_k] times value (k, j), as ONE fmaf chain in k order from 0, exactly kiln_gemm's chain
  * for that output (docs/quantization.md); kiln_qdot_<format>, used for one row (decoding). */
@@ -382,6 +390,7 @@ static inline void kiln_qload(const float *restrict p, kiln_qf v[KILN_QNV]) {
  * slower than memory can deliver it, and the hardware prefetchers stop at page boundaries;
  * measured on a 100M model, q4_0 decoded 1.7x faster with it. The address is computed as an
  * integer (it may lie past the weights, where a prefetch is harmless but a pointer is not). */
+KILN_QMAYBE
 static inline void kiln_qprefetch(const unsigned char *p) {
 #if defined(__GNUC__) || defined(__clang__)
   __builtin_prefetch((const void *)((uintptr_t)p + KILN_QPF));
@@ -393,6 +402,7 @@ static inline void kiln_qprefetch(const unsigned char *p) {
 /* kiln_qdot through an expansion: KILN_QKC values of k at a time into a buffer, then the
  * chains over it (the plain loops' dot product for every format, and the vector one of the
  * 16-bit formats, for which the expansion is a conversion). */
+KILN_QMAYBE
 static inline void kiln_qdot_deq(kiln_deq_fn deq, const unsigned char *restrict p, int64_t kk, const float *restrict a,
                                  int64_t as_k, float *restrict out) {
   float buf[KILN_QKC * KILN_QPANEL];
@@ -593,7 +603,8 @@ static void kiln_deq_q8_0(const unsigned char *restrict p, int64_t k0, int64_t k
 
 /* kiln_qdot_q8_0: a panel's 32 dot products with one row a (kiln_qdot_fn) with every value
  * decoded straight into its fused multiply-add, in the order kiln_deq_q8_0 expands them
- * (static inline: a model that only looks rows up leaves it unused, without a warning). */
+ * (KILN_QMAYBE: a model that only looks rows up leaves it unused). */
+KILN_QMAYBE
 static inline void kiln_qdot_q8_0(const unsigned char *restrict p, int64_t kk, const float *restrict a, int64_t as_k,
                                   float *restrict out) {
 #ifdef KILN_QVEC
@@ -624,7 +635,8 @@ static void kiln_deq_q4_0(const unsigned char *restrict p, int64_t k0, int64_t k
 
 /* kiln_qdot_q4_0: a panel's 32 dot products with one row a (kiln_qdot_fn) with every value
  * decoded straight into its fused multiply-add, in the order kiln_deq_q4_0 expands them
- * (static inline: a model that only looks rows up leaves it unused, without a warning). */
+ * (KILN_QMAYBE: a model that only looks rows up leaves it unused). */
+KILN_QMAYBE
 static inline void kiln_qdot_q4_0(const unsigned char *restrict p, int64_t kk, const float *restrict a, int64_t as_k,
                                   float *restrict out) {
 #ifdef KILN_QVEC
