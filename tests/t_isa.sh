@@ -9,11 +9,12 @@
 # Each model is compiled with gcc at -O2 (SSE2, the x86-64 baseline: the plain path, fmaf
 # from libm), -O2 -mavx2 -mfma -DKILN_NO_AVX512 (AVX2 only), -O3 -march=native (this machine:
 # AVX-512), -O2 -march=native -DKILN_SCALAR (the plain path with fmaf inlined), clang -O2
-# -march=x86-64-v3 (an AVX2 build whose tiles switch to AVX-512 at run time here), and three
+# -march=x86-64-v3 (an AVX2 build whose tiles switch to AVX-512 at run time here) and -march=native
+# (clang's AVX-512 code: the stored formats' 16-lane path), and three
 # builds whose matrix products run as tasks on 2, 3 and 4 threads (the _par functions with
 # runtime/kiln_pool.c: a product is cut into tasks that never split an output's chain; the
 # last one clang's plain path), run on the same seeded inputs (tests/runtime/driver.c); every
-# output must be byte-identical across the eight. Then aarch64-linux-gnu-gcc -O2 builds, plain
+# output must be byte-identical across the ten. Then aarch64-linux-gnu-gcc -O2 builds, plain
 # (-DKILN_SCALAR) and NEON, run under qemu-aarch64, must be byte-identical to each other, and
 # to x86-64's unless the model calls libm's sinf, cosf or powf (which may round differently
 # there; exp, log, tanh and erf are Kiln's own). A model with entry points runs
@@ -63,7 +64,7 @@ PYEOF
 )
   first="" first_arm=""
   for spec in "gcc -O2" "gcc -O2 -mavx2 -mfma -DKILN_NO_AVX512" "gcc -O3 -march=native" "gcc -O2 -march=native -DKILN_SCALAR" \
-           "clang -O2 -march=x86-64-v3" "gcc -O3 -march=native @2" "gcc -O2 -mavx2 -mfma @3" "clang -O2 @4" \
+           "clang -O2 -march=x86-64-v3" "clang -O2 -march=native" "gcc -O3 -march=native @2" "gcc -O2 -mavx2 -mfma @3" "clang -O2 @4" \
            "aarch64-linux-gnu-gcc -O2 -static -DKILN_SCALAR" "aarch64-linux-gnu-gcc -O2 -static"; do
     # "@N": the entries' _par functions with a kiln_pool of N threads (runtime/kiln_pool.c)
     cfg=${spec%@*} threads="" pool="" run=""

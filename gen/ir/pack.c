@@ -7,8 +7,11 @@
  * can simply store it that way. So a rank-2 f32 WEIGHT whose every use, in every entry of
  * the program, is as the B side of a matmul read the same way gets a panel layout in the
  * weights payload (Node.pack): panel p holds rows k = 0..K-1 of columns 32p..32p+31,
- * zero past N. Node.data keeps the logical tensor (the interpreter, Core ML and the JSON's
- * shape read that); weights.c writes node_panels() instead.
+ * zero past N. A weight stored as B^T may also be the table of gathers along axis 0 (a tied
+ * embedding and classifier): row i is then lane i % 32 of panel i / 32, which the C gather
+ * reads in place (templates/c/gather_packed.c.tmpl), so the classifier needs no copy.
+ * Node.data keeps the logical tensor (the interpreter, Core ML and the JSON's shape read
+ * that); weights.c writes node_panels() instead.
  *
  * B is the weight y of matmul(x, y), read transposed when trans_y (a PyTorch Linear
  * weight [N, K]); or the weight x of a matrix-vector product matmul(W, v) with N < 4
@@ -69,16 +72,22 @@ static int each_use(Graph *g, const Node *w, UseFn *visit, void *arg) {
 }
 
 typedef struct {
-  int uses;
+  int uses, gathers;
   int64_t k, n;
   bool t;
 } BUse;
 
-/* A use read as B the same way as the ones before it (BUse). */
+/* A use read as B the same way as the ones before it (BUse), or as the table of a gather
+ * along axis 0 (counted in gathers: a tied embedding and classifier, whose row i is lane
+ * i % 32 of panel i / 32 when the weight is B^T; templates/c/gather_packed.c.tmpl). */
 static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
   BUse *b = arg;
   int64_t k, n;
   bool t;
+  if (u->op == OP_GATHER && slot == 0 && u->a.axis == 0) {
+    b->gathers++;
+    return true;
+  }
   if (!b_role(h, u, slot, &k, &n, &t)) return false;
   if (b->uses++ && (k != b->k || n != b->n || t != b->t)) return false;
   b->k = k, b->n = n, b->t = t;
@@ -86,10 +95,11 @@ static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
 }
 
 /* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
- * w's program (or of g alone); sets *k, *n, *t from the uses. */
+ * w's program (or of g alone), or as the rows of B^T by gathers; sets *k, *n, *t from the
+ * matmul uses. */
 static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t) {
   BUse b = {0};
-  if (each_use(g, w, b_use, &b) <= 0) return false;
+  if (each_use(g, w, b_use, &b) <= 0 || !b.uses || (b.gathers && !b.t)) return false;
   *k = b.k, *n = b.n, *t = b.t;
   return true;
 }

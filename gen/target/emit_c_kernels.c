@@ -223,6 +223,7 @@ static char *matmul_call(KernelCtx *k, bool swapped, const char *x, const char *
     emit_var(&v, "W", bname);
     emit_var(&v, "PANEL_BYTES", panel_bytes_expr(bn->wfmt, "K"));
     emit_var(&v, "DEQ", kiln_fmt("kiln_deq_%s", q->name));
+    emit_var(&v, "DOT", kiln_fmt("kiln_qdot_%s", q->name));
     emit_var(&k->v, "HOW", kiln_fmt("%s\n * %s is kept as %s, rows in panels of %d, expanded to f32 a block at a time (docs/quantization.md).",
                                     swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "",
                                     swapped ? "x" : "y", q->name, KILN_QPANEL));
@@ -523,6 +524,11 @@ static const char *k_gather(KernelCtx *k) {
   emit_vari(&k->v, "N", g.n);
   emit_vari(&k->v, "INNER", g.inner);
   emit_vari(&k->v, "NIDX", g.nidx);
+  emit_vari(&k->v, "PANEL", IN(0)->pack);
+  if (IN(0)->pack) {   /* pass_pack: the rows of a matmul's B^T, so axis 0 of a matrix */
+    if (g.outer != 1 || !IN(0)->pack_t) die("C: gather %%%d from packed %%%d is not by rows", k->n->id, IN(0)->id);
+    return "c/gather_packed.c.tmpl";
+  }
   return q ? "c/gather_q.c.tmpl" : "c/gather.c.tmpl";
 }
 

@@ -140,11 +140,35 @@ def qmix(work):
                 worst = max(worst, ratio)
                 if not ok:
                     bad.append("%s %s err/tol %.3g" % (who, o, ratio))
+        # The one-row kernel (decode) and the many-row one (prefill) give the same bits: the
+        # same fmaf chain per output (docs/quantization.md); lin13 is relu'd, so its positive part.
+        row0, pre = got["row0_" + f][0], got["lin13_" + f][0]
+        if not np.array_equal(row0[pre > 0], pre[pre > 0]) or not (pre > 0).any():
+            bad.append("C row0_%s differs from lin13_%s's first row" % (f, f))
         emb = v[ins["ids"]]
         for who, g in (("C", got["emb_" + f]), ("interpreter", np.load(os.path.join(save, "emb_" + f + ".npy")))):
             if g.tobytes() != emb.tobytes():
                 bad.append("%s emb_%s is not the decoded rows" % (who, f))
         kt.report(not bad, "%s/qmix/%s" % (S, f), "; ".join(bad) if bad else "err/tol %.2g" % worst)
+    # The tied f32 table: packed (both uses read it by rows; panel p holds K values of rows
+    # 32p..32p+31, value k of row i at k * 32 + i % 32), the C gather's and the interpreter's
+    # rows the packed rows bit for bit, the product within tolerance of numpy's.
+    rec = next(w for w in sig["weights"] if w["name"] == "tied")
+    bad = []
+    if "packed" not in rec or not rec["packed"]["transposed"]:
+        bad.append("the tied table is not packed as B^T")
+    else:
+        n, k = rec["shape"]
+        pan = np.frombuffer(payload[rec["offset"]:rec["offset"] + rec["bytes"]], "<f4").reshape(-1, k, 32)
+        table = pan.transpose(0, 2, 1).reshape(-1, k)[:n]
+        for who, g in (("C", got["tied_emb"]), ("interpreter", np.load(os.path.join(save, "tied_emb.npy")))):
+            if g.tobytes() != table[ins["ids"]].tobytes():
+                bad.append("%s tied_emb is not the packed rows" % who)
+        t64 = table.astype(np.float64)
+        ok, ratio = close(got["tied_lin"], x1 @ t64.T, np.abs(x1) @ np.abs(t64.T), K)
+        if not ok:
+            bad.append("C tied_lin err/tol %.3g" % ratio)
+    kt.report(not bad, S + "/qmix/tied", "; ".join(bad) if bad else "panels and rows agree")
 
 
 GGUF_TYPES = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"]
@@ -256,9 +280,37 @@ def rules(work):
     kt.report(ok, S + "/rules/metal", "" if ok else kt.why(rc, e, o))
 
 
+def lookup_only(work):
+    """A model whose stored weights are only looked up (embeddings, no product): its C
+    compiles with gcc and clang -Werror (no unused one-row kernels, its own includes) and
+    gives the decoded rows."""
+    src = os.path.join(work, "lookup.lua")
+    with open(src, "w") as f:
+        f.write('local kiln = require "kiln"\nkiln.seed(2)\nlocal ids = kiln.input("ids", {3}, "i32")\n'
+                'for _, t in ipairs {"q8_0", "q4_0", "g4", "i8", "f16"} do\n'
+                '  kiln.output("e_" .. t, kiln.embedding(kiln.param("t_" .. t, {40, 64}, {"normal", 0, 1}), ids))\nend\n')
+    args = sum((["--quantize", "t_%s=%s" % (t, t)] for t in ("q8_0", "q4_0", "g4", "i8", "f16")), [])
+    ids = np.array([3, 39, 0], "<i4")
+    try:
+        sig, payload, got = build_and_run(work, "lookup", src, args, {"ids": ids})
+        bad = []
+        for t in ("q8_0", "q4_0", "g4", "i8", "f16"):
+            fmt, table = weight(sig, payload, "t_" + t)
+            if fmt != t or got["e_" + t].tobytes() != table[ids].tobytes():
+                bad.append("e_%s (stored as %s) is not the decoded rows" % (t, fmt))
+        rc, o, e = kt.run(["clang", "-std=c11", "-O2", "-march=native", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-c",
+                           os.path.join(work, "lookup", "lookup.c"), "-o", os.devnull])
+        if rc != 0:
+            bad.append("clang: " + kt.why(rc, e, o))
+    except RuntimeError as e:
+        bad = [str(e)]
+    kt.report(not bad, S + "/lookup_only", "; ".join(bad))
+
+
 def main():
     work = sys.argv[1]
     qmix(work)
+    lookup_only(work)
     gguf_kept(work)
     rules(work)
 
