@@ -7,8 +7,8 @@
  * can simply store it that way. So a rank-2 f32 WEIGHT whose every use, in every entry of
  * the program, is as the B side of a matmul read the same way gets a panel layout in the
  * weights payload (Node.pack): panel p holds rows k = 0..K-1 of columns 32p..32p+31,
- * zero past N. Node.data keeps the logical tensor (the interpreter, Core ML and the JSON's
- * shape read that); weights.c writes node_panels() instead.
+ * zero past N. The values stay the logical tensor (node_data: the interpreter and Core ML
+ * read that); weights.c writes node_panels() instead, made as it writes each tensor.
  *
  * B is the weight y of matmul(x, y), read transposed when trans_y (a PyTorch Linear
  * weight [N, K]); or the weight x of a matrix-vector product matmul(W, v) with N < 4
@@ -177,34 +177,30 @@ static const Node *done_before(const Graph *g, const Node *w) {
 }
 
 /* Contract in kiln.h. A rank-2 WEIGHT that every use reads by row (row_role) and whose
- * rows are a whole number of its format's blocks gets Node.wfmt = wanted(), with qbytes:
- * the file's own bits re-laid (the format it was stored in), or quantized now, Node.data
- * then holding the values the kernels compute with (so the interpreter and Core ML see
- * exactly those). Every other weight is f32. A weight another entry already did is copied
- * from it: the values are quantized once. Program.no_pack does not matter here: the Metal
- * target reads the same panels as C (templates/metal/deq/). */
+ * rows are a whole number of its format's blocks gets Node.wfmt = wanted(); nothing is
+ * quantized here: node_stored makes the panels (the file's own bits re-laid when it
+ * stores that format, else quantized) as the writer streams them, and node_data gives
+ * the values the kernels compute with (so the interpreter and Core ML see exactly those).
+ * Every other weight is f32. A weight another entry already did takes its format.
+ * Program.no_pack does not matter here: the Metal target reads the same panels as C
+ * (templates/metal/deq/). */
 void pass_quant(Graph *g) {
   Program *p = g->prog;
   for (int i = 0; i < g->nnodes; i++) {
     Node *w = g->nodes[i];
     if (w->dead || w->op != OP_WEIGHT || !w->name) continue;
     w->wfmt = WF_F32;
-    w->qbytes = NULL;
     if (w->dtype != DT_F32 || w->shape.rank != 2) continue;
     const Node *prev = done_before(g, w);
-    if (prev) {
-      w->wfmt = prev->wfmt, w->qbytes = prev->qbytes, w->data = prev->data;
+    if (prev) {   /* made as prev's are: same panels, same values */
+      w->wfmt = prev->wfmt, w->src_fmt = prev->src_fmt, w->src_raw = prev->src_raw;
       continue;
     }
     WFormat f = wanted(p, w);
     if (f == WF_F32) continue;
-    int64_t n = w->shape.dim[0], k = w->shape.dim[1];
+    int64_t k = w->shape.dim[1];
     int block = wformat_info(f)->block;
     if ((block && k % block) || each_use(g, w, row_use, NULL) <= 0) continue;   /* some use is not by row */
-    if (f == w->src_fmt)
-      w->qbytes = quant_from_ggml(f, w->src_raw, n, k);
-    else
-      w->qbytes = quant_pack(f, w->data, n, k, w->data);
     w->wfmt = f;
   }
 }
@@ -224,28 +220,47 @@ int64_t node_stored_bytes(const Node *w) {
   return (n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL * k * (int64_t)sizeof(float);
 }
 
-/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. */
+/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. Each
+ * panel is filled on its own (it is k * 128 bytes: it stays in cache), reading the source
+ * along its rows: B's row r when B is stored, B^T's row j when the weight is B^T. */
 float *node_panels(const Node *w) {
   int64_t k, n;
   pack_dims(w, &k, &n);
   size_t bytes = (size_t)node_stored_bytes(w);
   float *out = calloc(1, bytes ? bytes : 1);
   if (!out) die("out of memory packing %s (%zu bytes)", w->name, bytes);
-  const float *src = w->data;
-  for (int64_t r = 0; r < k; r++)
-    for (int64_t j = 0; j < n; j++) {
-      float v;
-      memcpy(&v, (const char *)src + (size_t)(w->pack_t ? j * k + r : r * n + j) * sizeof v, sizeof v);
-      out[(j / KILN_PANEL * k + r) * KILN_PANEL + j % KILN_PANEL] = v;
+  const float *src = node_data(w);
+  for (int64_t p = 0; p * KILN_PANEL < n; p++) {
+    float *panel = out + p * k * KILN_PANEL;
+    int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
+    if (w->pack_t) {
+      for (int64_t l = 0; l < lanes; l++) {
+        const float *row = src + (p * KILN_PANEL + l) * k;
+        for (int64_t r = 0; r < k; r++) memcpy(panel + r * KILN_PANEL + l, row + r, sizeof(float));   /* the bits, NaNs too */
+      }
+    } else {
+      for (int64_t r = 0; r < k; r++) memcpy(panel + r * KILN_PANEL, src + r * n + p * KILN_PANEL, sizeof(float) * (size_t)lanes);
     }
+  }
   return out;
 }
 
-/* Contract in kiln.h. */
+/* Contract in kiln.h. A stored format's panels and f32 panels are made here, into one
+ * fresh buffer; an f32 weight kept as is is its values. */
 const void *node_stored(const Node *w, bool *owned) {
   *owned = false;
-  if (w->op == OP_WEIGHT && w->wfmt != WF_F32) return w->qbytes;
-  if (!w->pack) return w->data;
+  if (w->op == OP_WEIGHT && w->wfmt != WF_F32) {
+    *owned = true;
+    int64_t n = w->shape.dim[0], k = w->shape.dim[1], bytes = wformat_bytes(w->wfmt, n, k);
+    unsigned char *q = malloc((size_t)(bytes ? bytes : 1));
+    if (!q) die("out of memory storing %s (%lld bytes)", w->name, (long long)bytes);
+    if (w->wfmt == w->src_fmt && !w->data) return quant_from_ggml_into(w->wfmt, w->src_raw, n, k, q);
+    float *x = weight_load(w);
+    quant_pack_into(w->wfmt, x, n, k, NULL, q);
+    free(x);
+    return q;
+  }
+  if (!w->pack) return node_data(w);
   *owned = true;
   return node_panels(w);
 }

@@ -66,7 +66,7 @@ static MilType mil_type(const Lower *L, DType t) {
 }
 
 /* A WEIGHT/CONST with data, which lowers to a MIL const op (emitted lazily, on first use). */
-static bool is_const_leaf(const Node *n) { return (n->op == OP_WEIGHT || n->op == OP_CONST) && n->data; }
+static bool is_const_leaf(const Node *n) { return (n->op == OP_WEIGHT || n->op == OP_CONST) && (n->data || n->src); }
 
 /* "layers.0.fc" + "linear" -> "layers.0.fc_linear" (sanitised by mil_fresh later). */
 static const char *base_name(const Node *n, const char *what) {
@@ -82,9 +82,9 @@ static const char *param_name(const Node *n, const char *what, const char *param
 static const char *emit_leaf(Lower *L, const Node *n) {
   const char *base = n->name ? n->name : "const";
   switch (n->dtype) {
-  case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, n->data);
-  case DT_I32: return mil_const_int(L->m, base, &n->shape, n->data);
-  case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, n->data);
+  case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, node_data(n));
+  case DT_I32: return mil_const_int(L->m, base, &n->shape, node_data(n));
+  case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, node_data(n));
   case DT_I64: break;   /* inputs only: emit_coreml rejected them */
   }
   die("bad dtype");
@@ -94,7 +94,7 @@ static const char *state_value(Lower *L, const Node *n);
 static const char *cast_step(Lower *L, const Node *n, const char *v, const char *label, MilType to, const Shape *s);
 
 /* A WEIGHT the build keeps in a stored format (f16, q4_0, ...: docs/quantization.md). */
-static bool is_stored(const Node *n) { return n->op == OP_WEIGHT && n->wfmt != WF_F32 && n->data; }
+static bool is_stored(const Node *n) { return n->op == OP_WEIGHT && n->wfmt != WF_F32 && (n->data || n->src); }
 
 /* A stored-format weight as coreml_weight holds it (fp16 const, constexpr op, or plain),
  * made on first use; *t: its MIL type, which is not always the program's (see there). */
@@ -313,7 +313,7 @@ static void lower_matmul(Lower *L, Node *n) {
     if (n->a.trans_y) {
       w = wraw ? wraw : value(L, y->id);
     } else {
-      const float *src = y->data;
+      const float *src = node_data(y);
       float *t = kiln_alloc(sizeof(float) * (size_t)(k * dout));
       for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < dout; j++) t[j * k + i] = src[i * dout + j];
@@ -321,7 +321,7 @@ static void lower_matmul(Lower *L, Node *n) {
       w = mil_const_float(L->m, kiln_fmt("%s_t", y->name ? y->name : "weight"), L->ft, &ts, t);
     }
     if (bias) {
-      b = wt == L->ft ? value(L, bias->id) : mil_const_float(L->m, kiln_fmt("%s_fp32", bias->name ? bias->name : "bias"), wt, &bias->shape, bias->data);
+      b = wt == L->ft ? value(L, bias->id) : mil_const_float(L->m, kiln_fmt("%s_fp32", bias->name ? bias->name : "bias"), wt, &bias->shape, node_data(bias));
     } else {
       Shape bs = {.rank = 1, .dim = {dout}};
       b = mil_const_float(L->m, param_name(named, "linear", "bias"), wt, &bs, kiln_alloc(sizeof(float) * (size_t)dout));
@@ -362,7 +362,7 @@ static const char *per_channel(Lower *L, const Node *owner, const Node *p, int r
   for (int i = 0; i < rank; i++) s.dim[i] = 1;
   s.dim[1] = p->shape.dim[0];
   if (is_const_leaf(p) && p->dtype == DT_F32)
-    return mil_const_float(L->m, kiln_fmt("%s_c", p->name ? p->name : "channel"), L->ft, &s, p->data);
+    return mil_const_float(L->m, kiln_fmt("%s_c", p->name ? p->name : "channel"), L->ft, &s, node_data(p));
   int32_t shp[KILN_MAX_RANK];
   for (int i = 0; i < rank; i++) shp[i] = (int32_t)s.dim[i];
   const char *pv = value(L, p->id);
@@ -425,7 +425,7 @@ static void lower_conv_transpose(Lower *L, const Node *n) {
   bool bias_direct = b && is_const_leaf(b) && !eb && !er, extra = eb || er;
   const char *xv = X(L, n, 0), *bv = bias_direct ? X(L, n, 2) : NULL;
   const char *wv = root == w ? X(L, n, 1)
-                             : mil_const_float(L->m, kiln_fmt("%s_4d", root->name ? root->name : "weight"), L->ft, &w->shape, root->data);
+                             : mil_const_float(L->m, kiln_fmt("%s_4d", root->name ? root->name : "weight"), L->ft, &w->shape, node_data(root));
   int32_t strides[2] = {n->a.stride[0], n->a.stride[1]}, dil[2] = {n->a.dilation[0], n->a.dilation[1]};
   int32_t pad[4] = {n->a.pad[0], n->a.pad[2] + eb, n->a.pad[1], n->a.pad[3] + er};
   const char *st = mil_ints(L->m, param_name(n, "conv_transpose", "strides"), strides, 2);

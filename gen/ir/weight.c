@@ -1,0 +1,100 @@
+/*
+ * weight.c — a WEIGHT's values, made when something needs them and freed after.
+ *
+ * A 1B-parameter model is 4 GB of f32. Tracing does not copy it: a WEIGHT node records
+ * where its values come from (Node.src: a tensor of a loaded file, whose bytes stay in
+ * the read-only mapping of the file, or the seeded initialiser, which regenerates them
+ * bit for bit from seed and name), and the passes that change how a weight is stored
+ * record the change (pass_pack: Node.pack; pass_quant: Node.wfmt) without applying it.
+ * The weights writer then takes the tensors one at a time: node_stored materialises
+ * one, packs or quantizes it into one buffer, the writer streams it out, and
+ * node_release frees it and drops the file's pages again. So the build holds about
+ * one tensor (plus its stored form) at a time, never the model.
+ *
+ * Code that really needs values — the interpreter (`kiln run`), Core ML's encodings,
+ * a dump — calls node_data, which caches them in the shared WeightSrc until
+ * node_release. The values node_data gives after pass_quant are those of the stored
+ * format (quant_pack's dequantized values), exactly what the kernels compute with.
+ */
+#include "kiln.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Contract in kiln.h: a safetensors tensor widened to f32 exactly, a GGUF one decoded by gguf.c. */
+void safetensor_f32(const SafeTensor *t, float *out) {
+  int64_t n = shape_numel(&t->shape);
+  if (!t->loads) die("safetensor_f32: %s (%s) is not loadable", t->name, t->file_dtype);
+  if (t->ggml_type >= 0) {
+    gguf_to_f32(t->ggml_type, t->bytes, n, out);
+    return;
+  }
+  const unsigned char *p = t->bytes;
+  bool f32 = strcmp(t->file_dtype, "F32") == 0, f16 = strcmp(t->file_dtype, "F16") == 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (f32) {
+      const unsigned char *q = p + 4 * i;
+      out[i] = kiln_f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
+    } else {
+      uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+      out[i] = f16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+    }
+  }
+}
+
+/* Contract in kiln.h: the tensor's bytes (a GGUF one's in its ggml type's size). */
+void safetensor_drop(const SafeTensor *t) {
+  if (!t->mapped) return;
+  int64_t n = shape_numel(&t->shape);
+  if (t->ggml_type < 0) kiln_drop_pages(t->bytes, (size_t)(n * (strcmp(t->file_dtype, "F32") == 0 ? 4 : 2)));
+  else kiln_drop_pages(t->bytes, (size_t)gguf_tensor_bytes(t->ggml_type, n));
+}
+
+/* Contract in kiln.h. A weight given values outright (Node.data: `kiln run --quantize`)
+ * is copied; one from a file is decoded, after which its file pages are dropped. */
+float *weight_load(const Node *n) {
+  int64_t count = node_numel(n);
+  size_t bytes = sizeof(float) * (size_t)(count ? count : 1);
+  float *out = malloc(bytes);
+  if (!out) die("out of memory loading weight %s (%zu bytes)", n->name ? n->name : "?", bytes);
+  const WeightSrc *s = n->src;
+  if (n->data) {
+    memcpy(out, n->data, sizeof(float) * (size_t)count);
+  } else if (!s) {
+    die("weight %%%d (%s) has neither data nor a source", n->id, n->name ? n->name : "?");
+  } else if (s->file) {
+    safetensor_f32(s->file, out);
+    safetensor_drop(s->file);
+  } else {
+    init_fill(out, count, s->seed, s->name, s->kind, s->a, s->b);
+  }
+  return out;
+}
+
+/* Contract in kiln.h. The cache is keyed by the format whose values it holds, so values
+ * made before pass_quant chose a format are made again after it. */
+const void *node_data(const Node *n) {
+  if (n->data || n->op != OP_WEIGHT) return n->data;
+  WeightSrc *s = n->src;
+  if (!s) die("weight %%%d (%s) has no source", n->id, n->name ? n->name : "?");
+  WFormat f = n->wfmt;
+  if (s->values && s->values_fmt == f) return s->values;
+  free(s->values);
+  s->values = weight_load(n);
+  s->values_fmt = f;
+  if (f != WF_F32 && f != n->src_fmt) {   /* a file's own format already decodes to its values */
+    int64_t bytes = wformat_bytes(f, n->shape.dim[0], n->shape.dim[1]);
+    unsigned char *q = malloc((size_t)(bytes ? bytes : 1));
+    if (!q) die("out of memory quantizing %s (%lld bytes)", n->name, (long long)bytes);
+    free(quant_pack_into(f, s->values, n->shape.dim[0], n->shape.dim[1], s->values, q));
+  }
+  return s->values;
+}
+
+/* Contract in kiln.h. */
+void node_release(const Node *n) {
+  if (n->op != OP_WEIGHT || !n->src) return;
+  free(n->src->values);
+  n->src->values = NULL;
+  if (n->src->file) safetensor_drop(n->src->file);
+}
