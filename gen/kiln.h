@@ -137,12 +137,13 @@ int64_t wformat_bytes(WFormat f, int64_t n, int64_t k);
  * deq (n * k floats, may be NULL, may alias w) receives the values the kernels compute
  * with. Deterministic: the same w gives the same bytes on every machine. */
 unsigned char *quant_pack(WFormat f, const float *w, int64_t n, int64_t k, float *deq);
-/* The same into out (wformat_bytes of it; the build's writer passes a malloc'd buffer it
- * frees after writing the tensor); returns out. */
+/* The same into out (wformat_bytes of it, zeroed: padding lanes are not written; the
+ * build's writer passes a calloc'd buffer it frees after writing the tensor); returns out. */
 unsigned char *quant_pack_into(WFormat f, const float *w, int64_t n, int64_t k, float *deq, unsigned char *out);
 /* GGUF/ggml rows of the same format (n rows of k, ggml's block layout) re-laid as panels:
  * the same bits, no rounding. f16 and bf16 rows are plain 2-byte elements. */
 unsigned char *quant_from_ggml(WFormat f, const unsigned char *raw, int64_t n, int64_t k);
+/* The same into out (wformat_bytes of it, zeroed, as quant_pack_into's). */
 unsigned char *quant_from_ggml_into(WFormat f, const unsigned char *raw, int64_t n, int64_t k, unsigned char *out);
 /* The n x k values of a panel-laid matrix (the reference dequantization). */
 void quant_unpack(WFormat f, const unsigned char *panels, int64_t n, int64_t k, float *out);

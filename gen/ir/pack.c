@@ -252,7 +252,7 @@ const void *node_stored(const Node *w, bool *owned) {
   if (w->op == OP_WEIGHT && w->wfmt != WF_F32) {
     *owned = true;
     int64_t n = w->shape.dim[0], k = w->shape.dim[1], bytes = wformat_bytes(w->wfmt, n, k);
-    unsigned char *q = malloc((size_t)(bytes ? bytes : 1));
+    unsigned char *q = calloc(1, (size_t)(bytes ? bytes : 1));   /* padding lanes stay zero */
     if (!q) die("out of memory storing %s (%lld bytes)", w->name, (long long)bytes);
     if (w->wfmt == w->src_fmt && !w->data) return quant_from_ggml_into(w->wfmt, w->src_raw, n, k, q);
     float *x = weight_load(w);

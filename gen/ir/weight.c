@@ -84,7 +84,7 @@ const void *node_data(const Node *n) {
   s->values_fmt = f;
   if (f != WF_F32 && f != n->src_fmt) {   /* a file's own format already decodes to its values */
     int64_t bytes = wformat_bytes(f, n->shape.dim[0], n->shape.dim[1]);
-    unsigned char *q = malloc((size_t)(bytes ? bytes : 1));
+    unsigned char *q = calloc(1, (size_t)(bytes ? bytes : 1));   /* padding lanes stay zero */
     if (!q) die("out of memory quantizing %s (%lld bytes)", n->name, (long long)bytes);
     free(quant_pack_into(f, s->values, n->shape.dim[0], n->shape.dim[1], s->values, q));
   }
