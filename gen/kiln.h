@@ -446,6 +446,11 @@ void node_release(const Node *n);
 /* The f32 values of n's source as loaded, before any stored format (malloc'd, the caller
  * frees them). */
 float *weight_load(const Node *n);
+/* Whether weight_rows can read n's rows one at a time: a rank-2 weight from a file (or
+ * given values). A seeded one is one random stream: it is made whole (weight_load). */
+bool weight_has_rows(const Node *n);
+/* Rows [r0, r0 + nr) of n's f32 source values (nr * shape.dim[1] floats) into out. */
+void weight_rows(const Node *n, int64_t r0, int64_t nr, float *out);
 
 typedef struct {
   const char *name;

@@ -220,29 +220,73 @@ int64_t node_stored_bytes(const Node *w) {
   return (n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL * k * (int64_t)sizeof(float);
 }
 
-/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. Each
- * panel is filled on its own (it is k * 128 bytes: it stays in cache), reading the source
- * along its rows: B's row r when B is stored, B^T's row j when the weight is B^T. */
+/* Rows [r0, r0 + nr) of weight w's f32 values: inside all when it is given, else read
+ * into scratch (weight_rows), so a file's weight never needs a whole second copy. */
+static const float *rows_of(const Node *w, const float *all, int64_t r0, int64_t nr, float *scratch) {
+  if (all) return all + r0 * w->shape.dim[1];
+  weight_rows(w, r0, nr, scratch);
+  return scratch;
+}
+
+static void *alloc_or_die(size_t bytes, const char *what, const Node *w) {
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p) die("out of memory %s %s (%zu bytes)", what, w->name ? w->name : "?", bytes);
+  return p;
+}
+
+/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. The
+ * weight is read along its own rows: when it is B^T, 32 of them (B's columns) fill one
+ * panel; when it is B, each row r is spread over row r of every panel. A weight from a
+ * file is read a few rows at a time (weight_has_rows), any other one materialised. */
 float *node_panels(const Node *w) {
   int64_t k, n;
   pack_dims(w, &k, &n);
-  size_t bytes = (size_t)node_stored_bytes(w);
-  float *out = calloc(1, bytes ? bytes : 1);
-  if (!out) die("out of memory packing %s (%zu bytes)", w->name, bytes);
-  const float *src = node_data(w);
-  for (int64_t p = 0; p * KILN_PANEL < n; p++) {
-    float *panel = out + p * k * KILN_PANEL;
-    int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
-    if (w->pack_t) {
-      for (int64_t l = 0; l < lanes; l++) {
-        const float *row = src + (p * KILN_PANEL + l) * k;
-        for (int64_t r = 0; r < k; r++) memcpy(panel + r * KILN_PANEL + l, row + r, sizeof(float));   /* the bits, NaNs too */
+  float *out = alloc_or_die((size_t)node_stored_bytes(w), "packing", w);
+  const float *all = weight_has_rows(w) ? NULL : node_data(w);
+  float *scratch = all ? NULL : alloc_or_die(sizeof(float) * (size_t)(w->pack_t ? KILN_PANEL * k : n), "packing", w);
+  if (w->pack_t) {
+    for (int64_t p = 0; p * KILN_PANEL < n; p++) {
+      float *panel = out + p * k * KILN_PANEL;
+      int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
+      const float *rows = rows_of(w, all, p * KILN_PANEL, lanes, scratch);
+      for (int64_t l = 0; l < lanes; l++)
+        for (int64_t r = 0; r < k; r++) memcpy(panel + r * KILN_PANEL + l, rows + l * k + r, sizeof(float));   /* the bits */
+    }
+  } else {
+    for (int64_t r = 0; r < k; r++) {
+      const float *row = rows_of(w, all, r, 1, scratch);
+      for (int64_t p = 0; p * KILN_PANEL < n; p++) {
+        int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
+        memcpy(out + (p * k + r) * KILN_PANEL, row + p * KILN_PANEL, sizeof(float) * (size_t)lanes);
       }
-    } else {
-      for (int64_t r = 0; r < k; r++) memcpy(panel + r * KILN_PANEL, src + r * n + p * KILN_PANEL, sizeof(float) * (size_t)lanes);
     }
   }
+  free(scratch);
   return out;
+}
+
+/* w's stored-format panels (a fresh buffer): the file's own bits re-laid when it stores
+ * that format, else quantized; a weight from a file 32 rows (one panel) at a time —
+ * quant_pack's panels are independent (tests/quant: panels-pack-apart). */
+static unsigned char *stored_panels(const Node *w) {
+  int64_t n = w->shape.dim[0], k = w->shape.dim[1];
+  unsigned char *q = alloc_or_die((size_t)wformat_bytes(w->wfmt, n, k), "storing", w);   /* padding lanes stay zero */
+  if (w->wfmt == w->src_fmt && !w->data) return quant_from_ggml_into(w->wfmt, w->src_raw, n, k, q);
+  if (!weight_has_rows(w)) {
+    float *x = weight_load(w);
+    quant_pack_into(w->wfmt, x, n, k, NULL, q);
+    free(x);
+    return q;
+  }
+  float *rows = alloc_or_die(sizeof(float) * (size_t)(KILN_QPANEL * k), "storing", w);
+  int64_t pb = wformat_panel_bytes(w->wfmt, k);
+  for (int64_t p = 0; p * KILN_QPANEL < n; p++) {
+    int64_t nr = n - p * KILN_QPANEL < KILN_QPANEL ? n - p * KILN_QPANEL : KILN_QPANEL;
+    weight_rows(w, p * KILN_QPANEL, nr, rows);
+    quant_pack_into(w->wfmt, rows, nr, k, NULL, q + p * pb);
+  }
+  free(rows);
+  return q;
 }
 
 /* Contract in kiln.h. A stored format's panels and f32 panels are made here, into one
@@ -251,14 +295,7 @@ const void *node_stored(const Node *w, bool *owned) {
   *owned = false;
   if (w->op == OP_WEIGHT && w->wfmt != WF_F32) {
     *owned = true;
-    int64_t n = w->shape.dim[0], k = w->shape.dim[1], bytes = wformat_bytes(w->wfmt, n, k);
-    unsigned char *q = calloc(1, (size_t)(bytes ? bytes : 1));   /* padding lanes stay zero */
-    if (!q) die("out of memory storing %s (%lld bytes)", w->name, (long long)bytes);
-    if (w->wfmt == w->src_fmt && !w->data) return quant_from_ggml_into(w->wfmt, w->src_raw, n, k, q);
-    float *x = weight_load(w);
-    quant_pack_into(w->wfmt, x, n, k, NULL, q);
-    free(x);
-    return q;
+    return stored_panels(w);
   }
   if (!w->pack) return node_data(w);
   *owned = true;

@@ -42,12 +42,48 @@ void safetensor_f32(const SafeTensor *t, float *out) {
   }
 }
 
+/* Bytes of t's first `count` elements in the file (count a whole number of its blocks). */
+static int64_t tensor_bytes(const SafeTensor *t, int64_t count) {
+  if (t->ggml_type >= 0) return gguf_tensor_bytes(t->ggml_type, count);
+  return count * (strcmp(t->file_dtype, "F32") == 0 ? 4 : 2);
+}
+
 /* Contract in kiln.h: the tensor's bytes (a GGUF one's in its ggml type's size). */
 void safetensor_drop(const SafeTensor *t) {
-  if (!t->mapped) return;
-  int64_t n = shape_numel(&t->shape);
-  if (t->ggml_type < 0) kiln_drop_pages(t->bytes, (size_t)(n * (strcmp(t->file_dtype, "F32") == 0 ? 4 : 2)));
-  else kiln_drop_pages(t->bytes, (size_t)gguf_tensor_bytes(t->ggml_type, n));
+  if (t->mapped) kiln_drop_pages(t->bytes, (size_t)tensor_bytes(t, shape_numel(&t->shape)));
+}
+
+/* Contract in kiln.h. */
+bool weight_has_rows(const Node *n) {
+  return n->op == OP_WEIGHT && n->shape.rank == 2 && (n->data || (n->src && n->src->file));
+}
+
+/* Contract in kiln.h. A file's rows are decoded from their own bytes (a ggml row is whole
+ * blocks), whose pages are dropped right after. */
+void weight_rows(const Node *n, int64_t r0, int64_t nr, float *out) {
+  int64_t k = n->shape.dim[1];
+  if (!weight_has_rows(n) || r0 < 0 || nr < 0 || r0 + nr > n->shape.dim[0]) die("weight_rows: %s rows %lld+%lld", n->name, (long long)r0, (long long)nr);
+  if (n->data) {
+    memcpy(out, (const float *)n->data + r0 * k, sizeof(float) * (size_t)(nr * k));
+    return;
+  }
+  const SafeTensor *t = n->src->file;
+  const unsigned char *p = t->bytes + tensor_bytes(t, r0 * k);
+  if (t->ggml_type >= 0) {
+    gguf_to_f32(t->ggml_type, p, nr * k, out);
+  } else {
+    bool f32 = strcmp(t->file_dtype, "F32") == 0, f16 = strcmp(t->file_dtype, "F16") == 0;
+    for (int64_t i = 0; i < nr * k; i++) {
+      if (f32) {
+        const unsigned char *q = p + 4 * i;
+        out[i] = kiln_f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
+      } else {
+        uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+        out[i] = f16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
+      }
+    }
+  }
+  if (t->mapped) kiln_drop_pages(p, (size_t)tensor_bytes(t, nr * k));
 }
 
 /* Contract in kiln.h. A weight given values outright (Node.data: `kiln run --quantize`)
@@ -62,6 +98,9 @@ float *weight_load(const Node *n) {
     memcpy(out, n->data, sizeof(float) * (size_t)count);
   } else if (!s) {
     die("weight %%%d (%s) has neither data nor a source", n->id, n->name ? n->name : "?");
+  } else if (s->file && weight_has_rows(n)) {   /* a few MB at a time: the file's pages go as they are read */
+    int64_t rows = n->shape.dim[0], k = n->shape.dim[1], step = k ? (((int64_t)1 << 20) + k - 1) / k : rows;
+    for (int64_t r = 0; r < rows; r += step) weight_rows(n, r, rows - r < step ? rows - r : step, out + r * k);
   } else if (s->file) {
     safetensor_f32(s->file, out);
     safetensor_drop(s->file);
@@ -74,15 +113,16 @@ float *weight_load(const Node *n) {
 /* Contract in kiln.h. The cache is keyed by the format whose values it holds, so values
  * made before pass_quant chose a format are made again after it. */
 const void *node_data(const Node *n) {
-  if (n->data || n->op != OP_WEIGHT) return n->data;
+  WFormat f = n->op == OP_WEIGHT ? n->wfmt : WF_F32;
+  bool requant = f != WF_F32 && f != n->src_fmt;
+  if (n->op != OP_WEIGHT || (n->data && !requant)) return n->data;
   WeightSrc *s = n->src;
-  if (!s) die("weight %%%d (%s) has no source", n->id, n->name ? n->name : "?");
-  WFormat f = n->wfmt;
+  if (!s) die("weight %%%d (%s) has no source to hold its %s values", n->id, n->name ? n->name : "?", wformat_info(f)->name);
   if (s->values && s->values_fmt == f) return s->values;
   free(s->values);
   s->values = weight_load(n);
   s->values_fmt = f;
-  if (f != WF_F32 && f != n->src_fmt) {   /* a file's own format already decodes to its values */
+  if (requant) {   /* a file's own format already decodes to its values */
     int64_t bytes = wformat_bytes(f, n->shape.dim[0], n->shape.dim[1]);
     unsigned char *q = calloc(1, (size_t)(bytes ? bytes : 1));   /* padding lanes stay zero */
     if (!q) die("out of memory quantizing %s (%lld bytes)", n->name, (long long)bytes);

@@ -182,7 +182,7 @@ static int ggml(const char *gguf, const char *dir) {
     unsigned char *raw = read_file(kiln_fmt("%s/%s.raw", dir, st->name), &rawn);
     if (!raw || !st->loads) return 2;
     float *x = kiln_alloc(sizeof(float) * (size_t)(n * k));
-    safetensor_f32(st, x);
+    gguf_to_f32(st->ggml_type, st->bytes, n * k, x);
     unsigned char *panels = quant_from_ggml(f, raw, n, k);
     float *y = kiln_alloc(sizeof(float) * (size_t)(n * k));
     quant_unpack(f, panels, n, k, y);
