@@ -49,8 +49,9 @@ static const char *what(const Node *n) { return n->name ? n->name : kiln_ops[n->
 /* Whether leaves a and b hold the same values: copies of one parameter share their source
  * (comparing them would materialise both), constants are compared. */
 static bool same_values(const Node *a, const Node *b) {
-  if (a->op == OP_WEIGHT && b->op == OP_WEIGHT && a->src && a->src == b->src && a->data == b->data) return true;
-  if (a->op == OP_WEIGHT || b->op == OP_WEIGHT) return false;
+  if (a->op != b->op) return false;
+  if (a->src == b->src && a->data == b->data) return true;
+  if (a->src || b->src) return false;
   return memcmp(a->data, b->data, (size_t)node_bytes(a)) == 0;
 }
 
