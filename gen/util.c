@@ -295,8 +295,7 @@ unsigned char *kiln_map_file(const char *path, size_t *size, bool *mapped, char 
 /* Contract in kiln.h: the whole pages inside the range, and the partial ones at its ends
  * too (they are read-only file pages: dropping a neighbour's costs at most a re-read). */
 void kiln_drop_pages(const void *p, size_t n) {
-  static size_t page;
-  if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);   /* no static: threads quantizing call this too */
   if (!n || !page) return;
   uintptr_t lo = (uintptr_t)p / page * page, hi = ((uintptr_t)p + n + page - 1) / page * page;
   (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);   /* advice: failing to drop changes nothing */

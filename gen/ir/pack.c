@@ -21,6 +21,7 @@
 #include "kiln.h"
 
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -265,27 +266,50 @@ float *node_panels(const Node *w) {
   return out;
 }
 
-/* w's stored-format panels (a fresh buffer): the file's own bits re-laid when it stores
- * that format, else quantized; a weight from a file 32 rows (one panel) at a time —
- * quant_pack's panels are independent (tests/quant: panels-pack-apart). */
-static unsigned char *stored_panels(const Node *w) {
-  int64_t n = w->shape.dim[0], k = w->shape.dim[1];
-  unsigned char *q = alloc_or_die((size_t)wformat_bytes(w->wfmt, n, k), "storing", w);   /* padding lanes stay zero */
-  if (w->wfmt == w->src_fmt && !w->data) return quant_from_ggml_into(w->wfmt, w->src_raw, n, k, q);
-  if (!weight_has_rows(w)) {
-    float *x = weight_load(w);
-    quant_pack_into(w->wfmt, x, n, k, NULL, q);
-    free(x);
-    return q;
-  }
-  float *rows = alloc_or_die(sizeof(float) * (size_t)(KILN_QPANEL * k), "storing", w);
-  int64_t pb = wformat_panel_bytes(w->wfmt, k);
-  for (int64_t p = 0; p * KILN_QPANEL < n; p++) {
+/* A share of one weight's stored-format panels: [p0, p1) of them into q, from all (the
+ * whole f32 tensor) or, when all is NULL, from weight_rows one panel of rows at a time. */
+typedef struct {
+  const Node *w;
+  const float *all;
+  unsigned char *q;
+  int64_t p0, p1;
+} QuantJob;
+
+static void *quant_job(void *arg) {
+  const QuantJob *j = arg;
+  const Node *w = j->w;
+  int64_t n = w->shape.dim[0], k = w->shape.dim[1], pb = wformat_panel_bytes(w->wfmt, k);
+  float *rows = j->all ? NULL : alloc_or_die(sizeof(float) * (size_t)(KILN_QPANEL * k), "storing", w);
+  for (int64_t p = j->p0; p < j->p1; p++) {
     int64_t nr = n - p * KILN_QPANEL < KILN_QPANEL ? n - p * KILN_QPANEL : KILN_QPANEL;
-    weight_rows(w, p * KILN_QPANEL, nr, rows);
-    quant_pack_into(w->wfmt, rows, nr, k, NULL, q + p * pb);
+    const float *x = j->all ? j->all + p * KILN_QPANEL * k : rows;
+    if (!j->all) weight_rows(w, p * KILN_QPANEL, nr, rows);
+    quant_pack_into(w->wfmt, x, nr, k, NULL, j->q + p * pb);
   }
   free(rows);
+  return NULL;
+}
+
+/* w's stored-format panels (a fresh buffer): the file's own bits re-laid when it stores
+ * that format, else quantized — a weight from a file one panel of 32 rows at a time, any
+ * other one from its whole values. Panels are independent (quant_pack's contract; tests/
+ * quant: panels-pack-apart), so a second thread quantizes the second half of them: the
+ * bytes cannot depend on it, and the K-quants cost 60-75 ns a weight on one core.
+ * KILN_THREADS=1 keeps it to one thread; a thread that cannot start is done inline. */
+static unsigned char *stored_panels(const Node *w) {
+  int64_t n = w->shape.dim[0], k = w->shape.dim[1], np = (n + KILN_QPANEL - 1) / KILN_QPANEL;
+  unsigned char *q = alloc_or_die((size_t)wformat_bytes(w->wfmt, n, k), "storing", w);   /* padding lanes stay zero */
+  if (w->wfmt == w->src_fmt && !w->data) return quant_from_ggml_into(w->wfmt, w->src_raw, n, k, q);
+  float *all = weight_has_rows(w) ? NULL : weight_load(w);
+  const char *e = getenv("KILN_THREADS");
+  bool two = np >= 2 && !(e && strcmp(e, "1") == 0);
+  QuantJob jobs[2] = {{w, all, q, 0, two ? np / 2 : np}, {w, all, q, np / 2, np}};
+  pthread_t t;
+  bool started = two && pthread_create(&t, NULL, quant_job, &jobs[1]) == 0;
+  quant_job(&jobs[0]);
+  if (started) pthread_join(t, NULL);
+  else if (two) quant_job(&jobs[1]);
+  free(all);
   return q;
 }
 
