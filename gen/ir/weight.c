@@ -6,13 +6,14 @@
  * the read-only mapping of the file, or the seeded initialiser, which regenerates them
  * bit for bit from seed and name), and the passes that change how a weight is stored
  * record the change (pass_pack: Node.pack; pass_quant: Node.wfmt) without applying it.
- * The weights writer then takes the tensors one at a time: node_stored materialises
- * one, packs or quantizes it into one buffer, the writer streams it out, and
- * node_release frees it and drops the file's pages again. So the build holds about
- * one tensor (plus its stored form) at a time, never the model.
+ * The weights writer then takes the tensors one at a time: node_stored makes one's
+ * payload bytes (packed or quantized, reading a file's tensor a few rows at a time:
+ * weight_rows, which drops the file's pages as it goes), the writer streams them out,
+ * and node_release frees what was made. So the build holds about one tensor (in its
+ * stored form) at a time, never the model.
  *
- * Code that really needs values — the interpreter (`kiln run`), Core ML's encodings,
- * a dump — calls node_data, which caches them in the shared WeightSrc until
+ * Code that really needs values — the interpreter (`kiln run`), Core ML's encodings —
+ * calls node_data, which caches them in the shared WeightSrc until
  * node_release. The values node_data gives after pass_quant are those of the stored
  * format (quant_pack's dequantized values), exactly what the kernels compute with.
  */
@@ -21,17 +22,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Contract in kiln.h: a safetensors tensor widened to f32 exactly, a GGUF one decoded by gguf.c. */
-void safetensor_f32(const SafeTensor *t, float *out) {
-  int64_t n = shape_numel(&t->shape);
-  if (!t->loads) die("safetensor_f32: %s (%s) is not loadable", t->name, t->file_dtype);
+/* count elements of file tensor t starting at its bytes p as f32: a safetensors dtype
+ * widened exactly, a GGUF type decoded by gguf.c. */
+static void decode(const SafeTensor *t, const unsigned char *p, int64_t count, float *out) {
+  if (!t->loads) die("weight.c: %s (%s) is not loadable", t->name, t->file_dtype);
   if (t->ggml_type >= 0) {
-    gguf_to_f32(t->ggml_type, t->bytes, n, out);
+    gguf_to_f32(t->ggml_type, p, count, out);
     return;
   }
-  const unsigned char *p = t->bytes;
   bool f32 = strcmp(t->file_dtype, "F32") == 0, f16 = strcmp(t->file_dtype, "F16") == 0;
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = 0; i < count; i++) {
     if (f32) {
       const unsigned char *q = p + 4 * i;
       out[i] = kiln_f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
@@ -41,6 +41,9 @@ void safetensor_f32(const SafeTensor *t, float *out) {
     }
   }
 }
+
+/* Contract in kiln.h. */
+void safetensor_f32(const SafeTensor *t, float *out) { decode(t, t->bytes, shape_numel(&t->shape), out); }
 
 /* Bytes of t's first `count` elements in the file (count a whole number of its blocks). */
 static int64_t tensor_bytes(const SafeTensor *t, int64_t count) {
@@ -69,20 +72,7 @@ void weight_rows(const Node *n, int64_t r0, int64_t nr, float *out) {
   }
   const SafeTensor *t = n->src->file;
   const unsigned char *p = t->bytes + tensor_bytes(t, r0 * k);
-  if (t->ggml_type >= 0) {
-    gguf_to_f32(t->ggml_type, p, nr * k, out);
-  } else {
-    bool f32 = strcmp(t->file_dtype, "F32") == 0, f16 = strcmp(t->file_dtype, "F16") == 0;
-    for (int64_t i = 0; i < nr * k; i++) {
-      if (f32) {
-        const unsigned char *q = p + 4 * i;
-        out[i] = kiln_f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
-      } else {
-        uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-        out[i] = f16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
-      }
-    }
-  }
+  decode(t, p, nr * k, out);
   if (t->mapped) kiln_drop_pages(p, (size_t)tensor_bytes(t, nr * k));
 }
 
