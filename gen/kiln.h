@@ -273,6 +273,7 @@ typedef struct WeightSrc {
   uint64_t seed;
   float *values;                /* node_data's values (malloc'd), or NULL */
   WFormat values_fmt;           /* the format whose values `values` holds (f32: as loaded) */
+  bool listed;                  /* weight.c frees its values at exit */
   bool hashed;                  /* stored_fnv is set (weights_write hashes as it writes) */
   uint64_t stored_fnv;          /* FNV-1a 64 of its payload bytes (json.c reads it) */
 } WeightSrc;

@@ -100,6 +100,34 @@ float *weight_load(const Node *n) {
   return out;
 }
 
+/* The sources node_data made values for: freed at exit (the arena holding the WeightSrcs
+ * is freed after, its atexit handler having been registered first), so leak checkers see
+ * a clean exit after `kiln run` or a Core ML build, which keep the values they read. */
+static WeightSrc **cached;
+static int ncached, capcached;
+
+static void free_cached(void) {
+  for (int i = 0; i < ncached; i++) {
+    free(cached[i]->values);
+    cached[i]->values = NULL;
+  }
+  free(cached);
+  cached = NULL, ncached = capcached = 0;
+}
+
+static void remember(WeightSrc *s) {
+  if (s->listed) return;
+  if (ncached == capcached) {
+    if (!cached) atexit(free_cached);
+    capcached = capcached ? 2 * capcached : 64;
+    WeightSrc **v = realloc(cached, sizeof *v * (size_t)capcached);
+    if (!v) die("out of memory");
+    cached = v;
+  }
+  cached[ncached++] = s;
+  s->listed = true;
+}
+
 /* Contract in kiln.h. The cache is keyed by the format whose values it holds, so values
  * made before pass_quant chose a format are made again after it. */
 const void *node_data(const Node *n) {
@@ -112,6 +140,7 @@ const void *node_data(const Node *n) {
   free(s->values);
   s->values = weight_load(n);
   s->values_fmt = f;
+  remember(s);
   if (requant) {   /* a file's own format already decodes to its values */
     int64_t bytes = wformat_bytes(f, n->shape.dim[0], n->shape.dim[1]);
     unsigned char *q = calloc(1, (size_t)(bytes ? bytes : 1));   /* padding lanes stay zero */
