@@ -229,6 +229,7 @@ static const float *rows_of(const Node *w, const float *all, int64_t r0, int64_t
   return scratch;
 }
 
+/* bytes of zeroed heap (freed by the writer once the tensor is out), or a one-line error. */
 static void *alloc_or_die(size_t bytes, const char *what, const Node *w) {
   void *p = calloc(1, bytes ? bytes : 1);
   if (!p) die("out of memory %s %s (%zu bytes)", what, w->name ? w->name : "?", bytes);
@@ -275,6 +276,7 @@ typedef struct {
   int64_t p0, p1;
 } QuantJob;
 
+/* Runs one QuantJob (a pthread start routine; also called directly). */
 static void *quant_job(void *arg) {
   const QuantJob *j = arg;
   const Node *w = j->w;
