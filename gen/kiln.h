@@ -137,9 +137,14 @@ int64_t wformat_bytes(WFormat f, int64_t n, int64_t k);
  * deq (n * k floats, may be NULL, may alias w) receives the values the kernels compute
  * with. Deterministic: the same w gives the same bytes on every machine. */
 unsigned char *quant_pack(WFormat f, const float *w, int64_t n, int64_t k, float *deq);
+/* The same into out (wformat_bytes of it, zeroed: padding lanes are not written; the
+ * build's writer passes a calloc'd buffer it frees after writing the tensor); returns out. */
+unsigned char *quant_pack_into(WFormat f, const float *w, int64_t n, int64_t k, float *deq, unsigned char *out);
 /* GGUF/ggml rows of the same format (n rows of k, ggml's block layout) re-laid as panels:
  * the same bits, no rounding. f16 and bf16 rows are plain 2-byte elements. */
 unsigned char *quant_from_ggml(WFormat f, const unsigned char *raw, int64_t n, int64_t k);
+/* The same into out (wformat_bytes of it, zeroed, as quant_pack_into's). */
+unsigned char *quant_from_ggml_into(WFormat f, const unsigned char *raw, int64_t n, int64_t k, unsigned char *out);
 /* The n x k values of a panel-laid matrix (the reference dequantization). */
 void quant_unpack(WFormat f, const unsigned char *panels, int64_t n, int64_t k, float *out);
 /* A stored matrix as integer codes under per-group affine terms: element (r, i) is
@@ -234,7 +239,10 @@ typedef struct Node {
   SrcLoc loc;                   /* Lua line that created it */
 
   /* leaves */
-  void *data;                   /* WEIGHT/CONST: numel * dtype_size bytes, little-endian */
+  void *data;                   /* CONST (and a WEIGHT given values outright): numel * dtype_size
+                                   bytes, little-endian; a WEIGHT with src leaves it NULL: read
+                                   its values through node_data */
+  struct WeightSrc *src;        /* WEIGHT: where its values come from (shared by its copies) */
   int io_index;                 /* INPUT: position in Graph.inputs */
 
   /* filled by passes */
@@ -250,8 +258,25 @@ typedef struct Node {
   WFormat src_fmt;              /* WEIGHT: the format its file stores it in (f32 for seeded weights) */
   const unsigned char *src_raw; /* ... and those bytes (ggml rows), when src_fmt is not f32 */
   WFormat wfmt;                 /* WEIGHT: the format the weights file keeps it in (pass_quant) */
-  const unsigned char *qbytes;  /* ... its panels (wformat_bytes), when wfmt is not f32 */
 } Node;
+
+/* Where a WEIGHT's values come from, so that a build never holds the whole model: a
+ * tensor of a loaded file (its bytes stay in the mapped file) or the seeded initialiser
+ * (regenerated bit for bit from seed and name). Every copy of a parameter (one per entry
+ * using it) points at the same WeightSrc. node_data materialises the values into
+ * `values` and node_release frees them again (weight.c). */
+typedef struct WeightSrc {
+  const struct SafeTensor *file;  /* from a loaded file, or NULL: seeded */
+  const char *name;             /* seeded: the parameter name init_fill hashes */
+  const char *kind;             /* seeded: init kind and its numbers (init_fill) */
+  double a, b;
+  uint64_t seed;
+  float *values;                /* node_data's values (malloc'd), or NULL */
+  WFormat values_fmt;           /* the format whose values `values` holds (f32: as loaded) */
+  bool listed;                  /* weight.c frees its values at exit */
+  bool hashed;                  /* stored_fnv is set (weights_write hashes as it writes) */
+  uint64_t stored_fnv;          /* FNV-1a 64 of its payload bytes (json.c reads it) */
+} WeightSrc;
 
 /* A kernel: nodes rendered as one function (C) / one dispatch (Metal). Nodes are in
  * topological order: the first is the anchor (rendered by its family's template), the
@@ -409,8 +434,24 @@ int64_t node_stored_bytes(const Node *w);
  * it), so the build holds one tensor's panels at a time, never a second copy of the model. */
 float *node_panels(const Node *w);
 /* The bytes a weight takes in the payload (node_stored_bytes of them): its format's
- * panels, its f32 panels, or its data. *owned: the caller frees them. */
+ * panels, its f32 panels, or its data. *owned: the caller frees them. The values may be
+ * materialised for it: call node_release(w) once done with the tensor. */
 const void *node_stored(const Node *w, bool *owned);
+/* The values of leaf n (node_bytes of them) that the kernels compute with: a CONST's data;
+ * a WEIGHT's materialised from its source on first use (after pass_quant, the values of
+ * its stored format). Valid until node_release(n) (weight.c). */
+const void *node_data(const Node *n);
+/* Frees what node_data materialised for n (any copy of the weight) and tells the kernel
+ * that n's file pages are not needed now; a later node_data makes them again, bit for bit. */
+void node_release(const Node *n);
+/* The f32 values of n's source as loaded, before any stored format (malloc'd, the caller
+ * frees them). */
+float *weight_load(const Node *n);
+/* Whether weight_rows can read n's rows one at a time: a rank-2 weight from a file (or
+ * given values). A seeded one is one random stream: it is made whole (weight_load). */
+bool weight_has_rows(const Node *n);
+/* Rows [r0, r0 + nr) of n's f32 source values (nr * shape.dim[1] floats) into out. */
+void weight_rows(const Node *n, int64_t r0, int64_t nr, float *out);
 
 typedef struct {
   const char *name;
@@ -462,11 +503,14 @@ Program *frontend_trace(const FrontendOptions *o);   /* errors via kiln_error_at
 /* `kiln import` (gen/frontend/onnx_import.c): argv after "import"; returns the exit status. */
 int onnx_import_main(int argc, char **argv);
 
-typedef struct {
+typedef struct SafeTensor {
   const char *name;
   DType dtype;                  /* after conversion: f16/bf16 become f32 */
   Shape shape;
-  float *data;                  /* NULL when file_dtype is valid but not loadable (I64, U8...) */
+  bool loads;                   /* Kiln reads its dtype (false: file_dtype is valid but not loadable: I64, U8...) */
+  const unsigned char *bytes;   /* its bytes in the file's data section (decoded on demand: safetensor_f32) */
+  int ggml_type;                /* GGUF: its ggml type id; -1 in a safetensors file */
+  bool mapped;                  /* bytes lie in a read-only file mapping (pages may be dropped: safetensor_drop) */
   const char *file_dtype;       /* the dtype as written in the file: "F32", "F16", "BF16", ... */
   WFormat raw_fmt;              /* the stored format those bytes are in (f32: a plain f32 tensor) */
   const unsigned char *raw;     /* the tensor's bytes in the file's data (ggml rows) when raw_fmt is not
@@ -506,6 +550,14 @@ SafeFile *safetensors_load(const char *path, char *err, size_t errlen);
  * fuzz target. */
 SafeFile *safetensors_parse(const char *path, const unsigned char *data, size_t size, char *err, size_t errlen);
 SafeTensor *safetensors_find(SafeFile *f, const char *name);
+/* t's numel values as f32 into out (widened, or dequantized from ggml blocks); t->loads. */
+void safetensor_f32(const SafeTensor *t, float *out);
+/* The same for a GGUF tensor of ggml type `type` (gguf.c). */
+void gguf_to_f32(int type, const unsigned char *p, int64_t n, float *out);
+int64_t gguf_tensor_bytes(int type, int64_t n);
+/* Tells the kernel t's pages of a mapped file are not needed now (they are read again on
+ * the next access), so reading a model tensor by tensor keeps one tensor resident. */
+void safetensor_drop(const SafeTensor *t);
 /* GGUF (gguf.c): the same contract as safetensors_load/_parse; quantized tensors are
  * dequantized to f32, shapes are numpy order (GGUF's dims reversed). gguf_is: the
  * first n bytes of a file start with GGUF's magic. gguf_meta_name: llama.cpp's name
@@ -600,6 +652,13 @@ void npy_write(const char *dir, const char *name, const Tensor *t);
 
 /* Reads at most max bytes of a file or stream (util.c); NULL and "path: why" in err. */
 unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, char *err, size_t errlen);
+/* A regular file mapped read-only (util.c), so a model file's bytes are read from the page
+ * cache as tensors are used instead of copied whole; *mapped says whether it is a mapping
+ * (an empty file, or one mmap refuses, is read with kiln_read_bounded). NULL and "path: why". */
+unsigned char *kiln_map_file(const char *path, size_t *size, bool *mapped, char *err, size_t errlen);
+/* Drops the resident pages of [p, p + n) of a read-only file mapping (they fault in again
+ * from the file when read): the build's RSS stays one tensor, not the model. */
+void kiln_drop_pages(const void *p, size_t n);
 
 /* `kiln tokenize FILE [--decode]` (tokenize.c): text lines on stdin to ids, or back. */
 int cmd_tokenize(const char *path, bool decode, char sep, const char *convert);

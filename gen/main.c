@@ -284,7 +284,7 @@ static void quantize_like_build(Program *p, const Args *a) {
       for (int f = 0; f < built->nentries; f++)
         for (int j = 0; j < built->entries[f]->nnodes; j++) {
           const Node *x = built->entries[f]->nodes[j];
-          if (x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0 && x->wfmt != WF_F32) w->data = x->data;
+          if (x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0 && x->wfmt != WF_F32) w->data = (void *)node_data(x);
         }
     }
 }

@@ -5,13 +5,17 @@
  * kiln_free_all at exit. Diagnostics exit after removing the half-built output
  * directory, so a failed build leaves nothing in out/.
  */
+#define _DEFAULT_SOURCE   /* madvise (glibc); -D_POSIX_C_SOURCE alone hides it */
+#define _DARWIN_C_SOURCE  /* the same on macOS */
 #include "kiln.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -267,6 +271,34 @@ unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, cha
   *size = b.len;
   buf_free(&b);
   return data;
+}
+
+/* Contract in kiln.h. The mapping lives until exit, like the arena. */
+unsigned char *kiln_map_file(const char *path, size_t *size, bool *mapped, char *err, size_t errlen) {
+  *mapped = false;
+  struct stat st;
+  int fd = open(path, O_RDONLY);
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uint64_t)st.st_size <= SIZE_MAX - 1) {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p != MAP_FAILED) {
+      *size = (size_t)st.st_size;
+      *mapped = true;
+      return p;
+    }
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  return kiln_read_bounded(path, SIZE_MAX - 1, size, err, errlen);
+}
+
+/* Contract in kiln.h: the whole pages inside the range, and the partial ones at its ends
+ * too (they are read-only file pages: dropping a neighbour's costs at most a re-read). */
+void kiln_drop_pages(const void *p, size_t n) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);   /* no static: threads quantizing call this too */
+  if (!n || !page) return;
+  uintptr_t lo = (uintptr_t)p / page * page, hi = ((uintptr_t)p + n + page - 1) / page * page;
+  (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);   /* advice: failing to drop changes nothing */
 }
 
 /* Creates every missing directory on the way to dir/name. */

@@ -15,7 +15,7 @@
  * of control bytes, names at most 64 bytes (GGML_MAX_NAME), 1 to 4 dims, each >= 1,
  * offsets aligned, each tensor's bytes inside the data section and no two overlapping,
  * a quantized row a whole number of blocks. Tensor types whose byte size we know but do
- * not load (I32, Q5_K, ...) are validated and given NULL data, as safetensors.c does for
+ * not load (I32, Q5_K, ...) are validated and marked not loadable, as safetensors.c does for
  * I64; a type whose size we do not know refuses the file, since its bounds cannot be
  * checked.
  *
@@ -262,10 +262,10 @@ static void deq_q6_k(const unsigned char *b, float *y) {
   }
 }
 
-/* The tensor's n elements widened or dequantized to f32 (NULL for a type not loaded). */
-static float *to_f32(const GgmlType *t, const unsigned char *p, int64_t n) {
-  if (!t->loads) return NULL;
-  float *out = kiln_alloc(sizeof(float) * (size_t)(n ? n : 1));
+/* Contract in kiln.h: the tensor's n elements widened or dequantized to f32. */
+void gguf_to_f32(int type, const unsigned char *p, int64_t n, float *out) {
+  const GgmlType *t = ggml_type((uint32_t)type);
+  if (!t || !t->loads) die("gguf_to_f32: ggml type %d does not load", type);
   int64_t nb = n / t->block;
   for (int64_t i = 0; i < nb; i++) {
     const unsigned char *b = p + i * t->bytes;
@@ -281,7 +281,12 @@ static float *to_f32(const GgmlType *t, const unsigned char *p, int64_t n) {
     default: die("ggml type %d marked loadable without a decoder", t->id);
     }
   }
-  return out;
+}
+
+/* Contract in kiln.h: bytes of n elements of a loadable ggml type. */
+int64_t gguf_tensor_bytes(int type, int64_t n) {
+  const GgmlType *t = ggml_type((uint32_t)type);
+  return t ? n / t->block * t->bytes : 0;
 }
 
 /* ---- the file ---- */
@@ -416,9 +421,11 @@ SafeFile *gguf_parse(const char *path, const unsigned char *all, size_t size, ch
   if (!check_spans(&r, f, sorted, f->ntensors, data_size, alignment)) return NULL;
   for (int i = 0; i < f->ntensors; i++) {
     SafeTensor *t = &f->tensors[i];
-    t->data = to_f32(types[i], all + data_start + spans[i].offset, shape_numel(&t->shape));
+    t->loads = types[i]->loads;
+    t->bytes = all + data_start + spans[i].offset;
+    t->ggml_type = (int)types[i]->id;
     for (int w = WF_F16; w < WF__COUNT; w++)
-      if (t->data && wformat_info((WFormat)w)->ggml_type == (int)types[i]->id) {
+      if (t->loads && wformat_info((WFormat)w)->ggml_type == (int)types[i]->id) {
         t->raw_fmt = (WFormat)w;
         t->raw = all + data_start + spans[i].offset;
       }
@@ -431,9 +438,12 @@ SafeFile *gguf_load(const char *path, char *err, size_t errlen) {
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
     return snprintf(err, errlen, "%s: not a regular file (a GGUF file must be one)", path), NULL;
   size_t size;
-  unsigned char *all = kiln_read_bounded(path, SIZE_MAX - 1, &size, err, errlen);
+  bool mapped;
+  unsigned char *all = kiln_map_file(path, &size, &mapped, err, errlen);
   if (!all) return NULL;
-  return gguf_parse(path, all, size, err, errlen);
+  SafeFile *f = gguf_parse(path, all, size, err, errlen);
+  for (int i = 0; f && i < f->ntensors; i++) f->tensors[i].mapped = mapped;
+  return f;
 }
 
 bool gguf_is(const unsigned char *head, size_t n) { return n >= 4 && memcmp(head, "GGUF", 4) == 0; }

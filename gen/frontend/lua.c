@@ -661,22 +661,20 @@ static int l_param(lua_State *L) {
   SrcLoc loc = fe_loc(L);
   int which = -1;
   SafeTensor *t = find_loaded(fe, name, &which);
-  float *data;
+  WeightSrc *src = kiln_alloc(sizeof *src);   /* values are made when a pass or the writer needs them */
   if (t) {
     Loaded *lf = &fe->files[which];
-    if (!t->data)
+    if (!t->loads)
       return fe_error(L, "param %s: dtype %s in %s is not supported (Kiln reads F32, F16 and BF16; from GGUF also Q8_0, Q4_0, Q4_K and Q6_K)", name, t->file_dtype, lf->shown);
     if (!shape_eq(&t->shape, &s))
       return fe_error(L, "param %s: shape %s in %s, script says %s", name, shape_str(&t->shape), lf->shown, shape_str(&s));
     lf->used[t - lf->file->tensors] = true;
-    data = t->data;
+    *src = (WeightSrc){.file = t};
   } else {
-    kiln_progress("tracing: seeding parameters", 0, 0);
-    data = kiln_alloc(sizeof(float) * (size_t)shape_numel(&s));
-    init_fill(data, shape_numel(&s), fe->seed, name, init.kind, init.a, init.b);
+    *src = (WeightSrc){.name = name, .kind = init.kind, .a = init.a, .b = init.b, .seed = fe->seed};
   }
   Node *n = graph_leaf(fe_graph(L), OP_WEIGHT, DT_F32, &s, name, loc);
-  n->data = data;
+  n->src = src;
   if (t) n->src_fmt = t->raw_fmt, n->src_raw = t->raw;
   fe->params = grow(fe->params, fe->nparams, &fe->capparams, fe->nparams + 1, sizeof(Param));
   fe->params[fe->nparams++] = (Param){name, loc, t != NULL, fe->fp.cur, n->id};

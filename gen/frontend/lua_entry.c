@@ -132,6 +132,7 @@ static int import_node(lua_State *L, int src, int id) {
     if (kiln_ops[x->op].family == FAM_LEAF) {
       m = graph_leaf(dg, x->op, x->dtype, &x->shape, x->name, x->loc);
       m->data = x->data;
+      m->src = x->src;
       m->a = x->a;
     } else {
       int *in = kiln_alloc(sizeof(int) * (size_t)(x->nin + 1));

@@ -14,8 +14,9 @@
  * numel * element size; ranges may not overlap, and together they must cover
  * the data section without holes (the format requires it). F32, F16 and BF16
  * are widened to f32 exactly (f16 subnormals, infinities and NaNs included).
- * Other dtypes of the format (I64, U8, BOOL, F64...) are validated but not
- * loaded: their data is NULL and only a parameter that asks for one is an error,
+ * Values are decoded when a weight needs them (safetensor_f32), from the file mapped
+ * read-only, so a model is never held whole in memory. Other dtypes of the format (I64,
+ * U8, BOOL, F64...) are validated but not loaded (loads is false) and only a parameter that asks for one is an error,
  * so a PyTorch state_dict with BatchNorm's int64 num_batches_tracked still loads.
  * Tensors are kept in the order the header lists them.
  *
@@ -123,24 +124,6 @@ static bool parse_entry(const char *path, const char *name, const JVal *v, int64
   return true;
 }
 
-/* The tensor's bytes widened to f32 (NULL for dtypes Kiln does not load). */
-static float *convert(const SafeTensor *t, const unsigned char *p) {
-  int64_t n = shape_numel(&t->shape);
-  bool f32 = strcmp(t->file_dtype, "F32") == 0, f16 = strcmp(t->file_dtype, "F16") == 0, bf16 = strcmp(t->file_dtype, "BF16") == 0;
-  if (!f32 && !f16 && !bf16) return NULL;
-  float *out = kiln_alloc(sizeof(float) * (size_t)(n ? n : 1));
-  for (int64_t i = 0; i < n; i++) {
-    if (f32) {
-      const unsigned char *q = p + 4 * i;
-      out[i] = kiln_f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24);
-    } else {
-      uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
-      out[i] = f16 ? kiln_f16_to_f32(h) : kiln_bf16_to_f32(h);
-    }
-  }
-  return out;
-}
-
 /* Sorted ranges must tile the data section exactly: no overlap, no hole. Empty tensors are skipped. */
 static bool check_tiling(const char *path, const SafeFile *f, Range *r, int n, int64_t data_size, char *err, size_t errlen) {
   qsort(r, (size_t)n, sizeof *r, range_cmp);
@@ -177,12 +160,16 @@ SafeFile *safetensors_load(const char *path, char *err, size_t errlen) {
   if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
     return snprintf(err, errlen, "%s: not a regular file (a safetensors file must be one)", path), NULL;
   size_t size;
-  unsigned char *all = kiln_read_bounded(path, SIZE_MAX - 1, &size, err, errlen);
+  bool mapped;
+  unsigned char *all = kiln_map_file(path, &size, &mapped, err, errlen);
   if (!all) return NULL;
-  return safetensors_parse(path, all, size, err, errlen);
+  SafeFile *f = safetensors_parse(path, all, size, err, errlen);
+  for (int i = 0; f && i < f->ntensors; i++) f->tensors[i].mapped = mapped;
+  return f;
 }
 
-/* Contract in kiln.h: names, shapes and converted data are copies in the arena. */
+/* Contract in kiln.h: names and shapes are copies in the arena; tensors point into all,
+ * which must outlive them (their values are decoded when a weight needs them). */
 SafeFile *safetensors_parse(const char *path, const unsigned char *all, size_t size, char *err, size_t errlen) {
   if (size < 8) return HEADER_FAIL("the file has %zu bytes, fewer than the 8-byte header length", size), NULL;
   uint64_t hlen = 0;
@@ -225,7 +212,9 @@ SafeFile *safetensors_parse(const char *path, const unsigned char *all, size_t s
   const unsigned char *data = all + 8 + hlen;
   for (int i = 0; i < f->ntensors; i++) {
     SafeTensor *t = &f->tensors[i];
-    t->data = convert(t, data + ranges[i].begin);
+    t->bytes = data + ranges[i].begin;
+    t->ggml_type = -1;
+    t->loads = strcmp(t->file_dtype, "F32") == 0 || strcmp(t->file_dtype, "F16") == 0 || strcmp(t->file_dtype, "BF16") == 0;
     bool f16 = strcmp(t->file_dtype, "F16") == 0, bf16 = strcmp(t->file_dtype, "BF16") == 0;
     if (f16 || bf16) t->raw_fmt = f16 ? WF_F16 : WF_BF16, t->raw = data + ranges[i].begin;   /* kept as stored (pass_quant) */
   }

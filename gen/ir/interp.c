@@ -804,7 +804,7 @@ bool interp_entry(Graph *g, const Tensor *inputs, Tensor *state, Tensor *outputs
     Node *n = g->nodes[i];
     if (!need[i]) continue;
     if (n->dead) die("interp: output depends on dead %%%d", i);
-    val[i] = (Tensor){n->dtype, n->shape, n->data};
+    val[i] = (Tensor){n->dtype, n->shape, (void *)node_data(n)};   /* a weight is materialised here (kept until exit) */
     if (n->op == OP_INPUT) {
       const Tensor *t = &inputs[n->io_index];
       if (t->dtype != n->dtype || !shape_eq(&t->shape, &n->shape)) die("interp: input %s has the wrong type", g->inputs[n->io_index].name);

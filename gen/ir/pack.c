@@ -10,8 +10,8 @@
  * zero past N. A weight stored as B^T may also be the table of gathers along axis 0 (a tied
  * embedding and classifier): row i is then lane i % 32 of panel i / 32, which the C gather
  * reads in place (templates/c/gather_packed.c.tmpl), so the classifier needs no copy.
- * Node.data keeps the logical tensor (the interpreter, Core ML and the JSON's shape read
- * that); weights.c writes node_panels() instead.
+ * The values stay the logical tensor (node_data: the interpreter and Core ML read that);
+ * weights.c writes node_panels() instead, made as it writes each tensor.
  *
  * B is the weight y of matmul(x, y), read transposed when trans_y (a PyTorch Linear
  * weight [N, K]); or the weight x of a matrix-vector product matmul(W, v) with N < 4
@@ -24,6 +24,7 @@
 #include "kiln.h"
 
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,34 +188,30 @@ static const Node *done_before(const Graph *g, const Node *w) {
 }
 
 /* Contract in kiln.h. A rank-2 WEIGHT that every use reads by row (row_role) and whose
- * rows are a whole number of its format's blocks gets Node.wfmt = wanted(), with qbytes:
- * the file's own bits re-laid (the format it was stored in), or quantized now, Node.data
- * then holding the values the kernels compute with (so the interpreter and Core ML see
- * exactly those). Every other weight is f32. A weight another entry already did is copied
- * from it: the values are quantized once. Program.no_pack does not matter here: the Metal
- * target reads the same panels as C (templates/metal/deq/). */
+ * rows are a whole number of its format's blocks gets Node.wfmt = wanted(); nothing is
+ * quantized here: node_stored makes the panels (the file's own bits re-laid when it
+ * stores that format, else quantized) as the writer streams them, and node_data gives
+ * the values the kernels compute with (so the interpreter and Core ML see exactly those).
+ * Every other weight is f32. A weight another entry already did takes its format.
+ * Program.no_pack does not matter here: the Metal target reads the same panels as C
+ * (templates/metal/deq/). */
 void pass_quant(Graph *g) {
   Program *p = g->prog;
   for (int i = 0; i < g->nnodes; i++) {
     Node *w = g->nodes[i];
     if (w->dead || w->op != OP_WEIGHT || !w->name) continue;
     w->wfmt = WF_F32;
-    w->qbytes = NULL;
     if (w->dtype != DT_F32 || w->shape.rank != 2) continue;
     const Node *prev = done_before(g, w);
-    if (prev) {
-      w->wfmt = prev->wfmt, w->qbytes = prev->qbytes, w->data = prev->data;
+    if (prev) {   /* made as prev's are: same panels, same values */
+      w->wfmt = prev->wfmt, w->src_fmt = prev->src_fmt, w->src_raw = prev->src_raw;
       continue;
     }
     WFormat f = wanted(p, w);
     if (f == WF_F32) continue;
-    int64_t n = w->shape.dim[0], k = w->shape.dim[1];
+    int64_t k = w->shape.dim[1];
     int block = wformat_info(f)->block;
     if ((block && k % block) || each_use(g, w, row_use, NULL) <= 0) continue;   /* some use is not by row */
-    if (f == w->src_fmt)
-      w->qbytes = quant_from_ggml(f, w->src_raw, n, k);
-    else
-      w->qbytes = quant_pack(f, w->data, n, k, w->data);
     w->wfmt = f;
   }
 }
@@ -234,28 +231,109 @@ int64_t node_stored_bytes(const Node *w) {
   return (n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL * k * (int64_t)sizeof(float);
 }
 
-/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. */
+/* Rows [r0, r0 + nr) of weight w's f32 values: inside all when it is given, else read
+ * into scratch (weight_rows), so a file's weight never needs a whole second copy. */
+static const float *rows_of(const Node *w, const float *all, int64_t r0, int64_t nr, float *scratch) {
+  if (all) return all + r0 * w->shape.dim[1];
+  weight_rows(w, r0, nr, scratch);
+  return scratch;
+}
+
+/* bytes of zeroed heap (freed by the writer once the tensor is out), or a one-line error. */
+static void *alloc_or_die(size_t bytes, const char *what, const Node *w) {
+  void *p = calloc(1, bytes ? bytes : 1);
+  if (!p) die("out of memory %s %s (%zu bytes)", what, w->name ? w->name : "?", bytes);
+  return p;
+}
+
+/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. The
+ * weight is read along its own rows: when it is B^T, 32 of them (B's columns) fill one
+ * panel; when it is B, each row r is spread over row r of every panel. A weight from a
+ * file is read a few rows at a time (weight_has_rows), any other one materialised. */
 float *node_panels(const Node *w) {
   int64_t k, n;
   pack_dims(w, &k, &n);
-  size_t bytes = (size_t)node_stored_bytes(w);
-  float *out = calloc(1, bytes ? bytes : 1);
-  if (!out) die("out of memory packing %s (%zu bytes)", w->name, bytes);
-  const float *src = w->data;
-  for (int64_t r = 0; r < k; r++)
-    for (int64_t j = 0; j < n; j++) {
-      float v;
-      memcpy(&v, (const char *)src + (size_t)(w->pack_t ? j * k + r : r * n + j) * sizeof v, sizeof v);
-      out[(j / KILN_PANEL * k + r) * KILN_PANEL + j % KILN_PANEL] = v;
+  float *out = alloc_or_die((size_t)node_stored_bytes(w), "packing", w);
+  const float *all = weight_has_rows(w) ? NULL : node_data(w);
+  float *scratch = all ? NULL : alloc_or_die(sizeof(float) * (size_t)(w->pack_t ? KILN_PANEL * k : n), "packing", w);
+  if (w->pack_t) {
+    for (int64_t p = 0; p * KILN_PANEL < n; p++) {
+      float *panel = out + p * k * KILN_PANEL;
+      int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
+      const float *rows = rows_of(w, all, p * KILN_PANEL, lanes, scratch);
+      for (int64_t l = 0; l < lanes; l++)
+        for (int64_t r = 0; r < k; r++) memcpy(panel + r * KILN_PANEL + l, rows + l * k + r, sizeof(float));   /* the bits */
     }
+  } else {
+    for (int64_t r = 0; r < k; r++) {
+      const float *row = rows_of(w, all, r, 1, scratch);
+      for (int64_t p = 0; p * KILN_PANEL < n; p++) {
+        int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
+        memcpy(out + (p * k + r) * KILN_PANEL, row + p * KILN_PANEL, sizeof(float) * (size_t)lanes);
+      }
+    }
+  }
+  free(scratch);
   return out;
 }
 
-/* Contract in kiln.h. */
+/* A share of one weight's stored-format panels: [p0, p1) of them into q, from all (the
+ * whole f32 tensor) or, when all is NULL, from weight_rows one panel of rows at a time. */
+typedef struct {
+  const Node *w;
+  const float *all;
+  unsigned char *q;
+  int64_t p0, p1;
+} QuantJob;
+
+/* Runs one QuantJob (a pthread start routine; also called directly). */
+static void *quant_job(void *arg) {
+  const QuantJob *j = arg;
+  const Node *w = j->w;
+  int64_t n = w->shape.dim[0], k = w->shape.dim[1], pb = wformat_panel_bytes(w->wfmt, k);
+  float *rows = j->all ? NULL : alloc_or_die(sizeof(float) * (size_t)(KILN_QPANEL * k), "storing", w);
+  for (int64_t p = j->p0; p < j->p1; p++) {
+    int64_t nr = n - p * KILN_QPANEL < KILN_QPANEL ? n - p * KILN_QPANEL : KILN_QPANEL;
+    const float *x = j->all ? j->all + p * KILN_QPANEL * k : rows;
+    if (!j->all) weight_rows(w, p * KILN_QPANEL, nr, rows);
+    quant_pack_into(w->wfmt, x, nr, k, NULL, j->q + p * pb);
+  }
+  free(rows);
+  return NULL;
+}
+
+/* w's stored-format panels (a fresh buffer): the file's own bits re-laid when it stores
+ * that format, else quantized — a weight from a file one panel of 32 rows at a time, any
+ * other one from its whole values. Panels are independent (quant_pack's contract; tests/
+ * quant: panels-pack-apart), so a second thread quantizes the second half of them: the
+ * bytes cannot depend on it, and the K-quants cost 60-75 ns a weight on one core.
+ * KILN_THREADS=1 keeps it to one thread; a thread that cannot start is done inline. */
+static unsigned char *stored_panels(const Node *w) {
+  int64_t n = w->shape.dim[0], k = w->shape.dim[1], np = (n + KILN_QPANEL - 1) / KILN_QPANEL;
+  unsigned char *q = alloc_or_die((size_t)wformat_bytes(w->wfmt, n, k), "storing", w);   /* padding lanes stay zero */
+  if (w->wfmt == w->src_fmt && !w->data) return quant_from_ggml_into(w->wfmt, w->src_raw, n, k, q);
+  float *all = weight_has_rows(w) ? NULL : weight_load(w);
+  const char *e = getenv("KILN_THREADS");
+  bool two = np >= 2 && !(e && strcmp(e, "1") == 0);
+  QuantJob jobs[2] = {{w, all, q, 0, two ? np / 2 : np}, {w, all, q, np / 2, np}};
+  pthread_t t;
+  bool started = two && pthread_create(&t, NULL, quant_job, &jobs[1]) == 0;
+  quant_job(&jobs[0]);
+  if (started) pthread_join(t, NULL);
+  else if (two) quant_job(&jobs[1]);
+  free(all);
+  return q;
+}
+
+/* Contract in kiln.h. A stored format's panels and f32 panels are made here, into one
+ * fresh buffer; an f32 weight kept as is is its values. */
 const void *node_stored(const Node *w, bool *owned) {
   *owned = false;
-  if (w->op == OP_WEIGHT && w->wfmt != WF_F32) return w->qbytes;
-  if (!w->pack) return w->data;
+  if (w->op == OP_WEIGHT && w->wfmt != WF_F32) {
+    *owned = true;
+    return stored_panels(w);
+  }
+  if (!w->pack) return node_data(w);
   *owned = true;
   return node_panels(w);
 }

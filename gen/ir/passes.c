@@ -76,7 +76,8 @@ static void verify_node(Graph *g, Node *n, int id) {
   const OpInfo *o = &kiln_ops[n->op];
   if (o->family == FAM_LEAF) {
     if (n->nin != 0) die("verify: leaf %%%d has %d inputs", id, n->nin);
-    if ((n->op == OP_WEIGHT || n->op == OP_CONST) && !n->data) die("verify: %s %%%d has no data", o->name, id);
+    if ((n->op == OP_WEIGHT || n->op == OP_CONST) && !n->data && !(n->op == OP_WEIGHT && n->src))
+      die("verify: %s %%%d has no data", o->name, id);
     if (n->op == OP_STATE) verify_state_node(g, n);
     if (n->op == OP_INPUT && (n->io_index < 0 || n->io_index >= g->ninputs || g->inputs[n->io_index].node != id))
       die("verify: input %%%d has io_index %d not matching Graph.inputs", id, n->io_index);

@@ -22,6 +22,7 @@
 #include "kiln.h"
 
 #include <float.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Products and sums are rounded separately, as the spec's expressions say: no fused
@@ -473,9 +474,15 @@ static void pack_row(WFormat f, const float *x, int64_t k, unsigned char *panel,
 /* Contract in kiln.h. Rows past n stay zero bytes (kiln_alloc zeroes). deq is written only
  * after every row of w has been read, so it may alias w. */
 unsigned char *quant_pack(WFormat f, const float *w, int64_t n, int64_t k, float *deq) {
-  int64_t bytes = wformat_bytes(f, n, k), pb = f == WF_F32 ? 0 : wformat_panel_bytes(f, k);
-  unsigned char *out = kiln_alloc((size_t)(bytes ? bytes : 1));
-  float *row = kiln_alloc(sizeof(float) * (size_t)k);
+  int64_t bytes = wformat_bytes(f, n, k);
+  return quant_pack_into(f, w, n, k, deq, kiln_alloc((size_t)(bytes ? bytes : 1)));
+}
+
+/* Contract in kiln.h. */
+unsigned char *quant_pack_into(WFormat f, const float *w, int64_t n, int64_t k, float *deq, unsigned char *out) {
+  int64_t pb = f == WF_F32 ? 0 : wformat_panel_bytes(f, k);
+  float *row = malloc(sizeof(float) * (size_t)(k ? k : 1));
+  if (!row) die("out of memory quantizing a row of %lld", (long long)k);
   bool keep_nonfinite = f == WF_F32 || f == WF_F16 || f == WF_BF16;
   for (int64_t r = 0; r < n; r++) {
     const float *x = w + r * k;
@@ -489,6 +496,7 @@ unsigned char *quant_pack(WFormat f, const float *w, int64_t n, int64_t k, float
     }
     pack_row(f, x, k, out + r / LANES * pb, (int)(r % LANES));
   }
+  free(row);
   if (deq) quant_unpack(f, out, n, k, deq);
   return out;
 }
@@ -680,9 +688,14 @@ static void relay_row(WFormat f, const unsigned char *raw, int64_t k, unsigned c
 /* Contract in kiln.h. f32 rows are copied as they are (row-major); formats without a
  * ggml type (i8, g8, g4) are Kiln's bug to ask for. */
 unsigned char *quant_from_ggml(WFormat f, const unsigned char *raw, int64_t n, int64_t k) {
+  int64_t bytes = wformat_bytes(f, n, k);
+  return quant_from_ggml_into(f, raw, n, k, kiln_alloc((size_t)(bytes ? bytes : 1)));
+}
+
+/* Contract in kiln.h. */
+unsigned char *quant_from_ggml_into(WFormat f, const unsigned char *raw, int64_t n, int64_t k, unsigned char *out) {
   if (infos[f].ggml_type < 0) die("quant_from_ggml: %s has no ggml type", infos[f].name);
   int64_t bytes = wformat_bytes(f, n, k);
-  unsigned char *out = kiln_alloc((size_t)(bytes ? bytes : 1));
   if (f == WF_F32) return memcpy(out, raw, (size_t)bytes), out;
   int64_t pb = wformat_panel_bytes(f, k), row_bytes = k / infos[f].block * ggml_block_bytes[f];
   for (int64_t r = 0; r < n; r++) relay_row(f, raw + r * row_bytes, k, out + r / LANES * pb, (int)(r % LANES));

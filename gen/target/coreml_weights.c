@@ -2,7 +2,7 @@
  * coreml_weights.c — a weight kept in a stored format, as the Core ML package holds it.
  *
  * The build keeps a matrix weight W [n, k] in a stored format (pass_quant: Node.wfmt, its
- * panels in Node.qbytes, its exact f32 values in Node.data). MIL can hold some of those
+ * panels from node_stored, its exact f32 values from node_data). MIL can hold some of those
  * formats compactly, and the rule here is that the program's weight has exactly the
  * values the C target computes with (rounded once to fp16 in an fp16 program, as every
  * f32 weight is), or the format is not used:
@@ -32,6 +32,7 @@
  */
 #include "coreml_weights.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef enum { WHY_OS, WHY_BF16, WHY_G8, WHY_INEXACT, WHY__COUNT } Why;
@@ -99,12 +100,12 @@ static uint8_t *pack_codes(const int16_t *q, int64_t n, MilType t) {
 static Shape shape2(int64_t a, int64_t b) { return (Shape){.rank = 2, .dim = {a, b}}; }
 
 /* w as a plain const of type t (fp16 rounds, nearest even). */
-static const char *plain(Mil *m, const Node *w, MilType t) { return mil_const_float(m, w->name, t, &w->shape, w->data); }
+static const char *plain(Mil *m, const Node *w, MilType t) { return mil_const_float(m, w->name, t, &w->shape, node_data(w)); }
 
 /* fp16 data (exact) read as fp32 through constexpr_blockwise_shift_scale with scale 1.0:
  * an fp32 value a `linear` weight can be, from half the bytes (iOS18). */
 static const char *f16_as_f32(Mil *m, const Node *w) {
-  const char *data = mil_const_float(m, kiln_fmt("%s_f16", w->name), MIL_F16, &w->shape, w->data);
+  const char *data = mil_const_float(m, kiln_fmt("%s_f16", w->name), MIL_F16, &w->shape, node_data(w));
   Shape one = shape2(1, 1);
   float unit = 1.0f;
   const char *scale = mil_const_float(m, kiln_fmt("%s_scale", w->name), MIL_F32, &one, &unit);
@@ -115,11 +116,11 @@ static const char *f16_as_f32(Mil *m, const Node *w) {
 }
 
 /* value = a[g] * q as constexpr_blockwise_shift_scale (int8 or int4 data, scale [n, k /
- * group], no offset), or NULL when some element would differ from Node.data. *t: the
+ * group], no offset), or NULL when some element would differ from node_data. *t: the
  * scale's (and output's) type. */
 static const char *shift_scale(Mil *m, const Node *w, const QuantSplit *s, MilType ft, MilType *t) {
   int64_t n = w->shape.dim[0], k = w->shape.dim[1], groups = k / s->group;
-  const float *x = w->data;
+  const float *x = node_data(w);
   for (int64_t i = 0; i < n * k; i++)
     if (!same_bits(s->a[i / k * groups + i % k / s->group] * (float)s->q[i], x[i])) return NULL;
   *t = ft == MIL_F16 && all_f16_exact(s->a, n * groups) ? MIL_F16 : MIL_F32;
@@ -135,13 +136,13 @@ static const char *shift_scale(Mil *m, const Node *w, const QuantSplit *s, MilTy
 
 /* value = a[g] * q + c[g], q in 0..15, as constexpr_lut_to_dense: uint4 indices [n, k] and
  * a table [n, k / group, 16, 1] of type ft holding each group's 16 values, or NULL when
- * some element would differ from Node.data. */
+ * some element would differ from node_data. */
 static const char *lut(Mil *m, const Node *w, const QuantSplit *s, MilType ft) {
   int64_t n = w->shape.dim[0], k = w->shape.dim[1], groups = k / s->group;
   float *table = kiln_alloc(sizeof(float) * (size_t)(n * groups * 16));
   for (int64_t g = 0; g < n * groups; g++)
     for (int v = 0; v < 16; v++) table[g * 16 + v] = s->a[g] * (float)v + s->c[g];
-  const float *x = w->data;
+  const float *x = node_data(w);
   for (int64_t i = 0; i < n * k; i++)
     if (!same_bits(table[(i / k * groups + i % k / s->group) * 16 + s->q[i]], x[i])) return NULL;
   const char *idx = mil_const_packed(m, kiln_fmt("%s_q", w->name), MIL_U4, &w->shape, pack_codes(s->q, n * k, MIL_U4));
@@ -158,7 +159,7 @@ static const char *lut(Mil *m, const Node *w, const QuantSplit *s, MilType ft) {
  * format (an fp16 program's fp16 is its own rounding of bf16, not a widening). */
 static const char *fallback(Mil *m, const Node *w, MilType ft, int spec, MilType *t, CwNotes *nt, Why why) {
   int64_t count = shape_numel(&w->shape);
-  *t = ft == MIL_F16 || all_f16_exact(w->data, count) ? MIL_F16 : MIL_F32;
+  *t = ft == MIL_F16 || all_f16_exact(node_data(w), count) ? MIL_F16 : MIL_F32;
   if (*t == MIL_F32 || w->wfmt != WF_BF16) note(nt, w, why);
   if (*t == MIL_F16 && ft == MIL_F32 && spec >= 9) {
     *t = MIL_F32;
@@ -177,7 +178,11 @@ const char *coreml_weight(Mil *m, const Node *w, MilType ft, int spec, MilType *
   if (w->wfmt == WF_BF16) return fallback(m, w, ft, spec, t, nt, WHY_BF16);
   if (spec < 9) return fallback(m, w, ft, spec, t, nt, WHY_OS);
   QuantSplit s;
-  if (!quant_split(w->wfmt, w->qbytes, w->shape.dim[0], w->shape.dim[1], &s)) die("coreml_weight: %s has no codes", w->name);
+  bool owned;
+  const unsigned char *panels = node_stored(w, &owned);
+  bool split = quant_split(w->wfmt, panels, w->shape.dim[0], w->shape.dim[1], &s);   /* copies the codes */
+  if (owned) free((void *)panels);
+  if (!split) die("coreml_weight: %s has no codes", w->name);
   const char *v = NULL;
   if (!s.c) v = shift_scale(m, w, &s, ft, t);
   else if (s.qmin >= 0 && s.qmax <= 15 && (v = lut(m, w, &s, ft))) *t = ft;

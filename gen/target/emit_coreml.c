@@ -69,7 +69,7 @@ static MilType mil_type(const Lower *L, DType t) {
 }
 
 /* A WEIGHT/CONST with data, which lowers to a MIL const op (emitted lazily, on first use). */
-static bool is_const_leaf(const Node *n) { return (n->op == OP_WEIGHT || n->op == OP_CONST) && n->data; }
+static bool is_const_leaf(const Node *n) { return (n->op == OP_WEIGHT || n->op == OP_CONST) && (n->data || n->src); }
 
 /* "layers.0.fc" + "linear" -> "layers.0.fc_linear" (sanitised by mil_fresh later). */
 static const char *base_name(const Node *n, const char *what) {
@@ -85,9 +85,9 @@ static const char *param_name(const Node *n, const char *what, const char *param
 static const char *emit_leaf(Lower *L, const Node *n) {
   const char *base = n->name ? n->name : "const";
   switch (n->dtype) {
-  case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, n->data);
-  case DT_I32: return mil_const_int(L->m, base, &n->shape, n->data);
-  case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, n->data);
+  case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, node_data(n));
+  case DT_I32: return mil_const_int(L->m, base, &n->shape, node_data(n));
+  case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, node_data(n));
   case DT_I64: break;   /* inputs only: emit_coreml rejected them */
   }
   die("bad dtype");
@@ -97,7 +97,7 @@ static const char *state_value(Lower *L, const Node *n);
 static const char *cast_step(Lower *L, const Node *n, const char *v, const char *label, MilType to, const Shape *s);
 
 /* A WEIGHT the build keeps in a stored format (f16, q4_0, ...: docs/quantization.md). */
-static bool is_stored(const Node *n) { return n->op == OP_WEIGHT && n->wfmt != WF_F32 && n->data; }
+static bool is_stored(const Node *n) { return n->op == OP_WEIGHT && n->wfmt != WF_F32 && (n->data || n->src); }
 
 /* A stored-format weight as coreml_weight holds it (fp16 const, constexpr op, or plain),
  * made on first use; *t: its MIL type, which is not always the program's (see there). */
@@ -335,7 +335,7 @@ static void lower_matmul(Lower *L, Node *n) {
     if (n->a.trans_y) {
       w = wraw ? wraw : value(L, y->id);
     } else {
-      const float *src = y->data;
+      const float *src = node_data(y);
       float *t = kiln_alloc(sizeof(float) * (size_t)(k * dout));
       for (int64_t i = 0; i < k; i++)
         for (int64_t j = 0; j < dout; j++) t[j * k + i] = src[i * dout + j];
@@ -343,7 +343,7 @@ static void lower_matmul(Lower *L, Node *n) {
       w = mil_const_float(L->m, kiln_fmt("%s_t", y->name ? y->name : "weight"), L->ft, &ts, t);
     }
     if (bias) {
-      b = wt == L->ft ? value(L, bias->id) : mil_const_float(L->m, kiln_fmt("%s_fp32", bias->name ? bias->name : "bias"), wt, &bias->shape, bias->data);
+      b = wt == L->ft ? value(L, bias->id) : mil_const_float(L->m, kiln_fmt("%s_fp32", bias->name ? bias->name : "bias"), wt, &bias->shape, node_data(bias));
     } else {
       Shape bs = {.rank = 1, .dim = {dout}};
       b = mil_const_float(L->m, param_name(named, "linear", "bias"), wt, &bs, kiln_alloc(sizeof(float) * (size_t)dout));
@@ -384,7 +384,7 @@ static const char *per_channel(Lower *L, const Node *owner, const Node *p, int r
   for (int i = 0; i < rank; i++) s.dim[i] = 1;
   s.dim[1] = p->shape.dim[0];
   if (is_const_leaf(p) && p->dtype == DT_F32)
-    return mil_const_float(L->m, kiln_fmt("%s_c", p->name ? p->name : "channel"), L->ft, &s, p->data);
+    return mil_const_float(L->m, kiln_fmt("%s_c", p->name ? p->name : "channel"), L->ft, &s, node_data(p));
   int32_t shp[KILN_MAX_RANK];
   for (int i = 0; i < rank; i++) shp[i] = (int32_t)s.dim[i];
   const char *pv = value(L, p->id);
@@ -406,7 +406,7 @@ static const char *const_weight(Lower *L, const Node *n) {
   if (!is_const_leaf(root) || root->dtype != DT_F32) return NULL;
   if (root == w) return X(L, n, 1);
   return mil_const_float(L->m, kiln_fmt("%s_%dd", root->name ? root->name : "weight", w->shape.rank), L->ft, &w->shape,
-                         root->data);
+                         node_data(root));
 }
 
 /* conv2d -> MIL conv (custom pads, strides, dilations, groups). A constant bias is passed
@@ -641,8 +641,9 @@ static const char *op2(Lower *L, const char *type, const char *base, const char 
 /* Whether n is a constant without a zero element. */
 static bool const_nonzero(const Node *n) {
   if (!is_const_leaf(n) || (n->dtype != DT_F32 && n->dtype != DT_I32)) return false;
+  const void *v = node_data(n);
   for (int64_t i = 0; i < shape_numel(&n->shape); i++)
-    if (n->dtype == DT_F32 ? ((const float *)n->data)[i] == 0.0f : ((const int32_t *)n->data)[i] == 0) return false;
+    if (n->dtype == DT_F32 ? ((const float *)v)[i] == 0.0f : ((const int32_t *)v)[i] == 0) return false;
   return true;
 }
 

@@ -53,6 +53,18 @@ static void put_io(Buf *b, Graph *g, const GraphIO *io, int n) {
   buf_puts(b, n ? "\n  ]" : "]");
 }
 
+/* FNV-1a 64 of n's payload bytes: the hash weights_write kept as it wrote the weight, or
+ * (a weight it did not write, a constant) the bytes made again here. */
+static uint64_t stored_fnv(const Node *n, int64_t bytes) {
+  if (n->op == OP_WEIGHT && n->src && n->src->hashed) return n->src->stored_fnv;
+  bool owned;
+  const void *p = node_stored(n, &owned);
+  uint64_t h = kiln_fnv1a64(p, (size_t)bytes);
+  if (owned) free((void *)p);
+  node_release(n);
+  return h;
+}
+
 /* The end of a weights record: offset, the bytes it takes in the payload and their FNV-1a
  * 64, so drivers can check each tensor; a packed weight adds how its panels are laid out
  * (docs/output.md): "packed": {"panel": 32, "k": K, "n": N, "transposed": bool}; a weight in a
@@ -61,22 +73,19 @@ static void put_io(Buf *b, Graph *g, const GraphIO *io, int n) {
 static void put_stored(Buf *b, const Node *n, int64_t offset) {
   int64_t bytes = node_stored_bytes(n);
   buf_printf(b, ", \"offset\": %lld, \"bytes\": %lld, \"fnv1a64\": ", (long long)offset, (long long)bytes);
-  if (!n->data) {
+  if (!n->data && !(n->op == OP_WEIGHT && n->src)) {
     put_hex64(b, 0);
-  } else if (n->op == OP_WEIGHT && n->wfmt != WF_F32) {
-    put_hex64(b, kiln_fnv1a64(n->qbytes, (size_t)bytes));
-    buf_printf(b, ", \"format\": {\"name\": \"%s\", \"panel\": %d, \"rows\": %lld, \"k\": %lld}",
-               wformat_info(n->wfmt)->name, KILN_QPANEL, (long long)n->shape.dim[0], (long long)n->shape.dim[1]);
-  } else if (n->pack) {
-    float *panels = node_panels(n);
-    put_hex64(b, kiln_fnv1a64(panels, (size_t)bytes));
-    free(panels);
-    int64_t k, c;
-    pack_dims(n, &k, &c);
-    buf_printf(b, ", \"packed\": {\"panel\": %d, \"k\": %lld, \"n\": %lld, \"transposed\": %s}", n->pack,
-               (long long)k, (long long)c, n->pack_t ? "true" : "false");
   } else {
-    put_hex64(b, kiln_fnv1a64(n->data, (size_t)bytes));
+    put_hex64(b, stored_fnv(n, bytes));
+    if (n->op == OP_WEIGHT && n->wfmt != WF_F32) {
+      buf_printf(b, ", \"format\": {\"name\": \"%s\", \"panel\": %d, \"rows\": %lld, \"k\": %lld}",
+                 wformat_info(n->wfmt)->name, KILN_QPANEL, (long long)n->shape.dim[0], (long long)n->shape.dim[1]);
+    } else if (n->pack) {
+      int64_t k, c;
+      pack_dims(n, &k, &c);
+      buf_printf(b, ", \"packed\": {\"panel\": %d, \"k\": %lld, \"n\": %lld, \"transposed\": %s}", n->pack,
+                 (long long)k, (long long)c, n->pack_t ? "true" : "false");
+    }
   }
   buf_puts(b, "}");
 }

@@ -180,14 +180,16 @@ static int ggml(const char *gguf, const char *dir) {
       return fprintf(stderr, "qtest: tensor name %s is not FORMAT.NxK\n", st->name), 2;
     size_t rawn;
     unsigned char *raw = read_file(kiln_fmt("%s/%s.raw", dir, st->name), &rawn);
-    if (!raw || !st->data) return 2;
+    if (!raw || !st->loads) return 2;
+    float *x = kiln_alloc(sizeof(float) * (size_t)(n * k));
+    gguf_to_f32(st->ggml_type, st->bytes, n * k, x);
     unsigned char *panels = quant_from_ggml(f, raw, n, k);
     float *y = kiln_alloc(sizeof(float) * (size_t)(n * k));
     quant_unpack(f, panels, n, k, y);
     int64_t at = 0;
-    bool ok = same_bits(y, st->data, n * k, &at);
+    bool ok = same_bits(y, x, n * k, &at);
     result(ok, kiln_fmt("ggml/%s", st->name),
-           kiln_fmt("element %lld: quant_unpack(quant_from_ggml) %.9g, gguf.c %.9g", (long long)at, y[at], st->data[at]));
+           kiln_fmt("element %lld: quant_unpack(quant_from_ggml) %.9g, gguf.c %.9g", (long long)at, y[at], x[at]));
     if (!write_file(kiln_fmt("%s/%s.panels", dir, st->name), panels, (size_t)wformat_bytes(f, n, k))) return 2;
   }
   return failures ? 1 : 0;
