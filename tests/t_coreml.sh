@@ -317,9 +317,9 @@ if "$KILN" build tests/coreml/models/i64.lua -o "$WORK/i64" --target coreml 2>"$
            "$WORK/i64/decoded.txt" | grep 'dataType:')
   fn=$(awk 'BEGIN{RS="\n *inputs [{]"} NR>1 && /^\n *name: "ids"/' "$WORK/i64/decoded.txt" | grep -m1 'dataType:')
   md=$(grep -A1 '"kiln.i64_inputs"' "$WORK/i64/decoded.txt" | sed -n 2p)
-  note=$(cat "$WORK/i64.err")
+  note=$(grep '^kiln: note:' "$WORK/i64.err")   # the one note; the other line is "kiln: built ..."
   if [ "$(echo $desc)" = "dataType: INT32" ] && [ "$(echo $fn)" = "dataType: INT32" ] && [ "$(echo $md)" = 'value: "ids"' ] &&
-     [ "$(wc -l < "$WORK/i64.err")" -eq 1 ] && echo "$note" | grep -q '^kiln: note: Core ML package: i64 input ids declared int32 '; then
+     [ "$(echo "$note" | wc -l)" -eq 1 ] && echo "$note" | grep -q '^kiln: note: Core ML package: i64 input ids declared int32 '; then
     echo "PASS $S/i64: input ids is INT32 in the description and the function, kiln.i64_inputs = ids; $note"
   else
     echo "FAIL $S/i64: description '$desc', function '$fn', metadata '$md', note '$note'"
