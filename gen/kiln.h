@@ -799,8 +799,6 @@ typedef struct {
   const char *init, *update, *finish;
 } EmitReduceOp;
 EmitReduceOp emit_reduce_op(OpKind op, const char *v_is_nan);
-/* Dies with a user error at the first i64 input of p, for targets without them. */
-void emit_reject_i64_inputs(Program *p, const char *why);
 /* conv_transpose2d's sizes as template variables (see emit_common.c). */
 void emit_conv_transpose_vars(EmitVars *v, Graph *g, const Node *n);
 /* Topk's comparison: v strictly before w (see emit_common.c). */

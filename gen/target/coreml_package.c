@@ -9,6 +9,7 @@
  */
 #include "coreml_package.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,19 +82,23 @@ static Features features(Graph *g, const char *const *state_in, const Program *p
   return f;
 }
 
-/* Comma-separated I/O names (declaration order), and those that are Kiln bools
- * travelling as INT32: the runtime wrapper (runtime/coreml) reads these, since
- * Core ML's description is a dictionary without order or a bool type. */
-typedef enum { IO_INPUTS, IO_OUTPUTS, IO_BOOLS } IoList;
+/* Comma-separated I/O names (declaration order), those that are Kiln bools
+ * travelling as INT32, and the i64 inputs travelling as INT32: the runtime wrapper
+ * (runtime/coreml) reads these, since Core ML's description is a dictionary without
+ * order, a bool type or an int64 one. */
+typedef enum { IO_INPUTS, IO_OUTPUTS, IO_BOOLS, IO_I64S } IoList;
 
 /* The comma-separated names for one of the IoList lists, in declaration order ("" if none). */
 static const char *io_list(Graph *g, IoList which) {
   Buf b = {0};
   for (int out = 0; out < 2; out++) {
-    if ((which == IO_INPUTS && out) || (which == IO_OUTPUTS && !out)) continue;
+    if (((which == IO_INPUTS || which == IO_I64S) && out) || (which == IO_OUTPUTS && !out)) continue;
     const GraphIO *v = out ? g->outputs : g->inputs;
-    for (int i = 0; i < (out ? g->noutputs : g->ninputs); i++)
-      if (which != IO_BOOLS || graph_node(g, v[i].node)->dtype == DT_BOOL) buf_printf(&b, "%s%s", b.len ? "," : "", v[i].name);
+    for (int i = 0; i < (out ? g->noutputs : g->ninputs); i++) {
+      DType t = graph_node(g, v[i].node)->dtype;
+      if ((which != IO_BOOLS || t == DT_BOOL) && (which != IO_I64S || t == DT_I64))
+        buf_printf(&b, "%s%s", b.len ? "," : "", v[i].name);
+    }
   }
   char *s = kiln_strdup(b.data ? b.data : "");
   buf_free(&b);
@@ -121,8 +126,8 @@ static void md_put(CoreML__Specification__Metadata *md, const char *key, const c
 
 /* The model's metadata: a short description and the kiln.* user-defined keys, sorted,
  * that the runtime wrapper reads: for one function kiln.inputs, kiln.outputs and
- * kiln.bool_features; for entry points kiln.entries (declaration order) and those three
- * per entry as kiln.<entry>.*; kiln.states (state feature names in declaration order)
+ * kiln.bool_features (and kiln.i64_inputs when the entry has any); for entry points
+ * kiln.entries (declaration order) and those per entry as kiln.<entry>.*; kiln.states (state feature names in declaration order)
  * when there are states; kiln.min_os and kiln.precision always. */
 static CoreML__Specification__Metadata *metadata(const Program *p, const char *const *state_in, bool multi, const EmitOptions *o) {
   CoreML__Specification__Metadata *md = kiln_alloc(sizeof *md);
@@ -133,6 +138,8 @@ static CoreML__Specification__Metadata *metadata(const Program *p, const char *c
     Graph *g = p->entries[e];
     const char *pre = multi ? kiln_fmt("kiln.%s.", g->entry) : "kiln.";
     md_put(md, kiln_fmt("%sbool_features", pre), io_list(g, IO_BOOLS));
+    const char *i64 = io_list(g, IO_I64S);   /* only when there are some: older packages' bytes stay the same */
+    if (*i64) md_put(md, kiln_fmt("%si64_inputs", pre), i64);
     md_put(md, kiln_fmt("%sinputs", pre), io_list(g, IO_INPUTS));
     md_put(md, kiln_fmt("%soutputs", pre), io_list(g, IO_OUTPUTS));
     buf_printf(&names, "%s%s", e ? "," : "", g->entry);
@@ -250,4 +257,30 @@ const char **coreml_state_names(const Program *p) {
     strmap_put(&seen, names[s]);
   }
   return names;
+}
+
+/* One build note ("kiln: note: ...", one line on stderr) when the program has i64 inputs:
+ * the package declares them int32 (Core ML has no int64 multi-array) and the runtime
+ * wrapper takes int64_t values for them, narrowed with the C entry's range check. */
+void coreml_note_i64_inputs(const Program *p) {
+  Buf b = {0};
+  int count = 0;
+  for (int e = 0; e < p->nentries; e++) {
+    Graph *g = p->entries[e];
+    for (int i = 0; i < g->ninputs; i++) {
+      if (graph_node(g, g->inputs[i].node)->dtype != DT_I64) continue;
+      bool seen = false;   /* an input shared by several entries is named once */
+      for (int f = 0; f < e && !seen; f++)
+        for (int j = 0; j < p->entries[f]->ninputs; j++)
+          if (graph_node(p->entries[f], p->entries[f]->inputs[j].node)->dtype == DT_I64 &&
+              strcmp(p->entries[f]->inputs[j].name, g->inputs[i].name) == 0)
+            seen = true;
+      if (!seen) buf_printf(&b, "%s%s", count++ ? ", " : "", g->inputs[i].name);
+    }
+  }
+  if (count)
+    fprintf(stderr, "kiln: note: Core ML package: i64 input%s %s declared int32 (Core ML has no int64 multi-array); "
+            "kiln_coreml_call takes int64_t values and returns KILN_COREML_E_RANGE for one outside int32\n",
+            count > 1 ? "s" : "", b.data);
+  buf_free(&b);
 }

@@ -29,4 +29,8 @@ void coreml_check_program(const Program *p, int spec, const EmitOptions *o);
  * MIL identifier, the same in every function; two states sharing one are a user error. */
 const char **coreml_state_names(const Program *p);
 
+/* One build note on stderr ("kiln: note: ...", one line) naming p's i64 inputs, which the
+ * package declares int32; nothing when there are none. */
+void coreml_note_i64_inputs(const Program *p);
+
 #endif

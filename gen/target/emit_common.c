@@ -334,18 +334,6 @@ ReduceGeom emit_reduce_geom(Graph *g, const Node *n) {
   return r;
 }
 
-/* A target without i64 inputs: the first one of any entry is an error at its Lua line,
- * "<input>: <why>". */
-void emit_reject_i64_inputs(Program *p, const char *why) {
-  for (int e = 0; e < p->nentries; e++) {
-    Graph *g = p->entries[e];
-    for (int i = 0; i < g->ninputs; i++) {
-      const Node *n = graph_node(g, g->inputs[i].node);
-      if (n->dtype == DT_I64) kiln_error_at(n->loc, "input %s is i64: %s", g->inputs[i].name, why);
-    }
-  }
-}
-
 /* The sizes of a conv_transpose2d (x [NB, C, H, W], w [C, OG, KH, KW], out [NB, O, OH,
  * OW]) as the variables every target's template names: NB C H W O OH OW KH KW CG OG SH
  * SW PT PL DH DW (PT/PL: the top/left padding; the bottom/right ones only shape OH/OW). */

@@ -63,9 +63,11 @@ static const struct {
 static Node *in_node(const Lower *L, const Node *n, int i) { return graph_node(L->g, n->in[i]); }
 
 /* The MIL element type a Kiln dtype lowers to: f32 becomes the program's float type (fp16
- * under --fp16), i32 stays int32, bool stays bool. */
+ * under --fp16), i32 stays int32, bool stays bool, and i64 (an input only) is int32: MIL
+ * and MLMultiArray have no int64, so the package declares it int32 and the runtime
+ * wrapper narrows the caller's int64 values (range-checked) as coremltools does. */
 static MilType mil_type(const Lower *L, DType t) {
-  return t == DT_F32 ? L->ft : t == DT_I32 ? MIL_I32 : MIL_BOOL;
+  return t == DT_F32 ? L->ft : t == DT_I32 || t == DT_I64 ? MIL_I32 : MIL_BOOL;
 }
 
 /* A WEIGHT/CONST with data, which lowers to a MIL const op (emitted lazily, on first use). */
@@ -88,7 +90,7 @@ static const char *emit_leaf(Lower *L, const Node *n) {
   case DT_F32: return mil_const_float(L->m, base, L->ft, &n->shape, node_data(n));
   case DT_I32: return mil_const_int(L->m, base, &n->shape, node_data(n));
   case DT_BOOL: return mil_const_bool(L->m, base, &n->shape, node_data(n));
-  case DT_I64: break;   /* inputs only: emit_coreml rejected them */
+  case DT_I64: break;   /* inputs only, never a leaf with data */
   }
   die("bad dtype");
 }
@@ -1346,8 +1348,8 @@ static const char *reshape_value(Lower *L, const char *base, bool exact, const c
   return mil_result(L->m, op, t, s);
 }
 
-/* Function inputs: f32 -> fp32 (cast to fp16 in fp16 programs), i32 -> int32,
- * bool -> int32 cast to bool; a rank-0 input arrives as [1] and is reshaped to a
+/* Function inputs: f32 -> fp32 (cast to fp16 in fp16 programs), i32 and i64 -> int32
+ * (i64's one reader, a cast to i32, becomes an identity), bool -> int32 cast to bool; a rank-0 input arrives as [1] and is reshaped to a
  * scalar first. */
 static void bind_inputs(Lower *L) {
   Graph *g = L->g;
@@ -1450,8 +1452,7 @@ void emit_coreml(Program *p, const EmitOptions *o) {
     if (o->min_os && strcmp(o->min_os, os_table[i].os) == 0) os = i;
   if (os < 0) kiln_error("--min-os: one of iOS15, iOS16, iOS17, iOS18, not '%s'", o->min_os ? o->min_os : "");
   bool plain = program_is_plain(p), multi = p->explicit_entries;
-  emit_reject_i64_inputs(p, "Core ML target: a model input has no int64 type (MLMultiArray holds fp16, fp32, fp64 or int32); "
-                            "declare it \"i32\"");
+  coreml_note_i64_inputs(p);
   if (!plain) coreml_check_program(p, os_table[os].spec, o);
   Mil *m = mil_new(os_table[os].opset);
   if (!plain) mil_share_blobs(m);

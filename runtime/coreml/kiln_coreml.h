@@ -4,7 +4,11 @@
  *
  * The same shape as the C target's NAME_run_v: inputs and outputs are arrays of
  * pointers to dense, row-major (C order) buffers in declaration order, element
- * types f32 -> float, i32 -> int32_t, bool -> uint8_t. The wrapper compiles the
+ * types f32 -> float, i32 -> int32_t, bool -> uint8_t, i64 (an input only) ->
+ * int64_t. Core ML has no int64 multi-array, so the package declares an i64 input
+ * int32 and the wrapper narrows the caller's values, after checking that every one
+ * fits int32 as the C entry does (KILN_COREML_E_RANGE otherwise; nothing is run).
+ * The wrapper compiles the
  * package once (cached under the user's caches directory by a hash of the
  * package's bytes), loads it with the compute units asked for, wraps the input
  * buffers without copying, and copies every output back BY ITS STRIDES: Core ML
@@ -31,6 +35,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* What kiln_coreml_call and kiln_coreml_run_v return: the C target's <M>_OK and
+ * <M>_E_RANGE, or a failure. */
+enum {
+  KILN_COREML_OK = 0,
+  KILN_COREML_E_RANGE = 1,       /* a value of an i64 input lies outside int32: nothing was run */
+  KILN_COREML_FAILED = -1,       /* anything else; the message is in err */
+};
 
 typedef enum {
   KILN_COREML_CPU_ONLY = 0,      /* MLComputeUnitsCPUOnly */
@@ -83,6 +95,9 @@ const char *kiln_coreml_entry_input_name(const KilnCoreML *m, int e, int i);
 const char *kiln_coreml_entry_output_name(const KilnCoreML *m, int e, int i);
 int64_t kiln_coreml_entry_input_numel(const KilnCoreML *m, int e, int i);
 int64_t kiln_coreml_entry_output_numel(const KilnCoreML *m, int e, int i);
+/* 1 when input i of entry e is a Kiln i64 input (the caller passes int64_t values), 0
+ * when not, -1 for no such input. */
+int kiln_coreml_entry_input_is_i64(const KilnCoreML *m, int e, int i);
 
 /* States in declaration order (kiln.state; Core ML feature names: `layers.0.k` ->
  * `layers_0_k`); 0 for a stateless model. */
@@ -103,14 +118,18 @@ int kiln_coreml_state_read(KilnCoreMLState *s, int i, float *dst, char *err, siz
 void kiln_coreml_state_free(KilnCoreMLState *s);
 
 /* One prediction of entry e with state s (NULL for a stateless model; a stateful
- * model needs one). Returns 0, or -1 with a message naming the entry. After a
- * failed call the state's contents are unspecified. Positions are not checked here:
+ * model needs one). First checks every value of every i64 input (in input order):
+ * one outside int32 returns KILN_COREML_E_RANGE with a message naming the entry,
+ * input, element and value, before anything is run (state and outputs untouched).
+ * Returns 0, or -1 with a message naming the entry. After a failed prediction the
+ * state's contents are unspecified. Positions are not checked here:
  * Core ML clamps an out-of-range offset and leaves the states as they were, but
  * the outputs are then meaningless (docs/coreml.md): check them first. */
 int kiln_coreml_call(KilnCoreML *m, int e, KilnCoreMLState *s, const void *const *inputs, void *const *outputs,
                      char *err, size_t errlen);
 
-/* One prediction of entry 0 without state: kiln_coreml_call(m, 0, NULL, ...). */
+/* One prediction of entry 0 without state: kiln_coreml_call(m, 0, NULL, ...) (so 0,
+ * KILN_COREML_E_RANGE or -1). */
 int kiln_coreml_run_v(KilnCoreML *m, const void *const *inputs, void *const *outputs, char *err, size_t errlen);
 
 void kiln_coreml_close(KilnCoreML *m);

@@ -8,7 +8,8 @@
  * Core ML's description is a dictionary (no order) and has no bool arrays, so
  * the declaration order and the bool features come from the metadata Kiln
  * writes (kiln.inputs, kiln.outputs, kiln.bool_features); shapes and element
- * types come from Core ML's own description.
+ * types come from Core ML's own description. Nor has it int64 arrays: the inputs
+ * named in kiln.i64_inputs are INT32 in the package and int64_t for the caller.
  *
  * Entry points: a package whose metadata has kiln.entries is a multifunction
  * ML Program. The first load (no function name: Core ML's default function) is
@@ -20,8 +21,10 @@
  * MLState(s): one shared by every entry, or one per entry with a copy of the
  * buffers whenever the entry changes (KilnCoreMLStateMode says why both exist).
  *
- * run = wrap each caller buffer in an MLMultiArray without copying (bool inputs
- * are widened to int32 first), predict (predictionFromFeatures:usingState:error:
+ * run = check that every value of every i64 input fits int32 (the C entry's check:
+ * KILN_COREML_E_RANGE before anything runs), wrap each caller buffer in an
+ * MLMultiArray without copying (bool inputs are widened, i64 ones narrowed, to
+ * int32 first), predict (predictionFromFeatures:usingState:error:
  * with a state), then copy each output element by element through the array's
  * *strides* into the caller's dense buffer, converting fp16/fp32/double/int32 to
  * the declared element type. Never assume an output is dense: on the Neural
@@ -45,7 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { KIND_F32, KIND_I32, KIND_BOOL };
+enum { KIND_F32, KIND_I32, KIND_BOOL, KIND_I64 };   /* I64: an input the package holds as INT32 */
 enum { MAX_RANK = 8 };
 
 typedef struct {
@@ -179,15 +182,22 @@ static BOOL set_shape(Feature *f, NSString *name, NSArray<NSNumber *> *shape, ch
   return YES;
 }
 
-/* Fills f from Core ML's description of feature `name` of entry `entry`. */
-static BOOL describe_feature(Feature *f, const char *entry, NSString *name, MLFeatureDescription *fd, BOOL is_bool,
+/* Fills f from Core ML's description of feature `name` of entry `entry`; kind
+ * KIND_BOOL or KIND_I64 (the metadata's word, which must agree with an INT32
+ * description) overrides the description's type. */
+static BOOL describe_feature(Feature *f, const char *entry, NSString *name, MLFeatureDescription *fd, int kind,
                              char *err, size_t errlen) {
   MLMultiArrayConstraint *c = fd.multiArrayConstraint;
   if (!c) {
     set_err(err, errlen, "entry %s: feature %s is missing or not a multi-array", entry, name.UTF8String);
     return NO;
   }
-  f->kind = is_bool ? KIND_BOOL : c.dataType == MLMultiArrayDataTypeInt32 ? KIND_I32 : KIND_F32;
+  BOOL i32 = c.dataType == MLMultiArrayDataTypeInt32;
+  if (kind == KIND_I64 && !i32) {
+    set_err(err, errlen, "entry %s: i64 input %s is not INT32 in the package", entry, name.UTF8String);
+    return NO;
+  }
+  f->kind = kind != KIND_F32 ? kind : i32 ? KIND_I32 : KIND_F32;
   return set_shape(f, name, c.shape, err, errlen);
 }
 
@@ -199,6 +209,7 @@ static BOOL read_signature(Entry *en, MLModel *model, NSString *prefix, char *er
   NSArray<NSString *> *ins = split_list(md, [prefix stringByAppendingString:@"inputs"]);
   NSArray<NSString *> *outs = split_list(md, [prefix stringByAppendingString:@"outputs"]);
   NSArray<NSString *> *bools = split_list(md, [prefix stringByAppendingString:@"bool_features"]);
+  NSArray<NSString *> *i64s = split_list(md, [prefix stringByAppendingString:@"i64_inputs"]);   /* absent: none */
   if (outs.count == 0) {
     set_err(err, errlen, "entry %s: the model has no %soutputs metadata: not built by Kiln?", en->name, prefix.UTF8String);
     return NO;
@@ -213,11 +224,14 @@ static BOOL read_signature(Entry *en, MLModel *model, NSString *prefix, char *er
   }
   for (int i = 0; i < en->nin; i++) {
     NSString *n = [ins objectAtIndex:(NSUInteger)i];
-    if (!describe_feature(&en->in[i], en->name, n, [desc.inputDescriptionsByName objectForKey:n], contains(bools, n), err, errlen)) return NO;
+    int kind = contains(bools, n) ? KIND_BOOL : contains(i64s, n) ? KIND_I64 : KIND_F32;
+    if (!describe_feature(&en->in[i], en->name, n, [desc.inputDescriptionsByName objectForKey:n], kind, err, errlen)) return NO;
   }
   for (int i = 0; i < en->nout; i++) {
     NSString *n = [outs objectAtIndex:(NSUInteger)i];
-    if (!describe_feature(&en->out[i], en->name, n, [desc.outputDescriptionsByName objectForKey:n], contains(bools, n), err, errlen)) return NO;
+    if (!describe_feature(&en->out[i], en->name, n, [desc.outputDescriptionsByName objectForKey:n],
+                          contains(bools, n) ? KIND_BOOL : KIND_F32, err, errlen))
+      return NO;
   }
   return YES;
 }
@@ -413,6 +427,11 @@ int64_t kiln_coreml_entry_output_numel(const KilnCoreML *m, int e, int i) {
   return en && i >= 0 && i < en->nout ? en->out[i].numel : -1;
 }
 
+int kiln_coreml_entry_input_is_i64(const KilnCoreML *m, int e, int i) {
+  const Entry *en = entry_at(m, e);
+  return en && i >= 0 && i < en->nin ? en->in[i].kind == KIND_I64 : -1;
+}
+
 int kiln_coreml_num_inputs(const KilnCoreML *m) { return kiln_coreml_entry_num_inputs(m, 0); }
 int kiln_coreml_num_outputs(const KilnCoreML *m) { return kiln_coreml_entry_num_outputs(m, 0); }
 const char *kiln_coreml_input_name(const KilnCoreML *m, int i) { return kiln_coreml_entry_input_name(m, 0, i); }
@@ -528,7 +547,7 @@ static MLMultiArray *wrap_input(const char *entry, const Feature *f, void *data,
 }
 
 /* The feature provider for entry en's inputs; widened[i] receives the int32 copy of
- * bool input i. */
+ * bool input i, or of i64 input i narrowed (check_i64 has passed: every value fits). */
 static MLDictionaryFeatureProvider *make_inputs(const Entry *en, const void *const *inputs, int32_t **widened, char *err,
                                                 size_t errlen) {
   NSMutableDictionary<NSString *, id> *feeds = [NSMutableDictionary dictionaryWithCapacity:(NSUInteger)en->nin];
@@ -543,6 +562,14 @@ static MLDictionaryFeatureProvider *make_inputs(const Entry *en, const void *con
       }
       for (int64_t k = 0; k < f->numel; k++) widened[i][k] = ((const uint8_t *)inputs[i])[k] != 0;
       data = widened[i];
+    } else if (f->kind == KIND_I64) {   /* int64 values travel narrowed to int32 */
+      widened[i] = malloc(sizeof(int32_t) * (size_t)(f->numel + 1));
+      if (!widened[i]) {
+        set_err(err, errlen, "out of memory");
+        return nil;
+      }
+      for (int64_t k = 0; k < f->numel; k++) widened[i][k] = (int32_t)((const int64_t *)inputs[i])[k];
+      data = widened[i];
     }
     MLMultiArray *a = wrap_input(en->name, f, data, err, errlen);
     if (!a) return nil;
@@ -555,6 +582,23 @@ static MLDictionaryFeatureProvider *make_inputs(const Entry *en, const void *con
 }
 
 static BOOL copy_state_buffers(KilnCoreMLState *s, int from, int to, char *err, size_t errlen);
+
+/* The C entry's check of entry en's i64 inputs, every element in input order: YES when
+ * every value fits int32, else NO with a message naming the entry, the first offender's
+ * input, element index and value. */
+static BOOL check_i64(const Entry *en, const void *const *inputs, char *err, size_t errlen) {
+  for (int i = 0; i < en->nin; i++) {
+    if (en->in[i].kind != KIND_I64) continue;
+    const int64_t *v = (const int64_t *)inputs[i];
+    for (int64_t k = 0; k < en->in[i].numel; k++)
+      if (v[k] < INT32_MIN || v[k] > INT32_MAX) {
+        set_err(err, errlen, "kiln_coreml: entry %s: i64 input %s[%lld] = %lld is outside the int32 range; nothing was run",
+                en->name, en->in[i].name, (long long)k, (long long)v[k]);
+        return NO;
+      }
+  }
+  return YES;
+}
 
 /* The MLState entry e predicts with (after bringing it up to date), or nil. */
 static MLState *state_for(KilnCoreMLState *s, int e, char *err, size_t errlen) {
@@ -614,6 +658,7 @@ int kiln_coreml_call(KilnCoreML *m, int e, KilnCoreMLState *s, const void *const
     set_err(err, errlen, "entry %s: the state was made for another KilnCoreML", m->entries[e].name);
     return -1;
   }
+  if (!check_i64(&m->entries[e], inputs, err, errlen)) return KILN_COREML_E_RANGE;
   int32_t **widened = calloc((size_t)m->entries[e].nin + 1, sizeof *widened);
   if (!widened) {
     set_err(err, errlen, "out of memory");

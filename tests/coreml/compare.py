@@ -35,7 +35,7 @@ import qsizes  # noqa: E402
 import wbcheck  # noqa: E402
 
 TOL = {"fp32": 1e-4, "fp16": 3e-2}
-NP = {"f32": np.float32, "i32": np.int32, "bool": np.bool_}
+NP = {"f32": np.float32, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
 
 
 def sh(cmd, **kw):
@@ -48,7 +48,9 @@ def first_line(s):
 
 
 def make_inputs(sig, work):
-    """Writes the inputs twice: as Kiln takes them (kin/) and as Core ML does (cin/: bool -> int32)."""
+    """Writes the inputs twice: as Kiln takes them (kin/) and as Core ML does (cin/: bool ->
+    int32; i64 -> int32, narrowed as kiln_coreml_call does, its first two values the int32
+    limits)."""
     rng = np.random.RandomState(0)
     for d in ("kin", "cin"):
         os.makedirs(os.path.join(work, d), exist_ok=True)
@@ -59,12 +61,15 @@ def make_inputs(sig, work):
             a = np.asarray(rng.randn(*shape), dtype=np.float32)
         elif dt == "i32":
             a = np.asarray(rng.randint(0, 4, size=shape), dtype=np.int32)
+        elif dt == "i64":
+            a = np.asarray(rng.randint(0, 4, size=shape), dtype=np.int64)
+            a.reshape(-1)[:2] = [2**31 - 1, -2**31][:a.size]
         else:
             a = np.asarray(rng.randint(0, 2, size=shape), dtype=np.bool_)
         kp = os.path.join(work, "kin", inp["name"] + ".npy")
         np.save(kp, a)
         ca = a.reshape(a.shape or (1,))  # Core ML sees a rank-0 input as shape [1]
-        np.save(os.path.join(work, "cin", inp["name"] + ".npy"), ca.astype(np.int32) if dt == "bool" else ca)
+        np.save(os.path.join(work, "cin", inp["name"] + ".npy"), ca.astype(np.int32) if dt in ("bool", "i64") else ca)
         files.append(kp)
     return files
 

@@ -81,6 +81,13 @@ CASES = {
              [(e, {"pos": i32(p)}) for e, p in [("prefill", 0), ("decode", 2), ("decode", 3), ("prefill", 4),
                                                  ("decode", 6), ("prefill", 7), ("decode", 9)]],
              [("decode", {"pos": i32(-1)}), ("prefill", {"pos": i32(-2)})]),
+    # i64 token ids into an entry with state: the package takes them as int32 (write_cin
+    # narrows them as kiln_coreml_call does); ids index a 10-row table.
+    "tokstate": ("tests/metal/i64/tokstate.lua",
+                 [("step", {"pos": i32(0), "tokens": np.array([3, 9], np.int64)}),
+                  ("step", {"pos": i32(4), "tokens": np.array([0, 7], np.int64)}),
+                  ("step", {"pos": i32(2), "tokens": np.array([9, 1], np.int64)})],
+                 [("step", {"pos": i32(5), "tokens": np.array([2, 2], np.int64)})]),
     "stories": ("models/stories.lua",
                 [("prefill", {"pos": i32(0)}), ("decode", {"pos": i32(32)}), ("decode", {"pos": i32(33)}),
                  ("decode", {"pos": i32(34)})], []),
@@ -188,11 +195,15 @@ class Reference:
 
 
 def write_cin(d, entry, inputs):
-    """The inputs as Core ML takes them: bool as int32, a rank-0 input as shape [1]."""
+    """The inputs as Core ML takes them: bool as int32, i64 narrowed to int32 (the values
+    fit: kiln_coreml_call would refuse them otherwise), a rank-0 input as shape [1]."""
     os.makedirs(d, exist_ok=True)
     for io, a in zip(entry["inputs"], inputs):
         a = np.asarray(a)
         a = a.reshape(a.shape or (1,))
+        if io["dtype"] == "i64":
+            assert a.min(initial=0) >= -2**31 and a.max(initial=0) < 2**31, "an i64 input outside int32"
+            a = a.astype(np.int32)
         np.save(os.path.join(d, io["name"] + ".npy"), a.astype(np.int32) if io["dtype"] == "bool" else a)
 
 

@@ -11,6 +11,9 @@
  *                              decode must fail with the entry named, without a crash
  *         plain                a one-function stateless package (tiny.lua)
  *         main-state           a one-function stateful package (onefn.lua): three calls
+ *         i64                  tests/coreml/models/i64.lua: int64 ids narrowed to the
+ *                              package's int32 (the int32 limits), and values outside
+ *                              int32 refused with KILN_COREML_E_RANGE, nothing run
  * Prints "ok ..." or "FAIL ..." lines; exits 1 on any FAIL.
  */
 #include <stdio.h>
@@ -100,6 +103,49 @@ static void run_plain(KilnCoreML *m) {
                "a stateless model makes no state");
 }
 
+/* tests/coreml/models/i64.lua (inputs ids: i64 [2, 3], x: f32 [2, 3]; outputs same,
+ * big, y): the int32 limits pass through narrowed (the mock logs each int32 value in
+ * full, and its outputs are sum(inputs) + i % 7, which is exact here); a value just
+ * outside int32 at either end is KILN_COREML_E_RANGE naming input, element and value,
+ * before any prediction (the expected log has one predict) and with the outputs
+ * untouched. */
+static void run_i64(KilnCoreML *m) {
+  char err[512] = "";
+  int64_t ids[6] = {INT32_MAX, INT32_MIN, 5, -7, 0, 1};
+  float x[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+  int32_t same[6];
+  uint8_t big[6];
+  float y[6];
+  const void *in[] = {ids, x};
+  void *out[] = {same, big, y};
+  check(kiln_coreml_entry_input_is_i64(m, 0, 0) == 1 && kiln_coreml_entry_input_is_i64(m, 0, 1) == 0 &&
+            kiln_coreml_entry_input_is_i64(m, 0, 2) == -1,
+        "ids is the i64 input, x is not, there is no third", NULL);
+  int rc = kiln_coreml_run_v(m, in, out, err, sizeof err);
+  int ok = rc == KILN_COREML_OK;
+  double sum = (double)INT32_MAX + INT32_MIN + 5 - 7 + 0 + 1 + 6 * 0.5;   /* 1: the narrowed values */
+  for (int i = 0; ok && i < 6; i++) ok = same[i] == (int32_t)(sum + i % 7) && big[i] == 1 && y[i] == (float)(sum + i % 7);
+  check(ok, "i64 run_v: the int32 limits narrowed, the outputs those of the narrowed values", err);
+  static const struct { int at; int64_t v; const char *want; } bad[] = {
+      {4, (int64_t)INT32_MAX + 1, "kiln_coreml: entry main: i64 input ids[4] = 2147483648 is outside the int32 range; nothing was run"},
+      {1, (int64_t)INT32_MIN - 1, "kiln_coreml: entry main: i64 input ids[1] = -2147483649 is outside the int32 range; nothing was run"},
+  };
+  for (int b = 0; b < 2; b++) {
+    int64_t ids2[6] = {0, 1, 2, 3, 4, 5};
+    ids2[bad[b].at] = bad[b].v;
+    const void *in2[] = {ids2, x};
+    for (int i = 0; i < 6; i++) same[i] = -99, big[i] = 7, y[i] = -99.0f;
+    rc = kiln_coreml_run_v(m, in2, out, err, sizeof err);
+    char detail[600];
+    snprintf(detail, sizeof detail, "rc %d, message '%s'", rc, err);
+    check(rc == KILN_COREML_E_RANGE && strcmp(err, bad[b].want) == 0, "an i64 value outside int32: E_RANGE, the message", detail);
+    printf("   message: %s\n", err);
+    ok = 1;
+    for (int i = 0; i < 6; i++) ok = ok && same[i] == -99 && big[i] == 7 && y[i] == -99.0f;
+    check(ok, "an i64 value outside int32: the outputs untouched", NULL);
+  }
+}
+
 /* A one-function stateful package (onefn.lua): entry 0 is `main`, with its state. */
 static void run_main_state(KilnCoreML *m) {
   char err[512] = "";
@@ -150,7 +196,7 @@ static void run_stateful(KilnCoreML *m, KilnCoreMLStateMode mode, int strict) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: drive PACKAGE CACHE_DIR shared|per-entry|shared-strict|plain|main-state\n");
+    fprintf(stderr, "usage: drive PACKAGE CACHE_DIR shared|per-entry|shared-strict|plain|main-state|i64\n");
     return 2;
   }
   char err[512] = "";
@@ -163,6 +209,7 @@ int main(int argc, char **argv) {
   const char *mode = argv[3];
   if (strcmp(mode, "plain") == 0) run_plain(m);
   else if (strcmp(mode, "main-state") == 0) run_main_state(m);
+  else if (strcmp(mode, "i64") == 0) run_i64(m);
   else run_stateful(m, strcmp(mode, "per-entry") == 0 ? KILN_COREML_STATE_PER_ENTRY : KILN_COREML_STATE_SHARED,
                     strcmp(mode, "shared-strict") == 0);
   kiln_coreml_close(m);

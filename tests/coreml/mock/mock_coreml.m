@@ -469,8 +469,8 @@ static long long offset_of(NSArray *shape, NSArray *strides, long long i) {
 
 static double element(MLMultiArray *a, long long off) {
   NSInteger dt = [a dataType];
-  return dt == DT_I32 ? ((int32_t *)[a dataPointer])[off] : dt == DT_F16 ? h2f(((uint16_t *)[a dataPointer])[off])
-                                                                        : ((float *)[a dataPointer])[off];
+  if (dt == DT_I32) return ((int32_t *)[a dataPointer])[off];   /* apart: through ?: with floats it would round to float */
+  return dt == DT_F16 ? h2f(((uint16_t *)[a dataPointer])[off]) : ((float *)[a dataPointer])[off];
 }
 
 @implementation MLModel
@@ -555,7 +555,9 @@ static double element(MLMultiArray *a, long long off) {
     for (long long k = 0; k < [a count]; k++) {
       double v = element(a, offset_of([a shape], [a strides], k));
       *sum += v;
-      if (k < 4) o += (size_t)snprintf(vals + o, sizeof vals - o, "%s%g", k ? " " : "", v);
+      if (k < 4 && [a dataType] == DT_I32)   /* every digit: an i64 input's narrowed value */
+        o += (size_t)snprintf(vals + o, sizeof vals - o, "%s%lld", k ? " " : "", (long long)v);
+      else if (k < 4) o += (size_t)snprintf(vals + o, sizeof vals - o, "%s%g", k ? " " : "", v);
     }
     if ([a count] > 4) snprintf(vals + o, sizeof vals - o, " ...");
     say("  input %s %s %s strides %s = %s", [[keys objectAtIndex:i] UTF8String], dt_name([a dataType]), dims([a shape]), dims([a strides]), vals);

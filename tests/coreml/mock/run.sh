@@ -8,7 +8,8 @@
 #   runs     tinystate (iOS18: prefill, decode, state) through one shared MLState and
 #            through per-entry MLStates; with a Core ML that refuses a state made by
 #            another function (shared: one clear error; per-entry: still correct); a plain
-#            one-function model; a one-function model with a state (onefn.lua, `main`).
+#            one-function model; a one-function model with a state (onefn.lua, `main`);
+#            i64 inputs (tests/coreml/models/i64.lua): narrowed, and E_RANGE outside int32.
 #            Each: drive.c's own checks of outputs, states and error messages, and the
 #            logged Core ML calls (loads and function names, newState,
 #            which state object each prediction gets, input names, shapes, types,
@@ -34,7 +35,8 @@ mock_build() {
     -I"$M/pb" -lobjc -lprotobuf-c &&
   "$KILN" build tests/golden/tinystate.lua -o "$M/ts" --target coreml --min-os iOS18 >/dev/null &&
   "$KILN" build tests/coreml/golden/tiny.lua -o "$M/tiny" --target coreml >/dev/null &&
-  "$KILN" build tests/coreml/mock/onefn.lua -o "$M/onefn" --target coreml --min-os iOS18 >/dev/null
+  "$KILN" build tests/coreml/mock/onefn.lua -o "$M/onefn" --target coreml --min-os iOS18 >/dev/null &&
+  "$KILN" build tests/coreml/models/i64.lua -o "$M/i64" --target coreml >/dev/null 2>&1
 }
 # mock_run NAME PACKAGE MODE [STRICT]: drive the package in a fresh cache; the drive's
 # own checks must pass and the Core ML call log must equal tests/coreml/mock/NAME.log.
@@ -61,6 +63,7 @@ if mock_build 2>"$M/build.err"; then
   mock_run per-entry-strict "$M/ts/tinystate.mlpackage" per-entry 1
   mock_run plain "$M/tiny/tiny.mlpackage" plain
   mock_run main-state "$M/onefn/onefn.mlpackage" main-state
+  mock_run i64 "$M/i64/i64.mlpackage" i64
   # The compile cache: a second open of an unchanged package compiles nothing.
   KILN_MOCK_TMP=$M/tmp KILN_MOCK_LOG=$M/again.log "$M/drive" "$M/tiny/tiny.mlpackage" "$M/cache-plain" plain >/dev/null 2>&1
   if [ -s "$M/again.log" ] && ! grep -q '^compile' "$M/again.log"; then
