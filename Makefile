@@ -16,7 +16,7 @@ LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null || echo -I/usr/incl
 LUA_LIBS   := $(shell pkg-config --libs lua5.4 2>/dev/null || echo -llua5.4)
 PBC_LIBS   := $(shell pkg-config --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
 CPPFLAGS = -D_POSIX_C_SOURCE=200809L -Igen -Iruntime/llm -I$(BUILD) $(LUA_CFLAGS)
-LDLIBS  = $(LUA_LIBS) $(PBC_LIBS) -lm
+LDLIBS  = $(LUA_LIBS) $(PBC_LIBS) -lm -pthread
 
 SRCS    = $(sort $(wildcard gen/*.c gen/*/*.c))
 OBJS    = $(SRCS:gen/%.c=$(BUILD)/%.o)
