@@ -659,6 +659,14 @@ unsigned char *kiln_map_file(const char *path, size_t *size, bool *mapped, char 
 /* Drops the resident pages of [p, p + n) of a read-only file mapping (they fault in again
  * from the file when read): the build's RSS stays one tensor, not the model. */
 void kiln_drop_pages(const void *p, size_t n);
+/* The paths of the files kiln_map_file mapped (the first KILN_MAPPED_NAMES, each cut to
+ * fit), for the bus-error message: readable from a signal handler. */
+enum { KILN_MAPPED_NAMES = 8, KILN_MAPPED_NAME_MAX = 512 };
+int kiln_mapped_count(void);
+const char *kiln_mapped_name(int i);
+/* Turns a bus error (a mapped weights file that shrank while kiln read it) into one line
+ * naming the mapped files, removes the staging directory, exits 1 (publish.c). */
+void publish_catch_bus_errors(void);
 
 /* `kiln tokenize FILE [--decode]` (tokenize.c): text lines on stdin to ids, or back. */
 int cmd_tokenize(const char *path, bool decode, char sep, const char *convert);

@@ -581,6 +581,7 @@ static int cmd_ops(void) {
  * success; kiln_error exits non-zero with a message, die() aborts on a Kiln bug. */
 int main(int argc, char **argv) {
   atexit(kiln_free_all);
+  publish_catch_bus_errors();
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0)) {
     fputs(usage, stdout), fputs(usage2, stdout);
     fputs(usage_import, stdout);

@@ -52,6 +52,32 @@ static void on_signal(int sig) {
   raise(sig);
 }
 
+/* Writes s to stderr from a signal handler. */
+static void say(const char *s) {
+  ssize_t r = write(2, s, strlen(s));
+  (void)r;
+}
+
+/* SIGBUS: a read of a mapped weights file past its end, which happens when the file
+ * shrank after kiln.load checked it. A one-line error instead of a crash, and no
+ * half-written output. */
+static void on_bus_error(int sig) {
+  (void)sig;
+  say("kiln: error: bus error reading the mapped weights file");
+  for (int i = 0; i < kiln_mapped_count(); i++) say(i ? ", " : " "), say(kiln_mapped_name(i));
+  say(": it changed or shrank while kiln read it; nothing was written\n");
+  if (staging) kiln_remove_tree(staged);
+  _exit(1);
+}
+
+/* Contract in kiln.h. */
+void publish_catch_bus_errors(void) {
+  struct sigaction sa = {0};
+  sa.sa_handler = on_bus_error;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, NULL);
+}
+
 static const int caught[] = {SIGINT, SIGTERM, SIGHUP};
 
 static void handle_signals(bool on) {

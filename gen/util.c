@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -273,6 +275,20 @@ unsigned char *kiln_read_bounded(const char *path, size_t max, size_t *size, cha
   return data;
 }
 
+static char mapped_names[KILN_MAPPED_NAMES][KILN_MAPPED_NAME_MAX];
+static volatile sig_atomic_t nmapped;
+
+/* Contract in kiln.h. */
+int kiln_mapped_count(void) { return nmapped; }
+const char *kiln_mapped_name(int i) { return mapped_names[i]; }
+
+/* Records path as mapped (its name only, cut to fit), before the mapping is read. */
+static void note_mapped(const char *path) {
+  if (nmapped == KILN_MAPPED_NAMES) return;
+  snprintf(mapped_names[nmapped], sizeof mapped_names[0], "%s", path);
+  nmapped = nmapped + 1;
+}
+
 /* Contract in kiln.h. The mapping lives until exit, like the arena. */
 unsigned char *kiln_map_file(const char *path, size_t *size, bool *mapped, char *err, size_t errlen) {
   *mapped = false;
@@ -282,6 +298,7 @@ unsigned char *kiln_map_file(const char *path, size_t *size, bool *mapped, char 
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (p != MAP_FAILED) {
+      note_mapped(path);
       *size = (size_t)st.st_size;
       *mapped = true;
       return p;

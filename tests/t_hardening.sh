@@ -21,7 +21,9 @@
 #  scaling   tests/hardening/scaling.py: build cost ~linear in ops and outputs on every target.
 #  reads     `kiln run --input` from /dev/zero or an endless FIFO, kiln.load of /dev/zero:
 #            one-line errors at once (reads are bounded by what the input needs); a .npy
-#            whose dtype holds escape sequences and newlines is reported on one clean line.
+#            whose dtype holds escape sequences and newlines is reported on one clean line;
+#            kiln.load of a FIFO is refused at once; a mapped weights file that shrinks
+#            during the build gives one line (SIGBUS caught) and leaves nothing behind.
 #  sandbox   (the refusals themselves are tests/robust/err/sandbox_*.lua) symbolic links do
 #            not lead require or kiln.load out of the script's directory; --unsafe-lua gives
 #            the standard library back, with print and io.stdout still on stderr.
@@ -150,6 +152,33 @@ mkfifo "$R/fifo"
 one_line reads/fifo_input "more than the 65564 bytes it can hold" "$KILN" run "$R/m.lua" --input "x=$R/fifo"
 timeout 10 cat "$R/fifo" > /dev/null 2>&1 &   # let the writer finish (bounded: if it already died of SIGPIPE, no writer will come)
 one_line reads/dev_zero_load "/dev/zero: not a regular file" "$KILN" graph "$R/z.lua" --unsafe-lua
+# kiln.load of a FIFO inside the script's directory: refused at once (opening it to look
+# for GGUF's magic would wait for a writer)
+mkfifo "$R/wfifo"
+printf 'kiln.load("wfifo")\nlocal x = kiln.input("x", {4})\nkiln.output("y", x)\n' > "$R/f.lua"
+one_line reads/fifo_load "not a regular file" "$KILN" graph "$R/f.lua"
+# A mapped weights file that shrinks after kiln.load checked it (the script truncates it:
+# --unsafe-lua gives it os.execute): the build's reads of the lost pages raise SIGBUS,
+# which must become one line naming the file, exit 1, and nothing in or beside the output.
+/usr/bin/python3 - "$R/big.safetensors" <<'PYEOF'
+import json, struct, sys
+n = 256 * 1024                       # a [256, 1024] f32 weight: 1 MiB, many pages
+h = json.dumps({"w": {"dtype": "F32", "shape": [256, 1024], "data_offsets": [0, 4 * n]}}).encode()
+h += b" " * (-len(h) % 8)
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<Q", len(h)) + h + struct.pack("<%df" % n, *[(i % 7) * 0.25 for i in range(n)]))
+PYEOF
+cat > "$R/shrink.lua" <<'LUAEOF'
+kiln.load("big.safetensors")
+assert(os.execute("truncate -s 8192 big.safetensors"))   -- the test runs kiln from this directory
+local x = kiln.input("x", {1, 1024})
+kiln.output("y", kiln.matmul(x, kiln.param("w", {256, 1024}), {trans_b = true}))
+LUAEOF
+one_line reads/mapped_file_shrank "big.safetensors: it changed or shrank while kiln read it" \
+  sh -c 'cd "$1" && exec "$2" build shrink.lua -o shrunk --unsafe-lua' sh "$R" "$KILN"
+if [ -e "$R/shrunk" ] || ls -d "$R"/shrunk.kiln-tmp-* > /dev/null 2>&1; then
+  fail reads/mapped_file_shrank_nothing_left "$(ls -d "$R"/shrunk* | head -n 2 | tr '\n' ' ')"
+else pass reads/mapped_file_shrank_nothing_left; fi
 /usr/bin/python3 -c "
 import sys
 h = b\"{'descr': '<f8\\x1b[31m\\nEVIL', 'fortran_order': False, 'shape': (4,), }\"

@@ -514,10 +514,13 @@ static void push_meta(lua_State *L, const MetaVal *v) {
   }
 }
 
-/* Whether the file at path starts with GGUF's magic (an unreadable file is not: the
- * safetensors reader then reports why it cannot be read). */
+/* Whether the file at path starts with GGUF's magic (an unreadable file, or one that is
+ * not a regular file — opening a FIFO would wait for a writer —, is not: the safetensors
+ * reader then reports why it cannot be read). */
 static bool file_is_gguf(const char *path) {
   unsigned char head[4];
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return false;
   FILE *f = fopen(path, "rb");
   if (!f) return false;
   size_t n = fread(head, 1, sizeof head, f);

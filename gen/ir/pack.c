@@ -284,22 +284,27 @@ typedef struct {
   const float *all;
   unsigned char *q;
   int64_t p0, p1;
+  float *rows;                  /* one panel's rows (when not all): allocated by the main thread */
 } QuantJob;
 
-/* Runs one QuantJob (a pthread start routine; also called directly). */
+/* Runs one QuantJob (a pthread start routine; also called directly). It allocates
+ * nothing: a die() (which runs the atexit frees) must only ever come from the main thread. */
 static void *quant_job(void *arg) {
   const QuantJob *j = arg;
   const Node *w = j->w;
   int64_t n = w->shape.dim[0], k = w->shape.dim[1], pb = wformat_panel_bytes(w->wfmt, k);
-  float *rows = j->all ? NULL : alloc_or_die(sizeof(float) * (size_t)(KILN_QPANEL * k), "storing", w);
   for (int64_t p = j->p0; p < j->p1; p++) {
     int64_t nr = n - p * KILN_QPANEL < KILN_QPANEL ? n - p * KILN_QPANEL : KILN_QPANEL;
-    const float *x = j->all ? j->all + p * KILN_QPANEL * k : rows;
-    if (!j->all) weight_rows(w, p * KILN_QPANEL, nr, rows);
+    const float *x = j->all ? j->all + p * KILN_QPANEL * k : j->rows;
+    if (!j->all) weight_rows(w, p * KILN_QPANEL, nr, j->rows);
     quant_pack_into(w->wfmt, x, nr, k, NULL, j->q + p * pb);
   }
-  free(rows);
   return NULL;
+}
+
+/* A panel's rows for a QuantJob reading a file a panel at a time, else NULL. */
+static float *job_rows(const Node *w, const float *all) {
+  return all ? NULL : alloc_or_die(sizeof(float) * (size_t)(KILN_QPANEL * w->shape.dim[1]), "storing", w);
 }
 
 /* w's stored-format panels (a fresh buffer): the file's own bits re-laid when it stores
@@ -315,13 +320,13 @@ static unsigned char *stored_panels(const Node *w) {
   float *all = weight_has_rows(w) ? NULL : weight_load(w);
   const char *e = getenv("KILN_THREADS");
   bool two = np >= 2 && !(e && strcmp(e, "1") == 0);
-  QuantJob jobs[2] = {{w, all, q, 0, two ? np / 2 : np}, {w, all, q, np / 2, np}};
+  QuantJob jobs[2] = {{w, all, q, 0, two ? np / 2 : np, job_rows(w, all)}, {w, all, q, np / 2, np, job_rows(w, all)}};
   pthread_t t;
   bool started = two && pthread_create(&t, NULL, quant_job, &jobs[1]) == 0;
   quant_job(&jobs[0]);
   if (started) pthread_join(t, NULL);
   else if (two) quant_job(&jobs[1]);
-  free(all);
+  free(jobs[0].rows), free(jobs[1].rows), free(all);
   return q;
 }
 
