@@ -363,6 +363,7 @@ typedef struct Program {
   bool no_pack;                 /* keep every f32 weight row-major (Metal reads the blob too) */
   const QuantRule *qrules;      /* --quantize, in the order given (pass_quant) */
   int nqrules;
+  bool ggml_acts;               /* --activations ggml: products round activations as ggml (pass_actq) */
 } Program;
 
 Program *program_new(const char *model, const char *script);
@@ -390,6 +391,11 @@ void graph_output(Graph *g, const char *name, int node);
  * the path as the user gave it. */
 const char *graph_src_name(const Graph *g, const char *file);
 Node *graph_node(Graph *g, int id);
+/* Moves the nodes appended since there were n0 ([n0, nnodes), in their order) so that
+ * node n0 + j sits just before old node host[j] (host ascending along j), and renumbers
+ * every id: inputs, Graph.inputs/outputs, state_last. Before pass_group only (kernels
+ * hold no ids yet). The moved nodes must read only nodes before their host. */
+void graph_move_before(Graph *g, int n0, const int *host);
 int64_t node_numel(const Node *n);
 int64_t node_bytes(const Node *n);           /* of its value: numel * dtype size */
 /* The rule for one op: sets n->shape and n->dtype from its inputs and attrs, or
@@ -414,6 +420,7 @@ void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (neve
 void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
 void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
 void pass_quant(Graph *g);      /* matrix weights read by row get their stored format (Node.wfmt) */
+void pass_actq(Graph *g);       /* --activations ggml: products round their activations as ggml (actq.c) */
 void pass_pack(Graph *g);       /* matmul weights read as B get a panel layout (Node.pack) */
 void pass_schedule(Graph *g);   /* kernels in a deterministic topological order */
 void pass_memplan(Graph *g);    /* region + offset for every live value; arena/weights size */

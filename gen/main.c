@@ -64,7 +64,7 @@ static const char usage[] =
     "graph options:\n"
     "  --dot                         Graphviz DOT instead of text\n"
     "  --after PASS|all              the graph after that pass instead of as traced\n"
-    "  --no-fuse, --quantize         as for build\n"
+    "  --no-fuse, --quantize, --activations   as for build\n"
     "\n";
 /* The rest of the usage text: one string literal stays under C's 4095-byte minimum. */
 static const char usage2[] =
@@ -91,7 +91,7 @@ static const char usage2[] =
     "  --lua-max-instructions N      Lua VM instructions a script may run (default 1000000000, 0 = none)\n"
     "  --lua-max-memory MIB          Lua memory a script may hold (default 1024, 0 = none)\n"
     "\n"
-    "passes, in order: verify dce cse fold dce2 legalize verify2 group schedule quant pack memplan\n"
+    "passes, in order: verify dce cse fold dce2 legalize verify2 quant actq group schedule pack memplan\n"
     "exit status: 0 on success; 1 with a one-line error naming file:line otherwise.\n";
 
 /* Split from usage: ISO C guarantees string literals only up to 4095 characters. */
@@ -113,7 +113,7 @@ typedef struct {
   const char *defines[64];      /* -D NAME=VALUE */
   int ndefines;
   unsigned targets;
-  bool embed, dot, fp16, no_fuse, decode, null_sep;
+  bool embed, dot, fp16, no_fuse, decode, null_sep, ggml_acts;
   const char *convert, *tokenizer;   /* tokenize --convert OUT; build --tokenizer FILE */
   const char *min_os;
   QuantRule qrules[64];         /* --quantize */
@@ -181,7 +181,7 @@ static const struct {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
-    {"-D", "bgr"}, {"--decode", "t"}, {"--null", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "bgr"},
+    {"-D", "bgr"}, {"--decode", "t"}, {"--null", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "bgr"}, {"--activations", "bgr"},
     {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
 
 /* An option given to a command that ignores it is a mistake worth hearing about
@@ -226,7 +226,11 @@ static Args parse_args(int argc, char **argv) {
       if (a.nqrules == 64) kiln_error("--quantize: at most 64 rules");
       a.qrules[a.nqrules++] = parse_quant_rule(need_value(argc, argv, &i));
     }
-    else if (strcmp(s, "--input") == 0) {
+    else if (strcmp(s, "--activations") == 0) {
+      const char *v = need_value(argc, argv, &i);
+      if (strcmp(v, "f32") != 0 && strcmp(v, "ggml") != 0) kiln_error("--activations: f32 or ggml, not '%s'", v);
+      a.ggml_acts = strcmp(v, "ggml") == 0;
+    } else if (strcmp(s, "--input") == 0) {
       if (a.ninputs == 64) kiln_error("too many --input options");
       a.inputs[a.ninputs++] = need_value(argc, argv, &i);
     } else if (strcmp(s, "--save") == 0) a.save = need_value(argc, argv, &i);
@@ -250,6 +254,9 @@ static Args parse_args(int argc, char **argv) {
     else kiln_error("unexpected argument '%s' (%s)", s, strcmp(a.cmd, "ops") == 0 ? "ops takes none" : "one model script per command");
   }
   if (!a.targets) a.targets = TGT_C;
+  if (a.ggml_acts && (a.targets & TGT_COREML))
+    kiln_error("--activations ggml: not for the Core ML target, whose products run in Core ML's own precision "
+               "(the mode reproduces llama.cpp on the CPU: targets c and metal)");
   static const char *const oses[] = {"iOS15", "iOS16", "iOS17", "iOS18"};
   bool os_ok = false;
   for (int i = 0; i < 4; i++) os_ok |= strcmp(a.min_os, oses[i]) == 0;
@@ -268,12 +275,14 @@ static Program *trace(const Args *a) {
   for (int e = 0; e < p->nentries; e++) p->entries[e]->no_fuse = a->no_fuse;
   p->qrules = a->qrules;
   p->nqrules = a->nqrules;
+  p->ggml_acts = a->ggml_acts;
   return p;
 }
 
-/* With --quantize, `kiln run` computes with the values a build would store: the script is
- * traced again and compiled (pass_quant decides which weights a rule reaches, after the
- * passes before it), and every weight of p takes the values of its namesake there. */
+/* With --quantize (or --activations ggml, which depends on the formats), `kiln run`
+ * computes with the values a build would store: the script is traced again and compiled
+ * (pass_quant decides which weights a rule reaches, after the passes before it), and every
+ * weight of p takes the format of its namesake there. */
 static void quantize_like_build(Program *p, const Args *a) {
   Program *built = trace(a);
   pipeline_run(built, NULL, stderr);
@@ -284,7 +293,10 @@ static void quantize_like_build(Program *p, const Args *a) {
       for (int f = 0; f < built->nentries; f++)
         for (int j = 0; j < built->entries[f]->nnodes; j++) {
           const Node *x = built->entries[f]->nodes[j];
-          if (x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0 && x->wfmt != WF_F32) w->data = (void *)node_data(x);
+          if (x->op == OP_WEIGHT && x->name && strcmp(x->name, w->name) == 0 && x->wfmt != WF_F32) {
+            w->wfmt = x->wfmt;    /* node_data(w) makes what the build stores; pass_actq reads it */
+            w->src_fmt = x->src_fmt, w->src_raw = x->src_raw;
+          }
         }
     }
 }
@@ -521,10 +533,11 @@ static int cmd_run(const Args *a) {
     if (!strchr(a->inputs[k], '=') || a->inputs[k][0] == '=')
       kiln_error("run: --input %s is not NAME=FILE", a->inputs[k]);
   Program *p = trace(a);
-  if (a->nqrules) quantize_like_build(p, a);
+  if (a->nqrules || a->ggml_acts) quantize_like_build(p, a);
   Graph *g = run_entry(p, a->entry);
   check_state_file_args(p, a);
   pass_verify(g);
+  pass_actq(g);
   for (int k = 0; k < a->ninputs; k++) {     /* a misspelt name first: it explains the missing one */
     bool known = false;
     Buf names = {0};

@@ -14,9 +14,10 @@ const Pass kiln_passes[] = {
     {"dce2", pass_dce},          /* folding leaves the folded inputs unused */
     {"legalize", pass_legalize},
     {"verify2", pass_verify},
+    {"quant", pass_quant},       /* before pack: a weight in a stored format is not also packed */
+    {"actq", pass_actq},         /* after quant: it rounds the activations of stored-format products */
     {"group", pass_group},
     {"schedule", pass_schedule},
-    {"quant", pass_quant},       /* before pack: a weight in a stored format is not also packed */
     {"pack", pass_pack},         /* after every entry is grouped: a weight's uses span entries */
     {"memplan", pass_memplan},
 };

@@ -29,7 +29,8 @@ kt_need_kiln t_isa
 kt_work isa
 S=isa
 for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lua models/stories.lua \
-         models/stories_fixed.lua tests/golden/tiny.lua tests/matmul/edges.lua tests/quant/qmix.lua; do
+         models/stories_fixed.lua tests/golden/tiny.lua tests/matmul/edges.lua tests/quant/qmix.lua \
+         tests/quant/qmix_ggml.lua; do
   n=$(basename "$m" .lua)
   d=$WORK/$n
   args=""   # build options a model needs (tests/quant/qmix.args: its --quantize rules)

@@ -7,8 +7,9 @@
 #     independent checker of the memory plan (no two live values overlap); it makes
 #     the driver exit 1.
 #  2. The same driver built with ASan + UBSan must give the same output.
-#  3. With a working `kiln` (KILN): golden dumps of tests/passes/*.lua after memplan,
-#     and byte-identical dumps on a second run.
+#  3. With a working `kiln` (KILN): golden dumps of tests/passes/*.lua after memplan (with
+#     the options of NAME.args, if any: actq.lua's --activations ggml), and byte-identical
+#     dumps on a second run.
 #  4. Fusion: scenario "fusion" (what pass_group fuses and what it must not); the
 #     switches (--no-fuse, KILN_NOFUSE=1) give one op per kernel; and
 #     tests/passes/fusecheck.py runs every model fused, unfused and interpreted.
@@ -56,7 +57,10 @@ for lua in tests/passes/*.lua; do
   [ -f "$lua" ] || continue
   name=$(basename "$lua" .lua)
   exp="tests/passes/$name.lua.expected"
-  if ! "$KILN" graph "$lua" --after memplan > "$tmp/$name.dump" 2> "$tmp/$name.err"; then
+  args=""   # options a script needs (tests/passes/NAME.args)
+  [ -f "${lua%.lua}.args" ] && args=$(cat "${lua%.lua}.args")
+  # shellcheck disable=SC2086
+  if ! "$KILN" graph "$lua" --after memplan $args > "$tmp/$name.dump" 2> "$tmp/$name.err"; then
     echo "FAIL passes_lua_$name: kiln graph failed: $(head -n 3 "$tmp/$name.err" | tr '\n' ' ')"
     continue
   fi
@@ -65,7 +69,8 @@ for lua in tests/passes/*.lua; do
     echo "FAIL passes_lua_$name: dump differs from $exp"
     head -n 20 "$tmp/$name.diff" | sed 's/^/    /'
   fi
-  "$KILN" graph "$lua" --after memplan > "$tmp/$name.dump2" 2>&1
+  # shellcheck disable=SC2086
+  "$KILN" graph "$lua" --after memplan $args > "$tmp/$name.dump2" 2>&1
   if cmp -s "$tmp/$name.dump" "$tmp/$name.dump2"; then echo "PASS passes_lua_${name}_deterministic"
   else echo "FAIL passes_lua_${name}_deterministic: two runs differ"; fi
 done

@@ -159,6 +159,31 @@ void graph_output(Graph *g, const char *name, int node) {
   g->noutputs++;
 }
 
+/* Contract in kiln.h. */
+void graph_move_before(Graph *g, int n0, const int *host) {
+  int n = g->nnodes, at = 0, j = 0;
+  Node **order = kiln_alloc(sizeof(Node *) * (size_t)n);
+  int *to = kiln_alloc(sizeof(int) * (size_t)n);   /* old id -> new id */
+  for (int i = 0; i < n0; i++) {
+    for (; j < n - n0 && host[j] == i; j++) order[at] = g->nodes[n0 + j], to[n0 + j] = at++;
+    order[at] = g->nodes[i], to[i] = at++;
+  }
+  if (j != n - n0) die("graph_move_before: a node's host is not an earlier node");
+  for (int i = 0; i < n; i++) {
+    Node *x = order[i];
+    x->id = i;
+    for (int k = 0; k < x->nin; k++) {
+      x->in[k] = to[x->in[k]];
+      if (x->in[k] >= i) die("graph_move_before: node %d would read node %d after it", i, x->in[k]);
+    }
+    g->nodes[i] = x;
+  }
+  for (int i = 0; i < g->ninputs; i++) g->inputs[i].node = to[g->inputs[i].node];
+  for (int i = 0; i < g->noutputs; i++) g->outputs[i].node = to[g->outputs[i].node];
+  for (int s = 0; s < g->nstate_last; s++)
+    if (g->state_last[s] >= 0) g->state_last[s] = to[g->state_last[s]];
+}
+
 /* The node with this id; dies on an out-of-range id, which is always a Kiln bug. */
 Node *graph_node(Graph *g, int id) {
   if (id < 0 || id >= g->nnodes) die("graph_node: id %d of %d", id, g->nnodes);

@@ -9,6 +9,11 @@
    exactly (a row is copied), products within the reduction tolerance of tests/py/kt.py
    ((2 sqrt K + 4) eps |x| |W|: the C's one fmaf chain per output, the interpreter's double
    sum rounded once).
+1b. qmix.lua again with --activations ggml (pass_actq): numpy rounds the activations as
+   ggml does (ggml_round, written from ggml's quantizers) and multiplies in float64; the C
+   and `kiln run --activations ggml` must agree with it within the same tolerance; numpy's
+   product of the unrounded activations must miss it, so the check sees whether the
+   rounding happened.
 2. A GGUF file whose matrices are F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K blocks
    (tests/py/gguf_file.py) used as Linear weights and an embedding: the build keeps each
    in its file's format (the JSON says so, the weights file is as small as the GGUF's
@@ -16,8 +21,9 @@
    (gguf_file.dequant, ggml's reference order): a second, independent decoder.
 3. Rules that reach nothing or cannot apply: a Linear weight whose rows are not a whole
    number of blocks stays f32, a weight also read another way (here added to itself)
-   stays f32, `--quantize keep` keeps a GGUF's format, and bad --quantize values give
-   one-line errors with nothing written. --quantize with the Metal target builds (its
+   stays f32, `--quantize keep` keeps a GGUF's format, and bad --quantize values (and
+   --activations values, or ggml activations for Core ML) give one-line errors with
+   nothing written. --quantize with the Metal target builds (its
    kernels read the same panels: tests/t_metal.sh runs them).
 """
 import json
@@ -266,7 +272,10 @@ def rules(work):
         kt.report(ok, S + "/rules/not_applicable", "" if ok else "formats %s" % f)
     for tag, args, want in (
             ("bad_format", ["--quantize", "q3_x"], "no format 'q3_x'"),
-            ("empty_glob", ["--quantize", "=q8_0"], "pattern before '=' is empty")):
+            ("empty_glob", ["--quantize", "=q8_0"], "pattern before '=' is empty"),
+            ("bad_activations", ["--activations", "int8"], "--activations: f32 or ggml, not 'int8'"),
+            ("ggml_coreml", ["--quantize", "q8_0", "--activations", "ggml", "--target", "coreml"],
+             "--activations ggml: not for the Core ML target")):
         out = os.path.join(d, tag)
         rc, o, e = kt.run([kt.KILN, "build", "r.lua", "-o", out] + args, cwd=d)
         lines = [x for x in e.splitlines() if x.strip()]
@@ -307,9 +316,93 @@ def lookup_only(work):
     kt.report(not bad, S + "/lookup_only", "; ".join(bad))
 
 
+def ggml_round(f, x):
+    """x (float32 [rows, K]) with each row rounded as ggml rounds the activations of a product
+    with weights in format f, written from ggml's quantize_row_q8_0 (AVX path: id = 127/amax,
+    round half to even, scale stored as float16) and quantize_row_q8_K_ref (iscale = -127/max,
+    the first value of largest magnitude, scale 1/iscale as float), in float32 arithmetic;
+    formats ggml has no such rounding for come back unchanged."""
+    f32 = np.float32
+    x = x.astype(f32)
+    if f == "f16":
+        return x.astype(np.float16).astype(f32)
+    if f in ("q8_0", "q4_0"):
+        b = x.reshape(-1, 32)
+        amax = np.abs(b).max(axis=1, keepdims=True)
+        d = (amax / f32(127)).astype(np.float16).astype(f32)
+        with np.errstate(divide="ignore"):
+            iden = np.where(amax != 0, f32(127) / amax, f32(0)).astype(f32)
+        return (np.rint(b * iden) * d).astype(f32).reshape(x.shape)
+    if f in ("q4_k", "q6_k"):
+        b = x.reshape(-1, 256)
+        mx = np.take_along_axis(b, np.argmax(np.abs(b), axis=1)[:, None], axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            iscale = (f32(-127) / mx).astype(f32)
+            q = np.minimum(np.rint(iscale * b), f32(127))
+            y = (q * (f32(1) / iscale)).astype(f32)
+        return np.where(mx == 0, f32(0), y).reshape(x.shape)
+    return x
+
+
+def qmix_ggml(work):
+    """qmix.lua again with --activations ggml: each product's activations rounded as ggml's
+    (ggml_round, per format), then multiplied by the stored weights; the C and the
+    interpreter within the same reduction tolerance of numpy's float64 product of those.
+    The rounding must matter: numpy's product of the unrounded activations has to miss the
+    tolerance for the formats ggml rounds for, or this check could not tell the mode ran."""
+    rng = np.random.default_rng(6)
+    K = 512
+    ins = {"x1": rng.standard_normal((1, K)).astype("<f4"), "x13": rng.standard_normal((13, K)).astype("<f4"),
+           "col": rng.standard_normal((K, 1)).astype("<f4"), "ids": np.array([1, 2, 3, 4, 5], "<i4")}
+    args = open(os.path.join(HERE, "qmix.args")).read().split() + ["--activations", "ggml"]
+    try:
+        sig, payload, got = build_and_run(work, "qmix_ggml", os.path.join(HERE, "qmix.lua"), args, ins)
+    except RuntimeError as e:
+        kt.report(False, S + "/ggml-acts/build", str(e))
+        return
+    npys = []
+    for name, a in ins.items():
+        p = os.path.join(work, "qg_%s.npy" % name)
+        np.save(p, a)
+        npys += ["--input", "%s=%s" % (name, p)]
+    save = os.path.join(work, "qmix_ggml_interp")
+    rc, o, e = kt.run([kt.KILN, "run", os.path.join(HERE, "qmix.lua"), "--save", save, "--limit", "1"] + args + npys)
+    if rc != 0:
+        kt.report(False, S + "/ggml-acts/interpreter", kt.why(rc, e, o))
+        return
+    for f in ["f16", "bf16", "i8", "q8_0", "q4_0", "q4_k", "q6_k", "g8", "g4"]:
+        bad, worst, missed = [], 0.0, 0.0
+        _, w = weight(sig, payload, "w_" + f)
+        _, v = weight(sig, payload, "v_" + f)
+        _, b = weight(sig, payload, "b_" + f)
+        w64, v64 = w.astype(np.float64), v.astype(np.float64)
+        x1, x13 = (ggml_round(f, ins[k]).astype(np.float64) for k in ("x1", "x13"))
+        col = ggml_round(f, ins["col"].T).T.astype(np.float64)
+        want = {"lin1_" + f: (x1 @ w64.T + b, np.abs(x1) @ np.abs(w64.T) + np.abs(b), ins["x1"] @ w64.T + b),
+                "lin13_" + f: (np.maximum(x13 @ w64.T, 0), np.abs(x13) @ np.abs(w64.T),
+                               np.maximum(ins["x13"] @ w64.T, 0)),
+                "wx_" + f: (v64 @ col, np.abs(v64) @ np.abs(col), v64 @ ins["col"])}
+        for o, (r, a, plain) in want.items():
+            interp = np.load(os.path.join(save, o + ".npy"))
+            for who, g in (("C", got[o]), ("interpreter", interp)):
+                ok, ratio = close(g, r, a, K)
+                worst = max(worst, ratio)
+                if not ok:
+                    bad.append("%s %s err/tol %.3g" % (who, o, ratio))
+            missed = max(missed, close(plain, r, a, K)[1])
+        rounds = f in ("f16", "q8_0", "q4_0", "q4_k", "q6_k")
+        if rounds and missed <= 1:
+            bad.append("the unrounded product is within tolerance too (%.3g): the check cannot see the mode" % missed)
+        if not rounds and missed > 1:
+            bad.append("%s has no ggml rounding, yet the unrounded product misses (%.3g)" % (f, missed))
+        kt.report(not bad, "%s/ggml-acts/%s" % (S, f),
+                  "; ".join(bad) if bad else "err/tol %.2g (unrounded: %.3g)" % (worst, missed))
+
+
 def main():
     work = sys.argv[1]
     qmix(work)
+    qmix_ggml(work)
     lookup_only(work)
     gguf_kept(work)
     rules(work)
