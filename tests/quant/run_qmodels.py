@@ -100,28 +100,52 @@ def close(got, want, absref, K):
     return r <= 1.0, r
 
 
+def check_products(got, save, want, K, bad):
+    """The C's and the interpreter's outputs o (want: {o: (float64 result, |x| |W| bound, ...)})
+    within close()'s tolerance; appends a reason to bad for each that is not. The worst ratio."""
+    worst = 0.0
+    for o, (r, a, *_) in want.items():
+        interp = np.load(os.path.join(save, o + ".npy"))
+        for who, g in (("C", got[o]), ("interpreter", interp)):
+            ok, ratio = close(g, r, a, K)
+            worst = max(worst, ratio)
+            if not ok:
+                bad.append("%s %s err/tol %.3g" % (who, o, ratio))
+    return worst
+
+
+def qmix_both(work, tag, args, ins):
+    """qmix.lua built with args and run as C and as `kiln run` on ins: (json, payload, C
+    outputs, the directory of the interpreter's .npy outputs), or None once a FAIL line
+    (tag/build or tag/interpreter) is reported."""
+    try:
+        sig, payload, got = build_and_run(work, tag, os.path.join(HERE, "qmix.lua"), args, ins)
+    except RuntimeError as e:
+        kt.report(False, "%s/%s/build" % (S, tag), str(e))
+        return None
+    npys = []
+    for name, a in ins.items():
+        p = os.path.join(work, "%s_%s.npy" % (tag, name))
+        np.save(p, a)
+        npys += ["--input", "%s=%s" % (name, p)]
+    save = os.path.join(work, tag + "_interp")
+    rc, o, e = kt.run([kt.KILN, "run", os.path.join(HERE, "qmix.lua"), "--save", save, "--limit", "1"] + args + npys)
+    if rc != 0:
+        kt.report(False, "%s/%s/interpreter" % (S, tag), kt.why(rc, e, o))
+        return None
+    return sig, payload, got, save
+
+
 def qmix(work):
     rng = np.random.default_rng(5)
     K = 512
     ins = {"x1": rng.standard_normal((1, K)).astype("<f4"), "x13": rng.standard_normal((13, K)).astype("<f4"),
            "col": rng.standard_normal((K, 1)).astype("<f4"), "ids": np.array([0, 39, 5, 33, 17], "<i4")}
-    args = open(os.path.join(HERE, "qmix.args")).read().split()
-    try:
-        sig, payload, got = build_and_run(work, "qmix", os.path.join(HERE, "qmix.lua"), args, ins)
-    except RuntimeError as e:
-        kt.report(False, S + "/qmix/build", str(e))
+    both = qmix_both(work, "qmix", open(os.path.join(HERE, "qmix.args")).read().split(), ins)
+    if not both:
         return
+    sig, payload, got, save = both
     kt.report(True, S + "/qmix/build")
-    npys = []
-    for name, a in ins.items():
-        p = os.path.join(work, "qmix_%s.npy" % name)
-        np.save(p, a)
-        npys += ["--input", "%s=%s" % (name, p)]
-    save = os.path.join(work, "qmix_interp")
-    rc, o, e = kt.run([kt.KILN, "run", os.path.join(HERE, "qmix.lua"), "--save", save, "--limit", "1"] + args + npys)
-    if rc != 0:
-        kt.report(False, S + "/qmix/interpreter", kt.why(rc, e, o))
-        return
     x1, x13, col = (ins[k].astype(np.float64) for k in ("x1", "x13", "col"))
     for f in ["f16", "bf16", "i8", "q8_0", "q4_0", "q4_k", "q6_k", "g8", "g4"]:
         try:
@@ -138,14 +162,8 @@ def qmix(work):
         want = {"lin1_" + f: (x1 @ w64.T + b, np.abs(x1) @ np.abs(w64.T) + np.abs(b)),
                 "lin13_" + f: (np.maximum(x13 @ w64.T, 0), np.abs(x13) @ np.abs(w64.T)),
                 "wx_" + f: (v64 @ col, np.abs(v64) @ np.abs(col))}
-        worst, bad = 0.0, []
-        for o, (r, a) in want.items():
-            interp = np.load(os.path.join(save, o + ".npy"))
-            for who, g in (("C", got[o]), ("interpreter", interp)):
-                ok, ratio = close(g, r, a, K)
-                worst = max(worst, ratio)
-                if not ok:
-                    bad.append("%s %s err/tol %.3g" % (who, o, ratio))
+        bad = []
+        worst = check_products(got, save, want, K, bad)
         # The one-row kernel (decode) and the many-row one (prefill) give the same bits: the
         # same fmaf chain per output (docs/quantization.md); lin13 is relu'd, so its positive part.
         row0, pre = got["row0_" + f][0], got["lin13_" + f][0]
@@ -354,24 +372,12 @@ def qmix_ggml(work):
     K = 512
     ins = {"x1": rng.standard_normal((1, K)).astype("<f4"), "x13": rng.standard_normal((13, K)).astype("<f4"),
            "col": rng.standard_normal((K, 1)).astype("<f4"), "ids": np.array([1, 2, 3, 4, 5], "<i4")}
-    args = open(os.path.join(HERE, "qmix.args")).read().split() + ["--activations", "ggml"]
-    try:
-        sig, payload, got = build_and_run(work, "qmix_ggml", os.path.join(HERE, "qmix.lua"), args, ins)
-    except RuntimeError as e:
-        kt.report(False, S + "/ggml-acts/build", str(e))
+    both = qmix_both(work, "ggml-acts", open(os.path.join(HERE, "qmix.args")).read().split() + ["--activations", "ggml"], ins)
+    if not both:
         return
-    npys = []
-    for name, a in ins.items():
-        p = os.path.join(work, "qg_%s.npy" % name)
-        np.save(p, a)
-        npys += ["--input", "%s=%s" % (name, p)]
-    save = os.path.join(work, "qmix_ggml_interp")
-    rc, o, e = kt.run([kt.KILN, "run", os.path.join(HERE, "qmix.lua"), "--save", save, "--limit", "1"] + args + npys)
-    if rc != 0:
-        kt.report(False, S + "/ggml-acts/interpreter", kt.why(rc, e, o))
-        return
+    sig, payload, got, save = both
     for f in ["f16", "bf16", "i8", "q8_0", "q4_0", "q4_k", "q6_k", "g8", "g4"]:
-        bad, worst, missed = [], 0.0, 0.0
+        bad, missed = [], 0.0
         _, w = weight(sig, payload, "w_" + f)
         _, v = weight(sig, payload, "v_" + f)
         _, b = weight(sig, payload, "b_" + f)
@@ -382,13 +388,8 @@ def qmix_ggml(work):
                 "lin13_" + f: (np.maximum(x13 @ w64.T, 0), np.abs(x13) @ np.abs(w64.T),
                                np.maximum(ins["x13"] @ w64.T, 0)),
                 "wx_" + f: (v64 @ col, np.abs(v64) @ np.abs(col), v64 @ ins["col"])}
+        worst = check_products(got, save, want, K, bad)
         for o, (r, a, plain) in want.items():
-            interp = np.load(os.path.join(save, o + ".npy"))
-            for who, g in (("C", got[o]), ("interpreter", interp)):
-                ok, ratio = close(g, r, a, K)
-                worst = max(worst, ratio)
-                if not ok:
-                    bad.append("%s %s err/tol %.3g" % (who, o, ratio))
             missed = max(missed, close(plain, r, a, K)[1])
         rounds = f in ("f16", "q8_0", "q4_0", "q4_k", "q6_k")
         if rounds and missed <= 1:
