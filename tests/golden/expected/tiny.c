@@ -83,6 +83,33 @@ static inline float kiln_erff(float x) {
   return kiln_select(x != x, x, e.f);
 }
 
+/* ---- Tasks (templates/c/par_for.c.tmpl) ----
+ * The kernels that split their work do it into tasks that each compute whole outputs (an
+ * output's chain of adds is never split), so any cut and any number of threads give the
+ * same bits. Without a parallel-for there is one task: the plain loops, in order. */
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
+
+/* How much work a task gets when there is a parallel-for: at most KILN_TASKS tasks, of at
+ * least KILN_TASK_FMAS multiply-adds (products: kiln_split) or KILN_TASK_ELEMS elements
+ * (row-wise kernels) each, so a handoff to another thread (microseconds) pays for itself.
+ * Each can be set with -D (tests/t_isa.sh sets tiny ones so that its small models run as
+ * many tasks). */
+enum { KILN_TASKS = 16 };
+#ifndef KILN_TASK_FMAS
+#define KILN_TASK_FMAS 1048576.0
+#endif
+#ifndef KILN_TASK_ELEMS
+#define KILN_TASK_ELEMS 16384.0
+#endif
+
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
  * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
@@ -339,25 +366,11 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
   }
 }
 
-/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
- * one and more than one task, else in order on this thread. */
-static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  if (par && par->pfor && n > 1)
-    par->pfor(par->pool, n, task, arg);
-  else
-    for (int64_t i = 0; i < n; i++) task(arg, i);
-}
-
-/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
- * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
- * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
- * cut never splits an output's chain: any cut, and any number of threads, gives the same
- * bits. Without a parallel-for there is one task (each task copies its own A). */
-enum { KILN_TASKS = 16 };
-#define KILN_TASK_FMAS 1048576.0
-
-/* The cut of an m x n x kk product into tasks (see above): *rows and *cols of each, *tasks_j
- * tasks per block of rows; returns the number of tasks. */
+/* The cut of an m x n x kk product into tasks when there is a parallel-for (kiln_for): at
+ * most KILN_TASKS, of at least KILN_TASK_FMAS multiply-adds each, by blocks of rows while
+ * there are enough, else also by groups of at least KILN_NB panels (so each copied block of
+ * A serves several); without one, one task (each task copies its own A). Sets *rows and
+ * *cols of each task, *tasks_j tasks per block of rows; returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
   const double fmas = (double)m * (double)n * (double)kk;
@@ -393,7 +406,7 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
 }
 
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
- * multiple of KILN_PANEL), the sums only (the calling kernel applies its epilogue), C
+ * multiple of KILN_PANEL), the sums only (the kernel's store, if any, comes after), C
  * element (i, j) at c[i * cs_i + j * cs_j]. A element (i, k) at a[i * as_m + k * as_k],
  * k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
@@ -442,28 +455,79 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
   }
 }
 
+/* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over
+ * the dims (b split over them, the last fastest) of its index times a_strides, of B the
+ * same with b_strides, of C at b * c_stride. */
+typedef struct {
+  int64_t count;
+  int rank;
+  const int64_t *dims, *a_strides, *b_strides;
+  int64_t c_stride;
+} kiln_gemm_batch;
+
+/* What a matmul kernel stores once a task's sums are done (its fused bias, activation,
+ * residual: the epilogue), on rows [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b;
+ * run by that task on every thread, while the sums are in cache. */
+typedef void kiln_gemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi);
+
 typedef struct {
   int64_t m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j;
   const float *a, *panels, *b;
   float *c;
-  int64_t rows, cols, tasks_j;   /* rows and columns of a task; tasks per row block */
+  const kiln_gemm_batch *batch;   /* NULL: one matrix */
+  kiln_gemm_store *store;         /* NULL: the sums are the result */
+  const void *ctx;
+  int64_t rows, cols, tasks_j;    /* rows and columns of a task; tasks per row block */
+  int64_t tasks_m, per;           /* tasks per matrix; matrices per task (when tasks_m is 1) */
 } kiln_gemm_job;
 
+/* Task t: block t % tasks_m of matrices [t / tasks_m * per, + per), then its store. */
 static void kiln_gemm_task(void *arg, int64_t t) {
   const kiln_gemm_job *g = (const kiln_gemm_job *)arg;
-  const int64_t i_lo = t / g->tasks_j * g->rows, j_lo = t % g->tasks_j * g->cols;
+  const int64_t s = t % g->tasks_m, count = g->batch ? g->batch->count : 1;
+  const int64_t i_lo = s / g->tasks_j * g->rows, j_lo = s % g->tasks_j * g->cols;
   const int64_t i_hi = i_lo + g->rows < g->m ? i_lo + g->rows : g->m, j_hi = j_lo + g->cols < g->n ? j_lo + g->cols : g->n;
-  kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, g->a, g->as_m, g->as_k, g->panels, g->b, g->bs_k, g->bs_n, g->c,
-            g->cs_i, g->cs_j);
+  const int64_t b_lo = t / g->tasks_m * g->per, b_hi = b_lo + g->per < count ? b_lo + g->per : count;
+  for (int64_t bi = b_lo; bi < b_hi; bi++) {
+    const float *a = g->a, *panels = g->panels, *b = g->b;
+    float *c = g->c;
+    if (g->batch) {
+      int64_t rem = bi, ao = 0, bo = 0;
+      for (int d = g->batch->rank - 1; d >= 0; d--) {
+        const int64_t i = rem % g->batch->dims[d];
+        rem /= g->batch->dims[d];
+        ao += i * g->batch->a_strides[d];
+        bo += i * g->batch->b_strides[d];
+      }
+      a += ao;
+      if (panels) panels += bo;
+      if (b) b += bo;
+      c += bi * g->batch->c_stride;
+    }
+    kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, a, g->as_m, g->as_k, panels, b, g->bs_k, g->bs_n, c, g->cs_i, g->cs_j);
+    if (g->store) g->store(g->ctx, bi, i_lo, i_hi, j_lo, j_hi);
+  }
 }
 
-/* C (m x n) = A times B as kiln_gemm describes, its tasks through par. */
-static void kiln_gemm_par(const kiln_par *par, int64_t m, int64_t n, int64_t kk, const float *a, int64_t as_m,
-                          int64_t as_k, const float *panels, const float *b, int64_t bs_k, int64_t bs_n, float *c,
-                          int64_t cs_i, int64_t cs_j) {
-  kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, m, n, 1};
-  const int64_t tasks = kiln_split(par, m, n, kk, &g.rows, &g.cols, &g.tasks_j);
-  kiln_for(par, tasks, kiln_gemm_task, &g);
+/* C (m x n) = A times B as kiln_gemm describes, for each matrix of batch (NULL: one), then
+ * store (NULL: none) on what each task computed; the tasks through par. A matrix too small
+ * to be cut (kiln_split) shares a task with the next ones, KILN_TASK_FMAS or more a task. */
+static void kiln_gemm_par(const kiln_par *par, const kiln_gemm_batch *batch, int64_t m, int64_t n, int64_t kk,
+                          const float *a, int64_t as_m, int64_t as_k, const float *panels, const float *b, int64_t bs_k,
+                          int64_t bs_n, float *c, int64_t cs_i, int64_t cs_j, kiln_gemm_store *store, const void *ctx) {
+  kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, batch, store, ctx, m, n, 1, 1, 1};
+  const int64_t count = batch ? batch->count : 1;
+  g.tasks_m = kiln_split(par, m, n, kk, &g.rows, &g.cols, &g.tasks_j);
+  g.per = count;
+  if (par && par->pfor && g.tasks_m == 1 && count > 1) {
+    const double fmas = (double)count * (double)m * (double)n * (double)kk;
+    int64_t groups = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
+    groups = groups < 1 ? 1 : groups > count ? count : groups;
+    g.per = (count + groups - 1) / groups;
+  } else if (g.tasks_m > 1) {
+    g.per = 1;
+  }
+  kiln_for(par, (count + g.per - 1) / g.per * g.tasks_m, kiln_gemm_task, &g);
 }
 
 /* Byte offsets of the parameters and constants in the weights payload. */
@@ -488,14 +552,36 @@ static inline float proj_epilogue(float v, int64_t i, const float *restrict e0) 
   return v1;
 }
 
+/* proj_store: what proj stores, the chain after its product, on rows
+ * [i_lo, i_hi) and columns [j_lo, j_hi) of output matrix b; run by the task
+ * that computed those sums, while they are in cache. */
+typedef struct {
+  float *out;
+  const float *e0;
+} proj_out;
+
+static void proj_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi) {
+  enum { M = 2, N = 4 };
+  const proj_out *s = (const proj_out *)ctx;
+  float *restrict out = s->out;
+  const float *restrict e0 = s->e0;
+  for (int64_t r = i_lo; r < i_hi; r++) {
+    float *restrict o = out + (b * M + r) * N;
+    int64_t c = j_lo;   /* 16 at a time: a fixed trip count GCC vectorises at -O2 */
+    for (; c + 16 <= j_hi; c += 16)
+      for (int t = 0; t < 16; t++) o[c + t] = proj_epilogue(o[c + t], (b * M + r) * N + c + t, e0);
+    for (; c < j_hi; c++) o[c] = proj_epilogue(o[c], (b * M + r) * N + c, e0);
+  }
+}
+
 /* proj: matmul f32 [2, 8], [4, 8] -> [2, 4], transposed: y, then add (tiny.lua:14)
  * out (M x N) = x (M x K) @ y (K x N), element strides XS_*, YS_* (transposes are
  * strides). Every output is one fmaf chain over k (kiln_gemm). */
 static void proj(const kiln_par *par, const float *restrict x, const float *restrict y, const float *restrict e0, float *restrict out) {
   enum { M = 2, N = 4, K = 8 };
   enum { XS_M = 8, XS_K = 1, YS_K = 1, YS_N = 8 };
-  kiln_gemm_par(par, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1);
-  for (int64_t i = 0; i < M * N; i++) out[i] = proj_epilogue(out[i], i, e0);
+  const proj_out s = {out, e0};
+  kiln_gemm_par(par, NULL, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1, proj_store, &s);
 }
 
 /* norm_epilogue: the gelu fused into norm.

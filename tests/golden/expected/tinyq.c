@@ -25,6 +25,33 @@ typedef struct {
   void *pool;
 } kiln_par;
 
+/* ---- Tasks (templates/c/par_for.c.tmpl) ----
+ * The kernels that split their work do it into tasks that each compute whole outputs (an
+ * output's chain of adds is never split), so any cut and any number of threads give the
+ * same bits. Without a parallel-for there is one task: the plain loops, in order. */
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
+
+/* How much work a task gets when there is a parallel-for: at most KILN_TASKS tasks, of at
+ * least KILN_TASK_FMAS multiply-adds (products: kiln_split) or KILN_TASK_ELEMS elements
+ * (row-wise kernels) each, so a handoff to another thread (microseconds) pays for itself.
+ * Each can be set with -D (tests/t_isa.sh sets tiny ones so that its small models run as
+ * many tasks). */
+enum { KILN_TASKS = 16 };
+#ifndef KILN_TASK_FMAS
+#define KILN_TASK_FMAS 1048576.0
+#endif
+#ifndef KILN_TASK_ELEMS
+#define KILN_TASK_ELEMS 16384.0
+#endif
+
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
  * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
@@ -281,25 +308,11 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
   }
 }
 
-/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
- * one and more than one task, else in order on this thread. */
-static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  if (par && par->pfor && n > 1)
-    par->pfor(par->pool, n, task, arg);
-  else
-    for (int64_t i = 0; i < n; i++) task(arg, i);
-}
-
-/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
- * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
- * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
- * cut never splits an output's chain: any cut, and any number of threads, gives the same
- * bits. Without a parallel-for there is one task (each task copies its own A). */
-enum { KILN_TASKS = 16 };
-#define KILN_TASK_FMAS 1048576.0
-
-/* The cut of an m x n x kk product into tasks (see above): *rows and *cols of each, *tasks_j
- * tasks per block of rows; returns the number of tasks. */
+/* The cut of an m x n x kk product into tasks when there is a parallel-for (kiln_for): at
+ * most KILN_TASKS, of at least KILN_TASK_FMAS multiply-adds each, by blocks of rows while
+ * there are enough, else also by groups of at least KILN_NB panels (so each copied block of
+ * A serves several); without one, one task (each task copies its own A). Sets *rows and
+ * *cols of each task, *tasks_j tasks per block of rows; returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
   const double fmas = (double)m * (double)n * (double)kk;
