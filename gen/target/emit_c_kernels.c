@@ -495,17 +495,20 @@ static const char *k_reduce(KernelCtx *k) {
 }
 
 /* Softmax family over n->a.axis: sets OUTER, N, INNER; a last-axis softmax
- * (INNER == 1) gets the contiguous-rows template. */
+ * (INNER == 1) gets the contiguous-rows template, its blocks of rows the tasks. */
 static const char *k_softmax(KernelCtx *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
   emit_vari(&k->v, "OUTER", a.outer);
   emit_vari(&k->v, "N", a.n);
   emit_vari(&k->v, "INNER", a.inner);
-  return a.inner == 1 ? "c/softmax_rows.c.tmpl" : "c/softmax.c.tmpl";   /* the last dim: contiguous rows */
+  if (a.inner != 1) return "c/softmax.c.tmpl";
+  task_args(k, &k->v, NULL, NULL, 0);   /* the last dim: contiguous rows, in blocks as tasks */
+  return "c/softmax_rows.c.tmpl";
 }
 
 /* LayerNorm / RMSNorm over the trailing dims: sets ROWS, D, EPS, the optional
- * gamma/beta parameters and the affine step; returns the op's template. */
+ * gamma/beta parameters, the affine step and the task struct (task_args); returns the op's
+ * template. */
 static const char *k_norm(KernelCtx *k) {
   NormGeom g = emit_norm_geom(k->g, k->n);
   emit_vari(&k->v, "ROWS", g.rows);
@@ -515,6 +518,12 @@ static const char *k_norm(KernelCtx *k) {
                                      g.beta ? restrict_param(", ", "float", "beta") : ""));
   emit_var(&k->v, "AFFINE", g.affine);
   emit_var(&k->v, "AFFINE_DOC", g.affine_doc);
+  const char *const types[] = {"float", "float"};
+  const char *names[2];
+  int nfixed = 0;
+  if (g.gamma) names[nfixed++] = "gamma";
+  if (g.beta) names[nfixed++] = "beta";
+  task_args(k, &k->v, types, names, nfixed);
   return k->n->op == OP_LAYERNORM ? "c/layernorm.c.tmpl" : "c/rmsnorm.c.tmpl";
 }
 

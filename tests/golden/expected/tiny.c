@@ -99,9 +99,9 @@ static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_
 
 /* How much work a task gets when there is a parallel-for: at most KILN_TASKS tasks, of at
  * least KILN_TASK_FMAS multiply-adds (products: kiln_split) or KILN_TASK_ELEMS elements
- * (row-wise kernels) each, so a handoff to another thread (microseconds) pays for itself.
- * Each can be set with -D (tests/t_isa.sh sets tiny ones so that its small models run as
- * many tasks). */
+ * (row-wise kernels: kiln_rows_for) each, so that handing one to another thread
+ * (microseconds) pays for itself. Each can be set with -D (tests/t_isa.sh sets tiny ones so
+ * that its small models run as many tasks). */
 enum { KILN_TASKS = 16 };
 #ifndef KILN_TASK_FMAS
 #define KILN_TASK_FMAS 1048576.0
@@ -109,6 +109,35 @@ enum { KILN_TASKS = 16 };
 #ifndef KILN_TASK_ELEMS
 #define KILN_TASK_ELEMS 16384.0
 #endif
+
+/* A row-wise kernel's rows cut into blocks: part(arg, lo, hi) computes rows [lo, hi). */
+typedef struct {
+  void (*part)(const void *arg, int64_t lo, int64_t hi);
+  const void *arg;
+  int64_t rows, per;   /* rows in all, rows a task */
+} kiln_rows_job;
+
+static void kiln_rows_task(void *arg, int64_t t) {
+  const kiln_rows_job *j = (const kiln_rows_job *)arg;
+  const int64_t lo = t * j->per, hi = lo + j->per < j->rows ? lo + j->per : j->rows;
+  j->part(j->arg, lo, hi);
+}
+
+/* part(arg, lo, hi) over rows [0, rows) of width elements each: with a parallel-for, in
+ * blocks of whole rows (KILN_TASK_ELEMS elements or more, at most KILN_TASKS blocks) run as
+ * tasks; else all rows in one call. A row is computed the same way in any block. */
+static void kiln_rows_for(const kiln_par *par, int64_t rows, int64_t width,
+                          void (*part)(const void *arg, int64_t lo, int64_t hi), const void *arg) {
+  const double elems = (double)rows * (double)width;
+  int64_t tasks = elems / KILN_TASK_ELEMS < KILN_TASKS ? (int64_t)(elems / KILN_TASK_ELEMS) : KILN_TASKS;
+  if (tasks > rows) tasks = rows;
+  if (!par || !par->pfor || tasks < 2) {
+    part(arg, 0, rows);
+    return;
+  }
+  kiln_rows_job j = {part, arg, rows, (rows + tasks - 1) / tasks};
+  kiln_for(par, (rows + j.per - 1) / j.per, kiln_rows_task, &j);
+}
 
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
@@ -591,15 +620,24 @@ static inline float norm_epilogue(float v) {
   return v1;
 }
 
-/* norm: layernorm f32 [2, 4], [4], [4] -> [2, 4], axis 1, then gelu (tiny.lua:14)
- * Each of ROWS rows of D elements: mean, then the variance of the deviations (two
- * passes), y = (x - mean) / sqrt(var + EPS) * gamma + beta. Both sums go over 16 lanes (lane j
- * takes j, j + 16, ..., in order), then the lanes in a fixed tree: the same adds in the same
- * order on every path, and a loop the compiler vectorises. */
-static void norm(const float *restrict x, const float *restrict gamma, const float *restrict beta, float *restrict out) {
-  enum { ROWS = 2, D = 4 };
+/* norm_args: the operands of norm, for the blocks of rows its tasks compute. */
+typedef struct {
+  const float *x;
+  const float *gamma;
+  const float *beta;
+  float *out;
+} norm_args;
+
+/* norm_rows: rows [r_lo, r_hi) of norm. */
+static void norm_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
+  enum { D = 4 };
   const float EPS = 1e-05f;
-  for (int64_t r = 0; r < ROWS; r++) {
+  const norm_args *s = (const norm_args *)arg;
+  const float *restrict x = s->x;
+  const float *restrict gamma = s->gamma;
+  const float *restrict beta = s->beta;
+  float *restrict out = s->out;
+  for (int64_t r = r_lo; r < r_hi; r++) {
     const float *restrict xr = x + r * D;
     float *restrict o = out + r * D;
     float sum[16], sq[16];
@@ -621,15 +659,31 @@ static void norm(const float *restrict x, const float *restrict gamma, const flo
   }
 }
 
-/* softmax: softmax f32 [2, 4] -> [2, 4], axis 1 (tiny.lua:15)
- * Softmax along each of ROWS rows of N contiguous elements: subtract the row's max
- * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes (lane
- * j takes k = j, j + 16, ..., in order), then the lanes in a fixed tree: a fixed order of
- * adds, the same on every path, that the compiler vectorises (one in-order chain it
- * cannot: each add waits for the last). */
-static void softmax(const float *restrict x, float *restrict out) {
-  enum { ROWS = 2, N = 4 };
-  for (int64_t r = 0; r < ROWS; r++) {
+/* norm: layernorm f32 [2, 4], [4], [4] -> [2, 4], axis 1, then gelu (tiny.lua:14)
+ * Each of ROWS rows of D elements: mean, then the variance of the deviations (two
+ * passes), y = (x - mean) / sqrt(var + EPS) * gamma + beta. Both sums go over 16 lanes (lane j
+ * takes j, j + 16, ..., in order), then the lanes in a fixed tree: the same adds in the same
+ * order on every path, and a loop the compiler vectorises. Blocks of rows are the tasks
+ * (kiln_rows_for). */
+static void norm(const kiln_par *par, const float *restrict x, const float *restrict gamma, const float *restrict beta, float *restrict out) {
+  enum { ROWS = 2, D = 4 };
+  const norm_args s = {x, gamma, beta, out};
+  kiln_rows_for(par, ROWS, D, norm_rows, &s);
+}
+
+/* softmax_args: the operands of softmax, for the blocks of rows its tasks compute. */
+typedef struct {
+  const float *x;
+  float *out;
+} softmax_args;
+
+/* softmax_rows: rows [r_lo, r_hi) of softmax. */
+static void softmax_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
+  enum { N = 4 };
+  const softmax_args *s = (const softmax_args *)arg;
+  const float *restrict x = s->x;
+  float *restrict out = s->out;
+  for (int64_t r = r_lo; r < r_hi; r++) {
     const float *restrict xr = x + r * N;
     float *restrict o = out + r * N;
     float mx[16], sum[16];
@@ -648,6 +702,18 @@ static void softmax(const float *restrict x, float *restrict out) {
       for (int j = 0; j < w; j++) sum[j] += sum[j + w];
     for (k = 0; k < N; k++) o[k] = o[k] / sum[0];
   }
+}
+
+/* softmax: softmax f32 [2, 4] -> [2, 4], axis 1 (tiny.lua:15)
+ * Softmax along each of ROWS rows of N contiguous elements: subtract the row's max
+ * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes (lane
+ * j takes k = j, j + 16, ..., in order), then the lanes in a fixed tree: a fixed order of
+ * adds, the same on every path, that the compiler vectorises (one in-order chain it
+ * cannot: each add waits for the last). Blocks of rows are the tasks (kiln_rows_for). */
+static void softmax(const kiln_par *par, const float *restrict x, float *restrict out) {
+  enum { ROWS = 2, N = 4 };
+  const softmax_args s = {x, out};
+  kiln_rows_for(par, ROWS, N, softmax_rows, &s);
 }
 
 /* reduce_max: reduce_max f32 [8] -> [1], axes mask 0x1 keepdims (tiny.lua:21)
@@ -671,8 +737,8 @@ static void tiny_body(const kiln_par *par, const void *weights, void *arena, con
   const unsigned char *w = (const unsigned char *)weights;
   unsigned char *a = (unsigned char *)arena;
   proj(par, features, (const float *)(w + W_PROJ_WEIGHT), (const float *)(w + W_PROJ_BIAS), (float *)(a + A_PROJ));
-  norm((const float *)(a + A_PROJ), (const float *)(w + W_NORM_WEIGHT), (const float *)(w + W_NORM_BIAS), (float *)(a + A_NORM));
-  softmax((const float *)(a + A_NORM), probs);
+  norm(par, (const float *)(a + A_PROJ), (const float *)(w + W_NORM_WEIGHT), (const float *)(w + W_NORM_BIAS), (float *)(a + A_NORM));
+  softmax(par, (const float *)(a + A_NORM), probs);
   reduce_max(probs, peak);
 }
 

@@ -43,9 +43,9 @@ static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_
 
 /* How much work a task gets when there is a parallel-for: at most KILN_TASKS tasks, of at
  * least KILN_TASK_FMAS multiply-adds (products: kiln_split) or KILN_TASK_ELEMS elements
- * (row-wise kernels) each, so a handoff to another thread (microseconds) pays for itself.
- * Each can be set with -D (tests/t_isa.sh sets tiny ones so that its small models run as
- * many tasks). */
+ * (row-wise kernels: kiln_rows_for) each, so that handing one to another thread
+ * (microseconds) pays for itself. Each can be set with -D (tests/t_isa.sh sets tiny ones so
+ * that its small models run as many tasks). */
 enum { KILN_TASKS = 16 };
 #ifndef KILN_TASK_FMAS
 #define KILN_TASK_FMAS 1048576.0
