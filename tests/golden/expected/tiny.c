@@ -694,7 +694,10 @@ static void softmax_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
     for (int j = 0; k + j < N; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
     for (int w = 8; w > 0; w /= 2)
       for (int j = 0; j < w; j++) mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
-    for (k = 0; k < N; k++) o[k] = kiln_expf(xr[k] - mx[0]);   /* a loop of its own: it vectorises */
+    for (k = 0; k < N; k++) {   /* a loop of its own: it vectorises */
+      const float d = xr[k] - mx[0];
+      o[k] = kiln_select(d < -87.0f, 0.0f, kiln_expf(kiln_select(d < -87.0f, -87.0f, d)));
+    }
     for (k = 0; k + 16 <= N; k += 16)
       for (int j = 0; j < 16; j++) sum[j] += o[k + j];
     for (int j = 0; k + j < N; j++) sum[j] += o[k + j];
@@ -709,7 +712,10 @@ static void softmax_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
  * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes (lane
  * j takes k = j, j + 16, ..., in order), then the lanes in a fixed tree: a fixed order of
  * adds, the same on every path, that the compiler vectorises (one in-order chain it
- * cannot: each add waits for the last). Blocks of rows are the tasks (kiln_rows_for). */
+ * cannot: each add waits for the last). exp of d = x - max below -87 is 0, not the
+ * subnormal (under FLT_MIN) it would be: computing that costs x86 a microcode assist per
+ * vector (a causal mask's -inf made a masked softmax 3x slower), and it could not change the
+ * sum (1 or more). Blocks of rows are the tasks (kiln_rows_for). */
 static void softmax(const kiln_par *par, const float *restrict x, float *restrict out) {
   enum { ROWS = 2, N = 4 };
   const softmax_args s = {x, out};
