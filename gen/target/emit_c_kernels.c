@@ -210,22 +210,24 @@ static const char *var_of(const EmitVars *v, const char *name) {
 
 /* A kernel's parameters gathered in a struct for the function its tasks run: for the
  * nfixed (type, name) pairs, then the epilogue's extra operands, FIELDS (the members, one a
- * line), LOCALS (each read back as a restrict pointer) and INIT (", name" each) in *v. */
+ * line), LOCALS (each read back as a restrict pointer), INIT (", name" each) and SARGS
+ * (", s->name" each) in *v. */
 static void task_args(KernelCtx *k, EmitVars *v, const char *const *types, const char *const *names, int nfixed) {
-  Buf fields = {0}, locals = {0}, init = {0};
+  Buf fields = {0}, locals = {0}, init = {0}, sargs = {0};
   for (int i = 0; i < nfixed + k->e->nextra; i++) {
     const char *t = i < nfixed ? types[i] : emit_c_type(k->e->extra[i - nfixed]->dtype);
     const char *nm = i < nfixed ? names[i] : k->e->extra_name[i - nfixed];
     buf_printf(&fields, "\n  const %s *%s;", t, nm);
     buf_printf(&locals, "\n  const %s *restrict %s = s->%s;", t, nm, nm);
     buf_printf(&init, ", %s", nm);
+    buf_printf(&sargs, ", s->%s", nm);
   }
   emit_var(v, "FIELDS", fields.len ? kiln_strdup(fields.data) : "");
   emit_var(v, "LOCALS", locals.len ? kiln_strdup(locals.data) : "");
   emit_var(v, "INIT", init.len ? kiln_strdup(init.data) : "");
-  buf_free(&fields);
-  buf_free(&locals);
-  buf_free(&init);
+  emit_var(v, "SARGS", sargs.len ? kiln_strdup(sargs.data) : "");
+  Buf *all[] = {&fields, &locals, &init, &sargs};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
 }
 
 /* A matmul kernel's store (matmul_store.c.tmpl), which kiln_gemm_par runs in each task on
@@ -242,8 +244,8 @@ static void matmul_store(KernelCtx *k, bool swapped) {
   const char *name = var_of(&k->v, "NAME");
   EmitVars sv = {0};
   task_args(k, &sv, NULL, NULL, 0);
-  const char *copy[] = {"NAME", "M", "N"};
-  for (int i = 0; i < 3; i++) emit_var(&sv, copy[i], var_of(&k->v, copy[i]));
+  const char *copy[] = {"NAME", "M", "N", "EPARAMS"};
+  for (int i = 0; i < 4; i++) emit_var(&sv, copy[i], var_of(&k->v, copy[i]));
   const char *const rows[] = {"i_lo", "i_hi"}, *const cols[] = {"j_lo", "j_hi"};
   emit_var(&sv, "R_LO", (swapped ? cols : rows)[0]);
   emit_var(&sv, "R_HI", (swapped ? cols : rows)[1]);

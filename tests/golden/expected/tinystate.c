@@ -399,6 +399,13 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
   }
 }
 
+/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
+
 /* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over
  * the dims (b split over them, the last fastest) of its index times a_strides, of B the
  * same with b_strides, of C at b * c_stride. */
