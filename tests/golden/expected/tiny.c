@@ -450,7 +450,8 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
  * k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
  * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (they stay
- * in the L2 cache), then KILN_MR rows of A (copied once, they stay in L1), then each panel.
+ * in the L2 cache), then KILN_MR rows of A (read in place, or copied once: they stay in L1),
+ * then each panel.
  * A B that must be transposed or strided to be read is copied KILN_NB panels at a time. */
 static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                       const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
@@ -480,14 +481,21 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
       const int64_t jn = j_hi - jc < KILN_NC ? j_hi : jc + KILN_NC;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
         const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
-        kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+        /* A whole tile of rows of a row-major A is read in place (element (i, k) at
+         * a[i * as_m + k]) into a whole panel of C's row-major rows: copying it into ap
+         * for every block of columns cost more than it saved. Else a copy, made once. */
+        const int in_place = r == KILN_MR && as_k == 1 && cs_j == 1;
+        int copied = 0;
         for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL) {
-          if (j0 >= whole)
-            kiln_tile_pass(ap, r, edge, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
-          else if (panels)
-            kiln_tile_pass(ap, r, panels + j0 * kk + k0 * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
-          else
-            kiln_tile_pass(ap, r, b + k0 * bs_k + j0, bs_k, k0, kc, c, cs_i, cs_j, n, i0, j0);
+          const float *bp = j0 >= whole ? edge : panels ? panels + j0 * kk + k0 * KILN_PANEL : b + k0 * bs_k + j0;
+          const int64_t ldb = j0 >= whole || panels ? KILN_PANEL : bs_k;
+          if (in_place && j0 + KILN_PANEL <= n) {
+            kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
+            continue;
+          }
+          if (!copied) kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+          copied = 1;
+          kiln_tile_pass(ap, r, bp, ldb, k0, kc, c, cs_i, cs_j, n, i0, j0);
         }
       }
     }
