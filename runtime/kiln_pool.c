@@ -1,10 +1,13 @@
 /*
  * kiln_pool.c — the pool of kiln_pool.h. One job at a time: kiln_pool_for publishes it
- * under the mutex (a new generation number wakes the workers), then every thread, the
- * caller included, takes task indices from one atomic counter until they run out, so the
- * tasks balance themselves over threads that the machine may be slowing unevenly. The caller
- * returns once every worker has left the job, so the job's memory (on its stack) is never
- * touched afterwards.
+ * under the mutex (a new generation number wakes the workers) and opens it; a worker that
+ * wakes while the job is open joins it, and every thread, the caller included, takes task
+ * indices from one atomic counter until they run out, so the tasks balance themselves over
+ * threads that the machine may be slowing unevenly. Once the caller has run out of tasks it
+ * closes the job and waits only for the workers that joined: a worker that the OS has not
+ * scheduled yet (a busy machine) finds the job closed when it wakes and skips it, instead of
+ * the caller sleeping until it runs. So the job's memory (on the caller's stack) is never
+ * touched after kiln_pool_for returns.
  */
 #include "kiln_pool.h"
 
@@ -18,8 +21,9 @@ struct kiln_pool {
   pthread_mutex_t call;          /* one kiln_pool_for at a time */
   pthread_t *threads;
   int nthreads;                  /* workers */
-  unsigned long generation;      /* bumped per job; a worker runs each generation once */
-  int busy;                      /* workers still in the current job */
+  unsigned long generation;      /* bumped per job; a worker looks at each generation once */
+  int open;                      /* the current job may still be joined */
+  int joined;                    /* workers in the current job */
   int stop;
   int64_t n;                     /* the current job */
   void (*task)(void *, int64_t);
@@ -40,13 +44,15 @@ static void *worker(void *arg) {
     while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
     if (p->stop) break;
     seen = p->generation;
+    if (!p->open) continue;   /* woke after the caller finished the job without us */
+    p->joined++;
     int64_t n = p->n;
     void (*task)(void *, int64_t) = p->task;
     void *targ = p->arg;
     pthread_mutex_unlock(&p->mu);
     run_tasks(p, n, task, targ);
     pthread_mutex_lock(&p->mu);
-    if (--p->busy == 0) pthread_cond_signal(&p->done);
+    if (--p->joined == 0 && !p->open) pthread_cond_signal(&p->done);
   }
   pthread_mutex_unlock(&p->mu);
   return NULL;
@@ -103,13 +109,15 @@ void kiln_pool_for(void *pool, int64_t n, void (*task)(void *arg, int64_t i), vo
   p->task = task;
   p->arg = arg;
   atomic_store(&p->next, 0);
-  p->busy = p->nthreads;
+  p->open = 1;
+  p->joined = 0;
   p->generation++;
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
   run_tasks(p, n, task, arg);
   pthread_mutex_lock(&p->mu);
-  while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
+  p->open = 0;   /* every task is taken: no one joins now; wait for those who did */
+  while (p->joined > 0) pthread_cond_wait(&p->done, &p->mu);
   pthread_mutex_unlock(&p->mu);
   pthread_mutex_unlock(&p->call);
 }

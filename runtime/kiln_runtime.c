@@ -11,6 +11,9 @@
 #if !defined(_POSIX_C_SOURCE) && !defined(_WIN32)
 #define _POSIX_C_SOURCE 200809L   /* clock_gettime; harmless where absent */
 #endif
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE 1   /* madvise and MADV_HUGEPAGE next to a -D_POSIX_C_SOURCE */
+#endif
 #include "kiln_runtime.h"
 
 #include <errno.h>
@@ -133,10 +136,22 @@ static kiln_status check_payload(kiln_weights *w, const char *where, const unsig
 }
 
 /* Zeroed memory of size rounded up to 64 bytes, 64-byte aligned (never a zero-size request);
- * NULL when out of memory. Free with kiln_arena_free. */
+ * NULL when out of memory. Free with kiln_arena_free. From HUGE bytes on (weights, large
+ * arenas), on Linux, whole 2 MiB pages aligned to them and advised as huge pages: the matrix
+ * products stream a weight's panels once per call, and with 4 KiB pages every 4 KiB of them
+ * cost a TLB miss (about 8 % of a Linear layer on 128 tokens here). */
 void *kiln_arena_alloc(size_t size) {
+  enum { HUGE = 2097152 };
   size_t n = (size + ALIGN - 1) / ALIGN * ALIGN;
-  void *p = aligned_alloc(ALIGN, n ? n : ALIGN);
+  void *p = NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  if (n >= HUGE && n <= SIZE_MAX - HUGE) {
+    n = (n + HUGE - 1) / HUGE * HUGE;
+    p = aligned_alloc(HUGE, n);
+    if (p) (void)madvise(p, n, MADV_HUGEPAGE);   /* only advice: without it, plain pages */
+  }
+#endif
+  if (!p) p = aligned_alloc(ALIGN, n ? n : ALIGN);
   if (p) memset(p, 0, n ? n : ALIGN);
   return p;
 }

@@ -85,7 +85,9 @@ kiln_status kiln_weights_from_memory(kiln_weights *w, const void *blob, size_t b
 
 void kiln_weights_free(kiln_weights *w);   /* frees or unmaps; NULL is fine */
 
-/* size bytes (rounded up to 64), 64-byte aligned, zeroed; NULL when out of memory. */
+/* size bytes (rounded up to 64), 64-byte aligned, zeroed; NULL when out of memory. On Linux,
+ * 2 MiB or more come in whole 2 MiB pages advised as huge pages (fewer TLB misses when the
+ * products stream the weights kiln_weights_load reads into such memory). */
 void *kiln_arena_alloc(size_t size);
 void kiln_arena_free(void *arena);
 

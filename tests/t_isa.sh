@@ -12,8 +12,9 @@
 # -march=x86-64-v3 (an AVX2 build whose tiles switch to AVX-512 at run time here) and, for qmix, -march=native
 # (clang's AVX-512 code: the stored formats' 16-lane path), and three
 # builds whose matrix products run as tasks on 2, 3 and 4 threads (the _par functions with
-# runtime/kiln_pool.c: a product is cut into tasks that never split an output's chain; the
-# last one clang's plain path), run on the same seeded inputs (tests/runtime/driver.c); every
+# runtime/kiln_pool.c: a product, a batch of them or a row-wise kernel is cut into tasks that
+# never split an output's chain; the first two with task sizes so small that these small
+# models are cut into many tasks, the last one clang's plain path), run on the same seeded inputs (tests/runtime/driver.c); every
 # output must be byte-identical across the ten. Then aarch64-linux-gnu-gcc -O2 builds, plain
 # (-DKILN_SCALAR) and NEON, run under qemu-aarch64, must be byte-identical to each other, and
 # to x86-64's unless the model calls libm's sinf, cosf or powf (which may round differently
@@ -65,9 +66,11 @@ PYEOF
 )
   first="" first_arm=""
   for spec in "gcc -O2" "gcc -O2 -mavx2 -mfma -DKILN_NO_AVX512" "gcc -O3 -march=native" "gcc -O2 -march=native -DKILN_SCALAR" \
-           "clang -O2 -march=x86-64-v3" "clang -O2 -march=native" "gcc -O3 -march=native @2" "gcc -O2 -mavx2 -mfma @3" "clang -O2 @4" \
+           "clang -O2 -march=x86-64-v3" "clang -O2 -march=native" "gcc -O3 -march=native -DKILN_TASK_FMAS=512 -DKILN_TASK_ELEMS=64 @2" \
+           "gcc -O2 -mavx2 -mfma -DKILN_TASK_FMAS=8192 -DKILN_TASK_ELEMS=256 @3" "clang -O2 @4" \
            "aarch64-linux-gnu-gcc -O2 -static -DKILN_SCALAR" "aarch64-linux-gnu-gcc -O2 -static"; do
-    # "@N": the entries' _par functions with a kiln_pool of N threads (runtime/kiln_pool.c)
+    # "@N": the entries' _par functions with a kiln_pool of N threads (runtime/kiln_pool.c);
+    # tiny task sizes (KILN_TASK_FMAS, KILN_TASK_ELEMS) cut these small models into many tasks
     # clang's own AVX-512 code matters for the stored formats' 16-lane kernels; the f32
     # tiles' AVX-512 path is clang's already in the x86-64-v3 build (run-time switch)
     case $spec in "clang -O2 -march=native") [ "$n" = qmix ] || continue ;; esac

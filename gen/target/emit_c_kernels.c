@@ -201,11 +201,71 @@ enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered con
  * fill too little of a micro-kernel tile (a depthwise convolution has one). */
 enum { CONV_GEMM_MIN_OCG = 8 };
 
+/* The value of template variable name in v; dies if unset (an emitter bug). */
+static const char *var_of(const EmitVars *v, const char *name) {
+  for (int i = 0; i < v->n; i++)
+    if (strcmp(v->kv[2 * i], name) == 0) return v->kv[2 * i + 1];
+  die("C: template variable %s unset", name);
+}
+
+/* A kernel's parameters gathered in a struct for the function its tasks run: for the
+ * nfixed (type, name) pairs, then the epilogue's extra operands, FIELDS (the members, one a
+ * line), LOCALS (each read back as a restrict pointer), INIT (", name" each) and SARGS
+ * (", s->name" each) in *v. */
+static void task_args(KernelCtx *k, EmitVars *v, const char *const *types, const char *const *names, int nfixed) {
+  Buf fields = {0}, locals = {0}, init = {0}, sargs = {0};
+  for (int i = 0; i < nfixed + k->e->nextra; i++) {
+    const char *t = i < nfixed ? types[i] : emit_c_type(k->e->extra[i - nfixed]->dtype);
+    const char *nm = i < nfixed ? names[i] : k->e->extra_name[i - nfixed];
+    buf_printf(&fields, "\n  const %s *%s;", t, nm);
+    buf_printf(&locals, "\n  const %s *restrict %s = s->%s;", t, nm, nm);
+    buf_printf(&init, ", %s", nm);
+    buf_printf(&sargs, ", s->%s", nm);
+  }
+  emit_var(v, "FIELDS", fields.len ? kiln_strdup(fields.data) : "");
+  emit_var(v, "LOCALS", locals.len ? kiln_strdup(locals.data) : "");
+  emit_var(v, "INIT", init.len ? kiln_strdup(init.data) : "");
+  emit_var(v, "SARGS", sargs.len ? kiln_strdup(sargs.data) : "");
+  Buf *all[] = {&fields, &locals, &init, &sargs};
+  for (int i = 0; i < 4; i++) buf_free(all[i]);
+}
+
+/* A matmul kernel's store (matmul_store.c.tmpl), which kiln_gemm_par runs in each task on
+ * the outputs it finished: the epilogue's chain. Sets STORE (its definition, "" when the
+ * sums are the result), STORE_ARGS and STORE_CALL. Swapped, C is out transposed: C's rows
+ * are out's columns. */
+static void matmul_store(KernelCtx *k, bool swapped) {
+  if (!k->fused) {
+    emit_var(&k->v, "STORE", "");
+    emit_var(&k->v, "STORE_ARGS", "");
+    emit_var(&k->v, "STORE_CALL", "NULL, NULL");
+    return;
+  }
+  const char *name = var_of(&k->v, "NAME");
+  EmitVars sv = {0};
+  task_args(k, &sv, NULL, NULL, 0);
+  const char *copy[] = {"NAME", "M", "N", "EPARAMS"};
+  for (int i = 0; i < 4; i++) emit_var(&sv, copy[i], var_of(&k->v, copy[i]));
+  const char *const rows[] = {"i_lo", "i_hi"}, *const cols[] = {"j_lo", "j_hi"};
+  emit_var(&sv, "R_LO", (swapped ? cols : rows)[0]);
+  emit_var(&sv, "R_HI", (swapped ? cols : rows)[1]);
+  emit_var(&sv, "C_LO", (swapped ? rows : cols)[0]);
+  emit_var(&sv, "C_HI", (swapped ? rows : cols)[1]);
+  emit_var(&sv, "SWAP_DOC", swapped ? " (the product is computed transposed: its rows i are out's columns)" : "");
+  emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&k->v, "STORE", expand_str("c/matmul_store.c.tmpl", &sv));
+  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, var_of(&sv, "INIT")));
+  emit_var(&k->v, "STORE_CALL", kiln_fmt("%s_store, &s", name));
+}
+
 /* The kiln_gemm call of a matmul kernel (matmul_call.c.tmpl) over operands x and y and
- * result o. Plain: A = x, B = y, read in place or, when y is a packed weight, as its panels.
- * Swapped (matmul_swapped: under 4 columns): C^T = y^T x^T, so A = y^T, B = x^T (x's panels
- * when packed) and C is stored transposed. Sets HOW, the kernel comment's note. */
-static char *matmul_call(KernelCtx *k, bool swapped, const char *x, const char *y, const char *o) {
+ * result o, of the kernel's static `batch` when batched. Plain: A = x, B = y, read in place
+ * or, when y is a packed weight, as its panels. Swapped (matmul_swapped: under 4 columns):
+ * C^T = y^T x^T, so A = y^T, B = x^T (x's panels when packed) and C is stored transposed.
+ * Sets HOW, the kernel comment's note; a weight in a stored format gets kiln_qgemm_par
+ * (matmul_qcall.c.tmpl), without batch or store (its kernel loops over the matrices and
+ * applies the epilogue after). */
+static char *matmul_call(KernelCtx *k, bool swapped, bool batched, const char *x, const char *y, const char *o) {
   const Node *xn = IN(0), *yn = IN(1);
   EmitVars v = {0};
   const char *const plain[] = {"ROWS", "M", "COLS", "N", "A", x, "AS_M", "XS_M", "AS_K", "XS_K", "BS_K", "YS_K",
@@ -231,6 +291,11 @@ static char *matmul_call(KernelCtx *k, bool swapped, const char *x, const char *
   }
   emit_var(&v, "PANELS", bn->pack ? bname : "NULL");
   emit_var(&v, "B", bn->pack ? "NULL" : bname);
+  emit_var(&v, "BATCH_ARG", batched ? "&batch" : "NULL");
+  emit_var(&k->v, "A_STRIDES", swapped ? "y_stride" : "x_stride");
+  emit_var(&k->v, "B_STRIDES", swapped ? "x_stride" : "y_stride");
+  matmul_store(k, swapped);
+  emit_var(&v, "STORE_CALL", var_of(&k->v, "STORE_CALL"));
   const char *how = swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "";
   if (bn->pack)
     how = kiln_fmt("%s\n * %s is packed at build time in panels of %d columns (pass_pack).", how, swapped ? "x" : "y",
@@ -246,11 +311,13 @@ static bool batch_is_rows(const MatmulGeom *m) {
 }
 
 /* Matmul family: sets geometry, batch-broadcast strides and CALL; one template for a single
- * matrix (or a batch that is just more rows of x), the batched one otherwise. */
+ * matrix (or a batch that is just more rows of x), the batched one otherwise; a weight in a
+ * stored format takes the _q templates (the matrices in a loop, the epilogue after). */
 static const char *k_matmul(KernelCtx *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
   MatmulShape ms = matmul_shape(k->g, k->n);   /* before folding a batch into rows: pass_pack's view */
   bool swapped = matmul_swapped(&ms);
+  bool q = stored_format(swapped ? IN(0) : IN(1)) != NULL;
   if (!swapped && batch_is_rows(&m)) {
     m.m *= m.batch;
     m.batch = 1;
@@ -262,11 +329,11 @@ static const char *k_matmul(KernelCtx *k) {
   emit_var(&k->v, "XSTRIDES", emit_int_list(m.b.strides[1], m.b.rank));
   emit_var(&k->v, "YSTRIDES", emit_int_list(m.b.strides[2], m.b.rank));
   if (m.batch > 1) {
-    emit_var(&k->v, "CALL", matmul_call(k, swapped, "x + xo", "y + yo", "o"));
-    return "c/matmul_batched.c.tmpl";
+    emit_var(&k->v, "CALL", q ? matmul_call(k, swapped, true, "x + xo", "y + yo", "o") : matmul_call(k, swapped, true, "x", "y", "out"));
+    return q ? "c/matmul_batched_q.c.tmpl" : "c/matmul_batched.c.tmpl";
   }
-  emit_var(&k->v, "CALL", matmul_call(k, swapped, "x", "y", "out"));
-  return "c/matmul.c.tmpl";
+  emit_var(&k->v, "CALL", matmul_call(k, swapped, false, "x", "y", "out"));
+  return q ? "c/matmul_q.c.tmpl" : "c/matmul.c.tmpl";
 }
 
 /* The fused batchnorm's scale and shift for channel index c (conv_bn_row.c.tmpl), the
@@ -287,13 +354,6 @@ static const char *conv_value(bool bias, const Node *bn, const char *sum, const 
   if (!bn) return v;
   if (bias) v = kiln_fmt("(%s)", v);
   return bn_at ? kiln_fmt("%s * bn_scale[%s] + bn_shift[%s]", v, bn_at, bn_at) : kiln_fmt("%s * scale + shift", v);
-}
-
-/* The value of template variable name in v; dies if unset (an emitter bug). */
-static const char *var_of(const EmitVars *v, const char *name) {
-  for (int i = 0; i < v->n; i++)
-    if (strcmp(v->kv[2 * i], name) == 0) return v->kv[2 * i + 1];
-  die("C: template variable %s unset", name);
 }
 
 /* conv_gemm's store (conv_gemm_store.c.tmpl), which kiln_conv_par runs in each task on the
@@ -437,17 +497,20 @@ static const char *k_reduce(KernelCtx *k) {
 }
 
 /* Softmax family over n->a.axis: sets OUTER, N, INNER; a last-axis softmax
- * (INNER == 1) gets the contiguous-rows template. */
+ * (INNER == 1) gets the contiguous-rows template, its blocks of rows the tasks. */
 static const char *k_softmax(KernelCtx *k) {
   AxisGeom a = emit_axis_geom(&k->n->shape, k->n->a.axis);
   emit_vari(&k->v, "OUTER", a.outer);
   emit_vari(&k->v, "N", a.n);
   emit_vari(&k->v, "INNER", a.inner);
-  return a.inner == 1 ? "c/softmax_rows.c.tmpl" : "c/softmax.c.tmpl";   /* the last dim: contiguous rows */
+  if (a.inner != 1) return "c/softmax.c.tmpl";
+  task_args(k, &k->v, NULL, NULL, 0);   /* the last dim: contiguous rows, in blocks as tasks */
+  return "c/softmax_rows.c.tmpl";
 }
 
 /* LayerNorm / RMSNorm over the trailing dims: sets ROWS, D, EPS, the optional
- * gamma/beta parameters and the affine step; returns the op's template. */
+ * gamma/beta parameters, the affine step and the task struct (task_args); returns the op's
+ * template. */
 static const char *k_norm(KernelCtx *k) {
   NormGeom g = emit_norm_geom(k->g, k->n);
   emit_vari(&k->v, "ROWS", g.rows);
@@ -457,6 +520,12 @@ static const char *k_norm(KernelCtx *k) {
                                      g.beta ? restrict_param(", ", "float", "beta") : ""));
   emit_var(&k->v, "AFFINE", g.affine);
   emit_var(&k->v, "AFFINE_DOC", g.affine_doc);
+  const char *const types[] = {"float", "float"};
+  const char *names[2];
+  int nfixed = 0;
+  if (g.gamma) names[nfixed++] = "gamma";
+  if (g.beta) names[nfixed++] = "beta";
+  task_args(k, &k->v, types, names, nfixed);
   return k->n->op == OP_LAYERNORM ? "c/layernorm.c.tmpl" : "c/rmsnorm.c.tmpl";
 }
 

@@ -83,6 +83,62 @@ static inline float kiln_erff(float x) {
   return kiln_select(x != x, x, e.f);
 }
 
+/* ---- Tasks (templates/c/par_for.c.tmpl) ----
+ * The kernels that split their work do it into tasks that each compute whole outputs (an
+ * output's chain of adds is never split), so any cut and any number of threads give the
+ * same bits. Without a parallel-for there is one task: the plain loops, in order. */
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
+
+/* How much work a task gets when there is a parallel-for: at most KILN_TASKS tasks, of at
+ * least KILN_TASK_FMAS multiply-adds (products: kiln_split) or KILN_TASK_ELEMS elements
+ * (row-wise kernels: kiln_rows_for) each, so that handing one to another thread
+ * (microseconds) pays for itself. Each can be set with -D (tests/t_isa.sh sets tiny ones so
+ * that its small models run as many tasks). */
+enum { KILN_TASKS = 16 };
+#ifndef KILN_TASK_FMAS
+#define KILN_TASK_FMAS 1048576.0
+#endif
+#ifndef KILN_TASK_ELEMS
+#define KILN_TASK_ELEMS 16384.0
+#endif
+
+/* A row-wise kernel's rows cut into blocks: part(arg, lo, hi) computes rows [lo, hi). */
+typedef struct {
+  void (*part)(const void *arg, int64_t lo, int64_t hi);
+  const void *arg;
+  int64_t rows, per;   /* rows in all, rows a task */
+} kiln_rows_job;
+
+static void kiln_rows_task(void *arg, int64_t t) {
+  const kiln_rows_job *j = (const kiln_rows_job *)arg;
+  const int64_t lo = t * j->per, hi = lo + j->per < j->rows ? lo + j->per : j->rows;
+  j->part(j->arg, lo, hi);
+}
+
+/* part(arg, lo, hi) over rows [0, rows) of width elements each: with a parallel-for, in
+ * blocks of whole rows (KILN_TASK_ELEMS elements or more, at most KILN_TASKS blocks) run as
+ * tasks; else all rows in one call. A row is computed the same way in any block. */
+static void kiln_rows_for(const kiln_par *par, int64_t rows, int64_t width,
+                          void (*part)(const void *arg, int64_t lo, int64_t hi), const void *arg) {
+  const double elems = (double)rows * (double)width;
+  int64_t tasks = elems / KILN_TASK_ELEMS < KILN_TASKS ? (int64_t)(elems / KILN_TASK_ELEMS) : KILN_TASKS;
+  if (tasks > rows) tasks = rows;
+  if (!par || !par->pfor || tasks < 2) {
+    part(arg, 0, rows);
+    return;
+  }
+  kiln_rows_job j = {part, arg, rows, (rows + tasks - 1) / tasks};
+  kiln_for(par, (rows + j.per - 1) / j.per, kiln_rows_task, &j);
+}
+
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
  * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
@@ -339,25 +395,15 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
   }
 }
 
-/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
- * one and more than one task, else in order on this thread. */
-static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  if (par && par->pfor && n > 1)
-    par->pfor(par->pool, n, task, arg);
-  else
-    for (int64_t i = 0; i < n; i++) task(arg, i);
-}
-
-/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
- * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
- * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
- * cut never splits an output's chain: any cut, and any number of threads, gives the same
- * bits. Without a parallel-for there is one task (each task copies its own A). */
-enum { KILN_TASKS = 16 };
-#define KILN_TASK_FMAS 1048576.0
-
-/* The cut of an m x n x kk product into tasks (see above): *rows and *cols of each, *tasks_j
- * tasks per block of rows; returns the number of tasks. */
+/* The cut of an m x n x kk product into tasks when there is a parallel-for (kiln_for): at
+ * most KILN_TASKS, of at least KILN_TASK_FMAS multiply-adds each, as ti blocks of rows by tj
+ * groups of at least KILN_NB panels (so each copied block of A serves several); without one,
+ * one task. A task reads its rows of A and its columns of B, so the product reads A tj times
+ * and B ti times: of the cuts into that many tasks (or as many as there can be), the one
+ * with the fewest reads, ti n + tj m. A few rows times a large weight (a Linear layer on 128
+ * tokens) is cut by columns: each task streams its share of the weight once, and the small A
+ * stays in cache. Sets *rows and *cols of each task, *tasks_j tasks per block of rows;
+ * returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
   const double fmas = (double)m * (double)n * (double)kk;
@@ -366,9 +412,15 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
   const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
   *rows = m, *cols = n, *tasks_j = 1;
   if (tasks > 1) {
-    const int64_t ti = row_blocks < tasks ? row_blocks : tasks;
-    int64_t tj = (tasks + ti - 1) / ti, groups = (panels_n + KILN_NB - 1) / KILN_NB;
-    tj = tj < groups ? tj : groups;
+    const int64_t groups = (panels_n + KILN_NB - 1) / KILN_NB;
+    const int64_t want = tasks < row_blocks * groups ? tasks : row_blocks * groups;
+    int64_t ti = 1, tj = 1;
+    double fewest = -1.0;
+    for (int64_t i = 1; i <= row_blocks && i <= want; i++) {
+      const int64_t j = (want + i - 1) / i < groups ? (want + i - 1) / i : groups;
+      const double reads = (double)i * (double)n + (double)j * (double)m;
+      if (i * j >= want && (fewest < 0.0 || reads < fewest)) fewest = reads, ti = i, tj = j;
+    }
     *rows = (row_blocks + ti - 1) / ti * KILN_MR;
     const int64_t per = (panels_n + tj - 1) / tj;
     *cols = per * KILN_PANEL;
@@ -393,12 +445,13 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
 }
 
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
- * multiple of KILN_PANEL), the sums only (the calling kernel applies its epilogue), C
+ * multiple of KILN_PANEL), the sums only (the kernel's store, if any, comes after), C
  * element (i, j) at c[i * cs_i + j * cs_j]. A element (i, k) at a[i * as_m + k * as_k],
  * k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
  * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (they stay
- * in the L2 cache), then KILN_MR rows of A (copied once, they stay in L1), then each panel.
+ * in the L2 cache), then KILN_MR rows of A (read in place, or copied once: they stay in L1),
+ * then each panel.
  * A B that must be transposed or strided to be read is copied KILN_NB panels at a time. */
 static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                       const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
@@ -428,42 +481,107 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
       const int64_t jn = j_hi - jc < KILN_NC ? j_hi : jc + KILN_NC;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
         const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
-        kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+        /* A whole tile of rows of a row-major A is read in place (element (i, k) at
+         * a[i * as_m + k]) into a whole panel of C's row-major rows: copying it into ap
+         * for every block of columns cost more than it saved. Else a copy, made once. */
+        const int in_place = r == KILN_MR && as_k == 1 && cs_j == 1;
+        int copied = 0;
         for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL) {
-          if (j0 >= whole)
-            kiln_tile_pass(ap, r, edge, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
-          else if (panels)
-            kiln_tile_pass(ap, r, panels + j0 * kk + k0 * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
-          else
-            kiln_tile_pass(ap, r, b + k0 * bs_k + j0, bs_k, k0, kc, c, cs_i, cs_j, n, i0, j0);
+          const float *bp = j0 >= whole ? edge : panels ? panels + j0 * kk + k0 * KILN_PANEL : b + k0 * bs_k + j0;
+          const int64_t ldb = j0 >= whole || panels ? KILN_PANEL : bs_k;
+          if (in_place && j0 + KILN_PANEL <= n) {
+            kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
+            continue;
+          }
+          if (!copied) kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+          copied = 1;
+          kiln_tile_pass(ap, r, bp, ldb, k0, kc, c, cs_i, cs_j, n, i0, j0);
         }
       }
     }
   }
 }
 
+/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
+
+/* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over
+ * the dims (b split over them, the last fastest) of its index times a_strides, of B the
+ * same with b_strides, of C at b * c_stride. */
+typedef struct {
+  int64_t count;
+  int rank;
+  const int64_t *dims, *a_strides, *b_strides;
+  int64_t c_stride;
+} kiln_gemm_batch;
+
+/* What a matmul kernel stores once a task's sums are done (its fused bias, activation,
+ * residual: the epilogue), on rows [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b;
+ * run by that task on every thread, while the sums are in cache. */
+typedef void kiln_gemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi);
+
 typedef struct {
   int64_t m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j;
   const float *a, *panels, *b;
   float *c;
-  int64_t rows, cols, tasks_j;   /* rows and columns of a task; tasks per row block */
+  const kiln_gemm_batch *batch;   /* NULL: one matrix */
+  kiln_gemm_store *store;         /* NULL: the sums are the result */
+  const void *ctx;
+  int64_t rows, cols, tasks_j;    /* rows and columns of a task; tasks per row block */
+  int64_t tasks_m, per;           /* tasks per matrix; matrices per task (when tasks_m is 1) */
 } kiln_gemm_job;
 
+/* Task t: block t % tasks_m of matrices [t / tasks_m * per, + per), then its store. */
 static void kiln_gemm_task(void *arg, int64_t t) {
   const kiln_gemm_job *g = (const kiln_gemm_job *)arg;
-  const int64_t i_lo = t / g->tasks_j * g->rows, j_lo = t % g->tasks_j * g->cols;
+  const int64_t s = t % g->tasks_m, count = g->batch ? g->batch->count : 1;
+  const int64_t i_lo = s / g->tasks_j * g->rows, j_lo = s % g->tasks_j * g->cols;
   const int64_t i_hi = i_lo + g->rows < g->m ? i_lo + g->rows : g->m, j_hi = j_lo + g->cols < g->n ? j_lo + g->cols : g->n;
-  kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, g->a, g->as_m, g->as_k, g->panels, g->b, g->bs_k, g->bs_n, g->c,
-            g->cs_i, g->cs_j);
+  const int64_t b_lo = t / g->tasks_m * g->per, b_hi = b_lo + g->per < count ? b_lo + g->per : count;
+  for (int64_t bi = b_lo; bi < b_hi; bi++) {
+    const float *a = g->a, *panels = g->panels, *b = g->b;
+    float *c = g->c;
+    if (g->batch) {
+      int64_t rem = bi, ao = 0, bo = 0;
+      for (int d = g->batch->rank - 1; d >= 0; d--) {
+        const int64_t i = rem % g->batch->dims[d];
+        rem /= g->batch->dims[d];
+        ao += i * g->batch->a_strides[d];
+        bo += i * g->batch->b_strides[d];
+      }
+      a += ao;
+      if (panels) panels += bo;
+      if (b) b += bo;
+      c += bi * g->batch->c_stride;
+    }
+    kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, a, g->as_m, g->as_k, panels, b, g->bs_k, g->bs_n, c, g->cs_i, g->cs_j);
+    if (g->store) g->store(g->ctx, bi, i_lo, i_hi, j_lo, j_hi);
+  }
 }
 
-/* C (m x n) = A times B as kiln_gemm describes, its tasks through par. */
-static void kiln_gemm_par(const kiln_par *par, int64_t m, int64_t n, int64_t kk, const float *a, int64_t as_m,
-                          int64_t as_k, const float *panels, const float *b, int64_t bs_k, int64_t bs_n, float *c,
-                          int64_t cs_i, int64_t cs_j) {
-  kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, m, n, 1};
-  const int64_t tasks = kiln_split(par, m, n, kk, &g.rows, &g.cols, &g.tasks_j);
-  kiln_for(par, tasks, kiln_gemm_task, &g);
+/* C (m x n) = A times B as kiln_gemm describes, for each matrix of batch (NULL: one), then
+ * store (NULL: none) on what each task computed; the tasks through par. A matrix too small
+ * to be cut (kiln_split) shares a task with the next ones, KILN_TASK_FMAS or more a task. */
+static void kiln_gemm_par(const kiln_par *par, const kiln_gemm_batch *batch, int64_t m, int64_t n, int64_t kk,
+                          const float *a, int64_t as_m, int64_t as_k, const float *panels, const float *b, int64_t bs_k,
+                          int64_t bs_n, float *c, int64_t cs_i, int64_t cs_j, kiln_gemm_store *store, const void *ctx) {
+  kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, batch, store, ctx, m, n, 1, 1, 1};
+  const int64_t count = batch ? batch->count : 1;
+  g.tasks_m = kiln_split(par, m, n, kk, &g.rows, &g.cols, &g.tasks_j);
+  g.per = count;
+  if (par && par->pfor && g.tasks_m == 1 && count > 1) {
+    const double fmas = (double)count * (double)m * (double)n * (double)kk;
+    int64_t groups = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
+    groups = groups < 1 ? 1 : groups > count ? count : groups;
+    g.per = (count + groups - 1) / groups;
+  } else if (g.tasks_m > 1) {
+    g.per = 1;
+  }
+  kiln_for(par, (count + g.per - 1) / g.per * g.tasks_m, kiln_gemm_task, &g);
 }
 
 /* Byte offsets of the parameters and constants in the weights payload. */
@@ -488,14 +606,42 @@ static inline float proj_epilogue(float v, int64_t i, const float *restrict e0) 
   return v1;
 }
 
+/* proj_rows: the chain after proj's product, on rows [r_lo, r_hi) and columns
+ * [c_lo, c_hi) of output matrix b. A function of its own with restrict parameters, kept out
+ * of line: so the compiler knows that the stores to out do not change what the chain reads
+ * and vectorises the loop (GCC 12 does not once this is inlined into proj_store). */
+KILN_NOINLINE static void proj_rows(float *restrict out, const float *restrict e0, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo,
+                                      int64_t c_hi) {
+  enum { M = 2, N = 4 };
+  for (int64_t r = r_lo; r < r_hi; r++) {
+    float *restrict o = out + (b * M + r) * N;
+    int64_t c = c_lo;   /* 16 at a time: a fixed trip count GCC vectorises at -O2 */
+    for (; c + 16 <= c_hi; c += 16)
+      for (int t = 0; t < 16; t++) o[c + t] = proj_epilogue(o[c + t], (b * M + r) * N + c + t, e0);
+    for (; c < c_hi; c++) o[c] = proj_epilogue(o[c], (b * M + r) * N + c, e0);
+  }
+}
+
+/* proj_store: what proj stores once a task's sums are done, proj_rows on the block
+ * the task computed; run by that task, while the sums are in cache. */
+typedef struct {
+  float *out;
+  const float *e0;
+} proj_out;
+
+static void proj_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi) {
+  const proj_out *s = (const proj_out *)ctx;
+  proj_rows(s->out, s->e0, b, i_lo, i_hi, j_lo, j_hi);
+}
+
 /* proj: matmul f32 [2, 8], [4, 8] -> [2, 4], transposed: y, then add (tiny.lua:14)
  * out (M x N) = x (M x K) @ y (K x N), element strides XS_*, YS_* (transposes are
  * strides). Every output is one fmaf chain over k (kiln_gemm). */
 static void proj(const kiln_par *par, const float *restrict x, const float *restrict y, const float *restrict e0, float *restrict out) {
   enum { M = 2, N = 4, K = 8 };
   enum { XS_M = 8, XS_K = 1, YS_K = 1, YS_N = 8 };
-  kiln_gemm_par(par, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1);
-  for (int64_t i = 0; i < M * N; i++) out[i] = proj_epilogue(out[i], i, e0);
+  const proj_out s = {out, e0};
+  kiln_gemm_par(par, NULL, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1, proj_store, &s);
 }
 
 /* norm_epilogue: the gelu fused into norm.
@@ -505,15 +651,24 @@ static inline float norm_epilogue(float v) {
   return v1;
 }
 
-/* norm: layernorm f32 [2, 4], [4], [4] -> [2, 4], axis 1, then gelu (tiny.lua:14)
- * Each of ROWS rows of D elements: mean, then the variance of the deviations (two
- * passes), y = (x - mean) / sqrt(var + EPS) * gamma + beta. Both sums go over 16 lanes (lane j
- * takes j, j + 16, ..., in order), then the lanes in a fixed tree: the same adds in the same
- * order on every path, and a loop the compiler vectorises. */
-static void norm(const float *restrict x, const float *restrict gamma, const float *restrict beta, float *restrict out) {
-  enum { ROWS = 2, D = 4 };
+/* norm_args: the operands of norm, for the blocks of rows its tasks compute. */
+typedef struct {
+  const float *x;
+  const float *gamma;
+  const float *beta;
+  float *out;
+} norm_args;
+
+/* norm_rows: rows [r_lo, r_hi) of norm. */
+static void norm_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
+  enum { D = 4 };
   const float EPS = 1e-05f;
-  for (int64_t r = 0; r < ROWS; r++) {
+  const norm_args *s = (const norm_args *)arg;
+  const float *restrict x = s->x;
+  const float *restrict gamma = s->gamma;
+  const float *restrict beta = s->beta;
+  float *restrict out = s->out;
+  for (int64_t r = r_lo; r < r_hi; r++) {
     const float *restrict xr = x + r * D;
     float *restrict o = out + r * D;
     float sum[16], sq[16];
@@ -535,15 +690,31 @@ static void norm(const float *restrict x, const float *restrict gamma, const flo
   }
 }
 
-/* softmax: softmax f32 [2, 4] -> [2, 4], axis 1 (tiny.lua:15)
- * Softmax along each of ROWS rows of N contiguous elements: subtract the row's max
- * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes (lane
- * j takes k = j, j + 16, ..., in order), then the lanes in a fixed tree: a fixed order of
- * adds, the same on every path, that the compiler vectorises (one in-order chain it
- * cannot: each add waits for the last). */
-static void softmax(const float *restrict x, float *restrict out) {
-  enum { ROWS = 2, N = 4 };
-  for (int64_t r = 0; r < ROWS; r++) {
+/* norm: layernorm f32 [2, 4], [4], [4] -> [2, 4], axis 1, then gelu (tiny.lua:14)
+ * Each of ROWS rows of D elements: mean, then the variance of the deviations (two
+ * passes), y = (x - mean) / sqrt(var + EPS) * gamma + beta. Both sums go over 16 lanes (lane j
+ * takes j, j + 16, ..., in order), then the lanes in a fixed tree: the same adds in the same
+ * order on every path, and a loop the compiler vectorises. Blocks of rows are the tasks
+ * (kiln_rows_for). */
+static void norm(const kiln_par *par, const float *restrict x, const float *restrict gamma, const float *restrict beta, float *restrict out) {
+  enum { ROWS = 2, D = 4 };
+  const norm_args s = {x, gamma, beta, out};
+  kiln_rows_for(par, ROWS, D, norm_rows, &s);
+}
+
+/* softmax_args: the operands of softmax, for the blocks of rows its tasks compute. */
+typedef struct {
+  const float *x;
+  float *out;
+} softmax_args;
+
+/* softmax_rows: rows [r_lo, r_hi) of softmax. */
+static void softmax_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
+  enum { N = 4 };
+  const softmax_args *s = (const softmax_args *)arg;
+  const float *restrict x = s->x;
+  float *restrict out = s->out;
+  for (int64_t r = r_lo; r < r_hi; r++) {
     const float *restrict xr = x + r * N;
     float *restrict o = out + r * N;
     float mx[16], sum[16];
@@ -554,7 +725,10 @@ static void softmax(const float *restrict x, float *restrict out) {
     for (int j = 0; k + j < N; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
     for (int w = 8; w > 0; w /= 2)
       for (int j = 0; j < w; j++) mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
-    for (k = 0; k < N; k++) o[k] = kiln_expf(xr[k] - mx[0]);   /* a loop of its own: it vectorises */
+    for (k = 0; k < N; k++) {   /* a loop of its own: it vectorises */
+      const float d = xr[k] - mx[0];
+      o[k] = kiln_select(d < -87.0f, 0.0f, kiln_expf(kiln_select(d < -87.0f, -87.0f, d)));
+    }
     for (k = 0; k + 16 <= N; k += 16)
       for (int j = 0; j < 16; j++) sum[j] += o[k + j];
     for (int j = 0; k + j < N; j++) sum[j] += o[k + j];
@@ -562,6 +736,21 @@ static void softmax(const float *restrict x, float *restrict out) {
       for (int j = 0; j < w; j++) sum[j] += sum[j + w];
     for (k = 0; k < N; k++) o[k] = o[k] / sum[0];
   }
+}
+
+/* softmax: softmax f32 [2, 4] -> [2, 4], axis 1 (tiny.lua:15)
+ * Softmax along each of ROWS rows of N contiguous elements: subtract the row's max
+ * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes (lane
+ * j takes k = j, j + 16, ..., in order), then the lanes in a fixed tree: a fixed order of
+ * adds, the same on every path, that the compiler vectorises (one in-order chain it
+ * cannot: each add waits for the last). exp of d = x - max below -87 is 0, not the
+ * subnormal (under FLT_MIN) it would be: computing that costs x86 a microcode assist per
+ * vector (a causal mask's -inf made a masked softmax 3x slower), and it could not change the
+ * sum (1 or more). Blocks of rows are the tasks (kiln_rows_for). */
+static void softmax(const kiln_par *par, const float *restrict x, float *restrict out) {
+  enum { ROWS = 2, N = 4 };
+  const softmax_args s = {x, out};
+  kiln_rows_for(par, ROWS, N, softmax_rows, &s);
 }
 
 /* reduce_max: reduce_max f32 [8] -> [1], axes mask 0x1 keepdims (tiny.lua:21)
@@ -585,8 +774,8 @@ static void tiny_body(const kiln_par *par, const void *weights, void *arena, con
   const unsigned char *w = (const unsigned char *)weights;
   unsigned char *a = (unsigned char *)arena;
   proj(par, features, (const float *)(w + W_PROJ_WEIGHT), (const float *)(w + W_PROJ_BIAS), (float *)(a + A_PROJ));
-  norm((const float *)(a + A_PROJ), (const float *)(w + W_NORM_WEIGHT), (const float *)(w + W_NORM_BIAS), (float *)(a + A_NORM));
-  softmax((const float *)(a + A_NORM), probs);
+  norm(par, (const float *)(a + A_PROJ), (const float *)(w + W_NORM_WEIGHT), (const float *)(w + W_NORM_BIAS), (float *)(a + A_NORM));
+  softmax(par, (const float *)(a + A_NORM), probs);
   reduce_max(probs, peak);
 }
 

@@ -25,6 +25,33 @@ typedef struct {
   void *pool;
 } kiln_par;
 
+/* ---- Tasks (templates/c/par_for.c.tmpl) ----
+ * The kernels that split their work do it into tasks that each compute whole outputs (an
+ * output's chain of adds is never split), so any cut and any number of threads give the
+ * same bits. Without a parallel-for there is one task: the plain loops, in order. */
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
+
+/* How much work a task gets when there is a parallel-for: at most KILN_TASKS tasks, of at
+ * least KILN_TASK_FMAS multiply-adds (products: kiln_split) or KILN_TASK_ELEMS elements
+ * (row-wise kernels: kiln_rows_for) each, so that handing one to another thread
+ * (microseconds) pays for itself. Each can be set with -D (tests/t_isa.sh sets tiny ones so
+ * that its small models run as many tasks). */
+enum { KILN_TASKS = 16 };
+#ifndef KILN_TASK_FMAS
+#define KILN_TASK_FMAS 1048576.0
+#endif
+#ifndef KILN_TASK_ELEMS
+#define KILN_TASK_ELEMS 16384.0
+#endif
+
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
  * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
@@ -281,25 +308,15 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
   }
 }
 
-/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
- * one and more than one task, else in order on this thread. */
-static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  if (par && par->pfor && n > 1)
-    par->pfor(par->pool, n, task, arg);
-  else
-    for (int64_t i = 0; i < n; i++) task(arg, i);
-}
-
-/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
- * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
- * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
- * cut never splits an output's chain: any cut, and any number of threads, gives the same
- * bits. Without a parallel-for there is one task (each task copies its own A). */
-enum { KILN_TASKS = 16 };
-#define KILN_TASK_FMAS 1048576.0
-
-/* The cut of an m x n x kk product into tasks (see above): *rows and *cols of each, *tasks_j
- * tasks per block of rows; returns the number of tasks. */
+/* The cut of an m x n x kk product into tasks when there is a parallel-for (kiln_for): at
+ * most KILN_TASKS, of at least KILN_TASK_FMAS multiply-adds each, as ti blocks of rows by tj
+ * groups of at least KILN_NB panels (so each copied block of A serves several); without one,
+ * one task. A task reads its rows of A and its columns of B, so the product reads A tj times
+ * and B ti times: of the cuts into that many tasks (or as many as there can be), the one
+ * with the fewest reads, ti n + tj m. A few rows times a large weight (a Linear layer on 128
+ * tokens) is cut by columns: each task streams its share of the weight once, and the small A
+ * stays in cache. Sets *rows and *cols of each task, *tasks_j tasks per block of rows;
+ * returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
   const double fmas = (double)m * (double)n * (double)kk;
@@ -308,9 +325,15 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
   const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
   *rows = m, *cols = n, *tasks_j = 1;
   if (tasks > 1) {
-    const int64_t ti = row_blocks < tasks ? row_blocks : tasks;
-    int64_t tj = (tasks + ti - 1) / ti, groups = (panels_n + KILN_NB - 1) / KILN_NB;
-    tj = tj < groups ? tj : groups;
+    const int64_t groups = (panels_n + KILN_NB - 1) / KILN_NB;
+    const int64_t want = tasks < row_blocks * groups ? tasks : row_blocks * groups;
+    int64_t ti = 1, tj = 1;
+    double fewest = -1.0;
+    for (int64_t i = 1; i <= row_blocks && i <= want; i++) {
+      const int64_t j = (want + i - 1) / i < groups ? (want + i - 1) / i : groups;
+      const double reads = (double)i * (double)n + (double)j * (double)m;
+      if (i * j >= want && (fewest < 0.0 || reads < fewest)) fewest = reads, ti = i, tj = j;
+    }
     *rows = (row_blocks + ti - 1) / ti * KILN_MR;
     const int64_t per = (panels_n + tj - 1) / tj;
     *cols = per * KILN_PANEL;

@@ -27,6 +27,33 @@ typedef struct {
   void *pool;
 } kiln_par;
 
+/* ---- Tasks (templates/c/par_for.c.tmpl) ----
+ * The kernels that split their work do it into tasks that each compute whole outputs (an
+ * output's chain of adds is never split), so any cut and any number of threads give the
+ * same bits. Without a parallel-for there is one task: the plain loops, in order. */
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
+
+/* How much work a task gets when there is a parallel-for: at most KILN_TASKS tasks, of at
+ * least KILN_TASK_FMAS multiply-adds (products: kiln_split) or KILN_TASK_ELEMS elements
+ * (row-wise kernels: kiln_rows_for) each, so that handing one to another thread
+ * (microseconds) pays for itself. Each can be set with -D (tests/t_isa.sh sets tiny ones so
+ * that its small models run as many tasks). */
+enum { KILN_TASKS = 16 };
+#ifndef KILN_TASK_FMAS
+#define KILN_TASK_FMAS 1048576.0
+#endif
+#ifndef KILN_TASK_ELEMS
+#define KILN_TASK_ELEMS 16384.0
+#endif
+
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
  * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
@@ -283,25 +310,15 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
   }
 }
 
-/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
- * one and more than one task, else in order on this thread. */
-static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  if (par && par->pfor && n > 1)
-    par->pfor(par->pool, n, task, arg);
-  else
-    for (int64_t i = 0; i < n; i++) task(arg, i);
-}
-
-/* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
- * least KILN_TASK_FMAS multiply-adds each, by blocks of rows while there are enough, else
- * also by groups of at least KILN_NB panels (so each copied block of A serves several). The
- * cut never splits an output's chain: any cut, and any number of threads, gives the same
- * bits. Without a parallel-for there is one task (each task copies its own A). */
-enum { KILN_TASKS = 16 };
-#define KILN_TASK_FMAS 1048576.0
-
-/* The cut of an m x n x kk product into tasks (see above): *rows and *cols of each, *tasks_j
- * tasks per block of rows; returns the number of tasks. */
+/* The cut of an m x n x kk product into tasks when there is a parallel-for (kiln_for): at
+ * most KILN_TASKS, of at least KILN_TASK_FMAS multiply-adds each, as ti blocks of rows by tj
+ * groups of at least KILN_NB panels (so each copied block of A serves several); without one,
+ * one task. A task reads its rows of A and its columns of B, so the product reads A tj times
+ * and B ti times: of the cuts into that many tasks (or as many as there can be), the one
+ * with the fewest reads, ti n + tj m. A few rows times a large weight (a Linear layer on 128
+ * tokens) is cut by columns: each task streams its share of the weight once, and the small A
+ * stays in cache. Sets *rows and *cols of each task, *tasks_j tasks per block of rows;
+ * returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
   const double fmas = (double)m * (double)n * (double)kk;
@@ -310,9 +327,15 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
   const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
   *rows = m, *cols = n, *tasks_j = 1;
   if (tasks > 1) {
-    const int64_t ti = row_blocks < tasks ? row_blocks : tasks;
-    int64_t tj = (tasks + ti - 1) / ti, groups = (panels_n + KILN_NB - 1) / KILN_NB;
-    tj = tj < groups ? tj : groups;
+    const int64_t groups = (panels_n + KILN_NB - 1) / KILN_NB;
+    const int64_t want = tasks < row_blocks * groups ? tasks : row_blocks * groups;
+    int64_t ti = 1, tj = 1;
+    double fewest = -1.0;
+    for (int64_t i = 1; i <= row_blocks && i <= want; i++) {
+      const int64_t j = (want + i - 1) / i < groups ? (want + i - 1) / i : groups;
+      const double reads = (double)i * (double)n + (double)j * (double)m;
+      if (i * j >= want && (fewest < 0.0 || reads < fewest)) fewest = reads, ti = i, tj = j;
+    }
     *rows = (row_blocks + ti - 1) / ti * KILN_MR;
     const int64_t per = (panels_n + tj - 1) / tj;
     *cols = per * KILN_PANEL;
@@ -337,12 +360,13 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
 }
 
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
- * multiple of KILN_PANEL), the sums only (the calling kernel applies its epilogue), C
+ * multiple of KILN_PANEL), the sums only (the kernel's store, if any, comes after), C
  * element (i, j) at c[i * cs_i + j * cs_j]. A element (i, k) at a[i * as_m + k * as_k],
  * k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
  * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (they stay
- * in the L2 cache), then KILN_MR rows of A (copied once, they stay in L1), then each panel.
+ * in the L2 cache), then KILN_MR rows of A (read in place, or copied once: they stay in L1),
+ * then each panel.
  * A B that must be transposed or strided to be read is copied KILN_NB panels at a time. */
 static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                       const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
@@ -372,42 +396,107 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
       const int64_t jn = j_hi - jc < KILN_NC ? j_hi : jc + KILN_NC;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
         const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
-        kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+        /* A whole tile of rows of a row-major A is read in place (element (i, k) at
+         * a[i * as_m + k]) into a whole panel of C's row-major rows: copying it into ap
+         * for every block of columns cost more than it saved. Else a copy, made once. */
+        const int in_place = r == KILN_MR && as_k == 1 && cs_j == 1;
+        int copied = 0;
         for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL) {
-          if (j0 >= whole)
-            kiln_tile_pass(ap, r, edge, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
-          else if (panels)
-            kiln_tile_pass(ap, r, panels + j0 * kk + k0 * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0);
-          else
-            kiln_tile_pass(ap, r, b + k0 * bs_k + j0, bs_k, k0, kc, c, cs_i, cs_j, n, i0, j0);
+          const float *bp = j0 >= whole ? edge : panels ? panels + j0 * kk + k0 * KILN_PANEL : b + k0 * bs_k + j0;
+          const int64_t ldb = j0 >= whole || panels ? KILN_PANEL : bs_k;
+          if (in_place && j0 + KILN_PANEL <= n) {
+            kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
+            continue;
+          }
+          if (!copied) kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
+          copied = 1;
+          kiln_tile_pass(ap, r, bp, ldb, k0, kc, c, cs_i, cs_j, n, i0, j0);
         }
       }
     }
   }
 }
 
+/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
+
+/* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over
+ * the dims (b split over them, the last fastest) of its index times a_strides, of B the
+ * same with b_strides, of C at b * c_stride. */
+typedef struct {
+  int64_t count;
+  int rank;
+  const int64_t *dims, *a_strides, *b_strides;
+  int64_t c_stride;
+} kiln_gemm_batch;
+
+/* What a matmul kernel stores once a task's sums are done (its fused bias, activation,
+ * residual: the epilogue), on rows [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b;
+ * run by that task on every thread, while the sums are in cache. */
+typedef void kiln_gemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi);
+
 typedef struct {
   int64_t m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j;
   const float *a, *panels, *b;
   float *c;
-  int64_t rows, cols, tasks_j;   /* rows and columns of a task; tasks per row block */
+  const kiln_gemm_batch *batch;   /* NULL: one matrix */
+  kiln_gemm_store *store;         /* NULL: the sums are the result */
+  const void *ctx;
+  int64_t rows, cols, tasks_j;    /* rows and columns of a task; tasks per row block */
+  int64_t tasks_m, per;           /* tasks per matrix; matrices per task (when tasks_m is 1) */
 } kiln_gemm_job;
 
+/* Task t: block t % tasks_m of matrices [t / tasks_m * per, + per), then its store. */
 static void kiln_gemm_task(void *arg, int64_t t) {
   const kiln_gemm_job *g = (const kiln_gemm_job *)arg;
-  const int64_t i_lo = t / g->tasks_j * g->rows, j_lo = t % g->tasks_j * g->cols;
+  const int64_t s = t % g->tasks_m, count = g->batch ? g->batch->count : 1;
+  const int64_t i_lo = s / g->tasks_j * g->rows, j_lo = s % g->tasks_j * g->cols;
   const int64_t i_hi = i_lo + g->rows < g->m ? i_lo + g->rows : g->m, j_hi = j_lo + g->cols < g->n ? j_lo + g->cols : g->n;
-  kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, g->a, g->as_m, g->as_k, g->panels, g->b, g->bs_k, g->bs_n, g->c,
-            g->cs_i, g->cs_j);
+  const int64_t b_lo = t / g->tasks_m * g->per, b_hi = b_lo + g->per < count ? b_lo + g->per : count;
+  for (int64_t bi = b_lo; bi < b_hi; bi++) {
+    const float *a = g->a, *panels = g->panels, *b = g->b;
+    float *c = g->c;
+    if (g->batch) {
+      int64_t rem = bi, ao = 0, bo = 0;
+      for (int d = g->batch->rank - 1; d >= 0; d--) {
+        const int64_t i = rem % g->batch->dims[d];
+        rem /= g->batch->dims[d];
+        ao += i * g->batch->a_strides[d];
+        bo += i * g->batch->b_strides[d];
+      }
+      a += ao;
+      if (panels) panels += bo;
+      if (b) b += bo;
+      c += bi * g->batch->c_stride;
+    }
+    kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, a, g->as_m, g->as_k, panels, b, g->bs_k, g->bs_n, c, g->cs_i, g->cs_j);
+    if (g->store) g->store(g->ctx, bi, i_lo, i_hi, j_lo, j_hi);
+  }
 }
 
-/* C (m x n) = A times B as kiln_gemm describes, its tasks through par. */
-static void kiln_gemm_par(const kiln_par *par, int64_t m, int64_t n, int64_t kk, const float *a, int64_t as_m,
-                          int64_t as_k, const float *panels, const float *b, int64_t bs_k, int64_t bs_n, float *c,
-                          int64_t cs_i, int64_t cs_j) {
-  kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, m, n, 1};
-  const int64_t tasks = kiln_split(par, m, n, kk, &g.rows, &g.cols, &g.tasks_j);
-  kiln_for(par, tasks, kiln_gemm_task, &g);
+/* C (m x n) = A times B as kiln_gemm describes, for each matrix of batch (NULL: one), then
+ * store (NULL: none) on what each task computed; the tasks through par. A matrix too small
+ * to be cut (kiln_split) shares a task with the next ones, KILN_TASK_FMAS or more a task. */
+static void kiln_gemm_par(const kiln_par *par, const kiln_gemm_batch *batch, int64_t m, int64_t n, int64_t kk,
+                          const float *a, int64_t as_m, int64_t as_k, const float *panels, const float *b, int64_t bs_k,
+                          int64_t bs_n, float *c, int64_t cs_i, int64_t cs_j, kiln_gemm_store *store, const void *ctx) {
+  kiln_gemm_job g = {m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j, a, panels, b, c, batch, store, ctx, m, n, 1, 1, 1};
+  const int64_t count = batch ? batch->count : 1;
+  g.tasks_m = kiln_split(par, m, n, kk, &g.rows, &g.cols, &g.tasks_j);
+  g.per = count;
+  if (par && par->pfor && g.tasks_m == 1 && count > 1) {
+    const double fmas = (double)count * (double)m * (double)n * (double)kk;
+    int64_t groups = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
+    groups = groups < 1 ? 1 : groups > count ? count : groups;
+    g.per = (count + groups - 1) / groups;
+  } else if (g.tasks_m > 1) {
+    g.per = 1;
+  }
+  kiln_for(par, (count + g.per - 1) / g.per * g.tasks_m, kiln_gemm_task, &g);
 }
 
 /* Byte offsets of the parameters and constants in the weights payload. */
@@ -435,7 +524,7 @@ enum {
 static void prefill_matmul(const kiln_par *par, const float *restrict x, const float *restrict y, float *restrict out) {
   enum { M = 2, N = 4, K = 3 };
   enum { XS_M = 3, XS_K = 1, YS_K = 1, YS_N = 3 };
-  kiln_gemm_par(par, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1);
+  kiln_gemm_par(par, NULL, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1, NULL, NULL);
 }
 
 /* prefill_cache_write: write f32 [6, 4], [2, 4], [] -> [6, 4], axis 0 (tinystate.lua:15)
@@ -458,7 +547,7 @@ static void prefill_cache_write(const float *restrict x, const int32_t *restrict
 static void prefill_matmul_2(const kiln_par *par, const float *restrict x, const float *restrict y, float *restrict out) {
   enum { M = 2, N = 6, K = 4 };
   enum { XS_M = 4, XS_K = 1, YS_K = 1, YS_N = 4 };
-  kiln_gemm_par(par, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1);
+  kiln_gemm_par(par, NULL, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1, NULL, NULL);
 }
 
 /* Runs entry `prefill` once: the range checks, then every kernel in schedule order; par splits the matrix
@@ -501,7 +590,7 @@ enum {
 static void decode_matmul(const kiln_par *par, const float *restrict x, const float *restrict y, float *restrict out) {
   enum { M = 1, N = 4, K = 3 };
   enum { XS_M = 3, XS_K = 1, YS_K = 1, YS_N = 3 };
-  kiln_gemm_par(par, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1);
+  kiln_gemm_par(par, NULL, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1, NULL, NULL);
 }
 
 /* decode_reduce_sum: reduce_sum f32 [24] -> [], axes mask 0x1 (tinystate.lua:26)
@@ -539,7 +628,7 @@ static void decode_cache_write(const float *restrict x, const int32_t *restrict 
 static void decode_matmul_2(const kiln_par *par, const float *restrict x, const float *restrict y, float *restrict out) {
   enum { M = 1, N = 6, K = 4 };
   enum { XS_M = 4, XS_K = 1, YS_K = 1, YS_N = 4 };
-  kiln_gemm_par(par, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1);
+  kiln_gemm_par(par, NULL, M, N, K, x, XS_M, XS_K, NULL, y, YS_K, YS_N, out, N, 1, NULL, NULL);
 }
 
 /* Runs entry `decode` once: the range checks, then every kernel in schedule order; par splits the matrix
