@@ -127,6 +127,8 @@ static const struct {
     {"c/math_tanh.c.tmpl", "kiln_tanhf("},            /* which the others call */
     {"c/math_erf.c.tmpl", "kiln_erff("},
     {"c/math_log.c.tmpl", "kiln_logf("},
+    {"c/par_for.c.tmpl", "kiln_for("},                /* tasks through the caller's parallel-for */
+    {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* direct convolutions */
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},
     {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */

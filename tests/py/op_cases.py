@@ -604,6 +604,7 @@ conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilatio
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
 conv_case("direct_stride_gt_w", [1, 1, 5, 2], [3, 1, 2, 1], stride=(2, 4), padding=(0, 1))
 conv_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], padding=1)   # past conv_direct's buffer: conv
+conv_case("direct_blocks", [2, 1, 23, 37], [6, 1, 5, 5], padding=2)   # rows and columns past whole blocks
 add("conv2d", "gemm_nobias_chain", "kiln.relu(kiln.conv2d(x, w, {padding = 1}))",
     [("x", [1, 3, 6, 6], "f32", "n"), ("w", [8, 3, 3, 3], "f32", "n")],
     ref=lambda x, w: np.maximum(conv_ref(x, w, padding=1), 0.0),

@@ -21,11 +21,20 @@
 #endif
 
 /* The caller's parallel-for as a _par function received it: the kernels that split their
- * work into tasks (matrix products) hand them to it. */
+ * work into tasks (matrix products, convolutions, max pools) hand them to it. */
 typedef struct {
   kiln_parallel_for *pfor;
   void *pool;
 } kiln_par;
+
+/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
+ * one and more than one task, else in order on this thread. */
+static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  if (par && par->pfor && n > 1)
+    par->pfor(par->pool, n, task, arg);
+  else
+    for (int64_t i = 0; i < n; i++) task(arg, i);
+}
 
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
@@ -281,15 +290,6 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
     for (int p = 0; p < np; p++)
       kiln_tile_pass(ap, r, bp + p * kc * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0 + p * KILN_PANEL);
   }
-}
-
-/* Runs task(arg, i) for every i in [0, n): through the caller's parallel-for when there is
- * one and more than one task, else in order on this thread. */
-static void kiln_for(const kiln_par *par, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  if (par && par->pfor && n > 1)
-    par->pfor(par->pool, n, task, arg);
-  else
-    for (int64_t i = 0; i < n; i++) task(arg, i);
 }
 
 /* How a product is cut into tasks when there is a parallel-for: at most KILN_TASKS, of at
