@@ -411,12 +411,24 @@ static const char *k_conv(KernelCtx *k) {
   return "c/conv.c.tmpl";
 }
 
+/* Window taps (outputs x taps) a max-pool task covers at least, and its tasks at most:
+ * a small pool (LeNet's at batch 1) stays one call on the caller's thread. */
+enum { POOL_TASK_TAPS = 32768, POOL_TASKS = 16 };
+
 /* Pool family: max pool or average pool (the latter also gets COUNT_PAD); sets
- * the pool geometry and returns the matching template. */
+ * the pool geometry and returns the matching template. A max pool's planes go PER to a
+ * task. */
 static const char *k_pool(KernelCtx *k) {
   PoolGeom p = emit_pool_geom(k->g, k->n);
   emit_pool_vars(&k->v, &p);
-  if (k->n->op == OP_MAXPOOL2D) return "c/maxpool.c.tmpl";
+  if (k->n->op == OP_MAXPOOL2D) {
+    const double taps = (double)p.planes * (double)(p.oh * p.ow) * (double)(p.kh * p.kw);
+    int64_t tasks = taps / POOL_TASK_TAPS < POOL_TASKS ? (int64_t)(taps / POOL_TASK_TAPS) : POOL_TASKS;
+    tasks = tasks < 1 ? 1 : tasks > p.planes ? p.planes : tasks;
+    emit_vari(&k->v, "PER", p.planes > 0 ? (p.planes + tasks - 1) / tasks : 1);
+    task_operands(k, &k->v, false, NULL);
+    return "c/maxpool.c.tmpl";
+  }
   emit_vari(&k->v, "COUNT_PAD", p.count_pad);
   return "c/avgpool.c.tmpl";
 }
