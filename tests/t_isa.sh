@@ -5,7 +5,9 @@
 # qemu-aarch64) and plain C with fmaf
 # (KILN_SCALAR, and any target without FMA); each output is one fused multiply-add chain in
 # k order on all of them. kiln_dot4 (templates/c/dot4.c.tmpl: convolutions through gathered
-# patches) has AVX, SSE/NEON and plain variants doing the same arithmetic in the same order.
+# patches) has AVX, SSE/NEON and plain variants doing the same arithmetic in the same order;
+# so do the kiln_cv lanes of conv_direct (templates/c/vec_lanes.c.tmpl: AVX 8, SSE/NEON 4,
+# plain), whose tasks, like the max pools', are images and planes (tests/conv/conv_edges.lua).
 # Each model is compiled with gcc at -O2 (SSE2, the x86-64 baseline: the plain path, fmaf
 # from libm), -O2 -mavx2 -mfma -DKILN_NO_AVX512 (AVX2 only), -O3 -march=native (this machine:
 # AVX-512), -O2 -march=native -DKILN_SCALAR (the plain path with fmaf inlined), clang -O2
@@ -30,8 +32,8 @@ kt_need_kiln t_isa
 kt_work isa
 S=isa
 for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lua models/stories.lua \
-         models/stories_fixed.lua tests/golden/tiny.lua tests/matmul/edges.lua tests/quant/qmix.lua \
-         tests/quant/qmix_ggml.lua; do
+         models/stories_fixed.lua tests/golden/tiny.lua tests/matmul/edges.lua tests/conv/conv_edges.lua \
+         tests/quant/qmix.lua tests/quant/qmix_ggml.lua; do
   n=$(basename "$m" .lua)
   d=$WORK/$n
   args=""   # build options a model needs (tests/quant/qmix.args: its --quantize rules)

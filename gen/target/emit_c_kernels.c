@@ -356,6 +356,17 @@ static const char *conv_value(bool bias, const Node *bn, const char *sum, const 
   return bn_at ? kiln_fmt("%s * bn_scale[%s] + bn_shift[%s]", v, bn_at, bn_at) : kiln_fmt("%s * scale + shift", v);
 }
 
+/* The read-only operands a convolution's tasks need besides its input, weight and output
+ * (the bias, the fused batchnorm's four, the epilogue's extras), through task_args. */
+static void task_operands(KernelCtx *k, EmitVars *v, bool bias, const Node *bn) {
+  static const char *const bn_names[] = {"bn_mean", "bn_var", "bn_gamma", "bn_beta"};
+  const char *types[5], *names[5];
+  int n = 0;
+  if (bias) types[n] = "float", names[n++] = "bias";
+  for (int i = 0; bn && i < 4; i++) types[n] = "float", names[n++] = bn_names[i];
+  task_args(k, v, types, names, n);
+}
+
 /* conv_gemm's store (conv_gemm_store.c.tmpl), which kiln_conv_par runs in each task on the
  * outputs it finished: the bias, the fused batchnorm and the epilogue's chain. Sets STORE
  * (its definition, "" when the sums are the result), STORE_ARGS and STORE_CALL. */
@@ -367,46 +378,31 @@ static void conv_gemm_store(KernelCtx *k, const ConvGeom *c, const Node *bn) {
     return;
   }
   const char *name = var_of(&k->v, "NAME");
-  Buf fields = {0}, locals = {0}, init = {0};
-  const char *bn_names[] = {"bn_mean", "bn_var", "bn_gamma", "bn_beta"};
-  int nn = 0;
-  const char **names = kiln_alloc(sizeof(char *) * (size_t)(5 + k->e->nextra));
-  if (c->bias) names[nn++] = "bias";
-  for (int i = 0; bn && i < 4; i++) names[nn++] = bn_names[i];
-  for (int i = 0; i < k->e->nextra; i++) names[nn++] = k->e->extra_name[i];
-  for (int i = 0; i < nn; i++) {
-    const char *t = i < nn - k->e->nextra ? "float" : emit_c_type(k->e->extra[i - (nn - k->e->nextra)]->dtype);
-    buf_printf(&fields, "\n  const %s *%s;", t, names[i]);
-    buf_printf(&locals, "\n  const %s *restrict %s = s->%s;", t, names[i], names[i]);
-    buf_printf(&init, ", %s", names[i]);
-  }
   EmitVars sv = {0};
   const char *copy[] = {"NAME", "OC", "OCG", "OH", "OW"};
   for (int i = 0; i < 5; i++) emit_var(&sv, copy[i], var_of(&k->v, copy[i]));
-  emit_var(&sv, "FIELDS", fields.len ? fields.data : "");
-  emit_var(&sv, "LOCALS", locals.len ? locals.data : "");
+  task_operands(k, &sv, c->bias, bn);
   emit_var(&sv, "ROW", kiln_fmt("%s%s", c->bias ? "    const float b = bias[oc];\n" : "", bn_row(bn, "oc", "    ")));
   const char *v = c->bias ? "o[p] + b" : "o[p]", *v16 = c->bias ? "o[p + t] + b" : "o[p + t]";
   emit_var(&sv, "VALUE", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
   emit_var(&sv, "VALUE16", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v16) : v16);
   emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
   emit_var(&k->v, "STORE", expand_str("c/conv_gemm_store.c.tmpl", &sv));
-  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, init.len ? init.data : ""));
+  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, var_of(&sv, "INIT")));
   emit_var(&k->v, "STORE_CALL", kiln_fmt("%s_store, &s", name));
-  buf_free(&fields);
-  buf_free(&locals);
-  buf_free(&init);
 }
 
-/* Floats of conv_direct's stack buffers (a padded copy of a group's input planes, one
- * output row) at most; larger convolutions with few filters keep the plain loops. */
+/* Floats of conv_direct's stack buffer (a padded copy of a group's input planes) at most;
+ * larger convolutions with few filters keep the plain loops. */
 enum { CONV_DIRECT_MAX = 16384 };
 
-/* Whether conv_direct's buffers for c fit CONV_DIRECT_MAX. */
+/* Whether conv_direct's buffer for c fits CONV_DIRECT_MAX: its rows and columns rounded up
+ * to whole blocks of outputs (at most 4 rows, with AVX, by 16 columns). */
 static bool conv_direct_fits(const ConvGeom *c) {
-  const int64_t hp = (c->oh - 1) * c->sh + (c->kh - 1) * c->dh + 1, wp = (c->ow - 1) * c->sw + (c->kw - 1) * c->dw + 1;
+  const int64_t ohr = (c->oh + 3) / 4 * 4, owr = (c->ow + 15) / 16 * 16;
+  const int64_t hp = (ohr - 1) * c->sh + (c->kh - 1) * c->dh + 1, wp = (owr - 1) * c->sw + (c->kw - 1) * c->dw + 1;
   const int64_t wq = (wp + c->sw - 1) / c->sw;
-  return c->oh > 0 && c->ow > 0 && c->cg * hp * c->sw * wq + c->ow <= CONV_DIRECT_MAX;
+  return c->oh > 0 && c->ow > 0 && c->cg * hp * c->sw * wq <= CONV_DIRECT_MAX;
 }
 
 /* Conv2d family: sets the conv geometry, the bias and fused batchnorm parameters
@@ -443,12 +439,13 @@ static const char *k_conv(KernelCtx *k) {
   }
   if (conv_direct_fits(&c)) {
     EmitVars sv = {0};
-    emit_var(&sv, "ROW", kiln_fmt("%s%s", c.bias ? "        const float b = bias[oc];\n" : "", bn_row(bn, "oc", "        ")));
+    emit_var(&sv, "ROW", kiln_fmt("%s%s", c.bias ? "    const float b = bias[oc];\n" : "", bn_row(bn, "oc", "    ")));
     const char *v = c.bias ? "o[i] + b" : "o[i]", *v16 = c.bias ? "o[i + t] + b" : "o[i + t]";
     emit_var(&sv, "VALUE", bn ? kiln_fmt(c.bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
     emit_var(&sv, "VALUE16", bn ? kiln_fmt(c.bias ? "(%s) * scale + shift" : "%s * scale + shift", v16) : v16);
     emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
     emit_var(&k->v, "STORE", c.bias || bn || k->fused ? expand_str("c/conv_direct_store.c.tmpl", &sv) : "");
+    task_operands(k, &k->v, c.bias, bn);
     return "c/conv_direct.c.tmpl";
   }
   const char *store = "";
@@ -459,12 +456,24 @@ static const char *k_conv(KernelCtx *k) {
   return "c/conv.c.tmpl";
 }
 
+/* Window taps (outputs x taps) a max-pool task covers at least, and its tasks at most:
+ * a small pool (LeNet's at batch 1) stays one call on the caller's thread. */
+enum { POOL_TASK_TAPS = 32768, POOL_TASKS = 16 };
+
 /* Pool family: max pool or average pool (the latter also gets COUNT_PAD); sets
- * the pool geometry and returns the matching template. */
+ * the pool geometry and returns the matching template. A max pool's planes go PER to a
+ * task. */
 static const char *k_pool(KernelCtx *k) {
   PoolGeom p = emit_pool_geom(k->g, k->n);
   emit_pool_vars(&k->v, &p);
-  if (k->n->op == OP_MAXPOOL2D) return "c/maxpool.c.tmpl";
+  if (k->n->op == OP_MAXPOOL2D) {
+    const double taps = (double)p.planes * (double)(p.oh * p.ow) * (double)(p.kh * p.kw);
+    int64_t tasks = taps / POOL_TASK_TAPS < POOL_TASKS ? (int64_t)(taps / POOL_TASK_TAPS) : POOL_TASKS;
+    tasks = tasks < 1 ? 1 : tasks > p.planes ? p.planes : tasks;
+    emit_vari(&k->v, "PER", p.planes > 0 ? (p.planes + tasks - 1) / tasks : 1);
+    task_operands(k, &k->v, false, NULL);
+    return "c/maxpool.c.tmpl";
+  }
   emit_vari(&k->v, "COUNT_PAD", p.count_pad);
   return "c/avgpool.c.tmpl";
 }

@@ -604,6 +604,7 @@ conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilatio
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
 conv_case("direct_stride_gt_w", [1, 1, 5, 2], [3, 1, 2, 1], stride=(2, 4), padding=(0, 1))
 conv_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], padding=1)   # past conv_direct's buffer: conv
+conv_case("direct_blocks", [2, 1, 23, 37], [6, 1, 5, 5], padding=2)   # rows and columns past whole blocks
 add("conv2d", "gemm_nobias_chain", "kiln.relu(kiln.conv2d(x, w, {padding = 1}))",
     [("x", [1, 3, 6, 6], "f32", "n"), ("w", [8, 3, 3, 3], "f32", "n")],
     ref=lambda x, w: np.maximum(conv_ref(x, w, padding=1), 0.0),
@@ -709,6 +710,11 @@ for kind in ("max", "avg"):
     pool_case(kind, "global", [2, 4, 5, 5], 5)
     pool_case(kind, "pad_hw", [1, 2, 6, 5], (3, 2), (2, 1), (1, 1))
 pool_case("max", "neg_pad", [1, 1, 4, 4], 3, 1, 1, g="u:-9:-1")
+# rows of whole windows 8 at a time (maxpool_row): an overlapping last block, padded edges
+pool_case("max", "wide_k2", [1, 2, 6, 42], 2)
+pool_case("max", "wide_k3s2p1", [2, 3, 9, 45], 3, 2, 1)
+pool_case("max", "wide_k3s1p1", [1, 2, 5, 21], 3, 1, 1)
+pool_case("max", "wide_rect", [1, 1, 7, 50], (2, 3), (1, 3), (1, 1))
 pool_case("avg", "no_count_pad", [2, 3, 7, 7], 3, 2, 1, cip=False)
 pool_case("avg", "no_count_pad_rect", [1, 2, 5, 6], (3, 2), 1, (1, 1), cip=False)
 add("maxpool2d", "nn_module", "kiln.nn.MaxPool2d(2)(x)", [("x", [1, 2, 4, 6], "f32", "n")],
@@ -1210,6 +1216,10 @@ add("reduce_prod", "special", "kiln.prod(x, 1)", [("x", [3, 3], "f32", [2, np.in
     ref=lambda x: N(torch.prod(T(x), 1)))
 add("maxpool2d", "nan", "kiln.maxpool2d(x, {kernel = 2})",
     [("x", [1, 1, 2, 4], "f32", [1, 2, np.nan, 0, 3, 4, 5, 6])], ref=lambda x: pool_ref("max", x, 2))
+add("maxpool2d", "nan_wide", "kiln.maxpool2d(x, {kernel = 2})",   # the 8-at-a-time rows: NaN, inf, -0
+    [("x", [1, 1, 2, 20], "f32", [1, 2, np.nan, 0, 3, np.inf, -np.inf, 6, -0.0, 0.0, 1, 1, 7, 8, 9, np.nan] +
+      [5, 4, 3, 2, 1, 0, -1, -2, -3, -4, np.nan, 2, 3, 4, 5, 6, -np.inf, -np.inf, 1, 1, 2, 2, 3, 3])],
+    ref=lambda x: pool_ref("max", x, 2))
 add("softmax", "neg_inf", "kiln.softmax(x, -1)",
     [("x", [2, 4], "f32", [1, -np.inf, 2, 0.5, -np.inf, -np.inf, -np.inf, 3])],
     ref=lambda x: N(torch.softmax(T(x), -1)), tol=Tol.norm(4))

@@ -19,7 +19,7 @@
 #endif
 
 /* The caller's parallel-for as a _par function received it: the kernels that split their
- * work into tasks (matrix products) hand them to it. */
+ * work into tasks (matrix products, convolutions, max pools) hand them to it. */
 typedef struct {
   kiln_parallel_for *pfor;
   void *pool;
