@@ -230,18 +230,32 @@ static void task_args(KernelCtx *k, EmitVars *v, const char *const *types, const
   for (int i = 0; i < 4; i++) buf_free(all[i]);
 }
 
+/* A product's store variables when its sums are the result: no store function. */
+static void store_none(KernelCtx *k) {
+  emit_var(&k->v, "STORE", "");
+  emit_var(&k->v, "STORE_ARGS", "");
+  emit_var(&k->v, "STORE_CALL", "NULL, NULL");
+}
+
+/* A product's store function from template tmpl over sv (whose INIT lists its operands):
+ * STORE, STORE_ARGS (the struct the tasks read) and STORE_CALL. */
+static void store_from(KernelCtx *k, const char *tmpl, EmitVars *sv) {
+  const char *name = var_of(&k->v, "NAME");
+  emit_var(sv, "EPILOGUE", emit_hook_epilogue);
+  emit_var(&k->v, "STORE", expand_str(tmpl, sv));
+  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, var_of(sv, "INIT")));
+  emit_var(&k->v, "STORE_CALL", kiln_fmt("%s_store, &s", name));
+}
+
 /* A matmul kernel's store (matmul_store.c.tmpl), which kiln_gemm_par runs in each task on
  * the outputs it finished: the epilogue's chain. Sets STORE (its definition, "" when the
  * sums are the result), STORE_ARGS and STORE_CALL. Swapped, C is out transposed: C's rows
  * are out's columns. */
 static void matmul_store(KernelCtx *k, bool swapped) {
   if (!k->fused) {
-    emit_var(&k->v, "STORE", "");
-    emit_var(&k->v, "STORE_ARGS", "");
-    emit_var(&k->v, "STORE_CALL", "NULL, NULL");
+    store_none(k);
     return;
   }
-  const char *name = var_of(&k->v, "NAME");
   EmitVars sv = {0};
   task_args(k, &sv, NULL, NULL, 0);
   const char *copy[] = {"NAME", "M", "N", "EPARAMS"};
@@ -252,10 +266,7 @@ static void matmul_store(KernelCtx *k, bool swapped) {
   emit_var(&sv, "C_LO", (swapped ? rows : cols)[0]);
   emit_var(&sv, "C_HI", (swapped ? rows : cols)[1]);
   emit_var(&sv, "SWAP_DOC", swapped ? " (the product is computed transposed: its rows i are out's columns)" : "");
-  emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
-  emit_var(&k->v, "STORE", expand_str("c/matmul_store.c.tmpl", &sv));
-  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, var_of(&sv, "INIT")));
-  emit_var(&k->v, "STORE_CALL", kiln_fmt("%s_store, &s", name));
+  store_from(k, "c/matmul_store.c.tmpl", &sv);
 }
 
 /* The kiln_gemm call of a matmul kernel (matmul_call.c.tmpl) over operands x and y and
@@ -372,12 +383,9 @@ static void task_operands(KernelCtx *k, EmitVars *v, bool bias, const Node *bn) 
  * (its definition, "" when the sums are the result), STORE_ARGS and STORE_CALL. */
 static void conv_gemm_store(KernelCtx *k, const ConvGeom *c, const Node *bn) {
   if (!c->bias && !k->fused) {
-    emit_var(&k->v, "STORE", "");
-    emit_var(&k->v, "STORE_ARGS", "");
-    emit_var(&k->v, "STORE_CALL", "NULL, NULL");
+    store_none(k);
     return;
   }
-  const char *name = var_of(&k->v, "NAME");
   EmitVars sv = {0};
   const char *copy[] = {"NAME", "OC", "OCG", "OH", "OW"};
   for (int i = 0; i < 5; i++) emit_var(&sv, copy[i], var_of(&k->v, copy[i]));
@@ -386,10 +394,7 @@ static void conv_gemm_store(KernelCtx *k, const ConvGeom *c, const Node *bn) {
   const char *v = c->bias ? "o[p] + b" : "o[p]", *v16 = c->bias ? "o[p + t] + b" : "o[p + t]";
   emit_var(&sv, "VALUE", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v) : v);
   emit_var(&sv, "VALUE16", bn ? kiln_fmt(c->bias ? "(%s) * scale + shift" : "%s * scale + shift", v16) : v16);
-  emit_var(&sv, "EPILOGUE", emit_hook_epilogue);
-  emit_var(&k->v, "STORE", expand_str("c/conv_gemm_store.c.tmpl", &sv));
-  emit_var(&k->v, "STORE_ARGS", kiln_fmt("  const %s_out s = {out%s};\n", name, var_of(&sv, "INIT")));
-  emit_var(&k->v, "STORE_CALL", kiln_fmt("%s_store, &s", name));
+  store_from(k, "c/conv_gemm_store.c.tmpl", &sv);
 }
 
 /* Floats of conv_direct's stack buffer (a padded copy of a group's input planes) at most;
