@@ -243,11 +243,12 @@ def model_object(outdir, model, cc, flags):
 def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run", entry=None, model_obj=None):
     """Compiles kt_driver.c + <model>.c (or model_obj, the model already compiled with the
     same flags) into outdir/exe (for one entry's record of a model with entries); returns
-    (ok, reason). For an entry, the model is compiled once per flags (model_object) and
-    shared by the entries' drivers: its .c reads none of the driver's settings."""
+    (ok, reason). For an entry of a model with several, the model is compiled once per
+    flags (model_object) and shared by the entries' drivers: its .c reads none of the
+    driver's settings."""
     write_cfg(outdir, model, meta, entry)
     path = os.path.join(outdir, exe)
-    if entry is not None and model_obj is None:
+    if entry is not None and model_obj is None and len(meta.get("entries") or []) > 1:
         model_obj, err = model_object(outdir, model, cc, flags)
         if model_obj is None:
             return False, err
