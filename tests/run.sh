@@ -15,8 +15,9 @@ log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 suites=$(echo ${TESTS:-$(cd tests && ls t_*.sh | sed "s/\.sh$//")})   # one line, space-separated
 
-# The slowest suites start first, so two workers finish close together.
-slow="t_compile t_ops t_onnx t_robust t_metal t_passes t_hardening"
+# The slowest suites start first, longest first (times of the last full run, docs/testing.md),
+# so two workers finish close together; t_isa and t_llm (2-3 min) used to start mid-run.
+slow="t_compile t_onnx t_isa t_llm t_metal t_ops t_robust t_passes t_hardening"
 order=""
 for s in $slow; do case " $suites " in *" $s "*) order="$order $s" ;; esac; done
 for s in $suites; do case " $slow " in *" $s "*) ;; *) order="$order $s" ;; esac; done

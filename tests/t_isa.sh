@@ -77,7 +77,7 @@ PYEOF
     # tiles' AVX-512 path is clang's already in the x86-64-v3 build (run-time switch)
     case $spec in "clang -O2 -march=native") [ "$n" = qmix ] || continue ;; esac
     cfg=${spec%@*} threads="" pool="" run=""
-    if [ "$cfg" != "$spec" ]; then threads="-t ${spec##*@}"; pool="-DKILN_POOL -pthread runtime/kiln_pool.c"; fi
+    if [ "$cfg" != "$spec" ]; then threads="-t ${spec##*@}"; pool="-DKILN_POOL -pthread"; pool_c=runtime/kiln_pool.c; else pool_c=""; fi
     case $cfg in aarch64*)   # ARM64's NEON path, run under qemu's user-mode emulation
       if ! command -v aarch64-linux-gnu-gcc > /dev/null || ! command -v qemu-aarch64 > /dev/null; then
         echo "NOTE $S/$n/aarch64: no aarch64-linux-gnu-gcc or qemu-aarch64 (scripts/install-deps.sh installs them): the NEON path is not run"
@@ -88,6 +88,19 @@ PYEOF
     tag=$(echo "$spec" | tr ' =@' '___')
     res=$d/res_$tag
     mkdir -p "$res"
+    # The model and runtime/kiln_runtime.c are compiled once per build way (the model's
+    # object shared by its entries' drivers, the runtime's by every model), with the flags
+    # the drivers get, the per-entry -D's aside (the model's .c reads none of them).
+    # shellcheck disable=SC2086
+    flags="-std=c11 -Wall -Wextra -Wpedantic -Werror -D_POSIX_C_SOURCE=200809L -I$d/out -Iruntime -DKILN_MODEL=$n -DKILN_MODEL_UPPER=$(echo "$n" | tr a-z A-Z) $pool"
+    rt=$WORK/kiln_runtime_$tag.o
+    # shellcheck disable=SC2086
+    : > "$WORK/err"
+    if ! { [ -f "$rt" ] || $cfg -std=c11 -Wall -Wextra -Wpedantic -Werror -D_POSIX_C_SOURCE=200809L -Iruntime $pool \
+             -c runtime/kiln_runtime.c -o "$rt" 2>> "$WORK/err"; } ||
+       ! $cfg $flags -c "$d/out/$n.c" -o "$d/model_$tag.o" 2>> "$WORK/err"; then
+      echo "FAIL $S/$n/$tag: does not compile: $(grep -m 1 error "$WORK/err")"; continue
+    fi
     ok=yes k=0
     while IFS='|' read -r head ins; do
       set -- $head
@@ -103,9 +116,7 @@ PYEOF
       fi
       exe=$d/drv_${tag}_$k
       # shellcheck disable=SC2086
-      if ! $cfg -std=c11 -Wall -Wextra -Wpedantic -Werror -D_POSIX_C_SOURCE=200809L -I"$d/out" -Iruntime \
-           -DKILN_MODEL="$n" -DKILN_MODEL_UPPER="$(echo "$n" | tr a-z A-Z)" $defs $pool tests/runtime/driver.c "$d/out/$n.c" \
-           runtime/kiln_runtime.c -lm -o "$exe" 2> "$WORK/err"; then
+      if ! $cfg $flags $defs tests/runtime/driver.c $pool_c "$d/model_$tag.o" "$rt" -lm -o "$exe" 2> "$WORK/err"; then
         echo "FAIL $S/$n/$tag: does not compile: $(grep -m 1 error "$WORK/err")"; ok=no; break
       fi
       mkdir -p "$res/call$k"

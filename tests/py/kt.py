@@ -15,6 +15,7 @@ Everything runs through subprocesses, so a crashing kernel fails its case, not t
 Only /usr/bin/python3 (numpy 1.24; torch where a suite needs it) runs this file.
 """
 import concurrent.futures
+import hashlib
 import json
 import math
 import os
@@ -219,12 +220,38 @@ def write_cfg(outdir, model, meta, entry=None):
         f.write(text)
 
 
+def model_object(outdir, model, cc, flags):
+    """<model>.c compiled alone (-c) with cc -std=c11 flags, once per content of <model>.c,
+    <model>.h and flags: the object is named by a hash of the three and reused while it
+    exists, so the drivers of a model's several entries share one compile of a large model.
+    Returns (object path, "") or (None, reason)."""
+    src = os.path.join(outdir, model + ".c")
+    h = hashlib.sha1(repr((cc, list(flags))).encode())
+    for p in (src, os.path.join(outdir, model + ".h")):
+        with open(p, "rb") as f:
+            h.update(f.read())
+    key = h.hexdigest()[:16]
+    obj = os.path.join(outdir, "kt_%s_%s.o" % (model, key))
+    if not os.path.exists(obj):
+        rc, out, err = run([cc, "-std=c11", *flags, "-I", outdir, "-c", src, "-o", obj + ".tmp"])
+        if rc != 0:
+            return None, "%s: %s" % (cc, why(rc, err, out))
+        os.replace(obj + ".tmp", obj)
+    return obj, ""
+
+
 def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run", entry=None, model_obj=None):
     """Compiles kt_driver.c + <model>.c (or model_obj, the model already compiled with the
     same flags) into outdir/exe (for one entry's record of a model with entries); returns
-    (ok, reason)."""
+    (ok, reason). For an entry of a model with several, the model is compiled once per
+    flags (model_object) and shared by the entries' drivers: its .c reads none of the
+    driver's settings."""
     write_cfg(outdir, model, meta, entry)
     path = os.path.join(outdir, exe)
+    if entry is not None and model_obj is None and len(meta.get("entries") or []) > 1:
+        model_obj, err = model_object(outdir, model, cc, flags)
+        if model_obj is None:
+            return False, err
     rc, out, err = run([cc, "-std=c11", *flags, "-I", outdir, DRIVER,
                         model_obj or os.path.join(outdir, model + ".c"), "-o", path, "-lm"])
     return (rc == 0, "" if rc == 0 else "%s: %s" % (cc, why(rc, err, out)))

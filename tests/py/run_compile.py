@@ -22,6 +22,7 @@ usage: /usr/bin/python3 tests/py/run_compile.py WORKDIR SCRIPT...
 import glob
 import os
 import sys
+import threading
 import zlib
 
 import numpy as np
@@ -71,8 +72,8 @@ def warn_compile(cc, out, m):
     return True, ""
 
 
-def san_run(cc, out, m, meta, inputs, ref):
-    ok, why = kt.compile_driver(out, m, meta, cc=cc, flags=WARN + SAN, exe="kt_san_" + cc)
+def san_run(cc, out, m, meta, inputs, ref, objs):
+    ok, why = kt.compile_driver(out, m, meta, cc=cc, flags=WARN + SAN, exe="kt_san_" + cc, model_obj=objs[0])
     if not ok:
         return False, why
     ok, why, res = kt.run_driver(out, m, meta, inputs, exe="kt_san_" + cc, env=SAN_ENV, tag="san_" + cc)
@@ -94,13 +95,14 @@ def agree(meta, res, ref):
     return True, ""
 
 
-def runtime_run(cc, out, m, meta, inputs, ref):
+def runtime_run(cc, work, out, m, meta, inputs, ref, objs):
     """tests/runtime/driver.c + runtime/kiln_runtime.c, once loading <m>.weights and once with
-    the --embed-weights array (-DKILN_EMBED); both must run clean and agree with the interpreter."""
+    the --embed-weights array (-DKILN_EMBED); both must run clean and agree with the interpreter.
+    objs: <m>.c and <m>_weights.c already compiled with the sanitizer flags (san_objects)."""
     drv = os.path.join(kt.ROOT, "tests", "runtime", "driver.c")
-    rt = os.path.join(kt.ROOT, "runtime", "kiln_runtime.c")
-    if not (os.path.exists(drv) and os.path.exists(rt)):
-        return False, "tests/runtime/driver.c or runtime/kiln_runtime.c missing"
+    rt, why = runtime_object(cc, work)
+    if rt is None:
+        return False, why
     files = []
     for i, a in enumerate(inputs):
         p = os.path.join(out, "rt_in%d.bin" % i)
@@ -108,10 +110,10 @@ def runtime_run(cc, out, m, meta, inputs, ref):
         files.append(p)
     for variant in ("file", "embed"):
         exe = os.path.join(out, "rt_%s_%s" % (variant, cc))
-        extra = ["-DKILN_EMBED", os.path.join(out, m + "_weights.c")] if variant == "embed" else []
+        extra = ["-DKILN_EMBED", objs[1]] if variant == "embed" else []
         rc, o, e = kt.run([cc, *WARN, *SAN, "-I", out, "-I", os.path.join(kt.ROOT, "runtime"),
                            "-DKILN_MODEL=" + m, "-DKILN_MODEL_UPPER=" + m.upper(), drv,
-                           os.path.join(out, m + ".c"), rt, *extra, "-o", exe, "-lm"])
+                           objs[0], rt, *extra, "-o", exe, "-lm"])
         if rc != 0:
             return False, "%s (%s weights): %s" % (cc, variant, kt.why(rc, e, o))
         odir = os.path.join(out, "rt_out_%s_%s" % (variant, cc))
@@ -171,11 +173,33 @@ def san_objects(cc, out, m):
     return objs, ""
 
 
-def runtime_run_entries(cc, out, m, script, meta, objs):
+RT_OBJS = {}                     # cc -> (object path or None, why): kiln_runtime.c, compiled once
+RT_LOCK = threading.Lock()
+
+
+def runtime_object(cc, work):
+    """runtime/kiln_runtime.c compiled once per compiler with the warning and sanitizer flags,
+    shared by every model's runtime driver (it does not depend on the model); returns
+    (object path, "") or (None, why). The first caller compiles, the others wait."""
+    with RT_LOCK:
+        if cc not in RT_OBJS:
+            src = os.path.join(kt.ROOT, "runtime", "kiln_runtime.c")
+            obj = os.path.join(work, "kiln_runtime_san_%s.o" % cc)
+            if not os.path.exists(src) or not os.path.exists(os.path.join(kt.ROOT, "tests", "runtime", "driver.c")):
+                RT_OBJS[cc] = (None, "tests/runtime/driver.c or runtime/kiln_runtime.c missing")
+            else:
+                rc, o, e = kt.run([cc, *WARN, *SAN, "-I", os.path.join(kt.ROOT, "runtime"), "-c", src, "-o", obj])
+                RT_OBJS[cc] = (obj, "") if rc == 0 else (None, "%s kiln_runtime.c: %s" % (cc, kt.why(rc, e, o)))
+        return RT_OBJS[cc]
+
+
+def runtime_run_entries(cc, work, out, m, script, meta, objs):
     """runtime_run for a model with entries: tests/runtime/driver.c + runtime/kiln_runtime.c
     built per entry, file and embedded weights, every entry once with the state chained."""
     drv = os.path.join(kt.ROOT, "tests", "runtime", "driver.c")
-    rt = os.path.join(kt.ROOT, "runtime", "kiln_runtime.c")
+    rt, why = runtime_object(cc, work)
+    if rt is None:
+        return False, why
     up, has_state = m.upper(), bool(meta["states"])
     for variant in ("file", "embed"):
         c_state = i_state = None
@@ -282,7 +306,7 @@ def one_model(work, script):
             objs, why = san_objects(cc, out, m)
             r = san_run_entries(cc, out, m, script, meta, objs) if objs else (False, why)
             kt.report(r[0], "compile/san-%s/%s" % (cc, m), r[1])
-            r = runtime_run_entries(cc, out, m, script, meta, objs) if objs else (False, why)
+            r = runtime_run_entries(cc, work, out, m, script, meta, objs) if objs else (False, why)
             kt.report(r[0], "compile/runtime-%s/%s" % (cc, m), r[1])
         return
     inputs = inputs_for(meta, m)
@@ -293,9 +317,10 @@ def one_model(work, script):
     for cc in COMPILERS:
         ok, why = warn_compile(cc, out, m)
         kt.report(ok, "compile/%s/%s" % (cc, m), why)
-        r = san_run(cc, out, m, meta, inputs, ref)
+        objs, why = san_objects(cc, out, m)
+        r = san_run(cc, out, m, meta, inputs, ref, objs) if objs else (False, why)
         kt.report(r[0], "compile/san-%s/%s" % (cc, m), r[1])
-        r = runtime_run(cc, out, m, meta, inputs, ref)
+        r = runtime_run(cc, work, out, m, meta, inputs, ref, objs) if objs else (False, why)
         kt.report(r[0], "compile/runtime-%s/%s" % (cc, m), r[1])
 
 
