@@ -2,8 +2,10 @@
 `kiln import`, the interpreter (`kiln run`) and the generated C.
 
 Usage: run_node.py KILN DATA_DIR WORK_DIR [--results FILE] [--only SUBSTRING] [--label NAME]
+                   [--timeout SECONDS]
 
-(--label names the set in the PASS/FAIL lines, onnx/NAME/<case>; "node" unless given. The
+(--label names the set in the PASS/FAIL lines, onnx/NAME/<case>; "node" unless given.
+--timeout: how long one kiln command may take before the case fails, 60 s unless given. The
 same layout serves libonnx-testdata's pytorch-converted, pytorch-operator and simple sets
 and tests/onnx/real/textdir.py's case.)
 
@@ -151,8 +153,12 @@ def to_kiln(a):
     return None
 
 
-def kiln(args, timeout=60):
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+TIMEOUT = float(sys.argv[sys.argv.index("--timeout") + 1]) if "--timeout" in sys.argv else 60.0
+
+
+def kiln(args, timeout=None):
+    """One kiln command: (exit status, stderr); subprocess.TimeoutExpired after TIMEOUT s."""
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout or TIMEOUT)
     return p.returncode, p.stderr.strip()
 
 

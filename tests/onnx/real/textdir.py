@@ -5,7 +5,9 @@ here) on 240 text-line images (textdir.npz, make_textdir.py: 120 lines upright, 
 
 1. Lays the model and the 240 images out as an ONNX test case (model.onnx,
    test_data_set_0/input_0.pb, output_0.pb = ONNX Runtime's outputs, textdir_ort.npy) and
-   runs tests/onnx/run_node.py on it: `kiln import`, the interpreter and the generated C
+   runs tests/onnx/run_node.py on it (a kiln command may take 300 s: the interpreter alone
+   takes about 30 s on a quiet machine, and make test runs two suites at once): `kiln
+   import`, the interpreter and the generated C
    against ONNX Runtime, element by element, within the "model" bound (1e-4; these are
    probabilities in [0, 1]).
 2. Accuracy: the generated C's and the interpreter's predicted classes against the labels,
@@ -59,7 +61,7 @@ def main():
     run = os.path.join(work, "run")
     os.makedirs(run, exist_ok=True)
     p = subprocess.run([sys.executable, os.path.join(HERE, "..", "run_node.py"), kbin, os.path.join(work, "cases"), run,
-                        "--label", "real"], capture_output=True, text=True)
+                        "--label", "real", "--timeout", "300"], capture_output=True, text=True)
     print("\n".join(l for l in p.stdout.splitlines() if not l.startswith("onnx node tests")))
     if p.returncode != 0 or not p.stdout.startswith("PASS"):
         print(f"FAIL onnx/real/textdir_accuracy: the case did not run through ({p.stderr.strip()[-200:]})")
