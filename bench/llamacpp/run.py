@@ -28,8 +28,11 @@ against llama.cpp's f32-cache run ("exact") and both defaults ("ids"); then, alo
 own greedy path (path.mjs: each pick and its probability), at how many steps Kiln's argmax is
 llama.cpp's pick and the largest difference of that pick's probability; and each side's decode
 tokens/s by its own clock (llama.cpp's llama_perf_context_print eval time, not node's loop;
-Kiln's over its decode calls). Writes bench/results/llamacpp-<date>.json. Exit status 1 when
-an exact row of STRICT's models, or any F32 row, does not agree on every id.
+Kiln's over its decode calls). Then llama.cpp's other CPU builds (VARIANTS: its AVX2 and
+AVX-512 libraries, where this CPU runs them) on the same file: how many leading ids each shares
+with llama.cpp's default build, and with Kiln. Writes bench/results/llamacpp-<date>.json (with
+the ids). Exit status 1 when an exact row of STRICT's models, or any F32 row, does not agree on
+every id with llama.cpp's default build.
 """
 import datetime
 import json
@@ -57,6 +60,12 @@ SELECTED = os.environ.get("BENCH_LLAMACPP_MODELS", " ".join(MODELS)).split()
 # 8-bit rounding now and then, and its near-tied argmaxes follow (docs/quantization.md).
 STRICT = ["stories260K", "seeded3m"]
 THREADS = [1, 2]
+# llama.cpp's own CPU builds beside the one ggml picks for this CPU (the "default"): ggml loads
+# the best libggml-cpu-<variant>.so it finds, and each variant sums its blocks in its own
+# order. Run on the same file, they show how far llama.cpp agrees with itself: the yardstick
+# for Kiln's agreement on the random seeded100m. (variant, the /proc/cpuinfo flags it needs)
+VARIANTS = [("haswell", ["avx2", "fma", "f16c", "bmi2"]),
+            ("skylakex", ["avx512f", "avx512bw", "avx512dq", "avx512vl"])]
 
 
 def sh(cmd, cwd=None, env=None, both=False):
@@ -84,13 +93,37 @@ def install():
     open(stamp, "w").write(lock)
 
 
-def llama_cpp(gguf, threads, n, exact=False):
+def variants():
+    """[(name, directory)] of the VARIANTS this CPU runs, each a copy of CACHE's node_modules
+    whose ggml holds only that variant's CPU library (made once, 70 MB each)."""
+    flags = set(re.search(r"^flags\s*:(.*)$", open("/proc/cpuinfo").read(), re.M).group(1).split())
+    lock = open(os.path.join(CACHE, "installed.lock")).read()   # a copy of this install
+    out = []
+    for v, need in VARIANTS:
+        if not flags.issuperset(need):
+            continue
+        d = os.path.join(CACHE, "variant", v)
+        stamp = os.path.join(d, "installed.lock")
+        if not os.path.exists(stamp) or open(stamp).read() != lock:
+            shutil.rmtree(d, ignore_errors=True)
+            shutil.copytree(os.path.join(CACHE, "node_modules"), os.path.join(d, "node_modules"), symlinks=True)
+            bins = os.path.join(d, "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+            for f in os.listdir(bins):
+                if f.startswith("libggml-cpu-") and f != "libggml-cpu-%s.so" % v:
+                    os.remove(os.path.join(bins, f))
+            open(stamp, "w").write(lock)
+        out.append((v, d))
+    return out
+
+
+def llama_cpp(gguf, threads, n, exact=False, where=CACHE):
     """llama.cpp's n greedy ids after BOS, its own decode tokens/s and node's loop tokens/s;
-    exact: with an F32 key/value cache and no flash attention (greedy.mjs)."""
+    exact: with an F32 key/value cache and no flash attention (greedy.mjs); where: the
+    directory whose node_modules it loads (a variant's)."""
     # An ES module resolves packages from its own directory: run a copy beside node_modules.
-    shutil.copy(os.path.join(HERE, "greedy.mjs"), CACHE)
-    out = sh(["node", os.path.join(CACHE, "greedy.mjs"), gguf, str(n), str(threads)] + (["f32"] if exact else []),
-             cwd=CACHE, both=True)
+    shutil.copy(os.path.join(HERE, "greedy.mjs"), where)
+    out = sh(["node", os.path.join(where, "greedy.mjs"), gguf, str(n), str(threads)] + (["f32"] if exact else []),
+             cwd=where, both=True)
     ids = [int(t) for t in re.search(r"^([\d ]+)$", out, re.M).group(1).split()]
     loop = float(re.search(r"^llama.cpp decode: ([\d.]+) tokens/s", out, re.M).group(1))
     own = float(re.search(r" eval time = .*?([\d.]+) tokens per second", out).group(1))
@@ -156,6 +189,7 @@ def main():
     install()
     sh([sys.executable, os.path.join(HERE, "ggml_quant.py")])   # the quantizers' self-check first
     work = os.path.join(CACHE, "work")
+    builds = variants()
     rows, ok = [], True
     for model in SELECTED:
         formats, n, options = MODELS[model]
@@ -175,6 +209,17 @@ def main():
                 r["exact_ids_equal_prefix_%dt" % t] = prefix(ids["ggml" if "ggml" in exes else "kiln", t], ids["exact", t])
                 if r["exact_ids_equal_prefix_%dt" % t] < n and (model in STRICT or fmt == "F32"):
                     ok = False
+            # llama.cpp's other CPU builds, exact config, 1 thread: their agreement with its
+            # default build, and Kiln's with each of them. Reported, not required: the builds
+            # part from each other on quantized files (docs/quantization.md).
+            kiln_ids = ids["ggml" if "ggml" in exes else "kiln", 1]
+            for v, where in builds:
+                ids[v] = llama_cpp(gguf, 1, n, exact=True, where=where)[0]
+                r["llamacpp_%s_equal_prefix" % v] = prefix(ids[v], ids["exact", 1])
+                r["exact_%s_equal_prefix" % v] = prefix(kiln_ids, ids[v])
+            # The ids themselves, one string each (1 thread; exact config, Kiln's exact build).
+            for key, got in [("kiln", kiln_ids), ("llamacpp", ids["exact", 1])] + [("llamacpp_" + v, ids[v]) for v, _ in builds]:
+                r["ids_" + key] = " ".join(map(str, got))
             # Along llama.cpp's own path (its exact config): where the ids part, how far apart
             # the two sides' probabilities are, and whether Kiln would still pick as llama.cpp did.
             path = llama_path(gguf, n)
@@ -204,6 +249,13 @@ def main():
     print(" (1 thread, that config) at which Kiln's argmax is llama.cpp's pick, path dp: the largest difference of")
     print(" that pick's probability; ids: both sides as they come by default, llama.cpp with its F16 cache, Kiln with")
     print(" f32 activations. tokens/s: the default builds (ggml: Kiln's --activations ggml build), llama.cpp's default)")
+    if builds:
+        print("\nllama.cpp's CPU builds (exact config, 1 thread), leading ids equal: that build against llama.cpp's default")
+        print("build for this CPU, and Kiln's --activations ggml build (F32: default) against that build")
+        print("%-12s %-5s" % ("model", "type") + "".join(" %13s %13s" % (v + "/llama", "Kiln/" + v) for v, _ in builds))
+        for r in rows:
+            print("%-12s %-5s" % (r["model"], r["format"]) + "".join(" %9d/%-3d %9d/%-3d" % (
+                r["llamacpp_%s_equal_prefix" % v], r["ids"], r["exact_%s_equal_prefix" % v], r["ids"]) for v, _ in builds))
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     path = os.path.join(ROOT, "bench", "results", "llamacpp-%s.json" % datetime.date.today().isoformat())
     with open(path, "w") as f:
