@@ -477,6 +477,29 @@ static inline void kiln_qfma(kiln_qf *acc, float a, const kiln_qf *v) {
 #endif
 }
 
+/* *v = *s * *x + *b in every lane, for an exact product (a scale of at most 17 significant
+ * bits, an f16 times a 6-bit integer, times a 4-bit value): the sum is then the only
+ * rounding, so one fused multiply-add gives the plain expression's bits in one instruction
+ * where there is one. */
+KILN_QMAYBE
+static inline void kiln_qaffine(kiln_qf *v, const kiln_qf *s, const kiln_qf *x, const kiln_qf *b) {
+#if KILN_QW == 16
+  *v = (kiln_qf)_mm512_fmadd_ps((__m512)*s, (__m512)*x, (__m512)*b);
+#elif defined(__AVX2__) && defined(__FMA__)
+  *v = (kiln_qf)_mm256_fmadd_ps((__m256)*s, (__m256)*x, (__m256)*b);
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+  float32x4_t y[2], z[2], w[2];
+  memcpy(y, s, sizeof y);
+  memcpy(z, x, sizeof z);
+  memcpy(w, b, sizeof w);
+  w[0] = vfmaq_f32(w[0], y[0], z[0]);
+  w[1] = vfmaq_f32(w[1], y[1], z[1]);
+  memcpy(v, w, sizeof w);
+#else
+  *v = *s * *x + *b;
+#endif
+}
+
 /* The sums acc (KILN_QNV vectors: 32 lanes) out to out. */
 static inline void kiln_qdot_out(const kiln_qf acc[KILN_QNV], float *restrict out) {
 #pragma GCC unroll 4
