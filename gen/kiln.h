@@ -319,12 +319,21 @@ typedef struct Graph {
 } Graph;
 
 /* One --quantize rule: the weights whose name matches glob (NULL: every weight) are
- * stored as fmt; keep: as the file stores them. The first matching rule wins. */
+ * stored as fmt; keep: as the file stores them. The first matching rule wins. text: the
+ * rule as the user wrote it. */
 typedef struct {
   const char *glob;
   WFormat fmt;
   bool keep;
+  const char *text;
 } QuantRule;
+
+/* What pass_quant made of one --quantize rule, over every entry: the weights it decided
+ * (each once), how many of those stay f32 against it, and the first such and why. */
+typedef struct {
+  int reached, unfit;
+  const char *example, *why;
+} QuantRuleUse;
 
 /* A persistent state (kiln.state): caller-owned bytes that outlive a call, shared by
  * every entry, at a fixed offset of the state block; all zero is a fresh state. */
@@ -363,6 +372,7 @@ typedef struct Program {
   bool no_pack;                 /* keep every f32 weight row-major (Metal reads the blob too) */
   const QuantRule *qrules;      /* --quantize, in the order given (pass_quant) */
   int nqrules;
+  QuantRuleUse *qrule_use;      /* nqrules of them, filled by pass_quant (NULL: not counted) */
   bool ggml_acts;               /* --activations ggml: products round activations as ggml (pass_actq) */
 } Program;
 
@@ -420,6 +430,9 @@ void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (neve
 void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
 void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
 void pass_quant(Graph *g);      /* matrix weights read by row get their stored format (Node.wfmt) */
+/* One "kiln: note:" line on f for each --quantize rule with a name pattern that reached no
+ * weight, or whose weights (some of them) stay f32: a misspelt or unfit rule is not silent. */
+void quant_rule_notes(const Program *p, FILE *f);
 void pass_actq(Graph *g);       /* --activations ggml: products round their activations as ggml (actq.c) */
 void pass_pack(Graph *g);       /* matmul weights read as B get a panel layout (Node.pack) */
 void pass_schedule(Graph *g);   /* kernels in a deterministic topological order */

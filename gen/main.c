@@ -132,7 +132,7 @@ static const char *need_value(int argc, char **argv, int *i) {
  * does not have is a user error listing those it has. */
 static QuantRule parse_quant_rule(const char *v) {
   const char *eq = strrchr(v, '=');
-  QuantRule r = {eq ? kiln_fmt("%.*s", (int)(eq - v), v) : NULL, WF_F32, false};
+  QuantRule r = {eq ? kiln_fmt("%.*s", (int)(eq - v), v) : NULL, WF_F32, false, v};
   const char *f = eq ? eq + 1 : v;
   if (r.glob && !r.glob[0]) kiln_error("--quantize '%s': the name pattern before '=' is empty", v);
   if (strcmp(f, "keep") == 0) {
@@ -275,6 +275,7 @@ static Program *trace(const Args *a) {
   for (int e = 0; e < p->nentries; e++) p->entries[e]->no_fuse = a->no_fuse;
   p->qrules = a->qrules;
   p->nqrules = a->nqrules;
+  p->qrule_use = a->nqrules ? kiln_alloc(sizeof(QuantRuleUse) * (size_t)a->nqrules) : NULL;
   p->ggml_acts = a->ggml_acts;
   return p;
 }
@@ -286,6 +287,7 @@ static Program *trace(const Args *a) {
 static void quantize_like_build(Program *p, const Args *a) {
   Program *built = trace(a);
   pipeline_run(built, NULL, stderr);
+  quant_rule_notes(built, stderr);
   for (int e = 0; e < p->nentries; e++)
     for (int i = 0; i < p->entries[e]->nnodes; i++) {
       Node *w = p->entries[e]->nodes[i];
@@ -383,6 +385,7 @@ static int cmd_build(const Args *a) {
   p->no_pack = (a->targets & TGT_METAL) != 0;   /* Metal reads f32 weights of the one file row-major */
   kiln_progress("optimising", 0, 0);
   pipeline_run(p, a->dump_after, stderr);
+  quant_rule_notes(p, stderr);
   Graph *g = p->entries[0];
   /* Each tensor is within KILN_MAX_NUMEL already; their sum may not be. Offsets are 64-bit
    * in every target past 2 GiB (emit_c.c wide_region); this bound only keeps sums far from

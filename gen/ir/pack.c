@@ -159,19 +159,34 @@ static bool row_use(Graph *h, const Node *u, int slot, void *arg) {
   return row_role(h, u, slot);
 }
 
-/* The format the rules ask for w: the first --quantize rule that matches its name; a rule
- * without a name pattern applies only to weights the file holds as f32, f16 or bf16 (an
- * already quantized tensor is not quantized again unless a rule names it). No match: as the
- * file stores it. */
-static WFormat wanted(const Program *p, const Node *w) {
+/* The format the rules ask for w: the first --quantize rule that matches its name (its
+ * index in *rule, else -1); a rule without a name pattern applies only to weights the file
+ * holds as f32, f16 or bf16 (an already quantized tensor is not quantized again unless a
+ * rule names it). No match: as the file stores it. */
+static WFormat wanted(const Program *p, const Node *w, int *rule) {
   bool floaty = w->src_fmt == WF_F32 || w->src_fmt == WF_F16 || w->src_fmt == WF_BF16;
   for (int i = 0; p && i < p->nqrules; i++) {
     const QuantRule *r = &p->qrules[i];
     if (r->glob && fnmatch(r->glob, w->name, 0) != 0) continue;
     if (!r->glob && !floaty) continue;
+    *rule = i;
     return r->keep ? w->src_fmt : r->fmt;
   }
+  *rule = -1;
   return w->src_fmt;
+}
+
+/* Why weight w cannot be stored as f in graph g (NULL: it can), in a few words for a
+ * build note: formats hold matrices read by row whose rows are whole blocks. */
+static const char *unfit(Graph *g, const Node *w, WFormat f) {
+  if (w->shape.rank != 2) return kiln_fmt("rank %d, not a matrix", w->shape.rank);
+  if (w->dtype != DT_F32) return "not a float tensor";
+  int64_t k = w->shape.dim[1];
+  int block = wformat_info(f)->block;
+  if (block && k % block)
+    return kiln_fmt("rows of %lld values, not whole %s blocks of %d", (long long)k, wformat_info(f)->name, block);
+  if (each_use(g, w, row_use, NULL) <= 0) return "read other than by rows";
+  return NULL;
 }
 
 /* The same weight as w, live, in an entry already done (entries share parameters by name). */
@@ -201,18 +216,43 @@ void pass_quant(Graph *g) {
     Node *w = g->nodes[i];
     if (w->dead || w->op != OP_WEIGHT || !w->name) continue;
     w->wfmt = WF_F32;
-    if (w->dtype != DT_F32 || w->shape.rank != 2) continue;
     const Node *prev = done_before(g, w);
-    if (prev) {   /* made as prev's are: same panels, same values */
-      w->wfmt = prev->wfmt, w->src_fmt = prev->src_fmt, w->src_raw = prev->src_raw;
+    if (prev) {   /* made as prev's are: same panels, same values (and counted there) */
+      if (w->dtype == DT_F32 && w->shape.rank == 2)
+        w->wfmt = prev->wfmt, w->src_fmt = prev->src_fmt, w->src_raw = prev->src_raw;
       continue;
     }
-    WFormat f = wanted(p, w);
-    if (f == WF_F32) continue;
-    int64_t k = w->shape.dim[1];
-    int block = wformat_info(f)->block;
-    if ((block && k % block) || each_use(g, w, row_use, NULL) <= 0) continue;   /* some use is not by row */
-    w->wfmt = f;
+    int rule;
+    WFormat f = wanted(p, w, &rule);
+    const char *why = f == WF_F32 ? NULL : unfit(g, w, f);
+    if (f != WF_F32 && !why) w->wfmt = f;
+    if (rule < 0 || !p->qrule_use) continue;
+    QuantRuleUse *u = &p->qrule_use[rule];
+    u->reached++;
+    if (why && !u->unfit++) u->example = w->name, u->why = why;
+  }
+}
+
+/* Contract in kiln.h. Rules without a pattern are left out: "every matrix that fits" is
+ * what they mean. */
+void quant_rule_notes(const Program *p, FILE *f) {
+  for (int i = 0; p->qrule_use && i < p->nqrules; i++) {
+    const QuantRule *r = &p->qrules[i];
+    const QuantRuleUse *u = &p->qrule_use[i];
+    if (!r->glob) continue;
+    if (!u->reached)
+      fprintf(f, "kiln: note: --quantize %s reaches no weight (no name matches it, or an earlier rule takes them)\n",
+              esc_message(r->text));
+    else if (u->unfit == 1 && u->reached == 1)
+      fprintf(f, "kiln: note: --quantize %s: the weight it reaches stays f32: %s (%s)\n", esc_message(r->text),
+              esc_message(u->example), esc_message(u->why));
+    else if (u->unfit == u->reached)
+      fprintf(f, "kiln: note: --quantize %s: the %d weights it reaches stay f32, e.g. %s (%s)\n", esc_message(r->text),
+              u->unfit, esc_message(u->example), esc_message(u->why));
+    else if (u->unfit)
+      fprintf(f, "kiln: note: --quantize %s: %d of the %d weights it reaches stay%s f32, e.g. %s (%s)\n",
+              esc_message(r->text), u->unfit, u->reached, u->unfit == 1 ? "s" : "", esc_message(u->example),
+              esc_message(u->why));
   }
 }
 

@@ -288,6 +288,22 @@ def rules(work):
         f = {w["name"]: w.get("format", {}).get("name", "f32") for w in sig["weights"]}
         ok = f == {"odd": "f32", "shared": "f32"}
         kt.report(ok, S + "/rules/not_applicable", "" if ok else "formats %s" % f)
+        # A rule with a pattern says when it changes nothing: here the global q4_k, first,
+        # takes "shared" (and is silent about what does not fit it: every matrix that fits
+        # is what it asks for).
+        notes = [x for x in e.splitlines() if x.startswith("kiln: note:")]
+        want = ["kiln: note: --quantize shared=q8_0 reaches no weight (no name matches it, or an earlier rule takes them)"]
+        kt.report(notes == want, S + "/rules/note_unfit", "" if notes == want else "notes %r" % notes)
+    rc, o, e = kt.run([kt.KILN, "build", "r.lua", "-o", os.path.join(d, "o2"), "--quantize", "od=q8_0",
+                       "--quantize", "s*=q4_0", "--quantize", "*=q4_k", "--quantize", "shared=f16"], cwd=d)
+    notes = [x for x in e.splitlines() if x.startswith("kiln: note:")]
+    want = ["kiln: note: --quantize od=q8_0 reaches no weight (no name matches it, or an earlier rule takes them)",
+            "kiln: note: --quantize s*=q4_0: the weight it reaches stays f32: shared (read other than by rows)",
+            "kiln: note: --quantize *=q4_k: the weight it reaches stays f32: odd (rows of 48 values, not whole q4_k "
+            "blocks of 256)",
+            "kiln: note: --quantize shared=f16 reaches no weight (no name matches it, or an earlier rule takes them)"]
+    ok = rc == 0 and notes == want
+    kt.report(ok, S + "/rules/note_no_match", "" if ok else "status %d, notes %r" % (rc, notes))
     for tag, args, want in (
             ("bad_format", ["--quantize", "q3_x"], "no format 'q3_x'"),
             ("empty_glob", ["--quantize", "=q8_0"], "pattern before '=' is empty"),
