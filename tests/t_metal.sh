@@ -283,6 +283,28 @@ else
   fail metal_build_qmix "$(tail -n 2 "$T/out" | tr '\n' ' ')"
 fi
 
+# The same model with --activations ggml (tests/quant/qmix_ggml.args): the roundings ggml's
+# products make run as Metal kernels too, against the C target and the interpreter with the
+# same option; without it the interpreter must miss (quant_interp.py's control).
+q=$T/m/qmix_ggml
+qargs=$(cat tests/quant/qmix_ggml.args)
+# shellcheck disable=SC2086
+if "$KILN" build tests/quant/qmix.lua -o "$q" $qargs --target metal > "$T/out" 2>&1 &&
+   sh "$M/mkemu.sh" "$q" qmix "$q/emu" > "$T/out" 2>&1; then
+  mkdir -p "$q/save"
+  "$q/emu" "$q/qmix.weights" --seed 7 --int-max 40 --save "$q/save" > "$T/out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "match order=rand output=emb_g4" "$T/out"; then
+    pass metal_emulated_matches_c_qmix_ggml
+    # shellcheck disable=SC2086
+    $PY "$M/quant_interp.py" "$q" "$q/save" tests/quant/qmix.lua $qargs
+  else
+    fail metal_emulated_matches_c_qmix_ggml "exit $rc: $(grep -E 'MISMATCH|FAIL|harness' "$T/out" | head -n 3 | tr '\n' ' ')"
+  fi
+else
+  fail metal_emulated_matches_c_qmix_ggml "build or compile: $(tail -n 3 "$T/out" | tr '\n' ' ')"
+fi
+
 # The same kernels on a grid's batch dimension: tests/metal/models/qbatch.lua (built f32
 # with every model above) with --quantize q4_k, both weights stored, against the C target.
 q=$T/m/qbatch_q4_k
