@@ -61,6 +61,27 @@ static const char *names_claim(Names *s, const char *base) {
   return name;
 }
 
+/* The file-scope helpers a kernel's templates name after it ("${NAME}_rows", ...). */
+static const char *const kernel_helpers[] = {"_args", "_job", "_out", "_row", "_rows", "_store", "_task", "_window", NULL};
+
+/* Claims a kernel's name: base, or base with '_' appended, such that neither it nor any of
+ * its kernel_helpers names is taken or reserved, and claims those too, so that a module
+ * named like another's helper ("fc" and "fc_store") gets a name of its own. */
+static const char *kernel_claim(Names *s, const char *base) {
+  const char *name = base;
+  for (;;) {
+    bool free = !names_has(s, name) && !reserved_ident(name);
+    for (int i = 0; free && kernel_helpers[i]; i++) {
+      const char *h = kiln_fmt("%s%s", name, kernel_helpers[i]);
+      free = !names_has(s, h) && !reserved_ident(h);
+    }
+    if (free) break;
+    name = kiln_fmt("%s_", name);
+  }
+  for (int i = 0; kernel_helpers[i]; i++) names_claim(s, kiln_fmt("%s%s", name, kernel_helpers[i]));
+  return names_claim(s, name);
+}
+
 /* Names every kernel, weight, arena value and I/O parameter, uniquely. The I/O
  * parameters claim their names first: they appear in the public header, while a
  * kernel's name is private to m.c (a clash renames the kernel). */
@@ -89,7 +110,7 @@ static void ctx_init(Ctx *c, Graph *g) {
     c->out_stem[i] = names_claim(&stems, emit_upper(emit_ident(g->outputs[i].name)));
   }
   c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
-  for (int k = 0; k < g->nkernels; k++) c->kname[k] = names_claim(&ids, emit_ident(g->kernels[k].cname));
+  for (int k = 0; k < g->nkernels; k++) c->kname[k] = kernel_claim(&ids, emit_ident(g->kernels[k].cname));
   c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   for (int k = 0; k < g->nkernels; k++)
     if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(&ids, kiln_fmt("%s_epilogue", c->kname[k]));
@@ -523,7 +544,7 @@ static void pctx_entry_names(PCtx *pc, int e, Names *ids) {
   c->sname = pc->sname;
   c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
-  for (int k = 0; k < g->nkernels; k++) c->kname[k] = names_claim(ids, emit_ident(g->kernels[k].cname));
+  for (int k = 0; k < g->nkernels; k++) c->kname[k] = kernel_claim(ids, emit_ident(g->kernels[k].cname));
   for (int k = 0; k < g->nkernels; k++)
     if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(ids, kiln_fmt("%s_epilogue", c->kname[k]));
   c->wname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));
