@@ -45,7 +45,7 @@ def load_kiln_weights(build_dir, model):
         if w["dtype"] != "f32":
             continue
         if "packed" in w:
-            out[w["name"]] = unpack_panels(blob, header + w["offset"], w["packed"])
+            out[w["name"]] = unpack_panels(blob, header + w["offset"], w["packed"]).reshape(w["shape"])
             continue
         if "format" in w:   # a stored format (docs/quantization.md): decoded by the spec's reference
             sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "quant"))
@@ -62,8 +62,9 @@ def load_kiln_weights(build_dir, model):
 
 def unpack_panels(blob, offset, p):
     """A weight stored as the C micro-kernel's panels (docs/output.md, "packed" in m.json):
-    panel j holds rows 0..k-1 of columns 32j..32j+31 of B (k x n), zero past n; the weight
-    is B, or B^T when "transposed"."""
+    panel j holds rows 0..k-1 of columns Pj..Pj+P-1 of B (k x n), P = "panel" (32, or 12 for
+    convolution filters), zero past n; the weight is B, or B^T when "transposed" (a matrix:
+    the caller reshapes a convolution's [n, k] to its filters' shape)."""
     w, k, n = p["panel"], p["k"], p["n"]
     npan = -(-n // w)
     a = np.frombuffer(blob, dtype="<f4", count=npan * k * w, offset=offset).reshape(npan, k, w)

@@ -32,6 +32,11 @@ enum {
    * 32-bit uint. (Byte offsets and region sizes are 64-bit: KILN_MAX_BYTES.) */
   KILN_MAX_NUMEL = 0x7fffffff,
   KILN_PANEL = 32,     /* columns of a packed weight panel (pass_pack; templates/c/gemm_lib.c.tmpl) */
+  /* Convolution filters packed in blocks of this many, tap-major (pass_pack; the rows of
+   * a micro-kernel tile, KILN_MR in templates/c/conv_lib.c.tmpl), from this many filters a
+   * group a convolution runs as a matrix product (conv_gemm). */
+  KILN_CONV_BLOCK = 12,
+  KILN_CONV_GEMM_MIN_OCG = 8,
 };
 /* Bytes of weights or arena a build may plan (1 TiB): generated C addresses them with
  * 64-bit offsets past 2 GiB; the bound keeps every sum of sizes far from overflow. */
@@ -427,6 +432,7 @@ void pass_verify(Graph *g);     /* invariants hold: topological, shapes re-infer
 void pass_dce(Graph *g);        /* nodes not reaching an output are marked dead */
 void pass_cse(Graph *g);        /* identical (op, inputs, attrs) nodes merged */
 void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (never WEIGHTs) */
+void pass_pool_act(Graph *g);   /* maxpool(tanh(x)) and maxpool(sigmoid(x)) become tanh/sigmoid(maxpool(x)) */
 void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
 void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
 void pass_quant(Graph *g);      /* matrix weights read by row get their stored format (Node.wfmt) */

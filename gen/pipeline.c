@@ -12,6 +12,7 @@ const Pass kiln_passes[] = {
     {"cse", pass_cse},
     {"fold", pass_fold},
     {"dce2", pass_dce},          /* folding leaves the folded inputs unused */
+    {"poolact", pass_pool_act},  /* the activation after a max pool: on fewer values */
     {"legalize", pass_legalize},
     {"verify2", pass_verify},
     {"quant", pass_quant},       /* before pack: a weight in a stored format is not also packed */

@@ -105,5 +105,6 @@ if "$KILN" build $lua -o "$tmp/lr" > "$tmp/lr.err" 2>&1 &&
    grep -q '"name": "matmul_0", "ops": \["matmul", "add", "relu"\]' "$tmp/lr/small_mlp.json"; then
   echo "PASS passes_fuse_linear_relu_json"
 else echo "FAIL passes_fuse_linear_relu_json: $(head -n 3 "$tmp/lr.err" "$tmp/lr/small_mlp.json" 2>&1 | tr '\n' ' ')"; fi
-/usr/bin/python3 tests/passes/fusecheck.py "$KILN" "$tmp/fuse" models/*.lua tests/metal/models/*.lua tests/golden/*.lua tests/state/*.lua
+/usr/bin/python3 tests/passes/fusecheck.py "$KILN" "$tmp/fuse" models/*.lua tests/metal/models/*.lua tests/golden/*.lua tests/state/*.lua \
+  tests/passes/poolact.lua
 exit 0

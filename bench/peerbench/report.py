@@ -13,6 +13,7 @@ import statistics
 KILN_LABELS = ("kiln -O2 v3", "kiln -O3 native")
 OTHERS = ("ort", "torch", "openblas")
 NAMES = {"ort": "ONNX Runtime", "torch": "PyTorch", "openblas": "OpenBLAS"}
+BASE = {"kiln -O2 v3": "base -O2 v3", "kiln -O3 native": "base -O3 native"}   # KILN_BASE's builds
 
 
 def timed(entry):
@@ -35,7 +36,7 @@ def ratios(rec):
     for t in (1, 2):
         for kl in KILN_LABELS:
             a = rec["peers"].get(f"{kl}@{t}")
-            for other in OTHERS:
+            for other in OTHERS + (BASE[kl],):
                 b = rec["peers"].get(f"{other}@{t}")
                 if timed(a) and timed(b):
                     out.append({"kiln": kl, "peer": other, "threads": t,
@@ -132,6 +133,9 @@ def ratio_line(rec, goal):
     text = f"Kiln ÷ ORT, 1t CPU / 2t wall: v3 {pair('kiln -O2 v3', 'ort')}, native {pair('kiln -O3 native', 'ort')}"
     if rec["blas"]:
         text += f"; ÷ OpenBLAS: v3 {pair('kiln -O2 v3', 'openblas')}, native {pair('kiln -O3 native', 'openblas')}"
+    if any(r["peer"].startswith("base") for r in rec["ratios"]):
+        text += (f"; ÷ base (KILN_BASE), 1t CPU / 2t wall: v3 {pair('kiln -O2 v3', BASE['kiln -O2 v3'])}, "
+                 f"native {pair('kiln -O3 native', BASE['kiln -O3 native'])}")
     return text + f"  (goal: <= {goal} against ORT)"
 
 

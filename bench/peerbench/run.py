@@ -3,7 +3,9 @@
 
     /usr/bin/python3 bench/peerbench/run.py          (what `make bench` runs; docs/bench.md)
 
-Environment: KILN (the kiln binary, default build/kiln), CC, BENCH_QUICK=1 (a smoke run:
+Environment: KILN (the kiln binary, default build/kiln), KILN_BASE (a second kiln binary,
+say main's: its builds run as the peers "base -O2 v3" and "base -O3 native", and the report
+adds Kiln ÷ base, a before/after under the same load), CC, BENCH_QUICK=1 (a smoke run:
 a few small workloads, 3 short rounds), BENCH_WORKLOADS="mlp_b1 gemm1024" (a subset, see
 workloads.py), BENCH_ROUNDS (rounds per workload, default 7), BENCH_NAME (the results
 file's name, default peers-<date>-<time>).
@@ -95,12 +97,17 @@ def setup(cfg, kiln):
         except wk.SetupError as e:
             out[name] = str(e)
             print(f"bench: {e}", flush=True)
+    base = os.environ.get("KILN_BASE")
     for w in cfg.workloads:
         t0 = time.time()
         try:
             bdir = wk.kiln_build(kiln, w)
             out["kiln"][w] = [(label, wk.kiln_worker(bdir, w, label, flags), bdir / f"{w}.weights")
                               for label, flags in wk.KILN_FLAVOURS]
+            if base:
+                bdir = wk.kiln_build(base, w, "kiln-base")
+                out["kiln"][w] += [(label.replace("kiln", "base", 1), wk.kiln_worker(bdir, w, label, flags),
+                                    bdir / f"{w}.weights") for label, flags in wk.KILN_FLAVOURS]
         except wk.SetupError as e:
             out["kiln"][w] = str(e)
             print(f"bench: {e}", flush=True)

@@ -47,13 +47,14 @@ def compiler():
 
 # ---- Kiln ----
 
-def kiln_build(kiln, workload):
-    """`kiln build` of models/<workload>.lua into CACHE/kiln/<workload>/; returns that directory.
+def kiln_build(kiln, workload, sub="kiln"):
+    """`kiln build` of models/<workload>.lua into CACHE/<sub>/<workload>/; returns that directory
+    (sub "kiln-base": the KILN_BASE binary's build, for a before/after in one run).
 
     Skipped when the kiln binary, the Lua sources and the weights file are those of the
     last build (a stamp file records their digest; the weights by size and mtime).
     """
-    out = CACHE / "kiln" / workload
+    out = CACHE / sub / workload
     lua = HERE / "models" / f"{workload}.lua"
     spec = cache.spec(workload)
     weights = CACHE / spec["weights"]

@@ -75,8 +75,22 @@ static int each_use(Graph *g, const Node *w, UseFn *visit, void *arg) {
 typedef struct {
   int uses, gathers;
   int64_t k, n;
-  bool t;
+  bool t, conv;   /* conv: the uses are convolutions' filters */
 } BUse;
+
+/* A use as the filters of a convolution that runs as a matrix product (conv_gemm, from
+ * KILN_CONV_GEMM_MIN_OCG filters a group), one group or groups of whole blocks of
+ * KILN_CONV_BLOCK filters: counted in BUse.uses as B^T (n = OC, k = CG * KH * KW) with
+ * BUse.conv set, so a weight is packed for convolutions only when every use is one. */
+static bool conv_use(Graph *h, const Node *u, int slot, BUse *b) {
+  const Node *x = graph_node(h, u->in[0]), *w = graph_node(h, u->in[1]);
+  if (slot != 1 || x->dtype != DT_F32 || w->dtype != DT_F32 || w->shape.rank != 4 || u->a.groups < 1) return false;
+  int64_t ocg = u->shape.dim[1] / u->a.groups, k = w->shape.dim[1] * w->shape.dim[2] * w->shape.dim[3];
+  if (ocg < KILN_CONV_GEMM_MIN_OCG || (u->a.groups > 1 && ocg % KILN_CONV_BLOCK)) return false;
+  if (b->uses++ && (k != b->k || w->shape.dim[0] != b->n || !b->conv)) return false;
+  b->k = k, b->n = w->shape.dim[0], b->t = true, b->conv = true;
+  return true;
+}
 
 /* A use read as B the same way as the ones before it (BUse), or as the table of a gather
  * along axis 0 (counted in gathers: a tied embedding and classifier, whose row i is lane
@@ -89,8 +103,9 @@ static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
     b->gathers++;
     return true;
   }
+  if (u->op == OP_CONV2D) return conv_use(h, u, slot, b);
   if (!b_role(h, u, slot, &k, &n, &t)) return false;
-  if (b->uses++ && (k != b->k || n != b->n || t != b->t)) return false;
+  if (b->uses++ && (k != b->k || n != b->n || t != b->t || b->conv)) return false;
   b->k = k, b->n = n, b->t = t;
   return true;
 }
@@ -98,10 +113,10 @@ static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
 /* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
  * w's program (or of g alone), or as the rows of B^T by gathers; sets *k, *n, *t from the
  * matmul uses. */
-static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t) {
+static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t, bool *conv) {
   BUse b = {0};
-  if (each_use(g, w, b_use, &b) <= 0 || !b.uses || (b.gathers && !b.t)) return false;
-  *k = b.k, *n = b.n, *t = b.t;
+  if (each_use(g, w, b_use, &b) <= 0 || !b.uses || (b.gathers && (!b.t || b.conv))) return false;
+  *k = b.k, *n = b.n, *t = b.t, *conv = b.conv;
   return true;
 }
 
@@ -122,20 +137,21 @@ static bool pack_disabled(const Graph *g) {
 }
 
 /* Contract in kiln.h. Leaves every node as it was except Node.pack of f32 rank-2 WEIGHTs
- * (and pack_t): set iff the weight is read as B the same way everywhere. Deterministic:
- * depends only on the graphs. */
+ * (and pack_t): set iff the weight is read as B the same way everywhere; and of rank-4
+ * convolution filters (KILN_CONV_BLOCK, pack_t): set iff every use is a convolution
+ * that runs as a matrix product. Deterministic: depends only on the graphs. */
 void pass_pack(Graph *g) {
   bool off = pack_disabled(g);
   for (int i = 0; i < g->nnodes; i++) {
     Node *w = g->nodes[i];
     w->pack = 0;
-    if (off || w->dead || w->op != OP_WEIGHT || w->dtype != DT_F32 || w->shape.rank != 2 || !w->name ||
+    if (off || w->dead || w->op != OP_WEIGHT || w->dtype != DT_F32 || (w->shape.rank != 2 && w->shape.rank != 4) || !w->name ||
         w->wfmt != WF_F32)
       continue;
     int64_t k = 0, n = 0;
-    bool t = false;
-    if (!packable(g, w, &k, &n, &t) || n < PACK_MIN_N) continue;
-    w->pack = KILN_PANEL;
+    bool t = false, conv = false;
+    if (!packable(g, w, &k, &n, &t, &conv) || (!conv && n < PACK_MIN_N)) continue;
+    w->pack = conv ? KILN_CONV_BLOCK : KILN_PANEL;
     w->pack_t = t;
   }
 }
@@ -256,10 +272,12 @@ void quant_rule_notes(const Program *p, FILE *f) {
   }
 }
 
-/* Contract in kiln.h. */
+/* Contract in kiln.h. A packed convolution filter (rank 4, always B^T) is the matrix of
+ * its OC rows of CG * KH * KW taps. */
 void pack_dims(const Node *w, int64_t *k, int64_t *n) {
-  *k = w->pack_t ? w->shape.dim[1] : w->shape.dim[0];
-  *n = w->pack_t ? w->shape.dim[0] : w->shape.dim[1];
+  const int64_t row = w->shape.rank == 4 ? w->shape.dim[1] * w->shape.dim[2] * w->shape.dim[3] : w->shape.dim[1];
+  *k = w->pack_t ? row : w->shape.dim[0];
+  *n = w->pack_t ? w->shape.dim[0] : row;
 }
 
 /* Contract in kiln.h. */
@@ -268,13 +286,13 @@ int64_t node_stored_bytes(const Node *w) {
   if (!w->pack) return node_bytes(w);
   int64_t k, n;
   pack_dims(w, &k, &n);
-  return (n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL * k * (int64_t)sizeof(float);
+  return (n + w->pack - 1) / w->pack * w->pack * k * (int64_t)sizeof(float);
 }
 
 /* Rows [r0, r0 + nr) of weight w's f32 values: inside all when it is given, else read
  * into scratch (weight_rows), so a file's weight never needs a whole second copy. */
 static const float *rows_of(const Node *w, const float *all, int64_t r0, int64_t nr, float *scratch) {
-  if (all) return all + r0 * w->shape.dim[1];
+  if (all) return all + r0 * (w->shape.dim[0] ? node_numel(w) / w->shape.dim[0] : 0);
   weight_rows(w, r0, nr, scratch);
   return scratch;
 }
@@ -286,30 +304,32 @@ static void *alloc_or_die(size_t bytes, const char *what, const Node *w) {
   return p;
 }
 
-/* Contract in kiln.h. Element (k, j) of B sits at panel j / 32, row k, lane j % 32. The
+/* Contract in kiln.h. Element (k, j) of B sits at panel j / P, row k, lane j % P (P =
+ * w->pack: 32, or KILN_CONV_BLOCK for convolution filters). The
  * weight is read along its own rows: when it is B^T, 32 of them (B's columns) fill one
  * panel; when it is B, each row r is spread over row r of every panel. A weight from a
  * file is read a few rows at a time (weight_has_rows), any other one materialised. */
 float *node_panels(const Node *w) {
   int64_t k, n;
   pack_dims(w, &k, &n);
+  const int64_t pw = w->pack;   /* lanes a panel */
   float *out = alloc_or_die((size_t)node_stored_bytes(w), "packing", w);
   const float *all = weight_has_rows(w) ? NULL : node_data(w);
-  float *scratch = all ? NULL : alloc_or_die(sizeof(float) * (size_t)(w->pack_t ? KILN_PANEL * k : n), "packing", w);
+  float *scratch = all ? NULL : alloc_or_die(sizeof(float) * (size_t)(w->pack_t ? pw * k : n), "packing", w);
   if (w->pack_t) {
-    for (int64_t p = 0; p * KILN_PANEL < n; p++) {
-      float *panel = out + p * k * KILN_PANEL;
-      int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
-      const float *rows = rows_of(w, all, p * KILN_PANEL, lanes, scratch);
+    for (int64_t p = 0; p * pw < n; p++) {
+      float *panel = out + p * k * pw;
+      int64_t lanes = n - p * pw < pw ? n - p * pw : pw;
+      const float *rows = rows_of(w, all, p * pw, lanes, scratch);
       for (int64_t l = 0; l < lanes; l++)
-        for (int64_t r = 0; r < k; r++) memcpy(panel + r * KILN_PANEL + l, rows + l * k + r, sizeof(float));   /* the bits */
+        for (int64_t r = 0; r < k; r++) memcpy(panel + r * pw + l, rows + l * k + r, sizeof(float));   /* the bits */
     }
   } else {
     for (int64_t r = 0; r < k; r++) {
       const float *row = rows_of(w, all, r, 1, scratch);
-      for (int64_t p = 0; p * KILN_PANEL < n; p++) {
-        int64_t lanes = n - p * KILN_PANEL < KILN_PANEL ? n - p * KILN_PANEL : KILN_PANEL;
-        memcpy(out + (p * k + r) * KILN_PANEL, row + p * KILN_PANEL, sizeof(float) * (size_t)lanes);
+      for (int64_t p = 0; p * pw < n; p++) {
+        int64_t lanes = n - p * pw < pw ? n - p * pw : pw;
+        memcpy(out + (p * k + r) * pw, row + p * pw, sizeof(float) * (size_t)lanes);
       }
     }
   }

@@ -271,6 +271,35 @@ void pass_fold(Graph *g) {
   pass_dce(g);
 }
 
+/* ---- pool_act ---- */
+
+/* Contract in kiln.h. A max pool of a tanh or sigmoid (the pool its only reader) becomes
+ * the function of the max pool: both functions are non-decreasing and keep a NaN a NaN, so
+ * the window's largest input gives its largest output, and the function then runs on a
+ * quarter of the values (a 2x2 pool) — LeNet spent a quarter of its time in tanh. The
+ * function's node becomes the pool (of its input, with the pool's name, line and
+ * attributes) and the pool's node the function, so ids stay in order and every other
+ * reader of the pool reads the same node. (The result can differ from the unswapped
+ * graph's by an ulp or so where the float approximation of the function is not monotonic
+ * between two inputs of a window.) */
+void pass_pool_act(Graph *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    Node *m = g->nodes[i];
+    if (m->dead || m->op != OP_MAXPOOL2D) continue;
+    Node *t = g->nodes[m->in[0]];
+    if (t->dead || (t->op != OP_TANH && t->op != OP_SIGMOID) || t->nuses != 1 || t->dtype != m->dtype) continue;
+    bool output = false;
+    for (int o = 0; o < g->noutputs; o++) output |= g->outputs[o].node == t->id;
+    if (output) continue;
+    const OpKind op = t->op;
+    const Attrs a = t->a;
+    const char *name = t->name;
+    const SrcLoc loc = t->loc;
+    t->op = m->op, t->a = m->a, t->name = m->name, t->loc = m->loc, t->shape = m->shape;
+    m->op = op, m->a = a, m->name = name, m->loc = loc;
+  }
+}
+
 /* ---- legalize ---- */
 
 /* Appends COPY of node src as output slot i, named after the output. */

@@ -197,9 +197,6 @@ static const char *k_cast(KernelCtx *k) {
 }
 
 enum { CONV_PATCH_MIN = 64, CONV_PATCH_MAX = 8192 };   /* taps of a gathered conv patch (at most 32 KiB of stack) */
-/* Filters per group from which a convolution runs as a matrix product (conv_gemm): fewer
- * fill too little of a micro-kernel tile (a depthwise convolution has one). */
-enum { CONV_GEMM_MIN_OCG = 8 };
 
 /* The value of template variable name in v; dies if unset (an emitter bug). */
 static const char *var_of(const EmitVars *v, const char *name) {
@@ -424,10 +421,14 @@ static const char *k_conv(KernelCtx *k) {
            bn ? kiln_fmt("%s%s%s%s", restrict_param(", ", "float", "bn_mean"), restrict_param(", ", "float", "bn_var"),
                          restrict_param(", ", "float", "bn_gamma"), restrict_param(", ", "float", "bn_beta"))
               : "");
-  if (c.ocg >= CONV_GEMM_MIN_OCG) {
+  if (c.ocg >= KILN_CONV_GEMM_MIN_OCG) {   /* fewer fill too little of a tile (depthwise: one) */
     conv_gemm_store(k, &c, bn);
     emit_var(&k->v, "BIAS_DOC", c.bias ? (bn ? ", then the bias and the batchnorm" : ", then the bias")
                                        : bn ? ", then the batchnorm" : "");
+    /* pass_pack: filters stored in blocks of KILN_CONV_BLOCK, tap-major */
+    const bool packed = IN(1)->pack != 0;
+    emit_var(&k->v, "PACKED", packed ? "1" : "0");
+    emit_var(&k->v, "PACKED_DOC", packed ? kiln_fmt(" w is packed: blocks of %d filters, tap-major", KILN_CONV_BLOCK) : "");
     return "c/conv_gemm.c.tmpl";
   }
   /* Four or more filters a group share each gathered patch (kiln_dot4); the patch lives

@@ -3,7 +3,9 @@
 -- columns, rows and columns past the output, one task per image and group, stride and
 -- groups), conv_gemm with 10-pixel rows (the patch copy's short runs) and at stride 2, max
 -- pools whose rows of whole windows go 8 at a time (an overlapping last block, padded
--- edges, a fused epilogue, several planes per task). tests/t_isa.sh compiles it on every
+-- edges, a fused epilogue, several planes per task), filters packed at build time (blocks of
+-- 12 and a last one of 4; a small image whose tasks also split the filters in two halves)
+-- and a tanh moved after its max pool (pass_pool_act). tests/t_isa.sh compiles it on every
 -- instruction-set path and thread count and compares the bits; t_ops' conv2d and maxpool2d
 -- cases check the same kernels against PyTorch.
 local kiln = require "kiln"
@@ -14,10 +16,12 @@ local b6 = kiln.param("b6", {6}, {"normal", 0, 0.3})
 local wg = kiln.param("wg", {4, 2, 3, 3}, {"normal", 0, 0.3})
 local w16 = kiln.param("w16", {16, 6, 5, 5}, {"normal", 0, 0.1})
 local ws2 = kiln.param("ws2", {9, 3, 3, 3}, {"normal", 0, 0.3})
+local w40 = kiln.param("w40", {40, 9, 3, 3}, {"normal", 0, 0.2})
 
 local x = kiln.input("x", {8, 1, 23, 37})
 local xg = kiln.input("xg", {4, 4, 21, 23})
 local xs = kiln.input("xs", {2, 3, 25, 29})
+local xd = kiln.input("xd", {1, 9, 7, 7})
 
 local c6 = kiln.tanh(kiln.conv2d(x, w6, b6, {padding = 2}))                 -- direct
 kiln.output("c6", c6)                                                         -- [8, 6, 23, 37]
@@ -27,3 +31,4 @@ kiln.output("p6", p6)
 kiln.output("p6r", kiln.relu(kiln.maxpool2d(c6, {kernel = 3, stride = 1})))   -- fused: [8, 6, 21, 35]
 kiln.output("c16", kiln.conv2d(kiln.maxpool2d(kiln.conv2d(x, w6, b6, {padding = 2}), {kernel = 2}), w16))   -- gemm, 10-pixel rows
 kiln.output("cs2", kiln.conv2d(xs, ws2, {stride = 2, padding = 1}))           -- gemm at stride 2
+kiln.output("c40", kiln.maxpool2d(kiln.tanh(kiln.conv2d(xd, w40, {padding = 1})), {kernel = 2}))   -- packed: [1, 40, 3, 3]

@@ -599,6 +599,17 @@ conv_case("gemm_wide_pad", [1, 2, 5, 70], [9, 2, 3, 5], stride=(1, 3), padding=(
 conv_case("gemm_dil_stride", [2, 3, 19, 23], [10, 3, 3, 3], stride=(2, 3), dilation=(3, 2), padding=(3, 1))
 conv_case("gemm_long_k", [1, 64, 5, 5], [13, 64, 3, 3], padding=1)
 conv_case("gemm_panels", [1, 4, 20, 21], [25, 4, 3, 3], padding=1)
+# filters that are parameters are packed at build time in blocks of 12 (pass_pack): whole
+# blocks, a last block of 1, 4 (rows four at a time) and 8 (whole, into a copy) filters, a
+# partial last panel, and groups of whole blocks (packed) or not (read in place)
+conv_case("packed_ow1", [1, 2, 40, 1], [8, 2, 3, 1], padding=(1, 0), params=True)
+conv_case("packed_long_k", [1, 64, 5, 5], [13, 64, 3, 3], padding=1, params=True)
+conv_case("packed_panels", [1, 4, 20, 21], [25, 4, 3, 3], padding=1, params=True)
+conv_case("packed_16_stride", [2, 3, 19, 23], [16, 3, 3, 3], stride=(2, 3), dilation=(3, 2), padding=(3, 1),
+          bias=False, params=True)
+conv_case("packed_24", [1, 5, 9, 9], [24, 5, 3, 3], stride=2, padding=1, params=True)
+conv_case("packed_groups12", [2, 4, 6, 7], [24, 2, 3, 3], groups=2, padding=1, params=True)
+conv_case("packed_groups8_inplace", [1, 4, 6, 7], [16, 2, 3, 3], groups=2, params=True)
 # conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
 conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
