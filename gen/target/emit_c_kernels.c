@@ -765,7 +765,9 @@ void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   RenderFn *fn = render[kiln_ops[n->op].family];
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   EmitEpilogue e;
-  emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
+  EmitTarget t = c_target;
+  if (kiln_ops[n->op].family == FAM_MATMUL) t.col = "j";   /* its templates pass the column */
+  emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &t, &e);
   KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1, .e = &e};
   emit_var(&k.v, "NAME", c->kname[ki]);
   emit_var(&k.v, "DESC", esc_comment(emit_describe(g, kr)));
