@@ -315,11 +315,16 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
  * and B ti times: of the cuts into that many tasks (or as many as there can be), the one
  * with the fewest reads, ti n + tj m. A few rows times a large weight (a Linear layer on 128
  * tokens) is cut by columns: each task streams its share of the weight once, and the small A
- * stays in cache. Sets *rows and *cols of each task, *tasks_j tasks per block of rows;
- * returns the number of tasks. */
+ * stays in cache. A product of few rows is bound by reading B, not by its multiply-adds
+ * (one row: a multiply-add per weight read from memory, ~12x slower than a full tile's), so
+ * its work is counted as if it had KILN_SPLIT_ROWS rows more: a batch-1 Linear layer of
+ * 784 x 512 is cut into column groups, each thread streams its part of the weight (and
+ * keeps it in its own L2 cache from call to call). Sets *rows and *cols of each task,
+ * *tasks_j tasks per block of rows; returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
-  const double fmas = (double)m * (double)n * (double)kk;
+  enum { KILN_SPLIT_ROWS = 16 };
+  const double fmas = (double)(m + KILN_SPLIT_ROWS) * (double)n * (double)kk;
   int64_t tasks = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
   if (!par || !par->pfor) tasks = 1;
   const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
