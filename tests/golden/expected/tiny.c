@@ -689,8 +689,9 @@ KILN_NOINLINE static void proj_rows(float *restrict out, const float *restrict e
   }
 }
 
-/* proj_store: what proj stores once sums are done, proj_rows on the block kiln_gemm
- * finished; run by the task that computed it, while the sums are in cache. */
+/* proj_store: what proj stores once sums are done, proj_rows on a block of the
+ * product (kiln_gemm_par, kiln_qgemm_par) as soon as its sums are final; run by the
+ * task that computed it, while the sums are in cache. */
 typedef struct {
   float *out;
   const float *e0;
