@@ -607,11 +607,14 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
   }
 }
 
-/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl). */
+/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl;
+ * qgemm_lib.c.tmpl defines it too, for a file whose products all have stored weights). */
+#ifndef KILN_NOINLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_NOINLINE __attribute__((noinline))
 #else
 #define KILN_NOINLINE
+#endif
 #endif
 
 /* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over

@@ -806,6 +806,16 @@ static void kiln_qgemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, i
   }
 }
 
+/* A function the compiler must not inline (the store loop, matmul_store.c.tmpl), as
+ * gemm_par.c.tmpl defines it. */
+#ifndef KILN_NOINLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
+#endif
+
 /* What a matmul kernel stores once a task's sums are done (its fused epilogue, on rows
  * [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b: kiln_gemm_store's type, named
  * here too because a file may have only products of stored weights). */
