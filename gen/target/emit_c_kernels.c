@@ -271,8 +271,8 @@ static void matmul_store(KernelCtx *k, bool swapped) {
  * or, when y is a packed weight, as its panels. Swapped (matmul_swapped: under 4 columns):
  * C^T = y^T x^T, so A = y^T, B = x^T (x's panels when packed) and C is stored transposed.
  * Sets HOW, the kernel comment's note; a weight in a stored format gets kiln_qgemm_par
- * (matmul_qcall.c.tmpl), without batch or store (its kernel loops over the matrices and
- * applies the epilogue after). */
+ * (matmul_qcall.c.tmpl), without batch (its kernel loops over the matrices, the store's
+ * matrix index bi) but with the same store. */
 static char *matmul_call(KernelCtx *k, bool swapped, bool batched, const char *x, const char *y, const char *o) {
   const Node *xn = IN(0), *yn = IN(1);
   EmitVars v = {0};
@@ -287,7 +287,10 @@ static char *matmul_call(KernelCtx *k, bool swapped, bool batched, const char *x
   const WFormatInfo *q = stored_format(bn);
   emit_var(&k->v, "TX", q && swapped ? "unsigned char" : "float");
   emit_var(&k->v, "TY", q && !swapped ? "unsigned char" : "float");
+  matmul_store(k, swapped);
+  emit_var(&v, "STORE_CALL", var_of(&k->v, "STORE_CALL"));
   if (q) {
+    emit_var(&v, "BI", batched ? "b" : "0");
     emit_var(&v, "W", bname);
     emit_var(&v, "PANEL_BYTES", panel_bytes_expr(bn->wfmt, "K"));
     emit_var(&v, "DEQ", kiln_fmt("kiln_deq_%s", q->name));
@@ -302,8 +305,6 @@ static char *matmul_call(KernelCtx *k, bool swapped, bool batched, const char *x
   emit_var(&v, "BATCH_ARG", batched ? "&batch" : "NULL");
   emit_var(&k->v, "A_STRIDES", swapped ? "y_stride" : "x_stride");
   emit_var(&k->v, "B_STRIDES", swapped ? "x_stride" : "y_stride");
-  matmul_store(k, swapped);
-  emit_var(&v, "STORE_CALL", var_of(&k->v, "STORE_CALL"));
   const char *how = swapped ? "\n * Computed as out^T = y^T x^T: few columns, so x's rows run along the panels." : "";
   if (bn->pack)
     how = kiln_fmt("%s\n * %s is packed at build time in panels of %d columns (pass_pack).", how, swapped ? "x" : "y",
@@ -320,7 +321,7 @@ static bool batch_is_rows(const MatmulGeom *m) {
 
 /* Matmul family: sets geometry, batch-broadcast strides and CALL; one template for a single
  * matrix (or a batch that is just more rows of x), the batched one otherwise; a weight in a
- * stored format takes the _q templates (the matrices in a loop, the epilogue after). */
+ * stored format takes the _q templates (the matrices in a loop). */
 static const char *k_matmul(KernelCtx *k) {
   MatmulGeom m = emit_matmul_geom(k->g, k->n);
   MatmulShape ms = matmul_shape(k->g, k->n);   /* before folding a batch into rows: pass_pack's view */
@@ -766,7 +767,9 @@ void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   RenderFn *fn = render[kiln_ops[n->op].family];
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   EmitEpilogue e;
-  emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &c_target, &e);
+  EmitTarget t = c_target;
+  if (kiln_ops[n->op].family == FAM_MATMUL) t.col = "j";   /* its templates pass the column */
+  emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &t, &e);
   KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1, .e = &e};
   emit_var(&k.v, "NAME", c->kname[ki]);
   emit_var(&k.v, "DESC", esc_comment(emit_describe(g, kr)));

@@ -655,7 +655,9 @@ static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
  * [0], a bias along the last dims [i % N], a per-channel value [i / P % C]; in
  * general the sum over the dims it walks of coordinate * stride. A coordinate that
  * divides i divides t->index32 instead when out has under 2^31 elements: C compilers
- * vectorise 32-bit division by a constant, not 64-bit, and the loop with it. */
+ * vectorise 32-bit division by a constant, not 64-bit, and the loop with it. With t->col,
+ * the coordinate along out's last dim (i % N, N that dim) is t->col, the column the
+ * template passes: a bias is then read at consecutive addresses, not gathered. */
 static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *t) {
   int64_t st[2][KILN_MAX_RANK], dims[KILN_MAX_RANK];
   int r;
@@ -670,6 +672,11 @@ static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *
     int64_t inner = 1;
     for (int d = j + 1; d < r; d++) inner *= dims[d];
     buf_puts(&b, b.len ? " + " : "");
+    if (t->col && j == r - 1 && j > 0 && out->rank > 0 && dims[j] == out->dim[out->rank - 1]) {
+      buf_puts(&b, t->col);
+      if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
+      continue;
+    }
     buf_puts(&b, inner != 1 || j > 0 ? wide_i : "i");
     if (inner != 1) buf_printf(&b, " / %lld%s", (long long)inner, sfx);
     if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
@@ -692,6 +699,18 @@ static const char *value_name(Graph *g, const Node *x) {
   return r == x ? name : kiln_fmt("a view of %s", name);
 }
 
+/* Records whether the operand index idx (operand_index) reads the flat index i, the
+ * column t->col, or both. */
+static void note_index_use(EmitEpilogue *e, const char *idx, const EmitTarget *t) {
+  const char *c = t->col ? strstr(idx, t->col) : NULL;
+  e->uses_col |= c != NULL;
+  Buf rest = {0};   /* idx without the column's name, for the test for i */
+  buf_put(&rest, idx, c ? (size_t)(c - idx) : strlen(idx));
+  if (c) buf_puts(&rest, c + strlen(t->col));
+  e->uses_index |= strchr(rest.data ? rest.data : "", 'i') != NULL;
+  buf_free(&rest);
+}
+
 /* Index of x among e's extra operands, appending it if new. */
 static int extra_slot(EmitEpilogue *e, Node *x) {
   for (int i = 0; i < e->nextra; i++)
@@ -710,7 +729,7 @@ static const char *bn_step_expr(Graph *g, const Node *n, const char *v, const Sh
   for (int d = 0; d < ch.rank; d++)
     if (d != 1) ch.dim[d] = 1;
   const char *idx = operand_index(&ch, out, t), *p[4];
-  e->uses_index |= strchr(idx, 'i') != NULL;
+  note_index_use(e, idx, t);
   for (int k = 0; k < 4; k++) p[k] = kiln_fmt("%s[%s]", e->extra_name[extra_slot(e, graph_node(g, n->in[k + 1]))], idx);
   return kiln_fmt("(%s - %s) / %s(%s + %s) * %s + %s", v, p[0], lookup_fn(t->fns, "sqrt", 4), p[1],
                   emit_float(n->a.eps), p[2], p[3]);
@@ -735,7 +754,7 @@ static const char *step_expr(Graph *g, const Node *n, int pos, const char *v, co
     }
     int slot = extra_slot(e, x);
     const char *idx = operand_index(&x->shape, out, t);
-    e->uses_index |= strchr(idx, 'i') != NULL;
+    note_index_use(e, idx, t);
     ops[i] = kiln_fmt("%s[%s]", e->extra_name[slot], idx);
   }
   return emit_expr(op_expr(n->op, graph_node(g, n->in[0])->dtype), t->fns, ops, n->nin);
@@ -805,6 +824,7 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
   }
   Buf params = {0}, doc = {0};
   if (e->uses_index) buf_printf(&params, ", %s i", t->index_type);
+  if (e->uses_col) buf_printf(&params, ", %s %s", t->index_type, t->col);
   for (int i = 0; i < e->nextra; i++) {
     const Node *x = e->extra[i];
     buf_puts(&params, ", ");
@@ -818,7 +838,9 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
   const char *vars[] = {"FN", fn_name, "KERNEL", kname, "ANCHOR", kiln_ops[anchor->op].name,
                         "CHAIN", esc_comment(strchr(e->ops, '+') + 2), "TV", t->type(anchor->dtype),
                         "TR", t->type(last->dtype), "PARAMS", params.data ? params.data : "",
-                        "INDEX_DOC", e->uses_index ? " at flat output index i" : "",
+                        "INDEX_DOC", e->uses_index && e->uses_col ? kiln_fmt(" at flat output index i, column %s", t->col)
+                                     : e->uses_index                ? " at flat output index i"
+                                     : e->uses_col ? kiln_fmt(" at output column %s", t->col) : "",
                         "EXTRAS", doc.data ? doc.data : "", "STEPS", steps.data, "RESULT", v, NULL};
   Buf h = {0};
   template_expand(&h, template_get(t->helper_tmpl), vars);
@@ -851,22 +873,30 @@ static void apply_fused_lines(Buf *out, const char *text, bool fused) {
   }
 }
 
-/* At p (just after "hook("): the two arguments up to the matching ')'; returns the
- * position after it. Dies on a malformed hook (a template bug). */
-static const char *hook_args(const char *p, const char **value, const char **index) {
+/* At p (just after "hook("): the two arguments up to the matching ')', and the third
+ * (the column) when there is one, else *col = NULL; returns the position after it. Dies on
+ * a malformed hook (a template bug). */
+static const char *hook_args(const char *p, const char **value, const char **index, const char **col) {
   int depth = 0;
-  const char *comma = NULL, *q = p;
+  const char *comma = NULL, *comma2 = NULL, *q = p;
   for (; *q; q++) {
     if (*q == '(' || *q == '[') depth++;
     else if ((*q == ')' || *q == ']') && depth > 0) depth--;
     else if (*q == ')') break;
     else if (*q == ',' && depth == 0 && !comma) comma = q;
+    else if (*q == ',' && depth == 0 && !comma2) comma2 = q;
   }
   if (!*q || !comma) die("template: $EPILOGUE(value, index) hook without its two arguments near \"%.40s\"", p);
-  const char *i0 = comma + 1;
+  const char *i0 = comma + 1, *end = comma2 ? comma2 : q;
   while (*i0 == ' ') i0++;
   *value = kiln_fmt("%.*s", (int)(comma - p), p);
-  *index = kiln_fmt("%.*s", (int)(q - i0), i0);
+  *index = kiln_fmt("%.*s", (int)(end - i0), i0);
+  *col = NULL;
+  if (comma2) {
+    const char *c0 = comma2 + 1;
+    while (*c0 == ' ') c0++;
+    *col = kiln_fmt("%.*s", (int)(q - c0), c0);
+  }
   return q + 1;
 }
 
@@ -880,14 +910,16 @@ char *emit_epilogue_apply(const char *text, const EmitEpilogue *e) {
   for (const char *m; (m = strstr(p, emit_hook_epilogue));) {
     buf_put(&out, p, (size_t)(m - p));
     if (m[hl] != '(') die("template: $EPILOGUE not followed by (value, index)");
-    const char *value, *index;
-    p = hook_args(m + hl + 1, &value, &index);
+    const char *value, *index, *col;
+    p = hook_args(m + hl + 1, &value, &index, &col);
     if (!e->fused) {
       buf_puts(&out, value);
       continue;
     }
+    if (e->uses_col && !col) die("template: $EPILOGUE(value, index) hook without the column its helper %s reads", e->fn);
     buf_printf(&out, "%s(%s", e->fn, value);
     if (e->uses_index) buf_printf(&out, ", %s", index);
+    if (e->uses_col) buf_printf(&out, ", %s", col);
     for (int i = 0; i < e->nextra; i++) buf_printf(&out, ", %s", e->extra_name[i]);
     buf_puts(&out, ")");
   }

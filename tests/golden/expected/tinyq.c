@@ -315,11 +315,16 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
  * and B ti times: of the cuts into that many tasks (or as many as there can be), the one
  * with the fewest reads, ti n + tj m. A few rows times a large weight (a Linear layer on 128
  * tokens) is cut by columns: each task streams its share of the weight once, and the small A
- * stays in cache. Sets *rows and *cols of each task, *tasks_j tasks per block of rows;
- * returns the number of tasks. */
+ * stays in cache. A product of few rows is bound by reading B, not by its multiply-adds
+ * (one row: a multiply-add per weight read from memory, ~12x slower than a full tile's), so
+ * its work is counted as if it had KILN_SPLIT_ROWS rows more: a batch-1 Linear layer of
+ * 784 x 512 is cut into column groups, each thread streams its part of the weight (and
+ * keeps it in its own L2 cache from call to call). Sets *rows and *cols of each task,
+ * *tasks_j tasks per block of rows; returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
-  const double fmas = (double)m * (double)n * (double)kk;
+  enum { KILN_SPLIT_ROWS = 16 };
+  const double fmas = (double)(m + KILN_SPLIT_ROWS) * (double)n * (double)kk;
   int64_t tasks = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
   if (!par || !par->pfor) tasks = 1;
   const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
@@ -824,6 +829,21 @@ static void kiln_qgemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, i
   }
 }
 
+/* A function the compiler must not inline (the store loop, matmul_store.c.tmpl), as
+ * gemm_par.c.tmpl defines it. */
+#ifndef KILN_NOINLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_NOINLINE __attribute__((noinline))
+#else
+#define KILN_NOINLINE
+#endif
+#endif
+
+/* What a matmul kernel stores once a task's sums are done (its fused epilogue, on rows
+ * [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b: kiln_gemm_store's type, named
+ * here too because a file may have only products of stored weights). */
+typedef void kiln_qgemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi);
+
 typedef struct {
   int64_t m, n, kk, as_m, as_k, panel_bytes, cs_i, cs_j;
   const float *a;
@@ -831,22 +851,29 @@ typedef struct {
   kiln_deq_fn deq;
   kiln_qdot_fn dot;
   float *c;
+  kiln_qgemm_store *store;   /* NULL: the sums are the result */
+  const void *ctx;
+  int64_t bi;                /* the matrix the store is told */
   int64_t rows, cols, tasks_j;
 } kiln_qgemm_job;
 
+/* Task t: its block of C, then the store on it, on the same thread while it is in cache. */
 static void kiln_qgemm_task(void *arg, int64_t t) {
   const kiln_qgemm_job *g = (const kiln_qgemm_job *)arg;
   const int64_t i_lo = t / g->tasks_j * g->rows, j_lo = t % g->tasks_j * g->cols;
   const int64_t i_hi = i_lo + g->rows < g->m ? i_lo + g->rows : g->m, j_hi = j_lo + g->cols < g->n ? j_lo + g->cols : g->n;
   kiln_qgemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, g->a, g->as_m, g->as_k, g->w, g->panel_bytes, g->deq, g->dot, g->c, g->cs_i,
              g->cs_j);
+  if (g->store) g->store(g->ctx, g->bi, i_lo, i_hi, j_lo, j_hi);
 }
 
-/* C (m x n) = A times B as kiln_qgemm describes, cut into tasks as kiln_gemm_par does. */
+/* C (m x n) = A times B as kiln_qgemm describes, cut into tasks as kiln_gemm_par does, each
+ * then running store (NULL: none) with ctx on its block of matrix bi. */
 static void kiln_qgemm_par(const kiln_par *par, int64_t m, int64_t n, int64_t kk, const float *a, int64_t as_m,
                            int64_t as_k, const unsigned char *w, int64_t panel_bytes, kiln_deq_fn deq,
-                           kiln_qdot_fn dot, float *c, int64_t cs_i, int64_t cs_j) {
-  kiln_qgemm_job g = {m, n, kk, as_m, as_k, panel_bytes, cs_i, cs_j, a, w, deq, dot, c, m, n, 1};
+                           kiln_qdot_fn dot, float *c, int64_t cs_i, int64_t cs_j, kiln_qgemm_store *store,
+                           const void *ctx, int64_t bi) {
+  kiln_qgemm_job g = {m, n, kk, as_m, as_k, panel_bytes, cs_i, cs_j, a, w, deq, dot, c, store, ctx, bi, m, n, 1};
   const int64_t tasks = kiln_split(par, m, n, kk, &g.rows, &g.cols, &g.tasks_j);
   kiln_for(par, tasks, kiln_qgemm_task, &g);
 }
@@ -895,6 +922,34 @@ static inline float matmul_epilogue(float v) {
   return v1;
 }
 
+/* matmul_rows: the chain after matmul's product, on rows [r_lo, r_hi) and columns
+ * [c_lo, c_hi) of output matrix b. A function of its own with restrict parameters, kept out
+ * of line: so the compiler knows that the stores to out do not change what the chain reads
+ * and vectorises the loop (GCC 12 does not once this is inlined into matmul_store). */
+KILN_NOINLINE static void matmul_rows(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo,
+                                      int64_t c_hi) {
+  enum { M = 2, N = 40 };
+  for (int64_t r = r_lo; r < r_hi; r++) {
+    float *restrict o = out + (b * M + r) * N;
+    int64_t c = c_lo;   /* 16 at a time: a fixed trip count GCC vectorises at -O2 */
+    for (; c + 16 <= c_hi; c += 16)
+      for (int t = 0; t < 16; t++) o[c + t] = matmul_epilogue(o[c + t]);
+    for (; c < c_hi; c++) o[c] = matmul_epilogue(o[c]);
+  }
+}
+
+/* matmul_store: what matmul stores once sums are done, matmul_rows on a block of the
+ * product (kiln_gemm_par, kiln_qgemm_par) as soon as its sums are final; run by the
+ * task that computed it, while the sums are in cache. */
+typedef struct {
+  float *out;
+} matmul_out;
+
+static void matmul_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi) {
+  const matmul_out *s = (const matmul_out *)ctx;
+  matmul_rows(s->out, b, i_lo, i_hi, j_lo, j_hi);
+}
+
 /* matmul: matmul f32 [2, 64], [40, 64] -> [2, 40], transposed: y, then relu (tinyq.lua:9)
  * out (M x N) = x (M x K) @ y (K x N), element strides XS_*, YS_* (transposes are
  * strides). Every output is one fmaf chain over k (kiln_gemm).
@@ -902,8 +957,8 @@ static inline float matmul_epilogue(float v) {
 static void matmul(const kiln_par *par, const float *restrict x, const unsigned char *restrict y, float *restrict out) {
   enum { M = 2, N = 40, K = 64 };
   enum { XS_M = 64, XS_K = 1, YS_K = 1, YS_N = 64 };
-  kiln_qgemm_par(par, M, N, K, x, XS_M, XS_K, y, K / 32 * KILN_Q4_0_BLOCK, kiln_deq_q4_0, kiln_qdot_q4_0, out, N, 1);
-  for (int64_t i = 0; i < M * N; i++) out[i] = matmul_epilogue(out[i]);
+  const matmul_out s = {out};
+  kiln_qgemm_par(par, M, N, K, x, XS_M, XS_K, y, K / 32 * KILN_Q4_0_BLOCK, kiln_deq_q4_0, kiln_qdot_q4_0, out, N, 1, matmul_store, &s, 0);
 }
 
 /* Runs the model once: every kernel in schedule order; par splits the matrix

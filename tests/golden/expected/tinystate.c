@@ -317,11 +317,16 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
  * and B ti times: of the cuts into that many tasks (or as many as there can be), the one
  * with the fewest reads, ti n + tj m. A few rows times a large weight (a Linear layer on 128
  * tokens) is cut by columns: each task streams its share of the weight once, and the small A
- * stays in cache. Sets *rows and *cols of each task, *tasks_j tasks per block of rows;
- * returns the number of tasks. */
+ * stays in cache. A product of few rows is bound by reading B, not by its multiply-adds
+ * (one row: a multiply-add per weight read from memory, ~12x slower than a full tile's), so
+ * its work is counted as if it had KILN_SPLIT_ROWS rows more: a batch-1 Linear layer of
+ * 784 x 512 is cut into column groups, each thread streams its part of the weight (and
+ * keeps it in its own L2 cache from call to call). Sets *rows and *cols of each task,
+ * *tasks_j tasks per block of rows; returns the number of tasks. */
 static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk, int64_t *rows, int64_t *cols,
                           int64_t *tasks_j) {
-  const double fmas = (double)m * (double)n * (double)kk;
+  enum { KILN_SPLIT_ROWS = 16 };
+  const double fmas = (double)(m + KILN_SPLIT_ROWS) * (double)n * (double)kk;
   int64_t tasks = fmas / KILN_TASK_FMAS < KILN_TASKS ? (int64_t)(fmas / KILN_TASK_FMAS) : KILN_TASKS;
   if (!par || !par->pfor) tasks = 1;
   const int64_t row_blocks = (m + KILN_MR - 1) / KILN_MR, panels_n = (n + KILN_PANEL - 1) / KILN_PANEL;
@@ -359,10 +364,97 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
   }
 }
 
+/* The full tile (kiln_tile_full: the same chains, the same bits) while the next panel of
+ * a packed weight, pf (kc rows of KILN_PANEL, ldb KILN_PANEL), is fetched into the cache a
+ * row per step: the first block of rows of a pass reads each panel from memory (a weight
+ * is read once a call: it is not in the L2 cache), and the hardware prefetchers, which stop
+ * at every 4 KiB page, left the micro-kernel waiting on it (about a tenth of a 128-row
+ * Linear layer's time here). Only the AVX-512 tile prefetches; elsewhere pf is ignored. */
+#if defined(KILN_DISPATCH512) || (defined(KILN_VW) && KILN_VW == 16)
+#ifdef KILN_DISPATCH512
+KILN_T512
+#endif
+static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                              float *restrict t, int64_t ldt, int first, const float *pf) {
+  __m512 acc[12][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < 12; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) acc[i][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(t + i * ldt + v * 16);
+  for (int64_t k = 0; k < kc; k++) {
+    const __m512 b0 = _mm512_loadu_ps(bp + k * KILN_PANEL), b1 = _mm512_loadu_ps(bp + k * KILN_PANEL + 16);
+    __builtin_prefetch(pf + k * KILN_PANEL, 0, 3);
+    __builtin_prefetch(pf + k * KILN_PANEL + 16, 0, 3);
+#pragma GCC unroll 16
+    for (int i = 0; i < 12; i++) {
+      const __m512 a = _mm512_set1_ps(ap[k * ka + i * ia]);
+      acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 12; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++) _mm512_storeu_ps(t + i * ldt + v * 16, acc[i][v]);
+}
+#define KILN_HAVE_PF 1
+#endif
+static void kiln_tile_full_pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                              float *restrict t, int64_t ldt, int first, const float *pf) {
+#if defined(KILN_HAVE_PF) && defined(KILN_DISPATCH512)
+  if (kiln_avx512()) {
+    kiln_tile512_12pf(kc, ap, ka, ia, bp, t, ldt, first, pf);
+    return;
+  }
+#elif defined(KILN_HAVE_PF)
+  kiln_tile512_12pf(kc, ap, ka, ia, bp, t, ldt, first, pf);
+  return;
+#endif
+  (void)pf;
+  kiln_tile_full(kc, ap, ka, ia, bp, KILN_PANEL, t, ldt, first);
+}
+
+/* Eight rows of A read in place (element (i, k) at ap[k * ka + i * ia]) as one tile of 8 x
+ * KILN_PANEL sums, where the CPU runs AVX-512 (kiln_tile8 says whether): 128 rows are ten
+ * tiles of 12 and one of 8, which otherwise ran as a twelfth tile of 12 with four rows of
+ * zeros (3 % of a 128-token Linear layer). The same chains, so the same bits. */
+#if defined(KILN_DISPATCH512)
+KILN_T512 static void kiln_tile512_8(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                     const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt, int first) {
+  kiln_tile512_a(8, kc, ap, ka, ia, bp, ldb, t, ldt, first);
+}
+static int kiln_tile8(void) {
+  return kiln_avx512();
+}
+#elif defined(KILN_VW) && KILN_VW == 16
+static void kiln_tile512_8(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                           int64_t ldb, float *restrict t, int64_t ldt, int first) {
+  kiln_tile_a(8, kc, ap, ka, ia, bp, ldb, t, ldt, first);
+}
+static int kiln_tile8(void) {
+  return 1;
+}
+#else
+static void kiln_tile512_8(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                           int64_t ldb, float *restrict t, int64_t ldt, int first) {
+  (void)kc, (void)ap, (void)ka, (void)ia, (void)bp, (void)ldb, (void)t, (void)ldt, (void)first;   /* never called */
+}
+static int kiln_tile8(void) {
+  return 0;
+}
+#endif
+
+/* What a matmul kernel stores once sums are done (its fused bias, activation, residual:
+ * the epilogue), on rows [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b: an
+ * elementwise function of each sum, so any block may go at any time once its sums are final.
+ * kiln_gemm runs it on each block of KILN_MR rows by KILN_NC columns (or fewer) right after
+ * that block's last pass, while its sums are still in the L1/L2 cache. */
+typedef void kiln_gemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi);
+
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
- * multiple of KILN_PANEL), the sums only (the kernel's store, if any, comes after), C
- * element (i, j) at c[i * cs_i + j * cs_j]. A element (i, k) at a[i * as_m + k * as_k],
- * k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
+ * multiple of KILN_PANEL), then store (NULL: none) on each block as its sums are done (ctx
+ * and bi: its context and matrix), C element (i, j) at c[i * cs_i + j * cs_j]. A element
+ * (i, k) at a[i * as_m + k * as_k], k < kk; B packed at build time (panel p at panels + p * kk * KILN_PANEL), or, with panels
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
  * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (they stay
  * in the L2 cache), then KILN_MR rows of A (read in place, or copied once: they stay in L1),
@@ -370,8 +462,13 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
  * A B that must be transposed or strided to be read is copied KILN_NB panels at a time. */
 static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                       const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
-                      const float *restrict b, int64_t bs_k, int64_t bs_n, float *restrict c, int64_t cs_i, int64_t cs_j) {
+                      const float *restrict b, int64_t bs_k, int64_t bs_n, float *restrict c, int64_t cs_i, int64_t cs_j,
+                      kiln_gemm_store *store, const void *ctx, int64_t bi) {
   float ap[KILN_KC * KILN_MR], bbuf[KILN_KC * KILN_PANEL];
+  if (kk <= 0) {   /* no pass: the sums stay as they are (never emitted: shapes have K >= 1) */
+    if (store) store(ctx, bi, i_lo, i_hi, j_lo, j_hi);
+    return;
+  }
   if (!panels && bs_n != 1) {
     for (int64_t k0 = 0; k0 < kk; k0 += KILN_KB) {
       const int64_t kc = kk - k0 < KILN_KB ? kk - k0 : KILN_KB;
@@ -380,6 +477,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
         for (; np < KILN_NB && j0 + np * KILN_PANEL < j_hi; np++)
           kiln_pack_b(b, bs_k, bs_n, n, j0 + np * KILN_PANEL, k0, kc, bbuf + np * kc * KILN_PANEL);
         kiln_panels_pass(a, as_m, as_k, i_lo, i_hi, bbuf, np, k0, kc, c, cs_i, cs_j, n, j0, ap);
+        if (store && k0 + kc >= kk) store(ctx, bi, i_lo, i_hi, j0, j0 + np * KILN_PANEL < j_hi ? j0 + np * KILN_PANEL : j_hi);
       }
     }
     return;
@@ -396,32 +494,42 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
       const int64_t jn = j_hi - jc < KILN_NC ? j_hi : jc + KILN_NC;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
         const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
-        /* A whole tile of rows of a row-major A is read in place (element (i, k) at
-         * a[i * as_m + k]) into a whole panel of C's row-major rows: copying it into ap
-         * for every block of columns cost more than it saved. Else a copy, made once. */
-        const int in_place = r == KILN_MR && as_k == 1 && cs_j == 1;
+        /* A whole tile of rows (or eight: kiln_tile8) of a row-major A is read in place
+         * (element (i, k) at a[i * as_m + k]) into a whole panel of C's row-major rows:
+         * copying it into ap for every block of columns cost more than it saved. Else a
+         * copy, made once. */
+        const int in_place = (r == KILN_MR || (r == 8 && kiln_tile8())) && as_k == 1 && cs_j == 1;
         int copied = 0;
         for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL) {
           const float *bp = j0 >= whole ? edge : panels ? panels + j0 * kk + k0 * KILN_PANEL : b + k0 * bs_k + j0;
           const int64_t ldb = j0 >= whole || panels ? KILN_PANEL : bs_k;
           if (in_place && j0 + KILN_PANEL <= n) {
-            kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
+            if (r < KILN_MR)
+              kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
+            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi)   /* fetch the next panel while on this one */
+              kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0, bp + kk * KILN_PANEL);
+            else
+              kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
             continue;
           }
           if (!copied) kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
           copied = 1;
           kiln_tile_pass(ap, r, bp, ldb, k0, kc, c, cs_i, cs_j, n, i0, j0);
         }
+        if (store && k0 + kc >= kk) store(ctx, bi, i0, i0 + r, jc, jn);
       }
     }
   }
 }
 
-/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl). */
+/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl;
+ * qgemm_lib.c.tmpl defines it too, for a file whose products all have stored weights). */
+#ifndef KILN_NOINLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_NOINLINE __attribute__((noinline))
 #else
 #define KILN_NOINLINE
+#endif
 #endif
 
 /* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over
@@ -434,11 +542,6 @@ typedef struct {
   int64_t c_stride;
 } kiln_gemm_batch;
 
-/* What a matmul kernel stores once a task's sums are done (its fused bias, activation,
- * residual: the epilogue), on rows [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b;
- * run by that task on every thread, while the sums are in cache. */
-typedef void kiln_gemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi);
-
 typedef struct {
   int64_t m, n, kk, as_m, as_k, bs_k, bs_n, cs_i, cs_j;
   const float *a, *panels, *b;
@@ -450,7 +553,7 @@ typedef struct {
   int64_t tasks_m, per;           /* tasks per matrix; matrices per task (when tasks_m is 1) */
 } kiln_gemm_job;
 
-/* Task t: block t % tasks_m of matrices [t / tasks_m * per, + per), then its store. */
+/* Task t: block t % tasks_m of matrices [t / tasks_m * per, + per), with its store. */
 static void kiln_gemm_task(void *arg, int64_t t) {
   const kiln_gemm_job *g = (const kiln_gemm_job *)arg;
   const int64_t s = t % g->tasks_m, count = g->batch ? g->batch->count : 1;
@@ -473,8 +576,8 @@ static void kiln_gemm_task(void *arg, int64_t t) {
       if (b) b += bo;
       c += bi * g->batch->c_stride;
     }
-    kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, a, g->as_m, g->as_k, panels, b, g->bs_k, g->bs_n, c, g->cs_i, g->cs_j);
-    if (g->store) g->store(g->ctx, bi, i_lo, i_hi, j_lo, j_hi);
+    kiln_gemm(i_lo, i_hi, j_lo, j_hi, g->n, g->kk, a, g->as_m, g->as_k, panels, b, g->bs_k, g->bs_n, c, g->cs_i, g->cs_j,
+              g->store, g->ctx, bi);
   }
 }
 
