@@ -74,8 +74,10 @@ $(BUILD)/embedded.o: $(BUILD)/embedded.c
 $(BUILD):
 	mkdir -p $(BUILD)
 
+# -O0: builds in half the time of -O1 (t_compile builds it on every run); the sanitizers
+# instrument the same accesses at any level.
 san:
-	$(MAKE) BUILD=$(BUILD)-san CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+	$(MAKE) BUILD=$(BUILD)-san CFLAGS="-O0 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 
 FUZZ_SECONDS ?= 60
 # all, not deps: the ONNX harness links the build's generated build/embedded.c and onnx.pb-c.c.

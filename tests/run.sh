@@ -5,8 +5,9 @@
 #   PASS <name>            or            FAIL <name>: <why>
 # and anything else it likes (ignored), except "NOTE ..." lines, which say what a suite
 # deliberately does not check (shown here, counted nowhere). Results are reported per
-# suite in name order, whatever order they finished in; the last line is
-# "N passed, N failed".
+# suite in name order, whatever order they finished in, with its wall and CPU seconds (its
+# processes' user + system time: the machine is shared, so wall time says little alone);
+# the last line is "N passed, N failed".
 # TESTS="t_ops t_golden" limits the run to those suites.
 cd "$(dirname "$0")/.." || exit 2
 export KILN="${KILN:-$PWD/build/kiln}"
@@ -28,7 +29,8 @@ printf '%s\n' $order | xargs -P "$JOBS" -I{} sh -c '
   start=$(date +%s)
   sh "tests/{}.sh" > "$log/{}.out" 2>&1
   echo $? > "$log/{}.rc"
-  echo $(( $(date +%s) - start )) > "$log/{}.time"'
+  echo $(( $(date +%s) - start )) > "$log/{}.time"
+  times > "$log/{}.times"'
 
 pass=0; fail=0
 for s in $suites; do
@@ -41,7 +43,9 @@ for s in $suites; do
   fi
   grep '^FAIL ' "$log/$s.out"
   grep '^NOTE ' "$log/$s.out"
-  echo "  $s: $p passed, $f failed ($(cat "$log/$s.time" 2>/dev/null || echo ?)s)"
+  # times' second line: the suite's user and system time, as "1m2.34s 0m5.67s"
+  cpu=$(awk 'NR == 2 { split($1 " " $2, t, /[ms]+/); printf "%d", t[1] * 60 + t[2] + t[3] * 60 + t[4] + 0.5 }' "$log/$s.times" 2>/dev/null)
+  echo "  $s: $p passed, $f failed ($(cat "$log/$s.time" 2>/dev/null || echo ?)s, CPU ${cpu:-?}s)"
   pass=$((pass + p)); fail=$((fail + f))
 done
 echo "$pass passed, $fail failed"
