@@ -8,20 +8,16 @@
  * depend on the code that loads it. It reads the weights file itself (64-byte header,
  * then the payload) and checks only what the driver needs (magic, payload size).
  *
- * Build (tests/py/kt.py does this): cc -std=c11 -I CASEDIR kt_driver.c CASEDIR/<m>.c -lm
- * where CASEDIR/kt_cfg.h, written from <m>.json, includes <m>.h and defines
- *   KT_RUN_V            the model's <m>_run_v
- *   KT_ARENA_SIZE       <M>_ARENA_SIZE        KT_WEIGHTS_SIZE  <M>_WEIGHTS_SIZE
- *   KT_NUM_INPUTS       <M>_NUM_INPUTS        KT_NUM_OUTPUTS   <M>_NUM_OUTPUTS
- *   KT_IN_SIZES         0, <M>_<IN>_SIZE...   KT_OUT_SIZES     0, <M>_<OUT>_SIZE...
- * (the leading 0 keeps the arrays non-empty for a model without inputs).
- * For one entry of a model with state (kiln.state), KT_RUN_V is that entry's <m>_<e>_v
- * and KT_STATE_SIZE is <M>_STATE_SIZE; the sizes are the entry's macros. KT_STATUS: a
- * model without state whose run returns a status (it has i64 inputs).
+ * Build (tests/py/kt.py does this): cc -std=c11 -c kt_driver.c once per compiler and flags,
+ * then per model cc -std=c11 -I CASEDIR CASEDIR/kt_cfg_<exe>.c CASEDIR/<m>.c kt_driver.o -lm,
+ * where kt_cfg_<exe>.c defines kt_model_under_test (kt_model.h) through <m>.h's macros: the
+ * run function (a plain model's <m>_run_v, or one entry's <m>_<e>_v), the sizes, whether it
+ * has state and whether it returns a status (an entry of a model with state; a model
+ * without state whose run returns a status because it has i64 inputs).
  *
  * Usage: kt_driver WEIGHTS IN_1 .. IN_n OUT_1 .. OUT_m
  *        kt_driver WEIGHTS STATE_IN STATE_OUT IN_1 .. IN_n OUT_1 .. OUT_m   (with state)
- * STATE_IN is the state block before the call (exactly KT_STATE_SIZE bytes, or "-" for a
+ * STATE_IN is the state block before the call (exactly STATE_SIZE bytes, or "-" for a
  * fresh, all-zero state); STATE_OUT gets it after the call.
  * The model runs twice (the arena refilled with NaN bytes in between, the state reset to
  * STATE_IN); both runs must produce the same bytes. An entry that returns nonzero (a
@@ -30,7 +26,7 @@
  * block, 4 an input modified, 5 the two runs differ, 6 the entry returned nonzero and
  * touched nothing (it prints the status), 7 it returned nonzero after touching something.
  */
-#include "kt_cfg.h"
+#include "kt_model.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -40,8 +36,7 @@
 
 enum { GUARD = 64, GUARD_BYTE = 0xA5, FRESH_BYTE = 0x7F, ARENA_BYTE = 0xFF };
 
-static const size_t in_sizes[] = {KT_IN_SIZES};
-static const size_t out_sizes[] = {KT_OUT_SIZES};
+#define M kt_model_under_test
 
 /* Prints a message and exits with the given status. */
 static _Noreturn void fail(int status, const char *what, const char *detail) {
@@ -79,7 +74,7 @@ static unsigned char *load_weights(const char *path) {
   if (len < 64 || memcmp(file, "KILNWGT1", 8) != 0) fail(2, "not a Kiln weights file", path);
   uint64_t payload = 0;
   for (int i = 7; i >= 0; i--) payload = payload << 8 | file[16 + i];
-  if (payload != (uint64_t)KT_WEIGHTS_SIZE || len != 64 + (size_t)payload)
+  if (payload != (uint64_t)M.weights_size || len != 64 + (size_t)payload)
     fail(2, "weights payload size disagrees with the header's WEIGHTS_SIZE", path);
   unsigned char *w = aligned((size_t)payload);
   if (payload) memcpy(w, file + 64, (size_t)payload);
@@ -98,114 +93,102 @@ static void write_file(const char *path, const void *p, size_t n) {
   if (!f || (n && fwrite(p, 1, n, f) != n) || fclose(f) != 0) fail(2, "cannot write", path);
 }
 
-#if defined KT_STATE_SIZE || defined KT_STATUS
 /* Whether every byte of p[0 .. n) is b. */
 static bool all_bytes(const unsigned char *p, size_t n, unsigned char b) {
   for (size_t i = 0; i < n; i++)
     if (p[i] != b) return false;
   return true;
 }
-#endif
 
-#ifdef KT_STATE_SIZE
-enum { NS = 2 };   /* STATE_IN, STATE_OUT */
-static const size_t state_size = KT_STATE_SIZE;
-#else
-enum { NS = 0 };
-#endif
+/* malloc that exits on failure (n of at least 1 byte). */
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) fail(2, "out of memory", NULL);
+  return p;
+}
 
 int main(int argc, char **argv) {
-  enum { NI = KT_NUM_INPUTS, NO = KT_NUM_OUTPUTS };
+  const int NI = M.num_inputs, NO = M.num_outputs, NS = M.has_state ? 2 : 0;   /* NS: STATE_IN, STATE_OUT */
+  const size_t state_size = M.state_size, *in_sizes = M.in_sizes, *out_sizes = M.out_sizes;
   if (argc != 2 + NS + NI + NO) {
     fprintf(stderr, "usage: %s WEIGHTS%s IN x%d OUT x%d\n", argv[0], NS ? " STATE_IN STATE_OUT" : "", NI, NO);
     return 2;
   }
   unsigned char *weights = load_weights(argv[1]);
+  const char *state_in_path = NS ? argv[2] : NULL, *state_out_path = NS ? argv[3] : NULL;
   argv += NS;   /* the inputs and outputs follow the state files */
-#ifdef KT_STATE_SIZE
-  unsigned char *state_in = calloc(state_size ? state_size : 1, 1);
-  unsigned char *state_base = aligned(state_size + 2 * GUARD), *state = state_base + GUARD, *state_first = malloc(state_size + 1);
-  if (!state_in || !state_first) fail(2, "out of memory", NULL);
-  if (strcmp(argv[2 - NS], "-") != 0) {
-    size_t len;
-    unsigned char *p = read_file(argv[2 - NS], &len);
-    if (len != state_size) fail(2, "state file size differs from the header's STATE_SIZE", argv[2 - NS]);
-    memcpy(state_in, p, len);
-    free(p);
+  unsigned char *state_in = NULL, *state_base = NULL, *state = NULL, *state_first = NULL;
+  if (M.has_state) {
+    state_in = calloc(state_size ? state_size : 1, 1);
+    state_base = aligned(state_size + 2 * GUARD), state = state_base + GUARD, state_first = xmalloc(state_size);
+    if (!state_in) fail(2, "out of memory", NULL);
+    if (strcmp(state_in_path, "-") != 0) {
+      size_t len;
+      unsigned char *p = read_file(state_in_path, &len);
+      if (len != state_size) fail(2, "state file size differs from the header's STATE_SIZE", state_in_path);
+      memcpy(state_in, p, len);
+      free(p);
+    }
   }
-#endif
-  const size_t arena_size = KT_ARENA_SIZE;   /* a variable: gcc warns on memset(p, c, 0u) */
+  const size_t arena_size = M.arena_size;
   unsigned char *arena = aligned(arena_size);
 
-  const void *ins[NI + 1];
-  unsigned char *in_copy[NI + 1];
+  const void **ins = xmalloc(sizeof *ins * (size_t)(NI + 1));
+  unsigned char **in_copy = xmalloc(sizeof *in_copy * (size_t)(NI + 1));
   for (int i = 0; i < NI; i++) {
     size_t len;
     unsigned char *p = read_file(argv[2 + i], &len);   /* exact size: ASan sees over-reads */
-    if (len != in_sizes[1 + i]) fail(2, "input file size differs from the header's _SIZE", argv[2 + i]);
-    in_copy[i] = malloc(len ? len : 1);
-    if (!in_copy[i]) fail(2, "out of memory", NULL);
+    if (len != in_sizes[i]) fail(2, "input file size differs from the header's _SIZE", argv[2 + i]);
+    in_copy[i] = xmalloc(len);
     memcpy(in_copy[i], p, len);
     ins[i] = p;
   }
   ins[NI] = NULL;
 
-  unsigned char *out_base[NO + 1], *first[NO + 1];
-  void *outs[NO + 1];
+  unsigned char **out_base = xmalloc(sizeof *out_base * (size_t)(NO + 1)), **first = xmalloc(sizeof *first * (size_t)(NO + 1));
+  void **outs = xmalloc(sizeof *outs * (size_t)(NO + 1));
   for (int i = 0; i < NO; i++) {
-    out_base[i] = aligned(out_sizes[1 + i] + 2 * GUARD);
-    memset(out_base[i], GUARD_BYTE, out_sizes[1 + i] + 2 * GUARD);
-    memset(out_base[i] + GUARD, FRESH_BYTE, out_sizes[1 + i]);
+    out_base[i] = aligned(out_sizes[i] + 2 * GUARD);
+    memset(out_base[i], GUARD_BYTE, out_sizes[i] + 2 * GUARD);
+    memset(out_base[i] + GUARD, FRESH_BYTE, out_sizes[i]);
     outs[i] = out_base[i] + GUARD;
-    first[i] = malloc(out_sizes[1 + i] ? out_sizes[1 + i] : 1);
-    if (!first[i]) fail(2, "out of memory", NULL);
+    first[i] = xmalloc(out_sizes[i]);
   }
   outs[NO] = NULL;
 
   int result = 0;
   for (int run = 0; run < 2; run++) {
     memset(arena, ARENA_BYTE, arena_size);
-#ifdef KT_STATE_SIZE
-    memset(state_base, GUARD_BYTE, state_size + 2 * GUARD);
-    memcpy(state, state_in, state_size);
-    int status = KT_RUN_V(weights, state, arena, ins, outs);
-    if (!guards_intact(state_base, state_size)) fail(3, "wrote outside the state block", NULL);
-    if (status != 0) {
-      bool untouched = memcmp(state, state_in, state_size) == 0 && all_bytes(arena, arena_size, ARENA_BYTE);
-      for (int i = 0; i < NO; i++) untouched &= all_bytes(outs[i], out_sizes[1 + i], FRESH_BYTE) && guards_intact(out_base[i], out_sizes[1 + i]);
+    if (M.has_state) {
+      memset(state_base, GUARD_BYTE, state_size + 2 * GUARD);
+      memcpy(state, state_in, state_size);
+    }
+    int status = M.run(weights, state, arena, (const void *const *)ins, outs);
+    if (M.has_state && !guards_intact(state_base, state_size)) fail(3, "wrote outside the state block", NULL);
+    if (status != 0) {   /* only an entry with a status returns nonzero: <M>_E_RANGE */
+      bool untouched = all_bytes(arena, arena_size, ARENA_BYTE) && (!M.has_state || memcmp(state, state_in, state_size) == 0);
+      for (int i = 0; i < NO; i++) untouched &= all_bytes(outs[i], out_sizes[i], FRESH_BYTE) && guards_intact(out_base[i], out_sizes[i]);
       printf("entry returned %d, %s\n", status, untouched ? "nothing touched" : "after touching its buffers");
       result = untouched ? 6 : 7;
       break;
     }
-    if (run == 0) memcpy(state_first, state, state_size);
-    else if (memcmp(state_first, state, state_size) != 0) fail(5, "second run's state differs from the first's", NULL);
-#elif defined KT_STATUS   /* a model with i64 inputs returns <M>_OK or <M>_E_RANGE */
-    int status = KT_RUN_V(weights, arena, ins, outs);
-    if (status != 0) {
-      bool untouched = all_bytes(arena, arena_size, ARENA_BYTE);
-      for (int i = 0; i < NO; i++) untouched &= all_bytes(outs[i], out_sizes[1 + i], FRESH_BYTE) && guards_intact(out_base[i], out_sizes[1 + i]);
-      printf("entry returned %d, %s\n", status, untouched ? "nothing touched" : "after touching its buffers");
-      result = untouched ? 6 : 7;
-      break;
+    if (M.has_state) {
+      if (run == 0) memcpy(state_first, state, state_size);
+      else if (memcmp(state_first, state, state_size) != 0) fail(5, "second run's state differs from the first's", NULL);
     }
-#else
-    KT_RUN_V(weights, arena, ins, outs);
-#endif
     for (int i = 0; i < NO; i++) {
-      if (!guards_intact(out_base[i], out_sizes[1 + i])) fail(3, "wrote outside output buffer", argv[2 + NI + i]);
-      if (run == 0) memcpy(first[i], outs[i], out_sizes[1 + i]);
-      else if (memcmp(first[i], outs[i], out_sizes[1 + i]) != 0) fail(5, "second run differs from the first", argv[2 + NI + i]);
+      if (!guards_intact(out_base[i], out_sizes[i])) fail(3, "wrote outside output buffer", argv[2 + NI + i]);
+      if (run == 0) memcpy(first[i], outs[i], out_sizes[i]);
+      else if (memcmp(first[i], outs[i], out_sizes[i]) != 0) fail(5, "second run differs from the first", argv[2 + NI + i]);
     }
     for (int i = 0; i < NI; i++)
-      if (memcmp(in_copy[i], ins[i], in_sizes[1 + i]) != 0) fail(4, "the model modified input", argv[2 + i]);
+      if (memcmp(in_copy[i], ins[i], in_sizes[i]) != 0) fail(4, "the model modified input", argv[2 + i]);
   }
-  for (int i = 0; i < NO && result == 0; i++) write_file(argv[2 + NI + i], outs[i], out_sizes[1 + i]);
-#ifdef KT_STATE_SIZE
-  if (result == 0) write_file(argv[3 - NS], state, state_size);
+  for (int i = 0; i < NO && result == 0; i++) write_file(argv[2 + NI + i], outs[i], out_sizes[i]);
+  if (M.has_state && result == 0) write_file(state_out_path, state, state_size);
   free(state_in);
   free(state_base);
   free(state_first);
-#endif
 
   for (int i = 0; i < NI; i++) {
     free((void *)ins[i]);
@@ -215,6 +198,11 @@ int main(int argc, char **argv) {
     free(out_base[i]);
     free(first[i]);
   }
+  free(ins);
+  free(in_copy);
+  free(out_base);
+  free(first);
+  free(outs);
   free(arena);
   free(weights);
   return result;

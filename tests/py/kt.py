@@ -14,13 +14,17 @@ a tolerance (class Tol; the reasoning is in docs/testing.md) and with each other
 Everything runs through subprocesses, so a crashing kernel fails its case, not the suite.
 Only /usr/bin/python3 (numpy 1.24; torch where a suite needs it) runs this file.
 """
+import atexit
 import concurrent.futures
 import hashlib
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
+import tempfile
+import threading
 
 import numpy as np
 
@@ -184,40 +188,62 @@ def entry_of(meta, name=None):
     raise KeyError("no entry %r in %s" % (name, [e["name"] for e in ents]))
 
 
-def write_cfg(outdir, model, meta, entry=None):
-    """kt_cfg.h for tests/ops/kt_driver.c: the model's API through its own header macros.
-    With entry (a record of meta["entries"]): that entry's _v function, its sizes, and the
-    state block's size when the model has state."""
+def write_cfg(outdir, model, meta, entry=None, exe="kt_run"):
+    """outdir/kt_cfg_<exe>.c for tests/ops/kt_driver.c: the record kt_model_under_test
+    (tests/ops/kt_model.h) through the model's own header macros. With entry (a record of
+    meta["entries"]): that entry's _v function and sizes, and the state block's size when the
+    model has state. Returns the file's path."""
     up = model.upper()
     if entry is not None:
-        m = entry["macros"]
-        ins = ["0"] + ["%s%s_SIZE" % (m, io["name"].upper()) for io in entry["inputs"]]
-        outs = ["0"] + ["%s%s_SIZE" % (m, io["name"].upper()) for io in entry["outputs"]]
-        state = "#define KT_STATE_SIZE %s_STATE_SIZE\n" % up if meta.get("states") else ""
-        text = ("/* Written by tests/py/kt.py from %s.json (entry %s) for tests/ops/kt_driver.c. */\n"
-                "#include \"%s.h\"\n#define KT_RUN_V %s_v\n#define KT_ARENA_SIZE %s_ARENA_SIZE\n"
-                "#define KT_WEIGHTS_SIZE %s_WEIGHTS_SIZE\n%s#define KT_NUM_INPUTS %sNUM_INPUTS\n"
-                "#define KT_NUM_OUTPUTS %sNUM_OUTPUTS\n#define KT_IN_SIZES %s\n#define KT_OUT_SIZES %s\n") % (
-                    model, entry["name"], model, entry["function"], up, up, state, m, m, ", ".join(ins), ", ".join(outs))
-        with open(os.path.join(outdir, "kt_cfg.h"), "w") as f:
-            f.write(text)
-        return
-    ins = ["0"] + ["%s_%s_SIZE" % (up, io["name"].upper()) for io in meta["inputs"]]
-    outs = ["0"] + ["%s_%s_SIZE" % (up, io["name"].upper()) for io in meta["outputs"]]
-    text = ("/* Written by tests/py/kt.py from %s.json for tests/ops/kt_driver.c. */\n"
-            "#include \"%s.h\"\n"
-            "#define KT_RUN_V %s_run_v\n"
-            "#define KT_ARENA_SIZE %s_ARENA_SIZE\n"
-            "#define KT_WEIGHTS_SIZE %s_WEIGHTS_SIZE\n"
-            "#define KT_NUM_INPUTS %s_NUM_INPUTS\n"
-            "#define KT_NUM_OUTPUTS %s_NUM_OUTPUTS\n"
-            "#define KT_IN_SIZES %s\n"
-            "#define KT_OUT_SIZES %s\n") % (model, model, model, up, up, up, up,
-                                            ", ".join(ins), ", ".join(outs))
-    if any(io["dtype"] == "i64" for io in meta["inputs"]):   # the run returns <M>_OK / <M>_E_RANGE
-        text += "#define KT_STATUS 1\n"
-    with open(os.path.join(outdir, "kt_cfg.h"), "w") as f:
+        m, fn, ios_in, ios_out = entry["macros"], entry["function"] + "_v", entry["inputs"], entry["outputs"]
+        what = "%s.json (entry %s)" % (model, entry["name"])
+    else:
+        m, fn, ios_in, ios_out = up + "_", model + "_run_v", meta["inputs"], meta["outputs"]
+        what = model + ".json"
+    state = entry is not None and bool(meta.get("states"))
+    # a plain run returns nothing; an entry of a model with state, or a run with i64 inputs,
+    # returns <M>_OK or <M>_E_RANGE
+    status = state or (entry is None and any(io["dtype"] == "i64" for io in ios_in))
+    if state:
+        call = "return %s(weights, state, arena, inputs, outputs);" % fn
+    elif status:
+        call = "(void)state;\n  return %s(weights, arena, inputs, outputs);" % fn
+    else:
+        call = "(void)state;\n  (void)%s(weights, arena, inputs, outputs);\n  return 0;" % fn
+    sizes = lambda ios: ", ".join(["%s%s_SIZE" % (m, io["name"].upper()) for io in ios] or ["0"])
+    text = ("/* Written by tests/py/kt.py from %s for tests/ops/kt_driver.c. */\n"
+            "#include \"%s.h\"\n#include \"kt_model.h\"\n\n"
+            "static int run(const void *weights, void *state, void *arena, const void *const *inputs, void *const *outputs) {\n"
+            "  %s\n}\n\n"
+            "static const size_t in_sizes[] = {%s}, out_sizes[] = {%s};\n\n"
+            "const kt_model kt_model_under_test = {run, %s_WEIGHTS_SIZE, %s_ARENA_SIZE, %s, %sNUM_INPUTS, %sNUM_OUTPUTS,\n"
+            "                                      in_sizes, out_sizes, %s, %s};\n") % (
+                what, model, call, sizes(ios_in), sizes(ios_out), up, up, "%s_STATE_SIZE" % up if state else "0",
+                m, m, "true" if state else "false", "true" if status else "false")
+    path = os.path.join(outdir, "kt_cfg_%s.c" % exe)
+    with open(path, "w") as f:
         f.write(text)
+    return path
+
+
+DRIVER_OBJS = {}                 # (cc, flags) -> kt_driver.c's object, compiled once per process
+DRIVER_LOCK = threading.Lock()
+DRIVER_DIR = []                  # the temporary directory holding them, removed at exit
+
+
+def driver_object(cc, flags):
+    """tests/ops/kt_driver.c compiled (-c) with cc -std=c11 flags, once per process and
+    flags (it does not depend on the model); returns (object path, "") or (None, reason)."""
+    key = (cc, tuple(flags))
+    with DRIVER_LOCK:
+        if key not in DRIVER_OBJS:
+            if not DRIVER_DIR:
+                DRIVER_DIR.append(tempfile.mkdtemp(prefix="kt-driver-"))
+                atexit.register(shutil.rmtree, DRIVER_DIR[0], True)
+            obj = os.path.join(DRIVER_DIR[0], "kt_driver_%d.o" % len(DRIVER_OBJS))
+            rc, out, err = run([cc, "-std=c11", *flags, "-c", DRIVER, "-o", obj])
+            DRIVER_OBJS[key] = (obj, "") if rc == 0 else (None, "%s kt_driver.c: %s" % (cc, why(rc, err, out)))
+        return DRIVER_OBJS[key]
 
 
 def model_object(outdir, model, cc, flags):
@@ -241,19 +267,22 @@ def model_object(outdir, model, cc, flags):
 
 
 def compile_driver(outdir, model, meta, cc="cc", flags=("-O2",), exe="kt_run", entry=None, model_obj=None):
-    """Compiles kt_driver.c + <model>.c (or model_obj, the model already compiled with the
-    same flags) into outdir/exe (for one entry's record of a model with entries); returns
-    (ok, reason). For an entry of a model with several, the model is compiled once per
-    flags (model_object) and shared by the entries' drivers: its .c reads none of the
-    driver's settings."""
-    write_cfg(outdir, model, meta, entry)
+    """Links tests/ops/kt_driver.c (compiled once per flags, driver_object) with <model>.c
+    (or model_obj, the model already compiled with the same flags) and the model's record
+    kt_cfg_<exe>.c into outdir/exe (for one entry's record of a model with entries);
+    returns (ok, reason). For an entry of a model with several, the model is compiled once
+    per flags (model_object) and shared by the entries' drivers."""
+    cfg = write_cfg(outdir, model, meta, entry, exe)
     path = os.path.join(outdir, exe)
+    drv, err = driver_object(cc, flags)
+    if drv is None:
+        return False, err
     if entry is not None and model_obj is None and len(meta.get("entries") or []) > 1:
         model_obj, err = model_object(outdir, model, cc, flags)
         if model_obj is None:
             return False, err
-    rc, out, err = run([cc, "-std=c11", *flags, "-I", outdir, DRIVER,
-                        model_obj or os.path.join(outdir, model + ".c"), "-o", path, "-lm"])
+    rc, out, err = run([cc, "-std=c11", *flags, "-I", outdir, "-I", os.path.dirname(DRIVER), cfg,
+                        model_obj or os.path.join(outdir, model + ".c"), drv, "-o", path, "-lm"])
     return (rc == 0, "" if rc == 0 else "%s: %s" % (cc, why(rc, err, out)))
 
 
