@@ -147,25 +147,30 @@ static bool is_kernel_result(Graph *g, const Node *n) {
   return k->nodes[k->nnodes - 1] == n->id;
 }
 
+/* Taps a filter plane may have for kernel_scratch (KILN_GRID_TAPS of templates/c/conv_lib.c.tmpl). */
+enum { CONV_GRID_TAPS = 256 };
+
 /* Bytes of scratch kernel kr needs while it runs, 0 for none: a convolution that runs as a
- * matrix product over filters packed at build time, at stride 1, reads its input from a
- * zero-padded copy (templates/c/conv_lib.c.tmpl, kiln_conv_grid): the NB x C planes of
- * OH + (KH-1)*DH rows by OW + (KW-1)*DW columns, and KILN_PANEL floats of slack after them
- * that the last panel of pixels reads past the last plane. The C emitter takes that path
- * exactly when the kernel has this scratch. */
+ * matrix product over filters packed at build time reads its input from a zero-padded copy
+ * split into stride phases (templates/c/conv_lib.c.tmpl, kiln_conv_grid): per channel,
+ * PH x PW phases (PH = min(SH, (KH-1)*DH + 1)) of OH + (KH-1)*DH/SH rows by
+ * OW + (KW-1)*DW/SW columns, and KILN_PANEL floats of slack that the last panel of pixels
+ * reads past the last plane. The C emitter takes that path exactly when the kernel has
+ * this scratch. */
 static int64_t kernel_scratch(Graph *g, const Kernel *kr) {
   const Node *n = g->nodes[kr->nodes[0]];
   if (n->op != OP_CONV2D || n->dtype != DT_F32) return 0;
   const Node *w = graph_node(g, n->in[1]);
   const Shape *x = &graph_node(g, n->in[0])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
-  const int64_t ocg = o->dim[1] / a->groups;
-  if (w->pack != KILN_CONV_BLOCK || ocg < KILN_CONV_GEMM_MIN_OCG || a->stride[0] != 1 || a->stride[1] != 1 ||
-      a->pad[0] < 0 || a->pad[1] < 0)
+  const int64_t ocg = o->dim[1] / a->groups, kh = w->shape.dim[2], kw = w->shape.dim[3];
+  if (w->pack != KILN_CONV_BLOCK || ocg < KILN_CONV_GEMM_MIN_OCG || kh * kw > CONV_GRID_TAPS || a->pad[0] < 0 ||
+      a->pad[1] < 0)
     return 0;
-  const int64_t hp = o->dim[2] + (w->shape.dim[2] - 1) * a->dilation[0];
-  const int64_t wp = o->dim[3] + (w->shape.dim[3] - 1) * a->dilation[1];
-  return align_up((x->dim[0] * x->dim[1] * hp * wp + KILN_PANEL) * (int64_t)sizeof(float));
+  const int64_t ry = (kh - 1) * a->dilation[0], rx = (kw - 1) * a->dilation[1], sh = a->stride[0], sw = a->stride[1];
+  const int64_t ph = ry + 1 < sh ? ry + 1 : sh, pw = rx + 1 < sw ? rx + 1 : sw;
+  const int64_t hq = o->dim[2] + ry / sh, wq = o->dim[3] + rx / sw;
+  return align_up((x->dim[0] * x->dim[1] * ph * pw * hq * wq + KILN_PANEL) * (int64_t)sizeof(float));
 }
 
 /* Live intervals of every arena value, in schedule order of their producers, each

@@ -430,10 +430,10 @@ static const char *k_conv(KernelCtx *k) {
     const bool packed = IN(1)->pack != 0;
     emit_var(&k->v, "PACKED", packed ? "1" : "0");
     emit_var(&k->v, "PACKED_DOC", packed ? kiln_fmt(" w is packed: blocks of %d filters, tap-major", KILN_CONV_BLOCK) : "");
-    /* pass_memplan's scratch for a stride-1 one: the padded input (kiln_conv_grid) */
+    /* pass_memplan's scratch: the padded input, split by stride (kiln_conv_grid) */
     const bool grid = k->g->kernels[k->n->kernel].scratch > 0;
-    emit_var(&k->v, "GRID_DOC", grid ? "\n * The input is first copied, zero-padded, into pad (arena scratch): each tap of a run of\n"
-                                      " * 32 pixels of the padded grid is then 32 consecutive floats of it." : "");
+    emit_var(&k->v, "GRID_DOC", grid ? "\n * The input is first copied into pad (arena scratch), zero-padded and split into stride\n"
+                                      " * phases, so that each tap of 32 grid pixels is 32 consecutive floats of it." : "");
     emit_var(&k->v, "GRID_PARAM", grid ? ", float *restrict pad" : "");
     emit_var(&k->v, "GRID_ARG", grid ? "pad" : "NULL");
     return "c/conv_gemm.c.tmpl";
