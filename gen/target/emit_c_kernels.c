@@ -798,7 +798,7 @@ void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   const Node *bn = emit_conv_bn(g, kr);   /* its statistics and affine: k_conv's BN_PARAMS */
   for (int i = 1; bn && i < 5; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, bn, i), false));
   for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
-  if (kr->scratch) buf_printf(&args, "(float *)(a + %lldLL), ", (long long)kr->scratch_offset);   /* pass_memplan's */
+  if (kr->scratch) buf_printf(&args, "(float *)(a + %s), ", c->pname[ki]);   /* pass_memplan's */
   buf_puts(&args, operand_ptr(c, res, true));
   EmitVars cv = {0};
   emit_var(&cv, "NAME", c->kname[ki]);
