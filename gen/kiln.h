@@ -292,6 +292,8 @@ typedef struct {
   int nnodes;
   const char *cname;            /* unique identifier from the model: "layers_0_attn_q" */
   int order;                    /* position in the schedule */
+  int64_t scratch;              /* arena bytes the kernel needs while it runs (pass_memplan: */
+  int64_t scratch_offset;       /* kernel_scratch), placed like a value live only at `order` */
 } Kernel;
 
 typedef struct {

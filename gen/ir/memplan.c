@@ -15,6 +15,8 @@
  *   RESHAPE      a view: region, io_slot and offset of the value it reshapes
  *   fused node   (a kernel's node other than its last) REG_NONE: the value only
  *                exists inside the kernel, between its anchor's store and the chain
+ *   scratch      a kernel that needs arena bytes while it runs (kernel_scratch) gets
+ *                Kernel.scratch_offset, placed like a value live at that kernel alone
  *
  * Liveness is measured in schedule positions: a value is live from the kernel
  * that writes it to the last kernel that reads it (directly or through views),
@@ -43,6 +45,7 @@ typedef struct {
   int node;
   int first, last;      /* schedule positions, inclusive */
   int64_t size, offset;
+  int kernel;           /* >= 0: the scratch of this kernel (node is then -1 - kernel) */
 } Interval;
 
 /* Whether weights-region leaves a and b hold the same bytes by definition: a WEIGHT by
@@ -144,19 +147,50 @@ static bool is_kernel_result(Graph *g, const Node *n) {
   return k->nodes[k->nnodes - 1] == n->id;
 }
 
-/* Live intervals of every arena value, in schedule order of their producers. */
+/* Taps a filter plane may have for kernel_scratch (KILN_GRID_TAPS of templates/c/conv_lib.c.tmpl). */
+enum { CONV_GRID_TAPS = 256 };
+
+/* Bytes of scratch kernel kr needs while it runs, 0 for none: a convolution that runs as a
+ * matrix product over filters packed at build time reads its input from a zero-padded copy
+ * split into stride phases (templates/c/conv_lib.c.tmpl, kiln_conv_grid): per channel,
+ * PH x PW phases (PH = min(SH, (KH-1)*DH + 1)) of OH + (KH-1)*DH/SH rows by
+ * OW + (KW-1)*DW/SW columns, and KILN_PANEL floats of slack that the last panel of pixels
+ * reads past the last plane. The C emitter takes that path exactly when the kernel has
+ * this scratch. */
+static int64_t kernel_scratch(Graph *g, const Kernel *kr) {
+  const Node *n = g->nodes[kr->nodes[0]];
+  if (n->op != OP_CONV2D || n->dtype != DT_F32) return 0;
+  const Node *w = graph_node(g, n->in[1]);
+  const Shape *x = &graph_node(g, n->in[0])->shape, *o = &n->shape;
+  const Attrs *a = &n->a;
+  const int64_t ocg = o->dim[1] / a->groups, kh = w->shape.dim[2], kw = w->shape.dim[3];
+  if (w->pack != KILN_CONV_BLOCK || ocg < KILN_CONV_GEMM_MIN_OCG || kh * kw > CONV_GRID_TAPS || a->pad[0] < 0 ||
+      a->pad[1] < 0)
+    return 0;
+  const int64_t ry = (kh - 1) * a->dilation[0], rx = (kw - 1) * a->dilation[1], sh = a->stride[0], sw = a->stride[1];
+  const int64_t ph = ry + 1 < sh ? ry + 1 : sh, pw = rx + 1 < sw ? rx + 1 : sw;
+  const int64_t hq = o->dim[2] + ry / sh, wq = o->dim[3] + rx / sw;
+  return align_up((x->dim[0] * x->dim[1] * ph * pw * hq * wq + KILN_PANEL) * (int64_t)sizeof(float));
+}
+
+/* Live intervals of every arena value, in schedule order of their producers, each
+ * kernel's scratch (kernel_scratch) after its result, live at the kernel alone. */
 static Interval *arena_intervals(Graph *g, int *count) {
   int *pos = kernel_positions(g);
   int *slot = kiln_alloc(sizeof(int) * (size_t)(g->nnodes + 1));
-  Interval *iv = kiln_alloc(sizeof(Interval) * (size_t)(g->nnodes + 1));
+  Interval *iv = kiln_alloc(sizeof(Interval) * (size_t)(g->nnodes + g->nkernels + 1));
   int n = 0;
   for (int k = 0; k < g->nkernels; k++) {
-    const Kernel *kr = &g->kernels[k];
+    Kernel *kr = &g->kernels[k];
     Node *r = g->nodes[kr->nodes[kr->nnodes - 1]];
-    if (r->region == REG_OUTPUT || r->region == REG_STATE) continue;
-    r->region = REG_ARENA;
-    slot[r->id] = n + 1;
-    iv[n++] = (Interval){r->id, kr->order, kr->order, align_up(node_bytes(r)), 0};
+    kr->scratch = kernel_scratch(g, kr);
+    kr->scratch_offset = 0;
+    if (r->region != REG_OUTPUT && r->region != REG_STATE) {
+      r->region = REG_ARENA;
+      slot[r->id] = n + 1;
+      iv[n++] = (Interval){r->id, kr->order, kr->order, align_up(node_bytes(r)), 0, -1};
+    }
+    if (kr->scratch) iv[n++] = (Interval){-1 - k, kr->order, kr->order, kr->scratch, 0, k};
   }
   for (int i = 0; i < g->nnodes; i++) {
     Node *c = g->nodes[i];
@@ -207,7 +241,10 @@ void pass_memplan(Graph *g) {
   int64_t high = 0;
   for (int i = 0; i < n; i++) {
     iv[i].offset = first_fit(&iv[i], iv, i, scratch);
-    g->nodes[iv[i].node]->offset = iv[i].offset;
+    if (iv[i].kernel >= 0)
+      g->kernels[iv[i].kernel].scratch_offset = iv[i].offset;
+    else
+      g->nodes[iv[i].node]->offset = iv[i].offset;
     if (iv[i].offset + iv[i].size > high) high = iv[i].offset + iv[i].size;
   }
   g->arena_size = high;

@@ -124,10 +124,12 @@ static void ctx_init(Ctx *c, Graph *g) {
       c->wname[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("W_%s", base))));   /* "0.weight": W_0_WEIGHT */
     }
   }
+  c->pname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   for (int k = 0; k < g->nkernels; k++) {
     const Kernel *kr = &g->kernels[k];
     Node *n = node(g, kr->nodes[kr->nnodes - 1]);
     if (n->region == REG_ARENA) c->aname[n->id] = names_claim(&ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
+    if (kr->scratch) c->pname[k] = names_claim(&ids, kiln_fmt("A_%s_PAD", emit_upper(c->kname[k])));
   }
 }
 
@@ -230,15 +232,20 @@ static const char *weight_what(const Node *n) {
   return kiln_fmt("%s %s %s", q ? q->name : dtype_name(n->dtype), shape_of(n), n->name ? n->name : kiln_ops[n->op].name);
 }
 
-/* The A_ enum of c's graph (arena values in schedule order), "" when it has none. */
+/* The A_ enum of c's graph (arena values and kernels' scratch in schedule order), "" when it has none. */
 static const char *arena_enum(const Ctx *c) {
   Graph *g = c->g;
   Buf al = {0};
   for (int k = 0; k < g->nkernels; k++) {
     Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
-    if (!c->aname[n->id]) continue;
-    const char *what = kiln_fmt("%s %s, %lld bytes", dtype_name(n->dtype), shape_of(n), (long long)node_bytes(n));
-    buf_puts(&al, offset_line(c->aname[n->id], n->offset, what, wide_region(g->arena_size)));
+    if (c->aname[n->id]) {
+      const char *what = kiln_fmt("%s %s, %lld bytes", dtype_name(n->dtype), shape_of(n), (long long)node_bytes(n));
+      buf_puts(&al, offset_line(c->aname[n->id], n->offset, what, wide_region(g->arena_size)));
+    }
+    if (c->pname[k]) {   /* pass_memplan's scratch: a conv's padded input */
+      const char *what = kiln_fmt("%s's padded input, %lld bytes", c->kname[k], (long long)g->kernels[k].scratch);
+      buf_puts(&al, offset_line(c->pname[k], g->kernels[k].scratch_offset, what, wide_region(g->arena_size)));
+    }
   }
   EmitVars av = {0};
   emit_var(&av, "ENTRIES", al.data ? al.data : "");
@@ -553,9 +560,11 @@ static void pctx_entry_names(PCtx *pc, int e, Names *ids) {
     Node *n = g->nodes[i];
     if (!n->dead && n->op != OP_RESHAPE && n->region == REG_WEIGHTS) c->wname[i] = slot_name_at(pc, n->offset);
   }
+  c->pname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   for (int k = 0; k < g->nkernels; k++) {
     Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
     if (n->region == REG_ARENA) c->aname[n->id] = names_claim(ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
+    if (g->kernels[k].scratch) c->pname[k] = names_claim(ids, kiln_fmt("A_%s_PAD", emit_upper(c->kname[k])));
   }
 }
 

@@ -39,6 +39,7 @@ typedef struct {
   const char **ename;             /* per kernel: its epilogue helper's name (fused kernels) */
   const char **wname;             /* per node id: W_ constant of a weights-region root */
   const char **aname;             /* per node id: A_ constant of an arena-region root */
+  const char **pname;             /* per kernel: A_ constant of its scratch (Kernel.scratch), or NULL */
   const char **in_param, **out_param;   /* per graph input/output: parameter name */
   const char **in_stem, **out_stem;     /* per graph input/output: macro stem */
   bool *in_read;                  /* per graph input: some kernel reads it (else the run voids it) */

@@ -430,6 +430,12 @@ static const char *k_conv(KernelCtx *k) {
     const bool packed = IN(1)->pack != 0;
     emit_var(&k->v, "PACKED", packed ? "1" : "0");
     emit_var(&k->v, "PACKED_DOC", packed ? kiln_fmt(" w is packed: blocks of %d filters, tap-major", KILN_CONV_BLOCK) : "");
+    /* pass_memplan's scratch: the padded input, split by stride (kiln_conv_grid) */
+    const bool grid = k->g->kernels[k->n->kernel].scratch > 0;
+    emit_var(&k->v, "GRID_DOC", grid ? "\n * The input is first copied into pad (arena scratch), zero-padded and split into stride\n"
+                                      " * phases, so that each tap of 32 grid pixels is 32 consecutive floats of it." : "");
+    emit_var(&k->v, "GRID_PARAM", grid ? ", float *restrict pad" : "");
+    emit_var(&k->v, "GRID_ARG", grid ? "pad" : "NULL");
     return "c/conv_gemm.c.tmpl";
   }
   /* Four or more filters a group share each gathered patch (kiln_dot4); the patch lives
@@ -792,6 +798,7 @@ void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   const Node *bn = emit_conv_bn(g, kr);   /* its statistics and affine: k_conv's BN_PARAMS */
   for (int i = 1; bn && i < 5; i++) buf_printf(&args, "%s, ", operand_ptr(c, input(g, bn, i), false));
   for (int i = 0; i < e.nextra; i++) buf_printf(&args, "%s, ", operand_ptr(c, e.extra[i], false));
+  if (kr->scratch) buf_printf(&args, "(float *)(a + %s), ", c->pname[ki]);   /* pass_memplan's */
   buf_puts(&args, operand_ptr(c, res, true));
   EmitVars cv = {0};
   emit_var(&cv, "NAME", c->kname[ki]);

@@ -610,6 +610,14 @@ conv_case("packed_16_stride", [2, 3, 19, 23], [16, 3, 3, 3], stride=(2, 3), dila
 conv_case("packed_24", [1, 5, 9, 9], [24, 5, 3, 3], stride=2, padding=1, params=True)
 conv_case("packed_groups12", [2, 4, 6, 7], [24, 2, 3, 3], groups=2, padding=1, params=True)
 conv_case("packed_groups8_inplace", [1, 4, 6, 7], [16, 2, 3, 3], groups=2, params=True)
+# packed filters run over the padded input's grid, split into stride phases (kiln_conv_grid):
+# a 1x1 conv at stride 1 (one phase, no padding) and 2 (one phase of four), a stem-like 7x7
+# at stride 2, padding (t, l, b, r) on rows wider than a panel, stride 3 past the kernel's reach
+conv_case("grid_pointwise", [2, 16, 9, 11], [20, 16, 1, 1], params=True)
+conv_case("grid_1x1_stride2", [1, 8, 11, 13], [16, 8, 1, 1], stride=2, bias=False, params=True)
+conv_case("grid_stem", [1, 3, 37, 41], [12, 3, 7, 7], stride=2, padding=3, params=True)
+conv_case("grid_pad_tlbr_wide", [2, 3, 6, 45], [9, 3, 3, 3], padding=(1, 0, 2, 3), params=True)
+conv_case("grid_stride3", [1, 4, 17, 19], [8, 4, 2, 2], stride=3, padding=2, params=True)
 # conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
 conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
