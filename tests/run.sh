@@ -18,7 +18,7 @@ suites=$(echo ${TESTS:-$(cd tests && ls t_*.sh | sed "s/\.sh$//")})   # one line
 
 # The slowest suites start first, longest first (times of the last full run, docs/testing.md),
 # so two workers finish close together; t_isa and t_llm (2-3 min) used to start mid-run.
-slow="t_compile t_onnx t_isa t_llm t_metal t_ops t_robust t_passes t_hardening"
+slow="t_onnx t_isa t_metal t_compile t_ops t_llm t_coreml t_passes t_robust"
 order=""
 for s in $slow; do case " $suites " in *" $s "*) order="$order $s" ;; esac; done
 for s in $suites; do case " $slow " in *" $s "*) ;; *) order="$order $s" ;; esac; done
