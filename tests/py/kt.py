@@ -2,9 +2,10 @@
 
 A test case goes through the same four steps whatever it tests:
   1. `kiln build m.lua -o DIR` writes DIR/{m.h, m.c, m.weights, m.json};
-  2. tests/ops/kt_driver.c is compiled with DIR/m.c into one executable (kt_cfg.h, written
-     here from m.json, tells it the model's function and buffer sizes by their header macros,
-     so a disagreement between m.json and m.h fails the run);
+  2. tests/ops/kt_driver.c (compiled once per compiler and flags) is linked with DIR/m.c into
+     one executable (kt_cfg_<exe>.c, written here from m.json, tells it the model's function
+     and buffer sizes by their header macros, so a disagreement between m.json and m.h fails
+     the run);
   3. the executable runs on raw input files and writes raw outputs;
   4. `kiln run m.lua --input ... --save DIR` evaluates the same script in the reference
      interpreter.
