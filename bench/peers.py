@@ -47,6 +47,9 @@ def load_kiln_weights(build_dir, model):
         if "packed" in w:
             out[w["name"]] = unpack_panels(blob, header + w["offset"], w["packed"]).reshape(w["shape"])
             continue
+        if "winograd" in w:
+            out[w["name"]] = unwino(blob, header + w["offset"], w["shape"], w["winograd"]["block"])
+            continue
         if "format" in w:   # a stored format (docs/quantization.md): decoded by the spec's reference
             sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "quant"))
             import ref
@@ -70,6 +73,21 @@ def unpack_panels(blob, offset, p):
     a = np.frombuffer(blob, dtype="<f4", count=npan * k * w, offset=offset).reshape(npan, k, w)
     b = a.transpose(1, 0, 2).reshape(k, npan * w)[:, :n]
     return (b.T if p["transposed"] else b).copy()
+
+
+def unwino(blob, offset, shape, block):
+    """3x3 filters stored as their Winograd F(2x2, 3x3) transforms U = G g G^T (docs/output.md,
+    "winograd" in m.json: U[xi] of filter o, channel c at ((xi * OB + o // block) * C + c) *
+    block + o % block), back to g = G+ U G+^T in float64, rounded to float32. U's corners
+    are g's corners exactly; the other taps come back within a rounding of the transform
+    (U is stored rounded), so the values are not always the build's bit for bit."""
+    oc, c = shape[0], shape[1]
+    ob = -(-oc // block)
+    u = np.frombuffer(blob, dtype="<f4", count=16 * ob * block * c, offset=offset).astype(np.float64)
+    u = u.reshape(4, 4, ob, c, block).transpose(2, 4, 3, 0, 1).reshape(ob * block, c, 4, 4)[:oc]
+    G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    Gp = np.linalg.pinv(G)
+    return np.einsum("ia,ocab,jb->ocij", Gp, u, Gp).astype(np.float32)
 
 
 # ---- PyTorch twins (state_dict names as in models/*.lua) ----

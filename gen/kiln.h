@@ -37,6 +37,12 @@ enum {
    * group a convolution runs as a matrix product (conv_gemm). */
   KILN_CONV_BLOCK = 12,
   KILN_CONV_GEMM_MIN_OCG = 8,
+  /* A 3x3 stride-1 convolution runs by Winograd's F(2x2, 3x3) (pass_pack: Node.wino) from
+   * this many input and output channels and output pixels: below them the transforms cost
+   * more than the 2.25x fewer multiply-adds save, and a small image wastes a tile's lanes. */
+  KILN_WINO_MIN_CHANNELS = 16,
+  KILN_WINO_MIN_PIXELS = 64,
+  KILN_WINO_ALPHA = 16,   /* values of a transformed 4x4 tile: the products a tile needs */
 };
 /* Bytes of weights or arena a build may plan (1 TiB): generated C addresses them with
  * 64-bit offsets past 2 GiB; the bound keeps every sum of sizes far from overflow. */
@@ -260,6 +266,7 @@ typedef struct Node {
   int64_t offset;               /* byte offset within its region */
   int pack;                     /* WEIGHT stored as panels of this many columns (pass_pack), 0: as is */
   bool pack_t;                  /* packed from the transpose: the weight is B^T (a Linear's [N, K]) */
+  bool wino;                    /* conv filters stored as F(2x2, 3x3) transforms (pass_pack, wino_geom) */
   WFormat src_fmt;              /* WEIGHT: the format its file stores it in (f32 for seeded weights) */
   const unsigned char *src_raw; /* ... and those bytes (ggml rows), when src_fmt is not f32 */
   WFormat wfmt;                 /* WEIGHT: the format the weights file keeps it in (pass_quant) */
@@ -377,6 +384,7 @@ typedef struct Program {
   bool checksummed;             /* weights_checksum is set: later targets reuse it */
   int64_t arena_size;           /* the largest entry's arena */
   bool no_pack;                 /* keep every f32 weight row-major (Metal reads the blob too) */
+  bool no_wino;                 /* --no-winograd: 3x3 convolutions keep the direct product */
   const QuantRule *qrules;      /* --quantize, in the order given (pass_quant) */
   int nqrules;
   QuantRuleUse *qrule_use;      /* nqrules of them, filled by pass_quant (NULL: not counted) */
@@ -454,6 +462,14 @@ typedef struct {
 } MatmulShape;
 MatmulShape matmul_shape(Graph *g, const Node *mm);
 bool matmul_swapped(const MatmulShape *s);
+/* A convolution over Winograd filters (Node.wino): its output as th x tw tiles of 2 x 2,
+ * transformed a band of at most `band` tiles at a time into scratch of 16 rows of ldv floats
+ * per input channel (templates/c/wino_lib.c.tmpl); scratch: those bytes. One rule for
+ * pass_memplan and emit_c. */
+typedef struct {
+  int64_t th, tw, band, ldv, scratch;
+} WinoGeom;
+WinoGeom wino_geom(Graph *g, const Node *conv);
 /* A packed weight (Node.pack) as B: k rows, n columns. */
 void pack_dims(const Node *w, int64_t *k, int64_t *n);
 /* Bytes w takes in the weights payload: node_bytes, or its padded panels when packed. */

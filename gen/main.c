@@ -60,11 +60,13 @@ static const char usage[] =
     "  --dump-after PASS|all         print the graph to stderr after that pass\n"
     "  --no-fuse                     one op per kernel: no elementwise chains fused into the\n"
     "                                kernel before them (also: environment KILN_NOFUSE=1)\n"
+    "  --no-winograd                 C: 3x3 convolutions as the direct product, not Winograd's\n"
+    "                                F(2x2, 3x3) (docs/output.md: its rounding, its weights)\n"
     "\n"
     "graph options:\n"
     "  --dot                         Graphviz DOT instead of text\n"
     "  --after PASS|all              the graph after that pass instead of as traced\n"
-    "  --no-fuse, --quantize, --activations   as for build\n"
+    "  --no-fuse, --no-winograd, --quantize, --activations   as for build\n"
     "\n";
 /* The rest of the usage text: one string literal stays under C's 4095-byte minimum. */
 static const char usage2[] =
@@ -113,7 +115,7 @@ typedef struct {
   const char *defines[64];      /* -D NAME=VALUE */
   int ndefines;
   unsigned targets;
-  bool embed, dot, fp16, no_fuse, decode, null_sep, ggml_acts;
+  bool embed, dot, fp16, no_fuse, no_wino, decode, null_sep, ggml_acts;
   const char *convert, *tokenizer;   /* tokenize --convert OUT; build --tokenizer FILE */
   const char *min_os;
   QuantRule qrules[64];         /* --quantize */
@@ -179,7 +181,7 @@ static const struct {
   const char *opt, *cmds;
 } option_cmds[] = {
     {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
-    {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"},
+    {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"}, {"--no-winograd", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
     {"-D", "bgr"}, {"--decode", "t"}, {"--null", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "bgr"}, {"--activations", "bgr"},
     {"--unsafe-lua", "bgr"}, {"--lua-max-instructions", "bgr"}, {"--lua-max-memory", "bgr"}};
@@ -218,6 +220,7 @@ static Args parse_args(int argc, char **argv) {
     } else if (strcmp(s, "--dump-after") == 0 || strcmp(s, "--after") == 0) a.dump_after = need_value(argc, argv, &i);
     else if (strcmp(s, "--dot") == 0) a.dot = true;
     else if (strcmp(s, "--no-fuse") == 0) a.no_fuse = true;
+    else if (strcmp(s, "--no-winograd") == 0) a.no_wino = true;
     else if (strcmp(s, "--decode") == 0) a.decode = true;
     else if (strcmp(s, "--null") == 0) a.null_sep = true;
     else if (strcmp(s, "--convert") == 0) a.convert = need_value(argc, argv, &i);
@@ -277,6 +280,7 @@ static Program *trace(const Args *a) {
   p->nqrules = a->nqrules;
   p->qrule_use = a->nqrules ? kiln_alloc(sizeof(QuantRuleUse) * (size_t)a->nqrules) : NULL;
   p->ggml_acts = a->ggml_acts;
+  p->no_wino = a->no_wino;
   return p;
 }
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_golden.sh — the exact generated code of small models, tests/golden/*.lua (tiny.lua;
 # tinystate.lua: entries and state; tinyq.lua: stored weight formats, built with the
-# options in tinyq.args): `kiln build tests/golden/tiny.lua` must write tiny.h, tiny.c and
+# options in tinyq.args; tinyconv.lua: a Winograd convolution with a fused BatchNorm and
+# residual, and a strided one over the padded grid): `kiln build tests/golden/tiny.lua` must write tiny.h, tiny.c and
 # tiny.json byte for byte equal to tests/golden/expected/. A change to the emitter shows up here as a diff to review.
 #
 # To accept new output after reading it (it must look like careful hand-written code:

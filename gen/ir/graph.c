@@ -325,7 +325,9 @@ static void put_placement(Buf *b, const Graph *g, const Node *n) {
       buf_printf(b, "%s%d+%lld", region_name(n->region), n->io_slot, (long long)n->offset);
     else buf_printf(b, "%s+%lld", region_name(n->region), (long long)n->offset);
   }
-  if (n->pack) buf_printf(b, "%spanels%d%s", has_kernel || n->region != REG_NONE ? " " : "", n->pack, n->pack_t ? "^T" : "");
+  if (n->pack)
+    buf_printf(b, "%s%s%d%s", has_kernel || n->region != REG_NONE ? " " : "", n->wino ? "winograd" : "panels", n->pack,
+               n->pack_t ? "^T" : "");
   if (stored) buf_printf(b, "%s%s", has_kernel || n->region != REG_NONE ? " " : "", wformat_info(n->wfmt)->name);
   buf_puts(b, "]");
 }

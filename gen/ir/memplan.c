@@ -156,11 +156,13 @@ enum { CONV_GRID_TAPS = 256 };
  * PH x PW phases (PH = min(SH, (KH-1)*DH + 1)) of OH + (KH-1)*DH/SH rows by
  * OW + (KW-1)*DW/SW columns, and KILN_PANEL floats of slack that the last panel of pixels
  * reads past the last plane. The C emitter takes that path exactly when the kernel has
- * this scratch. */
+ * this scratch. A convolution over Winograd filters (Node.wino) needs its band of input
+ * transforms instead (wino_geom). */
 static int64_t kernel_scratch(Graph *g, const Kernel *kr) {
   const Node *n = g->nodes[kr->nodes[0]];
   if (n->op != OP_CONV2D || n->dtype != DT_F32) return 0;
   const Node *w = graph_node(g, n->in[1]);
+  if (w->wino) return align_up(wino_geom(g, n).scratch);
   const Shape *x = &graph_node(g, n->in[0])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
   const int64_t ocg = o->dim[1] / a->groups, kh = w->shape.dim[2], kw = w->shape.dim[3];

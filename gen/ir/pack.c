@@ -76,7 +76,19 @@ typedef struct {
   int uses, gathers;
   int64_t k, n;
   bool t, conv;   /* conv: the uses are convolutions' filters */
+  bool wino;      /* ... each of them one that Winograd's F(2x2, 3x3) serves (wino_fit) */
 } BUse;
+
+/* Whether convolution u (whose filters are w) runs by Winograd's F(2x2, 3x3): 3x3 taps at
+ * stride and dilation 1, one group, KILN_WINO_MIN_CHANNELS in and out, KILN_WINO_MIN_PIXELS
+ * output pixels, f32. */
+static bool wino_fit(Graph *h, const Node *u, const Node *w) {
+  const Attrs *a = &u->a;
+  return !(h->prog && h->prog->no_wino) && a->groups == 1 && w->shape.dim[2] == 3 && w->shape.dim[3] == 3 &&
+         a->stride[0] == 1 && a->stride[1] == 1 && a->dilation[0] == 1 && a->dilation[1] == 1 && a->pad[0] >= 0 &&
+         a->pad[1] >= 0 && w->shape.dim[0] >= KILN_WINO_MIN_CHANNELS && w->shape.dim[1] >= KILN_WINO_MIN_CHANNELS &&
+         u->shape.dim[2] * u->shape.dim[3] >= KILN_WINO_MIN_PIXELS;
+}
 
 /* A use as the filters of a convolution that runs as a matrix product (conv_gemm, from
  * KILN_CONV_GEMM_MIN_OCG filters a group), one group or groups of whole blocks of
@@ -88,6 +100,7 @@ static bool conv_use(Graph *h, const Node *u, int slot, BUse *b) {
   int64_t ocg = u->shape.dim[1] / u->a.groups, k = w->shape.dim[1] * w->shape.dim[2] * w->shape.dim[3];
   if (ocg < KILN_CONV_GEMM_MIN_OCG || (u->a.groups > 1 && ocg % KILN_CONV_BLOCK)) return false;
   if (b->uses++ && (k != b->k || w->shape.dim[0] != b->n || !b->conv)) return false;
+  b->wino = (b->uses == 1 || b->wino) && wino_fit(h, u, w);
   b->k = k, b->n = w->shape.dim[0], b->t = true, b->conv = true;
   return true;
 }
@@ -113,10 +126,10 @@ static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
 /* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
  * w's program (or of g alone), or as the rows of B^T by gathers; sets *k, *n, *t from the
  * matmul uses. */
-static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t, bool *conv) {
+static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t, bool *conv, bool *wino) {
   BUse b = {0};
   if (each_use(g, w, b_use, &b) <= 0 || !b.uses || (b.gathers && (!b.t || b.conv))) return false;
-  *k = b.k, *n = b.n, *t = b.t, *conv = b.conv;
+  *k = b.k, *n = b.n, *t = b.t, *conv = b.conv, *wino = b.conv && b.wino;
   return true;
 }
 
@@ -139,20 +152,22 @@ static bool pack_disabled(const Graph *g) {
 /* Contract in kiln.h. Leaves every node as it was except Node.pack of f32 rank-2 WEIGHTs
  * (and pack_t): set iff the weight is read as B the same way everywhere; and of rank-4
  * convolution filters (KILN_CONV_BLOCK, pack_t): set iff every use is a convolution
- * that runs as a matrix product. Deterministic: depends only on the graphs. */
+ * that runs as a matrix product, and Node.wino with it iff every such use is one that
+ * Winograd's F(2x2, 3x3) serves (wino_fit). Deterministic: depends only on the graphs. */
 void pass_pack(Graph *g) {
   bool off = pack_disabled(g);
   for (int i = 0; i < g->nnodes; i++) {
     Node *w = g->nodes[i];
-    w->pack = 0;
+    w->pack = 0, w->wino = false;
     if (off || w->dead || w->op != OP_WEIGHT || w->dtype != DT_F32 || (w->shape.rank != 2 && w->shape.rank != 4) || !w->name ||
         w->wfmt != WF_F32)
       continue;
     int64_t k = 0, n = 0;
-    bool t = false, conv = false;
-    if (!packable(g, w, &k, &n, &t, &conv) || (!conv && n < PACK_MIN_N)) continue;
+    bool t = false, conv = false, wino = false;
+    if (!packable(g, w, &k, &n, &t, &conv, &wino) || (!conv && n < PACK_MIN_N)) continue;
     w->pack = conv ? KILN_CONV_BLOCK : KILN_PANEL;
     w->pack_t = t;
+    w->wino = wino;
   }
 }
 
@@ -280,10 +295,26 @@ void pack_dims(const Node *w, int64_t *k, int64_t *n) {
   *n = w->pack_t ? w->shape.dim[0] : row;
 }
 
+/* ---- Winograd F(2x2, 3x3) filters ----
+ * A 3x3 filter g becomes the 4x4 tile U = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2;
+ * 0 0 1], so that a 2x2 block of outputs is A^T (sum over channels of U . B^T d B) A for the
+ * 4x4 block of input d around it (templates/c/wino_lib.c.tmpl): 16 multiply-adds a channel
+ * where the direct product takes 36. Made here once, in double and rounded once, rather
+ * than on every call. Stored as 16 matrices (one per value xi of the tile), each as blocks
+ * of KILN_CONV_BLOCK filters, channel-major: U[xi] of filter o, channel c at
+ * ((xi * OB + o / 12) * C + c) * 12 + o % 12, OB blocks (the last zero past OC). */
+
+/* Bytes of w's transformed filters. */
+static int64_t wino_bytes(const Node *w) {
+  const int64_t blocks = (w->shape.dim[0] + KILN_CONV_BLOCK - 1) / KILN_CONV_BLOCK;
+  return KILN_WINO_ALPHA * blocks * KILN_CONV_BLOCK * w->shape.dim[1] * (int64_t)sizeof(float);
+}
+
 /* Contract in kiln.h. */
 int64_t node_stored_bytes(const Node *w) {
   if (w->op == OP_WEIGHT && w->wfmt != WF_F32) return wformat_bytes(w->wfmt, w->shape.dim[0], w->shape.dim[1]);
   if (!w->pack) return node_bytes(w);
+  if (w->wino) return wino_bytes(w);
   int64_t k, n;
   pack_dims(w, &k, &n);
   return (n + w->pack - 1) / w->pack * w->pack * k * (int64_t)sizeof(float);
@@ -304,12 +335,63 @@ static void *alloc_or_die(size_t bytes, const char *what, const Node *w) {
   return p;
 }
 
+/* Into out (wino_bytes): the transforms of filters [o0, o0 + n) at f (each C channels of
+ * 3 x 3 taps), of `blocks` blocks in all. */
+static void wino_filters(const float *f, int64_t o0, int64_t n, int64_t channels, int64_t blocks, float *out) {
+  static const double G[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  for (int64_t o = o0; o < o0 + n; o++)
+    for (int64_t c = 0; c < channels; c++) {
+      const float *g = f + ((o - o0) * channels + c) * 9;
+      double gt[3][4];   /* g G^T */
+      for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 4; b++) gt[i][b] = g[i * 3] * G[b][0] + g[i * 3 + 1] * G[b][1] + g[i * 3 + 2] * G[b][2];
+      for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) {
+          const int64_t xi = a * 4 + b, at = ((xi * blocks + o / KILN_CONV_BLOCK) * channels + c) * KILN_CONV_BLOCK;
+          out[at + o % KILN_CONV_BLOCK] = (float)(G[a][0] * gt[0][b] + G[a][1] * gt[1][b] + G[a][2] * gt[2][b]);
+        }
+    }
+}
+
+/* w's transformed filters (wino_filters), a fresh buffer; a weight from a file is read a
+ * block of filters at a time. */
+static float *wino_panels(const Node *w) {
+  const int64_t oc = w->shape.dim[0], channels = w->shape.dim[1];
+  const int64_t blocks = (oc + KILN_CONV_BLOCK - 1) / KILN_CONV_BLOCK;
+  float *out = alloc_or_die((size_t)wino_bytes(w), "transforming", w);
+  const float *all = weight_has_rows(w) ? NULL : node_data(w);
+  float *scratch = all ? NULL : alloc_or_die(sizeof(float) * (size_t)(KILN_CONV_BLOCK * channels * 9), "transforming", w);
+  for (int64_t o0 = 0; o0 < oc; o0 += KILN_CONV_BLOCK) {
+    const int64_t n = oc - o0 < KILN_CONV_BLOCK ? oc - o0 : KILN_CONV_BLOCK;
+    wino_filters(rows_of(w, all, o0, n, scratch), o0, n, channels, blocks, out);
+  }
+  free(scratch);
+  return out;
+}
+
+/* Floats of input transforms a band holds at most (1 MiB): the band and a block of
+ * filters stay in a core's L2 while every block of filters runs over it. */
+enum { WINO_BAND_FLOATS = 262144 };
+
+/* Contract in kiln.h. */
+WinoGeom wino_geom(Graph *g, const Node *conv) {
+  const int64_t c = graph_node(g, conv->in[0])->shape.dim[1];
+  WinoGeom q = {.th = (conv->shape.dim[2] + 1) / 2, .tw = (conv->shape.dim[3] + 1) / 2};
+  const int64_t tiles = q.th * q.tw, per_panel = KILN_WINO_ALPHA * c * KILN_PANEL;
+  const int64_t panels = WINO_BAND_FLOATS / per_panel > 1 ? WINO_BAND_FLOATS / per_panel : 1;
+  q.band = tiles < panels * KILN_PANEL ? tiles : panels * KILN_PANEL;
+  q.ldv = (q.band + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL;
+  q.scratch = KILN_WINO_ALPHA * c * q.ldv * (int64_t)sizeof(float);
+  return q;
+}
+
 /* Contract in kiln.h. Element (k, j) of B sits at panel j / P, row k, lane j % P (P =
  * w->pack: 32, or KILN_CONV_BLOCK for convolution filters). The
  * weight is read along its own rows: when it is B^T, 32 of them (B's columns) fill one
  * panel; when it is B, each row r is spread over row r of every panel. A weight from a
  * file is read a few rows at a time (weight_has_rows), any other one materialised. */
 float *node_panels(const Node *w) {
+  if (w->wino) return wino_panels(w);
   int64_t k, n;
   pack_dims(w, &k, &n);
   const int64_t pw = w->pack;   /* lanes a panel */

@@ -61,6 +61,18 @@ static const char *names_claim(Names *s, const char *base) {
   return name;
 }
 
+/* Whether kernel k's scratch (Kernel.scratch) holds a Winograd convolution's input
+ * transforms (its filters are Node.wino) rather than a convolution's padded input. */
+static bool scratch_is_wino(Graph *g, int k) {
+  const Node *n = g->nodes[g->kernels[k].nodes[0]];
+  return n->op == OP_CONV2D && graph_node(g, n->in[1])->wino;
+}
+
+/* The arena constant of kernel k's scratch: A_<KERNEL>_PAD, or A_<KERNEL>_TILES. */
+static const char *scratch_name(Graph *g, int k, const char *kname) {
+  return kiln_fmt(scratch_is_wino(g, k) ? "A_%s_TILES" : "A_%s_PAD", emit_upper(kname));
+}
+
 /* The file-scope helpers a kernel's templates name after it ("${NAME}_rows", ...). */
 static const char *const kernel_helpers[] = {"_args", "_job", "_out", "_row", "_rows", "_store", "_task", "_window", NULL};
 
@@ -129,7 +141,7 @@ static void ctx_init(Ctx *c, Graph *g) {
     const Kernel *kr = &g->kernels[k];
     Node *n = node(g, kr->nodes[kr->nnodes - 1]);
     if (n->region == REG_ARENA) c->aname[n->id] = names_claim(&ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
-    if (kr->scratch) c->pname[k] = names_claim(&ids, kiln_fmt("A_%s_PAD", emit_upper(c->kname[k])));
+    if (kr->scratch) c->pname[k] = names_claim(&ids, scratch_name(g, k, c->kname[k]));
   }
 }
 
@@ -153,10 +165,13 @@ static const struct {
     {"c/par_for.c.tmpl", "kiln_for(|KILN_TASK"},      /* tasks */
     {"c/rows_for.c.tmpl", "kiln_rows_for("},          /* row-wise kernels' tasks */
     {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* direct convolutions */
+    {"c/isa.c.tmpl", "KILN_INLINE|KILN_MR|KILN_PANEL|kiln_avx512("},   /* vector types */
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},
     {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */
+    {"c/conv_tile.c.tmpl", "kiln_grid_tile(|kiln_conv_cut_of("},   /* its tiles and tasks */
     {"c/conv_lib.c.tmpl", "kiln_conv_par("},          /* convolution as a matrix product */
+    {"c/wino_lib.c.tmpl", "kiln_wino_par("},          /* 3x3 convolution by Winograd's F(2x2, 3x3) */
     {"c/quant_lib.c.tmpl", "KILN_QPANEL|KILN_QKC"},   /* weights in a stored format */
     {"c/h2f_lanes.c.tmpl", "kiln_h2f_lanes("},
     {"c/deq/nib_sym.c.tmpl", "kiln_nib_sym("},
@@ -242,8 +257,9 @@ static const char *arena_enum(const Ctx *c) {
       const char *what = kiln_fmt("%s %s, %lld bytes", dtype_name(n->dtype), shape_of(n), (long long)node_bytes(n));
       buf_puts(&al, offset_line(c->aname[n->id], n->offset, what, wide_region(g->arena_size)));
     }
-    if (c->pname[k]) {   /* pass_memplan's scratch: a conv's padded input */
-      const char *what = kiln_fmt("%s's padded input, %lld bytes", c->kname[k], (long long)g->kernels[k].scratch);
+    if (c->pname[k]) {   /* pass_memplan's scratch: a conv's padded input, or its tiles' transforms */
+      const char *what = kiln_fmt(scratch_is_wino(g, k) ? "%s's input tiles, transformed, %lld bytes" : "%s's padded input, %lld bytes",
+                                  c->kname[k], (long long)g->kernels[k].scratch);
       buf_puts(&al, offset_line(c->pname[k], g->kernels[k].scratch_offset, what, wide_region(g->arena_size)));
     }
   }
@@ -564,7 +580,7 @@ static void pctx_entry_names(PCtx *pc, int e, Names *ids) {
   for (int k = 0; k < g->nkernels; k++) {
     Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
     if (n->region == REG_ARENA) c->aname[n->id] = names_claim(ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
-    if (g->kernels[k].scratch) c->pname[k] = names_claim(ids, kiln_fmt("A_%s_PAD", emit_upper(c->kname[k])));
+    if (g->kernels[k].scratch) c->pname[k] = names_claim(ids, scratch_name(g, k, c->kname[k]));
   }
 }
 

@@ -410,7 +410,8 @@ static bool conv_direct_fits(const ConvGeom *c) {
 
 /* Conv2d family: sets the conv geometry, the bias and fused batchnorm parameters
  * (empty without them) and what each template stores; returns the conv template:
- * conv_gemm from CONV_GEMM_MIN_OCG filters a group, conv_patch for fewer (but 4 or more)
+ * conv_wino over filters transformed at build time (Node.wino), else conv_gemm from
+ * CONV_GEMM_MIN_OCG filters a group, conv_patch for fewer (but 4 or more)
  * filters over a mid-sized patch, else direct loops: conv_direct over a padded copy of
  * the input when it fits CONV_DIRECT_MAX, conv otherwise. */
 static const char *k_conv(KernelCtx *k) {
@@ -426,6 +427,12 @@ static const char *k_conv(KernelCtx *k) {
     conv_gemm_store(k, &c, bn);
     emit_var(&k->v, "BIAS_DOC", c.bias ? (bn ? ", then the bias and the batchnorm" : ", then the bias")
                                        : bn ? ", then the batchnorm" : "");
+    if (IN(1)->wino) {   /* pass_pack: the filters' F(2x2, 3x3) transforms; memplan: v's band */
+      const WinoGeom q = wino_geom(k->g, k->n);
+      emit_vari(&k->v, "TH", q.th), emit_vari(&k->v, "TW", q.tw);
+      emit_vari(&k->v, "BAND", q.band), emit_vari(&k->v, "LDV", q.ldv);
+      return "c/conv_wino.c.tmpl";
+    }
     /* pass_pack: filters stored in blocks of KILN_CONV_BLOCK, tap-major */
     const bool packed = IN(1)->pack != 0;
     emit_var(&k->v, "PACKED", packed ? "1" : "0");

@@ -80,6 +80,8 @@ static void put_stored(Buf *b, const Node *n, int64_t offset) {
     if (n->op == OP_WEIGHT && n->wfmt != WF_F32) {
       buf_printf(b, ", \"format\": {\"name\": \"%s\", \"panel\": %d, \"rows\": %lld, \"k\": %lld}",
                  wformat_info(n->wfmt)->name, KILN_QPANEL, (long long)n->shape.dim[0], (long long)n->shape.dim[1]);
+    } else if (n->wino) {
+      buf_printf(b, ", \"winograd\": {\"tile\": \"F(2x2, 3x3)\", \"block\": %d}", n->pack);
     } else if (n->pack) {
       int64_t k, c;
       pack_dims(n, &k, &c);

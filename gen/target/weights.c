@@ -78,7 +78,7 @@ static Layout layout(Graph *const *gs, int ng, int64_t size) {
   for (int i = 0; i < n; i++) {
     const Node *x = all[i], *prev = l.count ? l.n[l.count - 1] : NULL;
     if (prev && prev->offset == x->offset) {
-      if (node_bytes(prev) != node_bytes(x) || prev->pack != x->pack || prev->pack_t != x->pack_t ||
+      if (node_bytes(prev) != node_bytes(x) || prev->pack != x->pack || prev->pack_t != x->pack_t || prev->wino != x->wino ||
           prev->wfmt != x->wfmt || !same_values(prev, x))
         die("weights: %s and %s share offset %lld with different bytes", what(prev), what(x), (long long)x->offset);
       continue;

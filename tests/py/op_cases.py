@@ -618,6 +618,16 @@ conv_case("grid_1x1_stride2", [1, 8, 11, 13], [16, 8, 1, 1], stride=2, bias=Fals
 conv_case("grid_stem", [1, 3, 37, 41], [12, 3, 7, 7], stride=2, padding=3, params=True)
 conv_case("grid_pad_tlbr_wide", [2, 3, 6, 45], [9, 3, 3, 3], padding=(1, 0, 2, 3), params=True)
 conv_case("grid_stride3", [1, 4, 17, 19], [8, 4, 2, 2], stride=3, padding=2, params=True)
+# Winograd's F(2x2, 3x3) (3x3 at stride 1, 16 or more channels in and out, 64 or more output
+# pixels, filters from the weights file): odd output sizes (tiles that hang over the edge),
+# a partial block of filters, uneven padding, no padding, tile rows longer than a panel of
+# tiles, two bands of tiles (256 channels: bands of 64 tiles)
+conv_case("wino_basic", [1, 16, 8, 8], [16, 16, 3, 3], padding=1, params=True)
+conv_case("wino_odd", [2, 17, 9, 11], [20, 17, 3, 3], padding=1, params=True)
+conv_case("wino_pad_tlbr", [1, 16, 9, 10], [16, 16, 3, 3], padding=(0, 2, 1, 1), bias=False, params=True)
+conv_case("wino_nopad", [1, 24, 12, 13], [13, 24, 3, 3], params=True)
+conv_case("wino_long_rows", [1, 16, 4, 140], [16, 16, 3, 3], padding=1, params=True)
+conv_case("wino_bands", [1, 256, 16, 18], [28, 256, 3, 3], padding=1, params=True)
 # conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
 conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
@@ -933,11 +943,12 @@ bn_case("rank2", [5, 3])
 bn_case("eps", [2, 2, 3, 3], eps=1e-3)
 
 
-def conv_bn_case(name, sx, sw, bias=False, residual=False, relu=False, **kw):
+def conv_bn_case(name, sx, sw, bias=False, residual=False, relu=False, params=False, **kw):
     """conv2d -> batchnorm (-> + r) (-> relu): pass_group fuses the batchnorm into the conv
     kernel, which applies it per output channel as a scale and shift at its store (and the
     rest of the chain after it). Tolerance: the conv's sum of K terms (red) scaled by the
-    batchnorm's |gamma| / sqrt(var + eps), plus a few eps of the scale-and-shift's operands."""
+    batchnorm's |gamma| / sqrt(var + eps), plus a few eps of the scale-and-shift's operands.
+    params: w (and b) come from the weights file (so packed, or Winograd's), after the inputs."""
     C = sw[0]
     opts = ", ".join("%s = %s" % (k, lua_opt(v)) for k, v in kw.items())
     conv = "kiln.conv2d(x, w%s%s)" % (", b" if bias else "", ", {%s}" % opts if opts else "")
@@ -946,7 +957,15 @@ def conv_bn_case(name, sx, sw, bias=False, residual=False, relu=False, **kw):
         expr = "kiln.add(%s, r)" % expr
     if relu:
         expr = "kiln.relu(%s)" % expr
-    inputs = [("x", sx, "f32", "n"), ("w", sw, "f32", "n")] + ([("b", [C], "f32", "n")] if bias else [])
+    pr = {}
+    if params:
+        rng = np.random.default_rng(zlib.crc32(name.encode()))
+        pr = {"w": (rng.standard_normal(sw) * 0.2).astype(np.float32)}
+        if bias:
+            pr["b"] = rng.standard_normal(C).astype(np.float32)
+        inputs = [("x", sx, "f32", "n")]
+    else:
+        inputs = [("x", sx, "f32", "n"), ("w", sw, "f32", "n")] + ([("b", [C], "f32", "n")] if bias else [])
     inputs += [("m", [C], "f32", "n"), ("v", [C], "f32", "pos"), ("g", [C], "f32", "n"), ("be", [C], "f32", "n")]
     out_shape = conv_ref(np.zeros(sx), np.zeros(sw), **kw).shape
     if residual:
@@ -956,6 +975,12 @@ def conv_bn_case(name, sx, sw, bias=False, residual=False, relu=False, **kw):
 
     def split(args):
         a = list(args)
+        if params:   # x, m, v, g, be, (r), then the params w, (b)
+            x, (m, v, g, be) = a[0], a[1:5]
+            r = a[5] if residual else 0.0
+            w = a[5 + residual]
+            b = a[6 + residual] if bias else None
+            return x, w, b, m, v, g, be, r
         x, w = a[0], a[1]
         b = a[2] if bias else None
         m, v, g, be = a[2 + bias:6 + bias]
@@ -974,7 +999,8 @@ def conv_bn_case(name, sx, sw, bias=False, residual=False, relu=False, **kw):
         return ((2 * math.sqrt(K) + 12) * EPS * (A + np.abs(ch(m))) * s + 8 * EPS * (np.abs(ch(be)) + np.abs(r))
                 + 4 * EPS * np.abs(out) + 1e-37)
     also = ("batchnorm",) + (("add",) if residual else ()) + (("relu",) if relu else ())
-    add("conv2d", "bn_" + name, expr, inputs, ref=ref, tol=Tol.custom("red", "conv+bn K=%d" % K, bound), also=also)
+    add("conv2d", "bn_" + name, expr, inputs, ref=ref, tol=Tol.custom("red", "conv+bn K=%d" % K, bound), also=also,
+        params=pr)
 
 
 # the three conv kernels: matrix product (8+ filters a group), gathered patch (4-7 filters,
@@ -989,6 +1015,9 @@ conv_bn_case("direct", [2, 3, 6, 7], [2, 3, 3, 3], residual=True, padding=1)
 conv_bn_case("depthwise", [1, 16, 9, 9], [16, 1, 3, 3], groups=16, relu=True, padding=1)
 conv_bn_case("pointwise", [1, 24, 5, 5], [32, 24, 1, 1])
 conv_bn_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], bias=True, relu=True, padding=1)
+# Winograd's (a ResNet block's second convolution: batchnorm, residual, relu; and with a bias)
+conv_bn_case("wino_residual", [2, 16, 9, 10], [16, 16, 3, 3], residual=True, relu=True, padding=1, params=True)
+conv_bn_case("wino_bias", [1, 20, 8, 12], [24, 20, 3, 3], bias=True, padding=1, params=True)
 
 # ---------------------------------------------------------------- data movement
 

@@ -54,19 +54,9 @@ enum { KILN_TASKS = 16 };
 #define KILN_TASK_ELEMS 16384.0
 #endif
 
-/* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
- * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
- * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
- * added after the chain). The vector paths give each output its own lane and never split
- * the chain, so AVX-512, AVX2 + FMA, NEON and the plain C below (KILN_SCALAR, or any other
- * target) produce the same bits; only the speed differs. Stopping a chain after KILN_KC
- * steps, storing it and going on later rounds nothing: a float stored is the float loaded.
- *
- * B (K x N) is walked in panels of KILN_PANEL columns: a weight packed at build time is
- * already in that layout (panel p holds K rows of columns 32p..32p+31, zero past N); any
- * other B is copied panel by panel into a small buffer first. A is copied KILN_MR rows at a
- * time into ap (k-major, so the kernel reads one row of ap per k). The micro-kernel keeps a
- * KILN_MR x KILN_PANEL tile of sums in registers over KILN_KC steps of k. */
+/* ---- The vector types of the micro-kernels (templates/c/isa.c.tmpl) ----
+ * What the file's flags give: AVX-512, AVX2 + FMA (whose micro-kernels also carry an
+ * AVX-512 twin, picked at run time), NEON, or plain C (KILN_SCALAR forces it). */
 #include <string.h>
 #if !defined(KILN_SCALAR) && (defined(__GNUC__) || defined(__clang__)) && defined(__AVX512F__)
 #include <immintrin.h>
@@ -112,6 +102,34 @@ typedef float32x4_t kiln_v;
  * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
  * and KILN_NB panels at a time (64 KiB on the stack). */
 enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 512, KILN_KB = 128, KILN_NB = 4 };
+#ifdef KILN_DISPATCH512
+/* Compiles a function for AVX-512 whatever the file's flags: called only where
+ * kiln_avx512() says the CPU has it. */
+#define KILN_T512 __attribute__((target("avx512f")))
+/* Whether this CPU (and its OS) runs AVX-512: libgcc's cpuid and xgetbv, read once at
+ * start-up into a global, so a test per tile. */
+static inline int kiln_avx512(void) {
+#ifdef KILN_NO_AVX512
+  return 0;
+#else
+  return __builtin_cpu_supports("avx512f");
+#endif
+}
+#endif
+
+/* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
+ * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
+ * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
+ * added after the chain). The vector paths give each output its own lane and never split
+ * the chain, so AVX-512, AVX2 + FMA, NEON and the plain C below (KILN_SCALAR, or any other
+ * target) produce the same bits; only the speed differs. Stopping a chain after KILN_KC
+ * steps, storing it and going on later rounds nothing: a float stored is the float loaded.
+ *
+ * B (K x N) is walked in panels of KILN_PANEL columns: a weight packed at build time is
+ * already in that layout (panel p holds K rows of columns 32p..32p+31, zero past N); any
+ * other B is copied panel by panel into a small buffer first. A is copied KILN_MR rows at a
+ * time into ap (k-major, so the kernel reads one row of ap per k). The micro-kernel keeps a
+ * KILN_MR x KILN_PANEL tile of sums in registers over KILN_KC steps of k. */
 
 /* The tile at t (r rows of KILN_PANEL sums, rows ldt floats apart) goes on by A (kc columns
  * of r rows: element (i, k) at ap[k * ka + i * ia]; a packed block has ka = KILN_MR, ia = 1)
@@ -160,9 +178,8 @@ KILN_INLINE void kiln_tile(const int r, int64_t kc, const float *restrict ap, co
 
 #ifdef KILN_DISPATCH512
 /* kiln_tile_a on AVX-512 (12 x 32 sums in 24 zmm registers), compiled for it by the
- * target attribute whatever the file's flags; called only where the CPU has it. The same
- * fmaf chains as every other path, so the same bits. */
-#define KILN_T512 __attribute__((target("avx512f")))
+ * target attribute whatever the file's flags (KILN_T512); called only where the CPU has it.
+ * The same fmaf chains as every other path, so the same bits. */
 KILN_T512 static inline __attribute__((always_inline)) void
 kiln_tile512_a(const int r, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
                int64_t ldb, float *restrict t, int64_t ldt, int first) {
@@ -196,15 +213,6 @@ KILN_T512 static void kiln_tile512_4(int64_t kc, const float *restrict ap, const
 KILN_T512 static void kiln_tile512_1(int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
                                      float *restrict t, int64_t ldt, int first) {
   kiln_tile512_a(1, kc, ap, KILN_MR, 1, bp, ldb, t, ldt, first);
-}
-/* Whether this CPU (and its OS) runs AVX-512: libgcc's cpuid and xgetbv, read once at
- * start-up into a global, so a test per tile. */
-static int kiln_avx512(void) {
-#ifdef KILN_NO_AVX512
-  return 0;
-#else
-  return __builtin_cpu_supports("avx512f");
-#endif
 }
 #endif
 
