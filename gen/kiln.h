@@ -43,6 +43,7 @@ enum {
   KILN_WINO_MIN_CHANNELS = 16,
   KILN_WINO_MIN_PIXELS = 64,
   KILN_WINO_ALPHA = 16,   /* values of a transformed 4x4 tile: the products a tile needs */
+  KILN_WINO_SKEW = 16,    /* floats between two values' input transforms in scratch (wino_lib) */
 };
 /* Bytes of weights or arena a build may plan (1 TiB): generated C addresses them with
  * 64-bit offsets past 2 GiB; the bound keeps every sum of sizes far from overflow. */
@@ -463,8 +464,8 @@ typedef struct {
 MatmulShape matmul_shape(Graph *g, const Node *mm);
 bool matmul_swapped(const MatmulShape *s);
 /* A convolution over Winograd filters (Node.wino): its output as th x tw tiles of 2 x 2,
- * transformed a band of at most `band` tiles at a time into scratch of 16 rows of ldv floats
- * per input channel (templates/c/wino_lib.c.tmpl); scratch: those bytes. One rule for
+ * transformed a band of at most `band` tiles at a time into scratch: 16 values, each C x ldv
+ * floats and KILN_WINO_SKEW more (templates/c/wino_lib.c.tmpl); scratch: those bytes. One rule for
  * pass_memplan and emit_c. */
 typedef struct {
   int64_t th, tw, band, ldv, scratch;

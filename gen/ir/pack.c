@@ -381,7 +381,7 @@ WinoGeom wino_geom(Graph *g, const Node *conv) {
   const int64_t panels = WINO_BAND_FLOATS / per_panel > 1 ? WINO_BAND_FLOATS / per_panel : 1;
   q.band = tiles < panels * KILN_PANEL ? tiles : panels * KILN_PANEL;
   q.ldv = (q.band + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL;
-  q.scratch = KILN_WINO_ALPHA * c * q.ldv * (int64_t)sizeof(float);
+  q.scratch = KILN_WINO_ALPHA * (c * q.ldv + KILN_WINO_SKEW) * (int64_t)sizeof(float);
   return q;
 }
 

@@ -349,11 +349,11 @@ KILN_INLINE void kiln_grid_tile_a(const int r, const float *restrict ap, const k
   for (int i = 0; i < r; i++)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) acc[i][v] = kiln_vdup(0.0f);
-  for (int64_t c = 0; c < cg; c++, b += plane)
-    for (int64_t k = 0; k < taps; k++, ap += KILN_FB) {
+  if (taps == 1) {   /* one tap a channel (Winograd's products): the loop over the channels alone */
+    for (int64_t c = 0; c < cg; c++, b += plane, ap += KILN_FB) {
       kiln_v bv[NV];
 #pragma GCC unroll 8
-      for (int v = 0; v < NV; v++) bv[v] = kiln_vload(b + off[k] + v * KILN_VW);
+      for (int v = 0; v < NV; v++) bv[v] = kiln_vload(b + off[0] + v * KILN_VW);
 #pragma GCC unroll 16
       for (int i = 0; i < r; i++) {
         const kiln_v a = kiln_vdup(ap[i]);
@@ -361,6 +361,20 @@ KILN_INLINE void kiln_grid_tile_a(const int r, const float *restrict ap, const k
         for (int v = 0; v < NV; v++) acc[i][v] = kiln_vfma(a, bv[v], acc[i][v]);
       }
     }
+  } else {
+    for (int64_t c = 0; c < cg; c++, b += plane)
+      for (int64_t k = 0; k < taps; k++, ap += KILN_FB) {
+        kiln_v bv[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) bv[v] = kiln_vload(b + off[k] + v * KILN_VW);
+#pragma GCC unroll 16
+        for (int i = 0; i < r; i++) {
+          const kiln_v a = kiln_vdup(ap[i]);
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; v++) acc[i][v] = kiln_vfma(a, bv[v], acc[i][v]);
+        }
+      }
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < r; i++)
 #pragma GCC unroll 8
@@ -385,9 +399,9 @@ kiln_grid512_a(const int r, const float *restrict ap, const kiln_grid_taps *rest
   __m512 acc[KILN_FB][2];
 #pragma GCC unroll 16
   for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < cg; c++, b += plane)
-    for (int64_t k = 0; k < taps; k++, ap += KILN_FB) {
-      const __m512 b0 = _mm512_loadu_ps(b + off[k]), b1 = _mm512_loadu_ps(b + off[k] + 16);
+  if (taps == 1) {   /* one tap a channel (Winograd's products): the loop over the channels alone */
+    for (int64_t c = 0; c < cg; c++, b += plane, ap += KILN_FB) {
+      const __m512 b0 = _mm512_loadu_ps(b + off[0]), b1 = _mm512_loadu_ps(b + off[0] + 16);
 #pragma GCC unroll 16
       for (int i = 0; i < r; i++) {
         const __m512 a = _mm512_set1_ps(ap[i]);
@@ -395,6 +409,18 @@ kiln_grid512_a(const int r, const float *restrict ap, const kiln_grid_taps *rest
         acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
       }
     }
+  } else {
+    for (int64_t c = 0; c < cg; c++, b += plane)
+      for (int64_t k = 0; k < taps; k++, ap += KILN_FB) {
+        const __m512 b0 = _mm512_loadu_ps(b + off[k]), b1 = _mm512_loadu_ps(b + off[k] + 16);
+#pragma GCC unroll 16
+        for (int i = 0; i < r; i++) {
+          const __m512 a = _mm512_set1_ps(ap[i]);
+          acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
+          acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
+        }
+      }
+  }
 #pragma GCC unroll 16
   for (int i = 0; i < r; i++) {
     _mm512_storeu_ps(t + i * KILN_PANEL, acc[i][0]);
@@ -1027,8 +1053,13 @@ typedef struct {
   int64_t th, tw, band, ldv;   /* tiles down and across; a band's tiles; floats a row of v */
 } kiln_wino_geom;
 
-/* Values of a transformed 4x4 tile (KILN_WINO_ALPHA of gen/kiln.h). */
-enum { KILN_WINO_ALPHA = 16 };
+/* Values of a transformed 4x4 tile (KILN_WINO_ALPHA of gen/kiln.h); floats past a value's
+ * C x LDV input transforms before the next value's (KILN_WINO_SKEW): 16 values a power of
+ * two apart would share one set of the L1 cache, where the transform writes all 16 at once. */
+enum { KILN_WINO_ALPHA = 16, KILN_WINO_SKEW = 16 };
+
+/* Floats from one value's input transforms to the next value's in v. */
+static int64_t kiln_wino_stride(const kiln_wino_geom *g) { return g->c * g->ldv + KILN_WINO_SKEW; }
 
 /* e[k] = s[2k], o[k] = s[2k + 1] for k in [0, n]: the even and odd columns of an input row. */
 static void kiln_wino_split(const float *restrict s, int n, float *restrict e, float *restrict o) {
@@ -1041,7 +1072,8 @@ static void kiln_wino_split(const float *restrict s, int n, float *restrict e, f
     _mm512_storeu_ps(e + k, _mm512_permutex2var_ps(a, ie, b));
     _mm512_storeu_ps(o + k, _mm512_permutex2var_ps(a, io, b));
   }
-#elif defined(KILN_VW) && KILN_VW == 8
+#endif
+#if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)   /* AVX2 (which an AVX-512 build has: for the rest) */
   for (; k + 8 <= n + 1; k += 8) {   /* shuffle_ps takes evens (odds) within 128-bit lanes; the permute orders them */
     const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
     const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xdd);
@@ -1057,10 +1089,6 @@ static void kiln_wino_split(const float *restrict s, int n, float *restrict e, f
 #endif
   for (; k <= n; k++) e[k] = s[2 * k], o[k] = s[2 * k + 1];
 }
-
-/* Lanes a strip of the input transform holds (kiln_wino_strip): tiles of several tile rows
- * side by side, each row's run followed by one column of its own. */
-enum { KILN_WINO_LANES = 64 };
 
 /* e[q] and o[q] for q in [0, n]: the even and odd columns of input row iy from column ix0
  * (zeros outside the input): the columns in the row through kiln_wino_split, the few that
@@ -1088,23 +1116,11 @@ static void kiln_wino_row(const float *restrict x, const kiln_wino_geom *g, int6
   }
 }
 
-/* d[k] = s[k] for k in [0, n), n <= KILN_PANEL: as copies of a constant size by the bits of
- * n, which compilers inline as a few loads and stores (a loop of copies or a memcpy of a
- * variable length becomes rep movs or a library call: slow at these lengths). */
-KILN_INLINE void kiln_wino_copy(float *restrict d, const float *restrict s, int n) {
-  int k = 0;
-  if (n & 32) memcpy(d, s, 32 * sizeof(float)), k = 32;
-  if (n & 16) memcpy(d + k, s + k, 16 * sizeof(float)), k += 16;
-  if (n & 8) memcpy(d + k, s + k, 8 * sizeof(float)), k += 8;
-  if (n & 4) memcpy(d + k, s + k, 4 * sizeof(float)), k += 4;
-  if (n & 2) memcpy(d + k, s + k, 2 * sizeof(float)), k += 2;
-  if (n & 1) d[k] = s[k];
-}
-
-/* One step of kiln_wino_strip: lanes [q, q + KILN_VW) (or lane q alone, V = float) of the
+/* One step of kiln_wino_panel: lanes [q, q + KILN_VW) (or lane q alone, V = float) of the
  * columns transformed down (rows d0 - d2, d1 + d2, d2 - d1, d1 - d3: B^T d) from the split
  * rows e and o into te and to; of the 16 values from them, across (t0 - t2, t1 + t2,
- * t2 - t1, t1 - t3: tile q's columns are te[q], to[q], te[q + 1], to[q + 1]) into vt. */
+ * t2 - t1, t1 - t3: lane q's four columns are te[q], to[q], te[q + 1], to[q + 1]) into v
+ * (ld floats between values). */
 #define KILN_WINO_COL_STEP(V, LOAD, STORE)                                                    \
   {                                                                                           \
     const V e0 = LOAD(e[0] + q), e1 = LOAD(e[1] + q), e2 = LOAD(e[2] + q), e3 = LOAD(e[3] + q); \
@@ -1115,69 +1131,60 @@ KILN_INLINE void kiln_wino_copy(float *restrict d, const float *restrict s, int 
 #define KILN_WINO_ROW_STEP(V, LOAD, STORE)                                                    \
   for (int i = 0; i < 4; i++) {                                                               \
     const V e0 = LOAD(te[i] + q), e1 = LOAD(te[i] + q + 1), o0 = LOAD(to[i] + q), o1 = LOAD(to[i] + q + 1); \
-    STORE(vt[4 * i] + q, e0 - e1), STORE(vt[4 * i + 1] + q, o0 + e1);                         \
-    STORE(vt[4 * i + 2] + q, e1 - o0), STORE(vt[4 * i + 3] + q, o0 - o1);                     \
+    STORE(v + (4 * i) * ld + q, e0 - e1), STORE(v + (4 * i + 1) * ld + q, o0 + e1);           \
+    STORE(v + (4 * i + 2) * ld + q, e1 - o0), STORE(v + (4 * i + 3) * ld + q, o0 - o1);       \
   }
 #define KILN_WINO_LOAD1(p) (*(p))
 #define KILN_WINO_STORE1(p, x) (*(p) = (x))
 
-/* The input transforms of band tiles [b, b + m) (m > 0; tile row runs: at most
- * KILN_WINO_LANES lanes with one column each) of channel plane x into v (panel-major, as
- * kiln_wino_in_task lays it out, ld floats between values xi); returns m. The runs of each
- * tile row sit side by side in the strip, each followed by one column of its own, so that
- * the transforms run over all the strip's lanes at once whatever the rows' width; the
- * vector steps cover [0, Q) with the last one overlapping the one before. */
-static int64_t kiln_wino_strip(const float *restrict x, const kiln_wino_geom *g, int64_t t0, int64_t b, int64_t m_max,
-                               float *restrict v, int64_t ld) {
-  float e[4][KILN_WINO_LANES + 1], o[4][KILN_WINO_LANES + 1], te[4][KILN_WINO_LANES + 1], to[4][KILN_WINO_LANES + 1];
-  float vt[KILN_WINO_ALPHA][KILN_WINO_LANES];
-  int64_t first[KILN_WINO_LANES], at[KILN_WINO_LANES];   /* per run: its first band tile, its first lane */
-  int runs = 0, lanes = 0;
-  int64_t m = 0;
-  while (m < m_max) {   /* the runs: tile row pieces, each n tiles and one more column */
-    const int64_t t = t0 + b + m, ty = t / g->tw, tx = t % g->tw;
-    int64_t n = g->tw - tx < m_max - m ? g->tw - tx : m_max - m;
-    if (lanes + 2 > KILN_WINO_LANES) break;
-    if (n > KILN_WINO_LANES - 1 - lanes) n = KILN_WINO_LANES - 1 - lanes;
-    for (int i = 0; i < 4; i++) kiln_wino_row(x, g, 2 * ty - g->pt + i, 2 * tx - g->pl, (int)n, e[i] + lanes, o[i] + lanes);
-    first[runs] = b + m, at[runs++] = lanes;
-    lanes += (int)n + 1, m += n;
+/* The input transforms of one panel of a band: its tiles [b, b + n) (n <= KILN_PANEL; b a
+ * multiple of it) of channel plane x, lane k of v's panel (ld floats between values;
+ * lanes past n get values that the caller overwrites). The panel's tiles are runs along tile rows:
+ * each run's input rows are split into lanes side by side, tile k's four columns being
+ * lanes k and k + 1 of the split rows; the column after a run's last tile (which the next
+ * run's first tile takes) is kept aside, and the run's last lane is done again with it. So
+ * the vector steps run over the panel's 32 lanes and store straight into v. */
+static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, int64_t t0, int64_t b, int n,
+                            float *restrict v, int64_t ld) {
+  float e[4][KILN_PANEL + 1], o[4][KILN_PANEL + 1], te[4][KILN_PANEL + 1], to[4][KILN_PANEL + 1];
+  float xe[4][KILN_PANEL], xo[4][KILN_PANEL];   /* per run: the column after it */
+  int first[KILN_PANEL + 1], runs = 0;
+  for (int k = 0; k < n; runs++) {
+    const int64_t t = t0 + b + k, ty = t / g->tw, tx = t % g->tw;
+    const int len = g->tw - tx < n - k ? (int)(g->tw - tx) : n - k;
+    first[runs] = k;
+    for (int i = 0; i < 4; i++) {
+      kiln_wino_row(x, g, 2 * ty - g->pt + i, 2 * tx - g->pl, len, e[i] + k, o[i] + k);
+      xe[i][runs] = e[i][k + len], xo[i][runs] = o[i][k + len];
+    }
+    k += len;
   }
-  first[runs] = b + m, at[runs] = lanes;
+  first[runs] = n;
+  for (int i = 0; i < 4; i++)   /* lanes past the panel's tiles: any finite values */
+    for (int k = n + 1; k <= KILN_PANEL; k++) e[i][k] = o[i][k] = 0.0f;
   int q = 0;
 #ifdef KILN_VW
-  if (lanes >= KILN_VW) {
-    for (; q + KILN_VW <= lanes; q += KILN_VW) KILN_WINO_COL_STEP(kiln_v, kiln_vload, kiln_vstore)
-    if (q < lanes) {
-      q = lanes - KILN_VW;
-      KILN_WINO_COL_STEP(kiln_v, kiln_vload, kiln_vstore)
-    }
-    for (q = 0; q + KILN_VW <= lanes - 1; q += KILN_VW) KILN_WINO_ROW_STEP(kiln_v, kiln_vload, kiln_vstore)
-    if (q < lanes - 1) {
-      q = lanes - 1 - KILN_VW;
-      KILN_WINO_ROW_STEP(kiln_v, kiln_vload, kiln_vstore)
-    }
-  } else
+  for (; q + KILN_VW <= KILN_PANEL; q += KILN_VW) KILN_WINO_COL_STEP(kiln_v, kiln_vload, kiln_vstore)
 #endif
-  {
-    for (q = 0; q < lanes; q++) KILN_WINO_COL_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
-    for (q = 0; q < lanes - 1; q++) KILN_WINO_ROW_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
+  for (; q <= KILN_PANEL; q++) KILN_WINO_COL_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
+  q = 0;
+#ifdef KILN_VW
+  for (; q + KILN_VW <= KILN_PANEL; q += KILN_VW) KILN_WINO_ROW_STEP(kiln_v, kiln_vload, kiln_vstore)
+#endif
+  for (; q < KILN_PANEL; q++) KILN_WINO_ROW_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
+  for (int r = 0; r + 1 < runs; r++) {   /* each run's last lane again, with its own next column */
+    q = first[r + 1] - 1;
+    te[0][q + 1] = xe[0][r] - xe[2][r], te[1][q + 1] = xe[1][r] + xe[2][r];
+    te[2][q + 1] = xe[2][r] - xe[1][r], te[3][q + 1] = xe[1][r] - xe[3][r];
+    to[0][q + 1] = xo[0][r] - xo[2][r], to[1][q + 1] = xo[1][r] + xo[2][r];
+    to[2][q + 1] = xo[2][r] - xo[1][r], to[3][q + 1] = xo[1][r] - xo[3][r];
+    KILN_WINO_ROW_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
   }
-  for (int r = 0; r < runs; r++)   /* each run's tiles into v, in pieces that stay within a panel */
-    for (int64_t bt = first[r]; bt < first[r + 1];) {
-      int64_t len = first[r + 1] - bt, room = KILN_PANEL - bt % KILN_PANEL;
-      len = len < room ? len : room;
-      float *restrict d = v + bt / KILN_PANEL * g->c * KILN_PANEL + bt % KILN_PANEL;
-      const float *restrict s = &vt[0][at[r] + (bt - first[r])];
-      for (int xi = 0; xi < KILN_WINO_ALPHA; xi++) kiln_wino_copy(d + xi * ld, s + xi * KILN_WINO_LANES, (int)len);
-      bt += len;
-    }
-  return m;
 }
 
 /* The input transforms of one band (tiles [t0, t0 + n) of an image) for channels
  * [q * per, (q + 1) * per), laid out for the micro-kernel: value xi of band tile b, channel
- * c at v[((xi * NP + b / 32) * C + c) * 32 + b % 32] (NP = LDV / 32 panels), so a panel's
+ * c at v[xi * kiln_wino_stride + (b / 32 * C + c) * 32 + b % 32], so a panel's
  * channels are consecutive runs of 32 floats; zeros from n to the last panel's end (the
  * micro-kernel reads whole panels). */
 typedef struct {
@@ -1190,12 +1197,13 @@ typedef struct {
 static void kiln_wino_in_task(void *arg, int64_t q) {
   const kiln_wino_in_job *j = (const kiln_wino_in_job *)arg;
   const kiln_wino_geom *g = j->g;
-  const int64_t c_hi = (q + 1) * j->per < g->c ? (q + 1) * j->per : g->c, ld = g->c * g->ldv;
+  const int64_t c_hi = (q + 1) * j->per < g->c ? (q + 1) * j->per : g->c, ld = kiln_wino_stride(g);
   const int64_t padded = (j->n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL, pstride = g->c * KILN_PANEL;
   for (int64_t c = q * j->per; c < c_hi; c++) {
     const float *restrict x = j->x + c * g->h * g->w;
     float *restrict v = j->v + c * KILN_PANEL;
-    for (int64_t b = 0; b < j->n;) b += kiln_wino_strip(x, g, j->t0, b, j->n - b, v, ld);
+    for (int64_t b = 0; b < j->n; b += KILN_PANEL)
+      kiln_wino_panel(x, g, j->t0, b, j->n - b < KILN_PANEL ? (int)(j->n - b) : KILN_PANEL, v + b / KILN_PANEL * pstride, ld);
     for (int xi = 0; xi < KILN_WINO_ALPHA; xi++)
       for (int64_t b = j->n; b < padded; b++) v[xi * ld + b / KILN_PANEL * pstride + b % KILN_PANEL] = 0.0f;
   }
@@ -1296,7 +1304,7 @@ static void kiln_wino_task(void *arg, int64_t q) {
     for (int64_t p = a; p < b; p += KILN_PANEL) {
       for (int xi = 0; xi < KILN_WINO_ALPHA; xi++)
         kiln_grid_tile(r, j->w + (xi * blocks + i0 / KILN_FB) * g->c * KILN_FB, &tp,
-                       j->v + xi * g->c * g->ldv + p / KILN_PANEL * g->c * KILN_PANEL, m + xi * KILN_FB * KILN_PANEL);
+                       j->v + xi * kiln_wino_stride(g) + p / KILN_PANEL * g->c * KILN_PANEL, m + xi * KILN_FB * KILN_PANEL);
       kiln_wino_out(m, r, g, j->t0 + p, b - p < KILN_PANEL ? (int)(b - p) : KILN_PANEL, j->out + i0 * plane);
     }
   }
@@ -1342,10 +1350,10 @@ enum {
   W_DOWN_BIAS = 45568,  /* f32 [32] down.bias */
 };
 
-/* Byte offsets of the intermediate values in the arena (36864 bytes). */
+/* Byte offsets of the intermediate values in the arena (37888 bytes). */
 enum {
   A_CONV = 0,  /* f32 [1, 16, 8, 8], 4096 bytes */
-  A_CONV_TILES = 4096,  /* conv's input tiles, transformed, 32768 bytes */
+  A_CONV_TILES = 4096,  /* conv's input tiles, transformed, 33792 bytes */
   A_DOWN_PAD = 4096,  /* down's padded input, 6528 bytes */
 };
 

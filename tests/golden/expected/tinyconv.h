@@ -37,7 +37,7 @@ typedef void kiln_parallel_for(void *pool, int64_t n, void (*task)(void *arg, in
 #define TINYCONV_WEIGHTS_SIZE      45696u  /* bytes of the weights payload */
 #define TINYCONV_WEIGHTS_CHECKSUM  0xe55bd761bab446faull  /* FNV-1a 64 of the payload */
 #define TINYCONV_WEIGHTS_FILE_SIZE 45760u  /* bytes of tinyconv.weights: 64-byte header + payload */
-#define TINYCONV_ARENA_SIZE        36864u  /* scratch bytes, 64-byte aligned */
+#define TINYCONV_ARENA_SIZE        37888u  /* scratch bytes, 64-byte aligned */
 #define TINYCONV_NUM_INPUTS 1
 #define TINYCONV_NUM_OUTPUTS 1
 #define TINYCONV_IMAGE_SIZE  4096u  /* input `image`: f32 [1, 16, 8, 8], bytes */
