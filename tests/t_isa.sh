@@ -7,7 +7,9 @@
 # k order on all of them. kiln_dot4 (templates/c/dot4.c.tmpl: convolutions through gathered
 # patches) has AVX, SSE/NEON and plain variants doing the same arithmetic in the same order;
 # so do the kiln_cv lanes of conv_direct (templates/c/vec_lanes.c.tmpl: AVX 8, SSE/NEON 4,
-# plain), whose tasks, like the max pools', are images and planes (tests/conv/conv_edges.lua).
+# plain), whose tasks, like the max pools', are images and planes (tests/conv/conv_edges.lua,
+# which also has a Winograd convolution: templates/c/wino_lib.c.tmpl splits and joins rows with
+# AVX-512, AVX2 and NEON shuffles, and plain loops).
 # Each model is compiled with gcc at -O2 (SSE2, the x86-64 baseline: the plain path, fmaf
 # from libm), -O2 -mavx2 -mfma -DKILN_NO_AVX512 (AVX2 only), -O3 -march=native (this machine:
 # AVX-512), -O2 -march=native -DKILN_SCALAR (the plain path with fmaf inlined), clang -O2
