@@ -78,9 +78,10 @@ def unpack_panels(blob, offset, p):
 def unwino(blob, offset, shape, block):
     """3x3 filters stored as their Winograd F(2x2, 3x3) transforms U = G g G^T (docs/output.md,
     "winograd" in m.json: U[xi] of filter o, channel c at ((xi * OB + o // block) * C + c) *
-    block + o % block), back to g = G+ U G+^T in float64, rounded to float32. U's corners
-    are g's corners exactly; the other taps come back within a rounding of the transform
-    (U is stored rounded), so the values are not always the build's bit for bit."""
+    block + o % block), back to g = G+ U G+^T (G+ the pseudo-inverse) in float64, rounded
+    to float32. U is stored rounded, so a tap comes back within a rounding or so of the
+    build's value, not always bit for bit: good for a twin's reference, not for a check of
+    the file's bits."""
     oc, c = shape[0], shape[1]
     ob = -(-oc // block)
     u = np.frombuffer(blob, dtype="<f4", count=16 * ob * block * c, offset=offset).astype(np.float64)

@@ -10,6 +10,9 @@
  * zero past N. A weight stored as B^T may also be the table of gathers along axis 0 (a tied
  * embedding and classifier): row i is then lane i % 32 of panel i / 32, which the C gather
  * reads in place (templates/c/gather_packed.c.tmpl), so the classifier needs no copy.
+ * Convolution filters that run as a matrix product are stored the same way in blocks of
+ * KILN_CONV_BLOCK filters (tap-major), and those of a 3x3 convolution that Winograd's
+ * F(2x2, 3x3) serves as their 16 transformed matrices (wino_panels, below).
  * The values stay the logical tensor (node_data: the interpreter and Core ML read that);
  * weights.c writes node_panels() instead, made as it writes each tensor.
  *

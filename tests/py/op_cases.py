@@ -621,13 +621,15 @@ conv_case("grid_stride3", [1, 4, 17, 19], [8, 4, 2, 2], stride=3, padding=2, par
 # Winograd's F(2x2, 3x3) (3x3 at stride 1, 16 or more channels in and out, 64 or more output
 # pixels, filters from the weights file): odd output sizes (tiles that hang over the edge),
 # a partial block of filters, uneven padding, no padding, tile rows longer than a panel of
-# tiles, two bands of tiles (256 channels: bands of 64 tiles)
+# tiles, two bands, tile rows of one tile (an output one or two pixels wide) of tiles (256 channels: bands of 64 tiles)
 conv_case("wino_basic", [1, 16, 8, 8], [16, 16, 3, 3], padding=1, params=True)
 conv_case("wino_odd", [2, 17, 9, 11], [20, 17, 3, 3], padding=1, params=True)
 conv_case("wino_pad_tlbr", [1, 16, 9, 10], [16, 16, 3, 3], padding=(0, 2, 1, 1), bias=False, params=True)
 conv_case("wino_nopad", [1, 24, 12, 13], [13, 24, 3, 3], params=True)
 conv_case("wino_long_rows", [1, 16, 4, 140], [16, 16, 3, 3], padding=1, params=True)
 conv_case("wino_bands", [1, 256, 16, 18], [28, 256, 3, 3], padding=1, params=True)
+conv_case("wino_narrow", [1, 16, 40, 2], [16, 16, 3, 3], padding=1, params=True)   # one tile a row
+conv_case("wino_width1", [2, 16, 66, 3], [16, 16, 3, 3], bias=False, params=True)  # one output column
 # conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
 conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)

@@ -1061,132 +1061,160 @@ enum { KILN_WINO_ALPHA = 16, KILN_WINO_SKEW = 16 };
 /* Floats from one value's input transforms to the next value's in v. */
 static int64_t kiln_wino_stride(const kiln_wino_geom *g) { return g->c * g->ldv + KILN_WINO_SKEW; }
 
-/* e[k] = s[2k], o[k] = s[2k + 1] for k in [0, n]: the even and odd columns of an input row. */
-static void kiln_wino_split(const float *restrict s, int n, float *restrict e, float *restrict o) {
+/* e[k] = s[2k], o[k] = s[2k + 1] for k in [0, m): the even and odd columns of an input row. */
+static void kiln_wino_split(const float *restrict s, int m, float *restrict e, float *restrict o) {
   int k = 0;
 #if defined(KILN_VW) && KILN_VW == 16
   const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (; k + 16 <= n + 1; k += 16) {
+  for (; k + 16 <= m; k += 16) {
     const __m512 a = _mm512_loadu_ps(s + 2 * k), b = _mm512_loadu_ps(s + 2 * k + 16);
     _mm512_storeu_ps(e + k, _mm512_permutex2var_ps(a, ie, b));
     _mm512_storeu_ps(o + k, _mm512_permutex2var_ps(a, io, b));
   }
 #endif
 #if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)   /* AVX2 (which an AVX-512 build has: for the rest) */
-  for (; k + 8 <= n + 1; k += 8) {   /* shuffle_ps takes evens (odds) within 128-bit lanes; the permute orders them */
+  for (; k + 8 <= m; k += 8) {   /* shuffle_ps takes evens (odds) within 128-bit lanes; the permute orders them */
     const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
     const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xdd);
     _mm256_storeu_ps(e + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
     _mm256_storeu_ps(o + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
   }
 #elif defined(KILN_VW) && defined(__aarch64__)
-  for (; k + 4 <= n + 1; k += 4) {
+  for (; k + 4 <= m; k += 4) {
     const float32x4x2_t eo = vld2q_f32(s + 2 * k);
     vst1q_f32(e + k, eo.val[0]);
     vst1q_f32(o + k, eo.val[1]);
   }
 #endif
-  for (; k <= n; k++) e[k] = s[2 * k], o[k] = s[2 * k + 1];
+  for (; k < m; k++) e[k] = s[2 * k], o[k] = s[2 * k + 1];
 }
 
-/* e[q] and o[q] for q in [0, n]: the even and odd columns of input row iy from column ix0
+/* e[k] and o[k] for k in [0, m): the even and odd columns of input row iy from column ix0
  * (zeros outside the input): the columns in the row through kiln_wino_split, the few that
  * hang over an edge one by one. */
-static void kiln_wino_row(const float *restrict x, const kiln_wino_geom *g, int64_t iy, int64_t ix0, int n,
+static void kiln_wino_row(const float *restrict x, const kiln_wino_geom *g, int64_t iy, int64_t ix0, int m,
                           float *restrict e, float *restrict o) {
   if (iy < 0 || iy >= g->h) {
-    for (int k = 0; k <= n; k++) e[k] = o[k] = 0.0f;
+    for (int k = 0; k < m; k++) e[k] = o[k] = 0.0f;
     return;
   }
   const float *restrict row = x + iy * g->w;
   /* [lo, hi): the k whose two columns ix0 + 2k, ix0 + 2k + 1 both lie in the row */
-  int lo = ix0 >= 0 ? 0 : (int)((-ix0 + 1) / 2), hi = ix0 + 1 >= g->w ? 0 : (int)((g->w - ix0) / 2);
-  hi = hi > n + 1 ? n + 1 : hi, lo = lo > hi ? hi : lo;
-  for (int k = 0; k < lo; k++) {
+  int64_t lo = ix0 >= 0 ? 0 : (-ix0 + 1) / 2, hi = ix0 + 1 >= g->w ? 0 : (g->w - ix0) / 2;
+  hi = hi > m ? m : hi, lo = lo > hi ? hi : lo;
+  for (int64_t k = 0; k < lo; k++) {
     const int64_t ie = ix0 + 2 * k;
     e[k] = ie >= 0 && ie < g->w ? row[ie] : 0.0f;
     o[k] = ie + 1 >= 0 && ie + 1 < g->w ? row[ie + 1] : 0.0f;
   }
-  if (hi > lo) kiln_wino_split(row + ix0 + 2 * lo, hi - lo - 1, e + lo, o + lo);
-  for (int k = hi; k <= n; k++) {
+  if (hi > lo) kiln_wino_split(row + ix0 + 2 * lo, (int)(hi - lo), e + lo, o + lo);
+  for (int64_t k = hi; k < m; k++) {
     const int64_t ie = ix0 + 2 * k;
     e[k] = ie >= 0 && ie < g->w ? row[ie] : 0.0f;
     o[k] = ie + 1 >= 0 && ie + 1 < g->w ? row[ie + 1] : 0.0f;
   }
 }
 
-/* One step of kiln_wino_panel: lanes [q, q + KILN_VW) (or lane q alone, V = float) of the
- * columns transformed down (rows d0 - d2, d1 + d2, d2 - d1, d1 - d3: B^T d) from the split
- * rows e and o into te and to; of the 16 values from them, across (t0 - t2, t1 + t2,
- * t2 - t1, t1 - t3: lane q's four columns are te[q], to[q], te[q + 1], to[q + 1]) into v
- * (ld floats between values). */
-#define KILN_WINO_COL_STEP(V, LOAD, STORE)                                                    \
-  {                                                                                           \
-    const V e0 = LOAD(e[0] + q), e1 = LOAD(e[1] + q), e2 = LOAD(e[2] + q), e3 = LOAD(e[3] + q); \
-    const V o0 = LOAD(o[0] + q), o1 = LOAD(o[1] + q), o2 = LOAD(o[2] + q), o3 = LOAD(o[3] + q); \
-    STORE(te[0] + q, e0 - e2), STORE(te[1] + q, e1 + e2), STORE(te[2] + q, e2 - e1), STORE(te[3] + q, e1 - e3); \
-    STORE(to[0] + q, o0 - o2), STORE(to[1] + q, o1 + o2), STORE(to[2] + q, o2 - o1), STORE(to[3] + q, o1 - o3); \
+/* Lanes of a panel's split rows: its 32 tiles and the column after the last. */
+enum { KILN_WINO_LANES = KILN_PANEL + 1 };
+
+/* The steps of kiln_wino_panel. Down the four split rows d of a column (B^T d: d0 - d2,
+ * d1 + d2, d2 - d1, d1 - d3), lanes [q, q + KILN_VW) or lane q; across the four columns
+ * c0..c3 of a tile so transformed (row i of B^T d B: c0 - c2, c1 + c2, c2 - c1, c1 - c3),
+ * the 16 values into v (ld floats apart): lanes [q, q + KILN_VW), whose columns are lanes
+ * q and q + 1 of te and to, or one lane from its four columns. */
+#ifdef KILN_VW
+KILN_INLINE void kiln_wino_down_v(float (*restrict d)[KILN_WINO_LANES], float (*restrict t)[KILN_WINO_LANES], int q) {
+  const kiln_v d0 = kiln_vload(d[0] + q), d1 = kiln_vload(d[1] + q), d2 = kiln_vload(d[2] + q), d3 = kiln_vload(d[3] + q);
+  kiln_vstore(t[0] + q, d0 - d2), kiln_vstore(t[1] + q, d1 + d2), kiln_vstore(t[2] + q, d2 - d1), kiln_vstore(t[3] + q, d1 - d3);
+}
+KILN_INLINE void kiln_wino_across_v(float (*restrict te)[KILN_WINO_LANES], float (*restrict to)[KILN_WINO_LANES],
+                                    float *restrict v, int64_t ld, int q) {
+  for (int i = 0; i < 4; i++) {
+    const kiln_v c0 = kiln_vload(te[i] + q), c1 = kiln_vload(to[i] + q);
+    const kiln_v c2 = kiln_vload(te[i] + q + 1), c3 = kiln_vload(to[i] + q + 1);
+    kiln_vstore(v + (4 * i) * ld + q, c0 - c2), kiln_vstore(v + (4 * i + 1) * ld + q, c1 + c2);
+    kiln_vstore(v + (4 * i + 2) * ld + q, c2 - c1), kiln_vstore(v + (4 * i + 3) * ld + q, c1 - c3);
   }
-#define KILN_WINO_ROW_STEP(V, LOAD, STORE)                                                    \
-  for (int i = 0; i < 4; i++) {                                                               \
-    const V e0 = LOAD(te[i] + q), e1 = LOAD(te[i] + q + 1), o0 = LOAD(to[i] + q), o1 = LOAD(to[i] + q + 1); \
-    STORE(v + (4 * i) * ld + q, e0 - e1), STORE(v + (4 * i + 1) * ld + q, o0 + e1);           \
-    STORE(v + (4 * i + 2) * ld + q, e1 - o0), STORE(v + (4 * i + 3) * ld + q, o0 - o1);       \
+}
+#endif
+KILN_INLINE void kiln_wino_down_1(const float d[4], float t[4]) {
+  t[0] = d[0] - d[2], t[1] = d[1] + d[2], t[2] = d[2] - d[1], t[3] = d[1] - d[3];
+}
+static void kiln_wino_across_1(const float c0[4], const float c1[4], const float c2[4], const float c3[4],
+                               float *restrict v, int64_t ld) {
+  for (int i = 0; i < 4; i++) {
+    v[(4 * i) * ld] = c0[i] - c2[i], v[(4 * i + 1) * ld] = c1[i] + c2[i];
+    v[(4 * i + 2) * ld] = c2[i] - c1[i], v[(4 * i + 3) * ld] = c1[i] - c3[i];
   }
-#define KILN_WINO_LOAD1(p) (*(p))
-#define KILN_WINO_STORE1(p, x) (*(p) = (x))
+}
+
+/* Column q of the four rows of a (split rows e or o, or their transforms), as a column. */
+KILN_INLINE void kiln_wino_col(float (*restrict a)[KILN_WINO_LANES], int q, float c[4]) {
+  for (int i = 0; i < 4; i++) c[i] = a[i][q];
+}
+
+/* Lane q of the split rows e and o, transformed down into te and to. */
+static void kiln_wino_down_lane(float (*restrict e)[KILN_WINO_LANES], float (*restrict o)[KILN_WINO_LANES],
+                                float (*restrict te)[KILN_WINO_LANES], float (*restrict to)[KILN_WINO_LANES], int q) {
+  float d[4], t[4];
+  kiln_wino_col(e, q, d), kiln_wino_down_1(d, t);
+  for (int i = 0; i < 4; i++) te[i][q] = t[i];
+  kiln_wino_col(o, q, d), kiln_wino_down_1(d, t);
+  for (int i = 0; i < 4; i++) to[i][q] = t[i];
+}
 
 /* The input transforms of one panel of a band: its tiles [b, b + n) (n <= KILN_PANEL; b a
- * multiple of it) of channel plane x, lane k of v's panel (ld floats between values;
- * lanes past n get values that the caller overwrites). The panel's tiles are runs along tile rows:
- * each run's input rows are split into lanes side by side, tile k's four columns being
- * lanes k and k + 1 of the split rows; the column after a run's last tile (which the next
- * run's first tile takes) is kept aside, and the run's last lane is done again with it. So
- * the vector steps run over the panel's 32 lanes and store straight into v. */
+ * multiple of it) of channel plane x into lane k of v's panel (ld floats between values;
+ * the lanes past n get finite values, which no output reads). The panel's tiles are runs
+ * along tile rows: each run's input rows are split side by side into lanes, tile k's four
+ * columns being lanes k and k + 1 of the split rows, so that the vector steps run over all
+ * 32 lanes and store straight into v. The column after a run's last tile is the next run's
+ * first: it is kept aside when the run is split, and the run's last lane done again with it. */
 static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, int64_t t0, int64_t b, int n,
                             float *restrict v, int64_t ld) {
-  float e[4][KILN_PANEL + 1], o[4][KILN_PANEL + 1], te[4][KILN_PANEL + 1], to[4][KILN_PANEL + 1];
-  float xe[4][KILN_PANEL], xo[4][KILN_PANEL];   /* per run: the column after it */
-  int first[KILN_PANEL + 1], runs = 0;
+  float e[4][KILN_WINO_LANES], o[4][KILN_WINO_LANES], te[4][KILN_WINO_LANES], to[4][KILN_WINO_LANES];
+  float xe[KILN_PANEL][4], xo[KILN_PANEL][4];   /* per run: the column after it */
+  int last[KILN_PANEL], runs = 0;               /* per run: its last lane */
   for (int k = 0; k < n; runs++) {
     const int64_t t = t0 + b + k, ty = t / g->tw, tx = t % g->tw;
     const int len = g->tw - tx < n - k ? (int)(g->tw - tx) : n - k;
-    first[runs] = k;
     for (int i = 0; i < 4; i++) {
-      kiln_wino_row(x, g, 2 * ty - g->pt + i, 2 * tx - g->pl, len, e[i] + k, o[i] + k);
-      xe[i][runs] = e[i][k + len], xo[i][runs] = o[i][k + len];
+      kiln_wino_row(x, g, 2 * ty - g->pt + i, 2 * tx - g->pl, len + 1, e[i] + k, o[i] + k);
+      xe[runs][i] = e[i][k + len], xo[runs][i] = o[i][k + len];
     }
     k += len;
+    last[runs] = k - 1;
   }
-  first[runs] = n;
-  for (int i = 0; i < 4; i++)   /* lanes past the panel's tiles: any finite values */
-    for (int k = n + 1; k <= KILN_PANEL; k++) e[i][k] = o[i][k] = 0.0f;
-  int q = 0;
-#ifdef KILN_VW
-  for (; q + KILN_VW <= KILN_PANEL; q += KILN_VW) KILN_WINO_COL_STEP(kiln_v, kiln_vload, kiln_vstore)
+  for (int i = 0; i < 4; i++)
+    for (int k = n + 1; k < KILN_WINO_LANES; k++) e[i][k] = o[i][k] = 0.0f;
+  float c[4][4];
+  int q;
+#ifdef KILN_VW   /* a panel is a whole number of vectors */
+  for (q = 0; q < KILN_PANEL; q += KILN_VW) kiln_wino_down_v(e, te, q), kiln_wino_down_v(o, to, q);
+  kiln_wino_down_lane(e, o, te, to, KILN_PANEL);
+  for (q = 0; q < KILN_PANEL; q += KILN_VW) kiln_wino_across_v(te, to, v, ld, q);
+#else
+  for (q = 0; q < KILN_WINO_LANES; q++) kiln_wino_down_lane(e, o, te, to, q);
+  for (q = 0; q < KILN_PANEL; q++) {
+    kiln_wino_col(te, q, c[0]), kiln_wino_col(to, q, c[1]), kiln_wino_col(te, q + 1, c[2]), kiln_wino_col(to, q + 1, c[3]);
+    kiln_wino_across_1(c[0], c[1], c[2], c[3], v + q, ld);
+  }
 #endif
-  for (; q <= KILN_PANEL; q++) KILN_WINO_COL_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
-  q = 0;
-#ifdef KILN_VW
-  for (; q + KILN_VW <= KILN_PANEL; q += KILN_VW) KILN_WINO_ROW_STEP(kiln_v, kiln_vload, kiln_vstore)
-#endif
-  for (; q < KILN_PANEL; q++) KILN_WINO_ROW_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
-  for (int r = 0; r + 1 < runs; r++) {   /* each run's last lane again, with its own next column */
-    q = first[r + 1] - 1;
-    te[0][q + 1] = xe[0][r] - xe[2][r], te[1][q + 1] = xe[1][r] + xe[2][r];
-    te[2][q + 1] = xe[2][r] - xe[1][r], te[3][q + 1] = xe[1][r] - xe[3][r];
-    to[0][q + 1] = xo[0][r] - xo[2][r], to[1][q + 1] = xo[1][r] + xo[2][r];
-    to[2][q + 1] = xo[2][r] - xo[1][r], to[3][q + 1] = xo[1][r] - xo[3][r];
-    KILN_WINO_ROW_STEP(float, KILN_WINO_LOAD1, KILN_WINO_STORE1)
+  for (int r = 0; r + 1 < runs; r++) {   /* each run's last lane again, with the column after it */
+    q = last[r];
+    kiln_wino_col(te, q, c[0]), kiln_wino_col(to, q, c[1]);
+    kiln_wino_down_1(xe[r], c[2]), kiln_wino_down_1(xo[r], c[3]);
+    kiln_wino_across_1(c[0], c[1], c[2], c[3], v + q, ld);
   }
 }
 
 /* The input transforms of one band (tiles [t0, t0 + n) of an image) for channels
  * [q * per, (q + 1) * per), laid out for the micro-kernel: value xi of band tile b, channel
  * c at v[xi * kiln_wino_stride + (b / 32 * C + c) * 32 + b % 32], so a panel's
- * channels are consecutive runs of 32 floats; zeros from n to the last panel's end (the
- * micro-kernel reads whole panels). */
+ * channels are consecutive runs of 32 floats (the micro-kernel reads whole panels: a last
+ * panel's lanes past n hold finite values that no output reads). */
 typedef struct {
   const float *x;
   float *v;
@@ -1198,14 +1226,12 @@ static void kiln_wino_in_task(void *arg, int64_t q) {
   const kiln_wino_in_job *j = (const kiln_wino_in_job *)arg;
   const kiln_wino_geom *g = j->g;
   const int64_t c_hi = (q + 1) * j->per < g->c ? (q + 1) * j->per : g->c, ld = kiln_wino_stride(g);
-  const int64_t padded = (j->n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL, pstride = g->c * KILN_PANEL;
+  const int64_t pstride = g->c * KILN_PANEL;
   for (int64_t c = q * j->per; c < c_hi; c++) {
     const float *restrict x = j->x + c * g->h * g->w;
     float *restrict v = j->v + c * KILN_PANEL;
     for (int64_t b = 0; b < j->n; b += KILN_PANEL)
       kiln_wino_panel(x, g, j->t0, b, j->n - b < KILN_PANEL ? (int)(j->n - b) : KILN_PANEL, v + b / KILN_PANEL * pstride, ld);
-    for (int xi = 0; xi < KILN_WINO_ALPHA; xi++)
-      for (int64_t b = j->n; b < padded; b++) v[xi * ld + b / KILN_PANEL * pstride + b % KILN_PANEL] = 0.0f;
   }
 }
 
