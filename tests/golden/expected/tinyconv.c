@@ -259,7 +259,9 @@ static void kiln_tile_1(int64_t kc, const float *restrict ap, const float *restr
 static void kiln_tile_few(int r, int64_t kc, const float *restrict ap, const float *restrict bp, int64_t ldb,
                           float *restrict t, int64_t ldt, int first) {
   int i = 0;
-  for (; i + 4 <= r; i += 4) kiln_tile_4(kc, ap + i, bp, ldb, t + i * ldt, ldt, first);
+  /* Fewer than half a tile: 4 rows or more only where the tile has more than 4 (GCC cannot
+   * tell that otherwise, and warns of the 4-row tile past a NEON build's 2-row buffer). */
+  for (; KILN_MR > 4 && i + 4 <= r; i += 4) kiln_tile_4(kc, ap + i, bp, ldb, t + i * ldt, ldt, first);
   for (; i < r; i++) kiln_tile_1(kc, ap + i, bp, ldb, t + i * ldt, ldt, first);
 }
 
