@@ -1287,7 +1287,22 @@ static void kiln_wino_out(const float *restrict m, int r, const kiln_wino_geom *
   for (int i = 0; i < r; i++) {
     float y[4][KILN_PANEL];
     const float *restrict mi = m + i * KILN_PANEL;
-    for (int k = 0; k < KILN_PANEL; k++) {   /* A^T down: m0 + m1 + m2, m1 - m2 - m3; then across */
+    int k = 0;
+#ifdef KILN_VW   /* explicit vectors: GCC's -O2 leaves these loops scalar */
+    for (; k < KILN_PANEL; k += KILN_VW) {
+      kiln_v s[2][4];
+      for (int b = 0; b < 4; b++) {
+        const kiln_v m0 = kiln_vload(mi + b * XI + k), m1 = kiln_vload(mi + (4 + b) * XI + k);
+        const kiln_v m2 = kiln_vload(mi + (8 + b) * XI + k), m3 = kiln_vload(mi + (12 + b) * XI + k);
+        s[0][b] = m0 + m1 + m2, s[1][b] = m1 - m2 - m3;
+      }
+      for (int a = 0; a < 2; a++) {
+        kiln_vstore(y[2 * a] + k, s[a][0] + s[a][1] + s[a][2]);
+        kiln_vstore(y[2 * a + 1] + k, s[a][1] - s[a][2] - s[a][3]);
+      }
+    }
+#endif
+    for (; k < KILN_PANEL; k++) {   /* A^T down: m0 + m1 + m2, m1 - m2 - m3; then across */
       float s[2][4];
       for (int b = 0; b < 4; b++) {
         const float m0 = mi[b * XI + k], m1 = mi[(4 + b) * XI + k], m2 = mi[(8 + b) * XI + k], m3 = mi[(12 + b) * XI + k];
