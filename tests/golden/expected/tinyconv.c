@@ -1063,6 +1063,17 @@ enum { KILN_WINO_ALPHA = 16, KILN_WINO_SKEW = 16 };
 /* Floats from one value's input transforms to the next value's in v. */
 static int64_t kiln_wino_stride(const kiln_wino_geom *g) { return g->c * g->ldv + KILN_WINO_SKEW; }
 
+#if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)
+/* kiln_wino_split's AVX2 step, k to k + 7: shuffle_ps takes the evens (odds) within 128-bit
+ * lanes, the permute orders the lanes. */
+KILN_INLINE void kiln_wino_split8(const float *restrict s, int k, float *restrict e, float *restrict o) {
+  const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
+  const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xdd);
+  _mm256_storeu_ps(e + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
+  _mm256_storeu_ps(o + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
+}
+#endif
+
 /* e[k] = s[2k], o[k] = s[2k + 1] for k in [0, m): the even and odd columns of an input row. */
 static void kiln_wino_split(const float *restrict s, int m, float *restrict e, float *restrict o) {
   int k = 0;
@@ -1076,11 +1087,10 @@ static void kiln_wino_split(const float *restrict s, int m, float *restrict e, f
   }
 #endif
 #if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)   /* AVX2 (which an AVX-512 build has: for the rest) */
-  for (; k + 8 <= m; k += 8) {   /* shuffle_ps takes evens (odds) within 128-bit lanes; the permute orders them */
-    const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
-    const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xdd);
-    _mm256_storeu_ps(e + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
-    _mm256_storeu_ps(o + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
+  for (; k + 8 <= m; k += 8) kiln_wino_split8(s, k, e, o);
+  if (k < m && m >= 8) {   /* the rest as one more step, overlapping the one before (same values) */
+    kiln_wino_split8(s, m - 8, e, o);
+    return;
   }
 #elif defined(KILN_VW) && defined(__aarch64__)
   for (; k + 4 <= m; k += 4) {
