@@ -24,7 +24,8 @@
 # the small models check. Then aarch64-linux-gnu-gcc -O2 builds, plain
 # (-DKILN_SCALAR) and NEON, run under qemu-aarch64, must be byte-identical to each other, and
 # to x86-64's unless the model calls libm's sinf, cosf or powf (which may round differently
-# there; exp, log, tanh and erf are Kiln's own). A model with entry points runs
+# there; exp, log, tanh and erf are Kiln's own); and edges, conv_edges and resnet compile
+# for ARM64 at -O3 -Werror too (compile only). A model with entry points runs
 # each entry once, in order, the state block chained from call to call and compared too. Numerical correctness against
 # the interpreter and PyTorch is t_ops' and t_models' job; this suite checks that the paths
 # they do not exercise agree with the one they do. tests/quant/qmix.lua does the same for the
@@ -159,6 +160,17 @@ EOF2
     else echo "FAIL $S/$n/$tag: outputs differ from $ref"; fi
   done
 done
+# ARM64 at -O3: GCC's deeper inlining there sees array bounds -O2 does not (a 4-row tile in
+# a NEON build's 2-row buffer was a -Werror failure); the generated C of the models that
+# reach every tile size must compile clean, compile only (the bits are -O2's job above).
+if command -v aarch64-linux-gnu-gcc > /dev/null; then
+  for n in edges conv_edges resnet; do
+    if [ ! -f "$WORK/$n/out/$n.c" ]; then echo "FAIL $S/$n/aarch64_O3: no generated C"; continue; fi
+    if aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -O3 -D_POSIX_C_SOURCE=200809L -c \
+         "$WORK/$n/out/$n.c" -o "$WORK/$n/a64_O3.o" 2> "$WORK/err"; then echo "PASS $S/$n/aarch64_O3: compiles with -Werror"
+    else echo "FAIL $S/$n/aarch64_O3: $(grep -m 1 error "$WORK/err")"; fi
+  done
+fi
 # A test of the test: the matmul chains with each product rounded before its sum (the plain
 # path with fmaf replaced, tests/matmul/unfused.c) must give other bits, and the comparison
 # must notice (else bit-identical above would prove nothing).
