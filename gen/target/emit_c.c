@@ -73,6 +73,18 @@ static const char *scratch_name(Graph *g, int k, const char *kname) {
   return kiln_fmt(scratch_is_wino(g, k) ? "A_%s_TILES" : "A_%s_PAD", emit_upper(kname));
 }
 
+/* Claims from ids the A_ constants of g's arena: c->aname of each kernel result in the arena,
+ * c->pname (allocated here) of each kernel's scratch. Needs c->kname. */
+static void arena_names(Ctx *c, Graph *g, Names *ids) {
+  c->pname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
+  for (int k = 0; k < g->nkernels; k++) {
+    const Kernel *kr = &g->kernels[k];
+    const Node *n = g->nodes[kr->nodes[kr->nnodes - 1]];
+    if (n->region == REG_ARENA) c->aname[n->id] = names_claim(ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
+    if (kr->scratch) c->pname[k] = names_claim(ids, scratch_name(g, k, c->kname[k]));
+  }
+}
+
 /* The file-scope helpers a kernel's templates name after it ("${NAME}_rows", ...). */
 static const char *const kernel_helpers[] = {"_args", "_job", "_out", "_row", "_rows", "_store", "_task", "_window", NULL};
 
@@ -136,13 +148,7 @@ static void ctx_init(Ctx *c, Graph *g) {
       c->wname[i] = names_claim(&ids, emit_upper(emit_ident(kiln_fmt("W_%s", base))));   /* "0.weight": W_0_WEIGHT */
     }
   }
-  c->pname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
-  for (int k = 0; k < g->nkernels; k++) {
-    const Kernel *kr = &g->kernels[k];
-    Node *n = node(g, kr->nodes[kr->nnodes - 1]);
-    if (n->region == REG_ARENA) c->aname[n->id] = names_claim(&ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
-    if (kr->scratch) c->pname[k] = names_claim(&ids, scratch_name(g, k, c->kname[k]));
-  }
+  arena_names(c, g, &ids);
 }
 
 /* ---- the files ---- */
@@ -576,12 +582,7 @@ static void pctx_entry_names(PCtx *pc, int e, Names *ids) {
     Node *n = g->nodes[i];
     if (!n->dead && n->op != OP_RESHAPE && n->region == REG_WEIGHTS) c->wname[i] = slot_name_at(pc, n->offset);
   }
-  c->pname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
-  for (int k = 0; k < g->nkernels; k++) {
-    Node *n = node(g, g->kernels[k].nodes[g->kernels[k].nnodes - 1]);
-    if (n->region == REG_ARENA) c->aname[n->id] = names_claim(ids, kiln_fmt("A_%s", emit_upper(c->kname[k])));
-    if (g->kernels[k].scratch) c->pname[k] = names_claim(ids, scratch_name(g, k, c->kname[k]));
-  }
+  arena_names(c, g, ids);
 }
 
 /* Entry e's parameters, kept as the script named them unless a file-scope name of ids

@@ -52,6 +52,35 @@ enum { KILN_TASKS = 16 };
 #define KILN_TASK_ELEMS 16384.0
 #endif
 
+/* A row-wise kernel's rows cut into blocks: part(arg, lo, hi) computes rows [lo, hi). */
+typedef struct {
+  void (*part)(const void *arg, int64_t lo, int64_t hi);
+  const void *arg;
+  int64_t rows, per;   /* rows in all, rows a task */
+} kiln_rows_job;
+
+static void kiln_rows_task(void *arg, int64_t t) {
+  const kiln_rows_job *j = (const kiln_rows_job *)arg;
+  const int64_t lo = t * j->per, hi = lo + j->per < j->rows ? lo + j->per : j->rows;
+  j->part(j->arg, lo, hi);
+}
+
+/* part(arg, lo, hi) over rows [0, rows) of width elements each: with a parallel-for, in
+ * blocks of whole rows (KILN_TASK_ELEMS elements or more, at most KILN_TASKS blocks) run as
+ * tasks; else all rows in one call. A row is computed the same way in any block. */
+static void kiln_rows_for(const kiln_par *par, int64_t rows, int64_t width,
+                          void (*part)(const void *arg, int64_t lo, int64_t hi), const void *arg) {
+  const double elems = (double)rows * (double)width;
+  int64_t tasks = elems / KILN_TASK_ELEMS < KILN_TASKS ? (int64_t)(elems / KILN_TASK_ELEMS) : KILN_TASKS;
+  if (tasks > rows) tasks = rows;
+  if (!par || !par->pfor || tasks < 2) {
+    part(arg, 0, rows);
+    return;
+  }
+  kiln_rows_job j = {part, arg, rows, (rows + tasks - 1) / tasks};
+  kiln_for(par, (rows + j.per - 1) / j.per, kiln_rows_task, &j);
+}
+
 /* ---- The vector types of the micro-kernels (templates/c/isa.c.tmpl) ----
  * What the file's flags give: AVX-512, AVX2 + FMA (whose micro-kernels also carry an
  * AVX-512 twin, picked at run time), NEON, or plain C (KILN_SCALAR forces it). */
@@ -937,21 +966,20 @@ static void kiln_conv_grid(const float *restrict xp, const kiln_conv_geom *g, in
 }
 
 /* Channels [q_lo, q_hi) of x (H x W planes) into xp as their phase planes (kiln_grid_geom),
- * the padding written out as zeros: the whole of each is written, so xp may be any scratch. */
+ * the padding written out as zeros: the whole of each is written, so xp may be any scratch.
+ * A part of kiln_rows_for (one row a channel). */
 typedef struct {
   const float *x;
   float *xp;
   const kiln_conv_geom *g;
-  int64_t planes, per;
 } kiln_pad_job;
 
-static void kiln_pad_task(void *arg, int64_t t) {
+static void kiln_pad_part(const void *arg, int64_t q_lo, int64_t q_hi) {
   const kiln_pad_job *j = (const kiln_pad_job *)arg;
   const kiln_conv_geom *g = j->g;
   const kiln_grid_geom q = kiln_grid_geom_of(g);
-  const int64_t q_hi = (t + 1) * j->per < j->planes ? (t + 1) * j->per : j->planes;
-  float *restrict o = j->xp + t * j->per * q.ph * q.pw * q.hq * q.wq;
-  for (int64_t c = t * j->per; c < q_hi; c++)
+  float *restrict o = j->xp + q_lo * q.ph * q.pw * q.hq * q.wq;
+  for (int64_t c = q_lo; c < q_hi; c++)
     for (int64_t py = 0; py < q.ph; py++)
       for (int64_t px = 0; px < q.pw; px++)
         for (int64_t y = 0; y < q.hq; y++, o += q.wq) {
@@ -974,13 +1002,12 @@ static void kiln_pad_task(void *arg, int64_t t) {
         }
 }
 
-/* xp = the phase planes of x's `planes` channels (kiln_pad_task), then KILN_PANEL zeros
+/* xp = the phase planes of x's `planes` channels (kiln_pad_part), then KILN_PANEL zeros
  * that the last panel reads past the last plane (its dropped pixels only). */
 static void kiln_pad_planes(const kiln_par *par, const float *x, const kiln_conv_geom *g, int64_t planes, float *xp) {
   const kiln_grid_geom q = kiln_grid_geom_of(g);
-  const int64_t tasks = !par || !par->pfor ? 1 : planes < KILN_TASKS ? planes : KILN_TASKS;
-  kiln_pad_job j = {x, xp, g, planes, (planes + tasks - 1) / tasks};
-  kiln_for(par, (planes + j.per - 1) / j.per, kiln_pad_task, &j);
+  const kiln_pad_job j = {x, xp, g};
+  kiln_rows_for(par, planes, q.ph * q.pw * q.hq * q.wq, kiln_pad_part, &j);
   memset(xp + planes * q.ph * q.pw * q.hq * q.wq, 0, KILN_PANEL * sizeof(float));
 }
 
@@ -1046,7 +1073,7 @@ static void kiln_conv_par(const kiln_par *par, const float *x, const kiln_conv_g
  * tiles) = U[xi] (OC x C) times V[xi] (C x tiles), which the convolution micro-kernel runs
  * (kiln_grid_tile, one "tap" per channel): 16 multiply-adds a channel and tile of 4 outputs
  * where the direct product takes 36. The transforms are additions only: V is made a band of
- * tiles at a time into scratch (kiln_wino_in_task), then each task runs its blocks of
+ * tiles at a time into scratch (kiln_wino_in_part), then each task runs its blocks of
  * filters over its panels of 32 tiles and transforms their sums out (kiln_wino_out). Every
  * output is the same chain of operations whatever the cut, the band or the thread count.
  * Against the direct product the sums round differently: docs/output.md has the error. */
@@ -1223,7 +1250,7 @@ static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, in
 }
 
 /* The input transforms of one band (tiles [t0, t0 + n) of an image) for channels
- * [q * per, (q + 1) * per), laid out for the micro-kernel: value xi of band tile b, channel
+ * [c_lo, c_hi) (a part of kiln_rows_for: one row a channel), laid out for the micro-kernel: value xi of band tile b, channel
  * c at v[xi * kiln_wino_stride + (b / 32 * C + c) * 32 + b % 32], so a panel's
  * channels are consecutive runs of 32 floats (the micro-kernel reads whole panels: a last
  * panel's lanes past n hold finite values that no output reads). */
@@ -1231,15 +1258,14 @@ typedef struct {
   const float *x;
   float *v;
   const kiln_wino_geom *g;
-  int64_t t0, n, per;
+  int64_t t0, n;
 } kiln_wino_in_job;
 
-static void kiln_wino_in_task(void *arg, int64_t q) {
+static void kiln_wino_in_part(const void *arg, int64_t c_lo, int64_t c_hi) {
   const kiln_wino_in_job *j = (const kiln_wino_in_job *)arg;
   const kiln_wino_geom *g = j->g;
-  const int64_t c_hi = (q + 1) * j->per < g->c ? (q + 1) * j->per : g->c, ld = kiln_wino_stride(g);
-  const int64_t pstride = g->c * KILN_PANEL;
-  for (int64_t c = q * j->per; c < c_hi; c++) {
+  const int64_t ld = kiln_wino_stride(g), pstride = g->c * KILN_PANEL;
+  for (int64_t c = c_lo; c < c_hi; c++) {
     const float *restrict x = j->x + c * g->h * g->w;
     float *restrict v = j->v + c * KILN_PANEL;
     for (int64_t b = 0; b < j->n; b += KILN_PANEL)
@@ -1372,7 +1398,7 @@ static void kiln_wino_task(void *arg, int64_t q) {
 }
 
 /* One convolution over nb images: for each band of each image, the input transforms
- * (tasks by channels), then the products (tasks by kiln_conv_cut_of, panels of tiles by
+ * (kiln_rows_for: tasks by channels), then the products (tasks by kiln_conv_cut_of, panels of tiles by
  * blocks of filters). w: the transformed filters (pass_pack); v: scratch for a band. */
 static void kiln_wino_par(const kiln_par *par, const float *x, const kiln_wino_geom *g, const float *w, float *v,
                           int64_t nb, float *out, kiln_conv_store *store, const void *ctx) {
@@ -1380,11 +1406,8 @@ static void kiln_wino_par(const kiln_par *par, const float *x, const kiln_wino_g
   for (int64_t img = 0; img < nb; img++)
     for (int64_t t0 = 0; t0 < tiles; t0 += g->band) {
       const int64_t n = tiles - t0 < g->band ? tiles - t0 : g->band;
-      const double elems = (double)g->c * (double)n * KILN_WINO_ALPHA;
-      int64_t tasks = !par || !par->pfor ? 1 : elems / KILN_TASK_ELEMS < KILN_TASKS ? (int64_t)(elems / KILN_TASK_ELEMS) : KILN_TASKS;
-      tasks = tasks < 1 ? 1 : tasks > g->c ? g->c : tasks;
-      kiln_wino_in_job ij = {x + img * g->c * g->h * g->w, v, g, t0, n, (g->c + tasks - 1) / tasks};
-      kiln_for(par, (g->c + ij.per - 1) / ij.per, kiln_wino_in_task, &ij);
+      const kiln_wino_in_job ij = {x + img * g->c * g->h * g->w, v, g, t0, n};
+      kiln_rows_for(par, g->c, KILN_WINO_ALPHA * n, kiln_wino_in_part, &ij);
       const kiln_conv_cut cut = kiln_conv_cut_of(par, g->oc, n, KILN_WINO_ALPHA * g->c, KILN_WINO_ALPHA * g->c * n);
       kiln_wino_job j = {v, w, out + img * g->oc * g->oh * g->ow, g, img, t0, n, cut.pper, cut.fper * KILN_FB,
                          cut.fparts, store, ctx};
