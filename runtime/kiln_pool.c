@@ -1,13 +1,21 @@
 /*
  * kiln_pool.c — the pool of kiln_pool.h. One job at a time: kiln_pool_for publishes it
  * under the mutex (a new generation number wakes the workers) and opens it; a worker that
- * wakes while the job is open joins it, and every thread, the caller included, takes task
- * indices from one atomic counter until they run out, so the tasks balance themselves over
- * threads that the machine may be slowing unevenly. Once the caller has run out of tasks it
- * closes the job and waits only for the workers that joined: a worker that the OS has not
- * scheduled yet (a busy machine) finds the job closed when it wakes and skips it, instead of
- * the caller sleeping until it runs. So the job's memory (on the caller's stack) is never
- * touched after kiln_pool_for returns.
+ * wakes while the job is open joins it. Once the caller has run out of tasks it closes the
+ * job and waits only for the workers that joined: a worker that the OS has not scheduled yet
+ * (a busy machine) finds the job closed when it wakes and skips it, instead of the caller
+ * sleeping until it runs. So the job's memory (on the caller's stack) is never touched
+ * after kiln_pool_for returns.
+ *
+ * Which thread runs which task: thread k of T (the caller is 0) first takes the tasks of
+ * its own block, [k n / T, (k + 1) n / T), in order, then helps the others with theirs.
+ * Kiln numbers a kernel's tasks so that neighbouring indices work on neighbouring parts of
+ * the image (pixel-major), so with blocks a thread keeps working on the same part from
+ * one kernel to the next, and reads what it wrote itself from its own L2 cache. From one
+ * shared counter, which thread got which task was chance: on ResNet-18 at 2 threads half
+ * of every input then came from the other core's cache, and the 56 x 56 layers ran 1.1x
+ * faster than at 1 thread instead of 1.8x (measured). Helping keeps the balance of one
+ * counter when the machine slows one thread down.
  *
  * A worker that has finished a job spins for KILN_POOL_SPIN_US (watching the generation)
  * before it sleeps, and the caller spins as long for the workers that joined before it
@@ -44,15 +52,28 @@ struct kiln_pool {
   int open;                      /* the current job may still be joined */
   atomic_int joined;             /* workers in the current job (changed under mu) */
   int stop;
-  int64_t n;                     /* the current job */
-  void (*task)(void *, int64_t);
+  void (*task)(void *, int64_t); /* the current job */
   void *arg;
-  atomic_llong next;             /* its next task index */
+  struct kiln_pool_block *block; /* the job's block of each thread (nthreads + 1) */
+  atomic_int ids;                /* workers that have taken their number */
 };
 
-/* Takes task indices of the current job until none is left. */
-static void run_tasks(kiln_pool *p, int64_t n, void (*task)(void *, int64_t), void *arg) {
-  for (int64_t i; (i = (int64_t)atomic_fetch_add(&p->next, 1)) < n;) task(arg, i);
+/* Thread k's block of the current job: the tasks [next, end) not yet taken. A cache line
+ * each, so that taking a task does not slow down the other threads. */
+enum { KILN_POOL_LINE = 64 };
+struct kiln_pool_block {
+  _Alignas(KILN_POOL_LINE) atomic_llong next;
+  int64_t end;
+};
+
+/* Takes task indices from thread me's block, then from the others' (the next thread's
+ * first), until none is left. Every index of every block is taken by one thread. */
+static void run_tasks(kiln_pool *p, int me, void (*task)(void *, int64_t), void *arg) {
+  const int threads = p->nthreads + 1;
+  for (int k = 0; k < threads; k++) {
+    struct kiln_pool_block *b = &p->block[(me + k) % threads];
+    for (int64_t i; (i = (int64_t)atomic_fetch_add(&b->next, 1)) < b->end;) task(arg, i);
+  }
 }
 
 /* A pause in a spin loop (frees the core's other hyperthread a little). */
@@ -91,6 +112,7 @@ static void spin_busy(atomic_int *v) {
 
 static void *worker(void *arg) {
   kiln_pool *p = (kiln_pool *)arg;
+  const int me = atomic_fetch_add(&p->ids, 1) + 1;   /* the caller is 0 */
   unsigned long seen = 0;
   pthread_mutex_lock(&p->mu);
   for (;;) {
@@ -104,11 +126,10 @@ static void *worker(void *arg) {
     seen = atomic_load(&p->generation);
     if (!p->open) continue;   /* woke after the caller finished the job without us */
     p->joined++;
-    int64_t n = p->n;
     void (*task)(void *, int64_t) = p->task;
     void *targ = p->arg;
     pthread_mutex_unlock(&p->mu);
-    run_tasks(p, n, task, targ);
+    run_tasks(p, me, task, targ);
     pthread_mutex_lock(&p->mu);
     if (--p->joined == 0 && !p->open) pthread_cond_signal(&p->done);
   }
@@ -121,15 +142,19 @@ kiln_pool *kiln_pool_new(int threads) {
   kiln_pool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   p->threads = calloc((size_t)threads, sizeof *p->threads);
-  if (!p->threads) {
+  p->block = aligned_alloc(KILN_POOL_LINE, (size_t)threads * sizeof *p->block);
+  if (!p->threads || !p->block) {
+    free(p->threads);
+    free(p->block);
     free(p);
     return NULL;
   }
+  for (int k = 0; k < threads; k++) atomic_init(&p->block[k].next, 0), p->block[k].end = 0;
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->call, NULL);
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);
-  atomic_init(&p->next, 0);
+  atomic_init(&p->ids, 0);
   atomic_init(&p->generation, 0);
   atomic_init(&p->joined, 0);
   for (int i = 0; i < threads - 1; i++) {
@@ -154,6 +179,7 @@ void kiln_pool_free(kiln_pool *p) {
   pthread_mutex_destroy(&p->mu);
   pthread_mutex_destroy(&p->call);
   free(p->threads);
+  free(p->block);
   free(p);
 }
 
@@ -165,16 +191,20 @@ void kiln_pool_for(void *pool, int64_t n, void (*task)(void *arg, int64_t i), vo
   }
   pthread_mutex_lock(&p->call);
   pthread_mutex_lock(&p->mu);
-  p->n = n;
   p->task = task;
   p->arg = arg;
-  atomic_store(&p->next, 0);
+  const int threads = p->nthreads + 1;
+  for (int k = 0; k < threads; k++) {   /* n / threads each, the first n % threads one more */
+    const int64_t q = n / threads, r = n % threads;
+    atomic_store(&p->block[k].next, k * q + (k < r ? k : r));
+    p->block[k].end = (k + 1) * q + (k + 1 < r ? k + 1 : r);
+  }
   p->open = 1;
   p->joined = 0;
   p->generation++;
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->mu);
-  run_tasks(p, n, task, arg);
+  run_tasks(p, 0, task, arg);
   pthread_mutex_lock(&p->mu);
   p->open = 0;   /* every task is taken: no one joins now; wait for those who did */
   if (p->joined > 0) {

@@ -7,7 +7,8 @@
 #     payload byte flipped, the weights of another model, and a missing file; each must
 #     print the runtime's one-line message naming the problem;
 #   - runs the model from the file and from the --embed-weights array, and compares the
-#     outputs with the reference interpreter (`kiln run --save`) and with each other.
+#     outputs with the reference interpreter (`kiln run --save`) and with each other;
+#   - runs tests/runtime/pool_test.c (the thread pool) under TSan and ASan + UBSan.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln runtime
 kt_work runtime
@@ -108,3 +109,18 @@ else
   case $out in *"embedded weights: bad magic"*) echo "PASS runtime/embedded-bad-magic ($out)" ;;
     *) echo "FAIL runtime/embedded-bad-magic: $out" ;; esac
 fi
+
+# runtime/kiln_pool.c: every task of every job runs once, at 1 to 4 threads
+# (tests/runtime/pool_test.c), under ThreadSanitizer (gcc) and ASan + UBSan (clang).
+for pair in "gcc:thread" "clang:address,undefined"; do
+  cc=${pair%%:*} san=${pair#*:}
+  if ! command -v $cc >/dev/null; then echo "FAIL runtime/pool-$cc: $cc not installed"; continue; fi
+  if ! err=$($cc $W -O1 -g -fsanitize=$san -fno-sanitize-recover=all -Iruntime tests/runtime/pool_test.c \
+      runtime/kiln_pool.c -pthread -o "$WORK/pool_$cc" 2>&1); then
+    echo "FAIL runtime/pool-$cc: $(echo "$err" | head -n 3 | tr '\n' ' ')"
+  elif out=$("$WORK/pool_$cc" 2>&1) && [ "$(echo "$out" | grep -c ' jobs ok$')" = 4 ]; then
+    echo "PASS runtime/pool-$cc ($san: $(echo "$out" | tail -n 1))"
+  else
+    echo "FAIL runtime/pool-$cc: $(echo "$out" | grep -v ' jobs ok$' | head -n 3 | tr '\n' ' ')"
+  fi
+done

@@ -1249,11 +1249,16 @@ static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, in
   }
 }
 
-/* The input transforms of one band (tiles [t0, t0 + n) of an image) for channels
- * [c_lo, c_hi) (a part of kiln_rows_for: one row a channel), laid out for the micro-kernel: value xi of band tile b, channel
- * c at v[xi * kiln_wino_stride + (b / 32 * C + c) * 32 + b % 32], so a panel's
- * channels are consecutive runs of 32 floats (the micro-kernel reads whole panels: a last
- * panel's lanes past n hold finite values that no output reads). */
+/* The input transforms of one band (tiles [t0, t0 + n) of an image), laid out for the
+ * micro-kernel: value xi of band tile b, channel c at
+ * v[xi * kiln_wino_stride + (b / 32 * C + c) * 32 + b % 32], so a panel's channels are
+ * consecutive runs of 32 floats (the micro-kernel reads whole panels: a last panel's lanes
+ * past n hold finite values that no output reads). A part of kiln_rows_for: row r is panel
+ * r / C, channel r % C. Panel-major, like the product's tasks, so that with a static
+ * schedule (runtime/kiln_pool.c) a thread transforms the tiles it will multiply, from the
+ * rows of input it wrote in the layer before: cut by channels, half of each thread's input
+ * and transforms crossed between the cores' caches, and ResNet-18's 56 x 56 layers ran
+ * 1.5x faster at 2 threads instead of 1.85x (measured). */
 typedef struct {
   const float *x;
   float *v;
@@ -1261,15 +1266,14 @@ typedef struct {
   int64_t t0, n;
 } kiln_wino_in_job;
 
-static void kiln_wino_in_part(const void *arg, int64_t c_lo, int64_t c_hi) {
+static void kiln_wino_in_part(const void *arg, int64_t r_lo, int64_t r_hi) {
   const kiln_wino_in_job *j = (const kiln_wino_in_job *)arg;
   const kiln_wino_geom *g = j->g;
-  const int64_t ld = kiln_wino_stride(g), pstride = g->c * KILN_PANEL;
-  for (int64_t c = c_lo; c < c_hi; c++) {
-    const float *restrict x = j->x + c * g->h * g->w;
-    float *restrict v = j->v + c * KILN_PANEL;
-    for (int64_t b = 0; b < j->n; b += KILN_PANEL)
-      kiln_wino_panel(x, g, j->t0, b, j->n - b < KILN_PANEL ? (int)(j->n - b) : KILN_PANEL, v + b / KILN_PANEL * pstride, ld);
+  const int64_t ld = kiln_wino_stride(g);
+  for (int64_t r = r_lo; r < r_hi; r++) {
+    const int64_t c = r % g->c, b = r / g->c * KILN_PANEL;
+    kiln_wino_panel(j->x + c * g->h * g->w, g, j->t0, b, j->n - b < KILN_PANEL ? (int)(j->n - b) : KILN_PANEL,
+                    j->v + r * KILN_PANEL, ld);
   }
 }
 
@@ -1407,7 +1411,7 @@ static void kiln_wino_par(const kiln_par *par, const float *x, const kiln_wino_g
     for (int64_t t0 = 0; t0 < tiles; t0 += g->band) {
       const int64_t n = tiles - t0 < g->band ? tiles - t0 : g->band;
       const kiln_wino_in_job ij = {x + img * g->c * g->h * g->w, v, g, t0, n};
-      kiln_rows_for(par, g->c, KILN_WINO_ALPHA * n, kiln_wino_in_part, &ij);
+      kiln_rows_for(par, (n + KILN_PANEL - 1) / KILN_PANEL * g->c, KILN_WINO_ALPHA * KILN_PANEL, kiln_wino_in_part, &ij);
       const kiln_conv_cut cut = kiln_conv_cut_of(par, g->oc, n, KILN_WINO_ALPHA * g->c, KILN_WINO_ALPHA * g->c * n);
       kiln_wino_job j = {v, w, out + img * g->oc * g->oh * g->ow, g, img, t0, n, cut.pper, cut.fper * KILN_FB,
                          cut.fparts, store, ctx};
