@@ -171,7 +171,7 @@ static const struct {
     {"c/par_for.c.tmpl", "kiln_for(|KILN_TASK"},      /* tasks */
     {"c/rows_for.c.tmpl", "kiln_rows_for("},          /* row-wise kernels' tasks */
     {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* direct convolutions */
-    {"c/isa.c.tmpl", "KILN_INLINE|KILN_MR|KILN_PANEL|kiln_avx512("},   /* vector types */
+    {"c/isa.c.tmpl", "KILN_INLINE|KILN_NOINLINE|KILN_MR|KILN_PANEL|kiln_avx512("},   /* vector types */
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},
     {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */

@@ -207,10 +207,11 @@ static const char *var_of(const EmitVars *v, const char *name) {
 
 /* A kernel's parameters gathered in a struct for the function its tasks run: for the
  * nfixed (type, name) pairs, then the epilogue's extra operands, FIELDS (the members, one a
- * line), LOCALS (each read back as a restrict pointer), INIT (", name" each) and SARGS
- * (", s->name" each) in *v. */
+ * line), LOCALS (each read back as a restrict pointer), INIT (", name" each), SARGS
+ * (", s->name" each) and RPARAMS (", const T *restrict name" each: the parameters of a
+ * helper that s is unpacked into) in *v. */
 static void task_args(KernelCtx *k, EmitVars *v, const char *const *types, const char *const *names, int nfixed) {
-  Buf fields = {0}, locals = {0}, init = {0}, sargs = {0};
+  Buf fields = {0}, locals = {0}, init = {0}, sargs = {0}, rparams = {0};
   for (int i = 0; i < nfixed + k->e->nextra; i++) {
     const char *t = i < nfixed ? types[i] : emit_c_type(k->e->extra[i - nfixed]->dtype);
     const char *nm = i < nfixed ? names[i] : k->e->extra_name[i - nfixed];
@@ -218,13 +219,14 @@ static void task_args(KernelCtx *k, EmitVars *v, const char *const *types, const
     buf_printf(&locals, "\n  const %s *restrict %s = s->%s;", t, nm, nm);
     buf_printf(&init, ", %s", nm);
     buf_printf(&sargs, ", s->%s", nm);
+    buf_printf(&rparams, ", const %s *restrict %s", t, nm);
   }
-  emit_var(v, "FIELDS", fields.len ? kiln_strdup(fields.data) : "");
-  emit_var(v, "LOCALS", locals.len ? kiln_strdup(locals.data) : "");
-  emit_var(v, "INIT", init.len ? kiln_strdup(init.data) : "");
-  emit_var(v, "SARGS", sargs.len ? kiln_strdup(sargs.data) : "");
-  Buf *all[] = {&fields, &locals, &init, &sargs};
-  for (int i = 0; i < 4; i++) buf_free(all[i]);
+  Buf *all[] = {&fields, &locals, &init, &sargs, &rparams};
+  const char *vars[] = {"FIELDS", "LOCALS", "INIT", "SARGS", "RPARAMS"};
+  for (int i = 0; i < 5; i++) {
+    emit_var(v, vars[i], all[i]->len ? kiln_strdup(all[i]->data) : "");
+    buf_free(all[i]);
+  }
 }
 
 /* A product's store variables when its sums are the result: no store function. */

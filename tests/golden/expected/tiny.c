@@ -178,10 +178,14 @@ typedef float32x4_t kiln_v;
 #else
 #define KILN_MR 4
 #endif
+/* KILN_NOINLINE: a store loop kept out of line (matmul_store.c.tmpl, conv_gemm_store.c.tmpl),
+ * so that its restrict parameters hold when GCC vectorises it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_INLINE static inline __attribute__((always_inline))
+#define KILN_NOINLINE __attribute__((noinline))
 #else
 #define KILN_INLINE static inline
+#define KILN_NOINLINE
 #endif
 /* A pass covers KILN_KC values of k; KILN_NC columns of packed B (1 MiB) stay in L2 while
  * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
@@ -617,16 +621,6 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
   }
 }
 
-/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl;
- * qgemm_lib.c.tmpl defines it too, for a file whose products all have stored weights). */
-#ifndef KILN_NOINLINE
-#if defined(__GNUC__) || defined(__clang__)
-#define KILN_NOINLINE __attribute__((noinline))
-#else
-#define KILN_NOINLINE
-#endif
-#endif
-
 /* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over
  * the dims (b split over them, the last fastest) of its index times a_strides, of B the
  * same with b_strides, of C at b * c_stride. */
@@ -773,35 +767,38 @@ typedef struct {
   float *out;
 } norm_args;
 
-/* norm_rows: rows [r_lo, r_hi) of norm. */
-static void norm_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
+/* norm_row: row r of norm, from xr into o. A function of its own so that xr and o are
+ * restrict parameters: GCC 12 at -O2 vectorises a loop over pointers that might overlap
+ * only when it can prove they do not, and it proves it from parameters, not from restrict
+ * locals (the last loops of softmax, LayerNorm and RMSNorm stayed scalar at -O2). */
+static inline void norm_row(const norm_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { D = 4 };
   const float EPS = 1e-05f;
-  const norm_args *s = (const norm_args *)arg;
-  const float *restrict x = s->x;
   const float *restrict gamma = s->gamma;
   const float *restrict beta = s->beta;
-  float *restrict out = s->out;
-  for (int64_t r = r_lo; r < r_hi; r++) {
-    const float *restrict xr = x + r * D;
-    float *restrict o = out + r * D;
-    float sum[16], sq[16];
-    for (int l = 0; l < 16; l++) sum[l] = 0.0f, sq[l] = 0.0f;
-    int64_t j = 0;
-    for (; j + 16 <= D; j += 16)
-      for (int l = 0; l < 16; l++) sum[l] += xr[j + l];
-    for (int l = 0; j + l < D; l++) sum[l] += xr[j + l];
-    for (int w = 8; w > 0; w /= 2)
-      for (int l = 0; l < w; l++) sum[l] += sum[l + w];
-    const float mean = sum[0] / (float)D;
-    for (j = 0; j + 16 <= D; j += 16)
-      for (int l = 0; l < 16; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
-    for (int l = 0; j + l < D; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
-    for (int w = 8; w > 0; w /= 2)
-      for (int l = 0; l < w; l++) sq[l] += sq[l + w];
-    const float denom = sqrtf(sq[0] / (float)D + EPS);
-    for (j = 0; j < D; j++) o[j] = norm_epilogue((xr[j] - mean) / denom * gamma[j] + beta[j]);
-  }
+  (void)s, (void)r;   /* read by the fused chain's operands and index, when there is one */
+  float sum[16], sq[16];
+  for (int l = 0; l < 16; l++) sum[l] = 0.0f, sq[l] = 0.0f;
+  int64_t j = 0;
+  for (; j + 16 <= D; j += 16)
+    for (int l = 0; l < 16; l++) sum[l] += xr[j + l];
+  for (int l = 0; j + l < D; l++) sum[l] += xr[j + l];
+  for (int w = 8; w > 0; w /= 2)
+    for (int l = 0; l < w; l++) sum[l] += sum[l + w];
+  const float mean = sum[0] / (float)D;
+  for (j = 0; j + 16 <= D; j += 16)
+    for (int l = 0; l < 16; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
+  for (int l = 0; j + l < D; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
+  for (int w = 8; w > 0; w /= 2)
+    for (int l = 0; l < w; l++) sq[l] += sq[l + w];
+  const float denom = sqrtf(sq[0] / (float)D + EPS);
+  for (j = 0; j < D; j++) o[j] = norm_epilogue((xr[j] - mean) / denom * gamma[j] + beta[j]);
+}
+
+/* norm_rows: rows [r_lo, r_hi) of norm. */
+static void norm_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
+  const norm_args *s = (const norm_args *)arg;
+  for (int64_t r = r_lo; r < r_hi; r++) norm_row(s, r, s->x + r * 4, s->out + r * 4);
 }
 
 /* norm: layernorm f32 [2, 4], [4], [4] -> [2, 4], axis 1, then gelu (tiny.lua:14)
@@ -822,34 +819,37 @@ typedef struct {
   float *out;
 } softmax_args;
 
+/* softmax_row: row r of softmax, from xr into o. A function of its own so that xr and o are
+ * restrict parameters: GCC 12 at -O2 vectorises a loop over pointers that might overlap
+ * only when it can prove they do not, and it proves it from parameters, not from restrict
+ * locals (the last loops of softmax, LayerNorm and RMSNorm stayed scalar at -O2). */
+static inline void softmax_row(const softmax_args *s, int64_t r, const float *restrict xr, float *restrict o) {
+  enum { N = 4 };
+  (void)s, (void)r;   /* read by the fused chain's operands and index, when there is one */
+  float mx[16], sum[16];
+  for (int j = 0; j < 16; j++) mx[j] = -INFINITY, sum[j] = 0.0f;
+  int64_t k = 0;
+  for (; k + 16 <= N; k += 16)
+    for (int j = 0; j < 16; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
+  for (int j = 0; k + j < N; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
+  for (int w = 8; w > 0; w /= 2)
+    for (int j = 0; j < w; j++) mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
+  for (k = 0; k < N; k++) {   /* a loop of its own: it vectorises */
+    const float d = xr[k] - mx[0];
+    o[k] = kiln_select(d < -87.0f, 0.0f, kiln_expf(kiln_select(d < -87.0f, -87.0f, d)));
+  }
+  for (k = 0; k + 16 <= N; k += 16)
+    for (int j = 0; j < 16; j++) sum[j] += o[k + j];
+  for (int j = 0; k + j < N; j++) sum[j] += o[k + j];
+  for (int w = 8; w > 0; w /= 2)
+    for (int j = 0; j < w; j++) sum[j] += sum[j + w];
+  for (k = 0; k < N; k++) o[k] = o[k] / sum[0];
+}
+
 /* softmax_rows: rows [r_lo, r_hi) of softmax. */
 static void softmax_rows(const void *arg, int64_t r_lo, int64_t r_hi) {
-  enum { N = 4 };
   const softmax_args *s = (const softmax_args *)arg;
-  const float *restrict x = s->x;
-  float *restrict out = s->out;
-  for (int64_t r = r_lo; r < r_hi; r++) {
-    const float *restrict xr = x + r * N;
-    float *restrict o = out + r * N;
-    float mx[16], sum[16];
-    for (int j = 0; j < 16; j++) mx[j] = -INFINITY, sum[j] = 0.0f;
-    int64_t k = 0;
-    for (; k + 16 <= N; k += 16)
-      for (int j = 0; j < 16; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
-    for (int j = 0; k + j < N; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
-    for (int w = 8; w > 0; w /= 2)
-      for (int j = 0; j < w; j++) mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
-    for (k = 0; k < N; k++) {   /* a loop of its own: it vectorises */
-      const float d = xr[k] - mx[0];
-      o[k] = kiln_select(d < -87.0f, 0.0f, kiln_expf(kiln_select(d < -87.0f, -87.0f, d)));
-    }
-    for (k = 0; k + 16 <= N; k += 16)
-      for (int j = 0; j < 16; j++) sum[j] += o[k + j];
-    for (int j = 0; k + j < N; j++) sum[j] += o[k + j];
-    for (int w = 8; w > 0; w /= 2)
-      for (int j = 0; j < w; j++) sum[j] += sum[j + w];
-    for (k = 0; k < N; k++) o[k] = o[k] / sum[0];
-  }
+  for (int64_t r = r_lo; r < r_hi; r++) softmax_row(s, r, s->x + r * 4, s->out + r * 4);
 }
 
 /* softmax: softmax f32 [2, 4] -> [2, 4], axis 1 (tiny.lua:15)

@@ -91,10 +91,14 @@ typedef float32x4_t kiln_v;
 #else
 #define KILN_MR 4
 #endif
+/* KILN_NOINLINE: a store loop kept out of line (matmul_store.c.tmpl, conv_gemm_store.c.tmpl),
+ * so that its restrict parameters hold when GCC vectorises it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_INLINE static inline __attribute__((always_inline))
+#define KILN_NOINLINE __attribute__((noinline))
 #else
 #define KILN_INLINE static inline
+#define KILN_NOINLINE
 #endif
 /* A pass covers KILN_KC values of k; KILN_NC columns of packed B (1 MiB) stay in L2 while
  * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
@@ -859,16 +863,6 @@ static void kiln_qgemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, i
     }
   }
 }
-
-/* A function the compiler must not inline (the store loop, matmul_store.c.tmpl), as
- * gemm_par.c.tmpl defines it. */
-#ifndef KILN_NOINLINE
-#if defined(__GNUC__) || defined(__clang__)
-#define KILN_NOINLINE __attribute__((noinline))
-#else
-#define KILN_NOINLINE
-#endif
-#endif
 
 /* What a matmul kernel stores once a task's sums are done (its fused epilogue, on rows
  * [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b: kiln_gemm_store's type, named

@@ -93,10 +93,14 @@ typedef float32x4_t kiln_v;
 #else
 #define KILN_MR 4
 #endif
+/* KILN_NOINLINE: a store loop kept out of line (matmul_store.c.tmpl, conv_gemm_store.c.tmpl),
+ * so that its restrict parameters hold when GCC vectorises it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_INLINE static inline __attribute__((always_inline))
+#define KILN_NOINLINE __attribute__((noinline))
 #else
 #define KILN_INLINE static inline
+#define KILN_NOINLINE
 #endif
 /* A pass covers KILN_KC values of k; KILN_NC columns of packed B (1 MiB) stay in L2 while
  * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
@@ -531,16 +535,6 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
     }
   }
 }
-
-/* A function the compiler must not inline (a matmul's store loop: matmul_store.c.tmpl;
- * qgemm_lib.c.tmpl defines it too, for a file whose products all have stored weights). */
-#ifndef KILN_NOINLINE
-#if defined(__GNUC__) || defined(__clang__)
-#define KILN_NOINLINE __attribute__((noinline))
-#else
-#define KILN_NOINLINE
-#endif
-#endif
 
 /* The matrices of a batched product: matrix b (0 <= b < count) of A starts at the sum over
  * the dims (b split over them, the last fastest) of its index times a_strides, of B the
