@@ -6,7 +6,7 @@
 # (KILN_SCALAR, and any target without FMA); each output is one fused multiply-add chain in
 # k order on all of them. kiln_dot4 (templates/c/dot4.c.tmpl: convolutions through gathered
 # patches) has AVX, SSE/NEON and plain variants doing the same arithmetic in the same order;
-# so do the kiln_cv lanes of conv_direct (templates/c/vec_lanes.c.tmpl: AVX 8, SSE/NEON 4,
+# so do the kiln_cv lanes of conv_direct and stride-2 max pools (templates/c/vec_*.c.tmpl: AVX 8, SSE/NEON 4,
 # plain), whose tasks, like the max pools', are images and planes (tests/conv/conv_edges.lua,
 # which also has a Winograd convolution: templates/c/wino_lib.c.tmpl splits and joins rows with
 # AVX-512, AVX2 and NEON shuffles, and plain loops).

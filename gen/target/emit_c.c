@@ -170,7 +170,9 @@ static const struct {
     {"c/math_log.c.tmpl", "kiln_logf("},
     {"c/par_for.c.tmpl", "kiln_for(|KILN_TASK"},      /* tasks */
     {"c/rows_for.c.tmpl", "kiln_rows_for("},          /* row-wise kernels' tasks */
-    {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* direct convolutions */
+    {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* vector lanes: */
+    {"c/vec_muladd.c.tmpl", "kiln_cv_muladd("},       /* direct convolutions */
+    {"c/vec_maxtap.c.tmpl", "kiln_cv_maxtap("},       /* stride-2 max pools */
     {"c/isa.c.tmpl", "KILN_INLINE|KILN_NOINLINE|KILN_MR|KILN_PANEL|kiln_avx512("},   /* vector types */
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},
