@@ -1406,8 +1406,9 @@ static void kiln_wino_task(void *arg, int64_t q) {
 }
 
 /* One convolution over nb images: for each band of each image, the input transforms
- * (kiln_rows_for: tasks by channels), then the products (tasks by kiln_conv_cut_of, panels of tiles by
- * blocks of filters). w: the transformed filters (pass_pack); v: scratch for a band. */
+ * (kiln_rows_for: tasks by panels of tiles, then channels), then the products (tasks by
+ * kiln_conv_cut_of, panels of tiles by blocks of filters). w: the transformed filters
+ * (pass_pack); v: scratch for a band. */
 static void kiln_wino_par(const kiln_par *par, const float *x, const kiln_wino_geom *g, const float *w, float *v,
                           int64_t nb, float *out, kiln_conv_store *store, const void *ctx) {
   const int64_t tiles = g->th * g->tw;
