@@ -7,8 +7,9 @@
  * sleeping until it runs. So the job's memory (on the caller's stack) is never touched
  * after kiln_pool_for returns.
  *
- * Which thread runs which task: thread k of T (the caller is 0) first takes the tasks of
- * its own block, [k n / T, (k + 1) n / T), in order, then helps the others with theirs.
+ * Which thread runs which task: the n tasks are cut into T blocks of consecutive indices
+ * (n / T each, the first n % T blocks one more); thread k of T (the caller is 0) first takes
+ * the tasks of block k in order, then helps the others with theirs.
  * Kiln numbers a kernel's tasks so that neighbouring indices work on neighbouring parts of
  * the image (pixel-major), so with blocks a thread keeps working on the same part from
  * one kernel to the next, and reads what it wrote itself from its own L2 cache. From one

@@ -7,8 +7,9 @@
  *
  * kiln_pool_for has the type kiln_parallel_for that the generated headers declare: it
  * runs task(arg, i) for every i in [0, n) on the pool's threads and the calling thread,
- * and returns when all are done. Each thread first runs its own block of consecutive
- * indices (thread k of T: [k n / T, (k + 1) n / T)), then helps with the others' blocks.
+ * and returns when all are done. Each of the T threads first runs its own block of
+ * consecutive indices (thread k the k-th of T blocks of n / T or n / T + 1), then helps
+ * with the others' blocks.
  * One call at a time per pool (calls from several threads into one pool wait for each
  * other). Between calls a worker spins for up to 100 µs (KILN_POOL_SPIN_US when
  * kiln_pool.c is compiled; 0: never) for the next one, then sleeps on a condition
