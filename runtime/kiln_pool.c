@@ -34,6 +34,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -56,6 +57,7 @@ struct kiln_pool {
   void (*task)(void *, int64_t); /* the current job */
   void *arg;
   struct kiln_pool_block *block; /* the job's block of each thread (nthreads + 1) */
+  void *block_mem;               /* block's allocation (block is it rounded up to a line) */
   atomic_int ids;                /* workers that have taken their number */
 };
 
@@ -143,13 +145,16 @@ kiln_pool *kiln_pool_new(int threads) {
   kiln_pool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   p->threads = calloc((size_t)threads, sizeof *p->threads);
-  p->block = aligned_alloc(KILN_POOL_LINE, (size_t)threads * sizeof *p->block);
-  if (!p->threads || !p->block) {
+  /* aligned by hand: aligned_alloc is missing from the Windows CRT and older macOS */
+  p->block_mem = malloc((size_t)threads * sizeof *p->block + KILN_POOL_LINE);
+  if (!p->threads || !p->block_mem) {
     free(p->threads);
-    free(p->block);
+    free(p->block_mem);
     free(p);
     return NULL;
   }
+  const uintptr_t at = ((uintptr_t)p->block_mem + KILN_POOL_LINE - 1) & ~(uintptr_t)(KILN_POOL_LINE - 1);
+  p->block = (struct kiln_pool_block *)at;
   for (int k = 0; k < threads; k++) atomic_init(&p->block[k].next, 0), p->block[k].end = 0;
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->call, NULL);
@@ -180,7 +185,7 @@ void kiln_pool_free(kiln_pool *p) {
   pthread_mutex_destroy(&p->mu);
   pthread_mutex_destroy(&p->call);
   free(p->threads);
-  free(p->block);
+  free(p->block_mem);
   free(p);
 }
 
