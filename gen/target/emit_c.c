@@ -86,7 +86,7 @@ static void arena_names(Ctx *c, Graph *g, Names *ids) {
 }
 
 /* The file-scope helpers a kernel's templates name after it ("${NAME}_rows", ...). */
-static const char *const kernel_helpers[] = {"_args", "_job", "_out", "_row", "_rows", "_store", "_task", "_window", NULL};
+static const char *const kernel_helpers[] = {"_args", "_job", "_out", "_planes", "_row", "_rows", "_store", "_task", "_window", NULL};
 
 /* Claims a kernel's name: base, or base with '_' appended, such that neither it nor any of
  * its kernel_helpers names is taken or reserved, and claims those too, so that a module

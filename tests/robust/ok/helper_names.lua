@@ -1,7 +1,8 @@
 -- Modules named like the helpers the C target writes for another kernel ("fc" and
--- "fc_store", a softmax's "_rows", a pool's "_row" and "_window"): every kernel must still get
--- names of its own, and the C compile and agree with the interpreter. (Products of one
--- term plus a bias: the comparison is to a few ulp, which longer sums can miss.)
+-- "fc_store", a softmax's "_rows", a pool's "_row" and "_window", a convolution's "_planes"):
+-- every kernel must still get names of its own, and the C compile and agree with the
+-- interpreter. (Products of one term plus a bias: the comparison is to a few ulp, which
+-- longer sums can miss.)
 local nn = kiln.nn
 local x = kiln.input("x", {16, 1})
 local fc = nn.name(nn.Linear(1, 4), "fc")
@@ -20,3 +21,8 @@ local conv_window = nn.name(nn.Conv2d(1, 4, 1, {bias = false}), "maxpool2d_windo
 kiln.output("p", kiln.maxpool2d(kiln.relu(conv(img)), 2))
 kiln.output("q", kiln.relu(conv_row(img)))
 kiln.output("w", kiln.relu(conv_window(img)))
+local big = nn.name(nn.Conv2d(1, 16, 1, {bias = false}), "big")   -- its store (the relu): "big_planes"
+local big_planes = nn.name(nn.Conv2d(1, 16, 1, {bias = false}), "big_planes")
+local feat = kiln.input("feat", {1, 1, 32, 32})
+kiln.output("c", kiln.relu(big(feat)))
+kiln.output("d", kiln.relu(big_planes(feat)))
