@@ -147,12 +147,12 @@ static bool is_kernel_result(Graph *g, const Node *n) {
   return k->nodes[k->nnodes - 1] == n->id;
 }
 
-/* Taps a filter plane may have for kernel_scratch (KILN_GRID_TAPS of templates/c/conv_lib.c.tmpl). */
+/* Taps a filter plane may have for kernel_scratch (KILN_GRID_TAPS of templates/c/conv_geom.c.tmpl). */
 enum { CONV_GRID_TAPS = 256 };
 
 /* Bytes of scratch kernel kr needs while it runs, 0 for none: a convolution that runs as a
  * matrix product over filters packed at build time reads its input from a zero-padded copy
- * split into stride phases (templates/c/conv_lib.c.tmpl, kiln_conv_grid): per channel,
+ * split into stride phases (templates/c/conv_pad.c.tmpl): per channel,
  * PH x PW phases (PH = min(SH, (KH-1)*DH + 1)) of OH + (KH-1)*DH/SH rows by
  * OW + (KW-1)*DW/SW columns, and KILN_PANEL floats of slack that the last panel of pixels
  * reads past the last plane. The C emitter takes that path exactly when the kernel has

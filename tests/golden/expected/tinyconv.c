@@ -351,13 +351,15 @@ static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k
   }
 }
 
-/* ---- The tiles of a convolution's product (templates/c/conv_tile.c.tmpl) ----
- * The micro-kernel over filters packed at build time in blocks of KILN_FB (tap-major) and
- * 32 columns of a matrix read in place at fixed offsets, which both the product over the
- * padded grid (conv_lib.c.tmpl) and Winograd's (wino_lib.c.tmpl) run; how a convolution's
- * work is cut into tasks, and what each task stores. */
+/* ---- A convolution's shapes and its store (templates/c/conv_geom.c.tmpl) ----
+ * The types that every product of a convolution shares (conv_tile, conv_pad, conv_lib,
+ * lanes_lib, wino_lib). */
 
-#define KILN_FB 12   /* filters a packed block: KILN_CONV_BLOCK of gen/kiln.h */
+/* One image's convolution: input and output sizes, filter size, stride, padding (top,
+ * left), dilation. */
+typedef struct {
+  int64_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw;
+} kiln_conv_geom;
 
 /* Taps a filter plane may have on the padded grid's path (pass_memplan gives scratch only
  * to those). */
@@ -369,6 +371,21 @@ typedef struct {
   int64_t cg, taps, plane;
   int64_t off[KILN_GRID_TAPS];
 } kiln_grid_taps;
+
+/* What a convolution kernel stores once a task's sums are done (its bias, fused batchnorm
+ * and epilogue), for image img, group grp, filters [oc_lo, oc_hi) of the group, pixels
+ * [p_lo, p_hi) of each of their output planes; ctx is the kernel's. Running it in the task
+ * keeps the outputs in cache and the store on every thread. */
+typedef void kiln_conv_store(const void *ctx, int64_t img, int64_t grp, int64_t oc_lo, int64_t oc_hi, int64_t p_lo,
+                             int64_t p_hi);
+
+/* ---- The tiles of a convolution's product (templates/c/conv_tile.c.tmpl) ----
+ * The micro-kernel over filters packed at build time in blocks of KILN_FB (tap-major) and
+ * 32 columns of a matrix read in place at fixed offsets, which both the product over the
+ * padded grid (conv_lib.c.tmpl) and Winograd's (wino_lib.c.tmpl) run, and how a
+ * convolution's work is cut into tasks. */
+
+#define KILN_FB 12   /* filters a packed block: KILN_CONV_BLOCK of gen/kiln.h */
 
 /* t (r x KILN_PANEL, rows KILN_PANEL apart) = the r filters at ap (a packed block: tap k of
  * filter i at ap[k * KILN_FB + i]) times the taps tp of the 32 grid pixels from b, all the
@@ -527,13 +544,6 @@ static void kiln_grid_tile(int r, const float *restrict ap, const kiln_grid_taps
   }
 }
 
-/* What a convolution kernel stores once a task's sums are done (its bias, fused batchnorm
- * and epilogue), for image img, group grp, filters [oc_lo, oc_hi) of the group, pixels
- * [p_lo, p_hi) of each of their output planes; ctx is the kernel's. Running it in the task
- * keeps the outputs in cache and the store on every thread. */
-typedef void kiln_conv_store(const void *ctx, int64_t img, int64_t grp, int64_t oc_lo, int64_t oc_hi, int64_t p_lo,
-                             int64_t p_hi);
-
 /* The cut of one image and group of a convolution (ocg filters of kk taps over npix pixels,
  * whose input is `input` floats) into tasks when there is a parallel-for: fparts groups of
  * fper blocks of KILN_FB filters by pparts runs of pper panels of pixels. A task reads its
@@ -572,15 +582,94 @@ static kiln_conv_cut kiln_conv_cut_of(const kiln_par *par, int64_t ocg, int64_t 
 }
 
 
+/* ---- A convolution over its padded grid (templates/c/conv_pad.c.tmpl) ----
+ * The input is first copied once into scratch from the memory plan (kiln_pad_planes) with
+ * its padding written out as zeros and, at stride s, split into phases: phase (py, px) of
+ * a plane holds the padded rows py, py + SH, ... and columns px, px + SW, ... (only the
+ * phases some tap reads: one at stride 1, and for a 1x1 filter at any stride). Tap
+ * (c, ky, kx) of the output at (oy, ox) then reads element (oy + ky*DH / SH, ox + kx*DW / SW)
+ * of its phase, so with the output laid out as a grid of WQ = OW + (KW-1)*DW / SW columns
+ * (grid pixel j = oy * WQ + ox) every tap is a fixed offset from j: for every tap, 32
+ * consecutive grid pixels read 32 consecutive floats. The micro-kernel reads the patch
+ * matrix in place (kiln_grid_tile), no gather. The grid's last columns of each row (but
+ * the last row) are outputs of no pixel, computed and dropped when the tile is stored
+ * (kiln_grid_store): 2 of 58 at 56 x 56, 2 of 9 at 7 x 7 (where two panels cover 61 grid
+ * pixels as they covered 49 outputs), 1 of 29 at stride 2. Each sum is the same fmaf chain
+ * in (ic, kh, kw) order: the same bits as the gathered product. */
+
+/* The phase planes of a convolution's input: ph x pw phases of hq x wq floats a channel. */
+typedef struct {
+  int64_t ph, pw, hq, wq;
+} kiln_grid_geom;
+
+static kiln_grid_geom kiln_grid_geom_of(const kiln_conv_geom *g) {
+  const int64_t ry = (g->kh - 1) * g->dh, rx = (g->kw - 1) * g->dw;   /* reach of a window past its first tap */
+  return (kiln_grid_geom){ry + 1 < g->sh ? ry + 1 : g->sh, rx + 1 < g->sw ? rx + 1 : g->sw, g->oh + ry / g->sh,
+                          g->ow + rx / g->sw};
+}
+
+static void kiln_grid_taps_of(const kiln_conv_geom *g, int64_t cg, kiln_grid_taps *tp) {
+  const kiln_grid_geom q = kiln_grid_geom_of(g);
+  tp->cg = cg, tp->taps = g->kh * g->kw, tp->plane = q.ph * q.pw * q.hq * q.wq;
+  for (int64_t ky = 0; ky < g->kh; ky++)
+    for (int64_t kx = 0; kx < g->kw; kx++) {
+      const int64_t y = ky * g->dh, x = kx * g->dw;
+      tp->off[ky * g->kw + kx] = (y % g->sh * q.pw + x % g->sw) * q.hq * q.wq + y / g->sh * q.wq + x / g->sw;
+    }
+}
+
+/* Channels [q_lo, q_hi) of x (H x W planes) into xp as their phase planes (kiln_grid_geom),
+ * the padding written out as zeros: the whole of each is written, so xp may be any scratch.
+ * A part of kiln_rows_for (one row a channel). */
+typedef struct {
+  const float *x;
+  float *xp;
+  const kiln_conv_geom *g;
+} kiln_pad_job;
+
+static void kiln_pad_part(const void *arg, int64_t q_lo, int64_t q_hi) {
+  const kiln_pad_job *j = (const kiln_pad_job *)arg;
+  const kiln_conv_geom *g = j->g;
+  const kiln_grid_geom q = kiln_grid_geom_of(g);
+  float *restrict o = j->xp + q_lo * q.ph * q.pw * q.hq * q.wq;
+  for (int64_t c = q_lo; c < q_hi; c++)
+    for (int64_t py = 0; py < q.ph; py++)
+      for (int64_t px = 0; px < q.pw; px++)
+        for (int64_t y = 0; y < q.hq; y++, o += q.wq) {
+          const int64_t ih = y * g->sh + py - g->pt;
+          /* the phase row's columns that lie inside the input: [lo, hi) */
+          const int64_t iw0 = px - g->pl, lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;
+          int64_t hi = iw0 >= g->w ? 0 : (g->w - iw0 + g->sw - 1) / g->sw;
+          hi = hi > q.wq ? q.wq : hi < lo ? lo : hi;
+          if (ih < 0 || ih >= g->h || hi <= lo) {
+            memset(o, 0, (size_t)q.wq * sizeof(float));
+            continue;
+          }
+          const float *restrict src = j->x + (c * g->h + ih) * g->w + iw0 + lo * g->sw;   /* column lo's */
+          memset(o, 0, (size_t)lo * sizeof(float));
+          if (g->sw == 1)
+            memcpy(o + lo, src, (size_t)(hi - lo) * sizeof(float));
+          else
+            for (int64_t x = lo; x < hi; x++) o[x] = src[(x - lo) * g->sw];
+          memset(o + hi, 0, (size_t)(q.wq - hi) * sizeof(float));
+        }
+}
+
+/* xp = the phase planes of x's `planes` channels (kiln_pad_part), then KILN_PANEL zeros
+ * that the last panel reads past the last plane (its dropped pixels only). */
+static void kiln_pad_planes(const kiln_par *par, const float *x, const kiln_conv_geom *g, int64_t planes, float *xp) {
+  const kiln_grid_geom q = kiln_grid_geom_of(g);
+  const kiln_pad_job j = {x, xp, g};
+  kiln_rows_for(par, planes, q.ph * q.pw * q.hq * q.wq, kiln_pad_part, &j);
+  memset(xp + planes * q.ph * q.pw * q.hq * q.wq, 0, KILN_PANEL * sizeof(float));
+}
+
 /* ---- Convolution as a matrix product (templates/c/conv_lib.c.tmpl) ----
  * One image and group of a convolution is C (OCG x P) = W (OCG x CG*KH*KW) times the patch
  * matrix (CG*KH*KW x P, P = OH*OW output pixels: column p holds the input taps pixel p
  * sees, in the weights' (ic, kh, kw) order, zero in the padding). The patch matrix is never
  * stored whole: kiln_pack_patch copies KILN_KB rows of 32 columns at a time into a panel for
  * the micro-kernel, and the output planes are C's rows, written in place. */
-typedef struct {
-  int64_t h, w, oh, ow, kh, kw, sh, sw, pt, pl, dh, dw;
-} kiln_conv_geom;
 
 /* o[t] = s[t * SW] for t in [0, n), n <= KILN_PANEL, SW 1 or 2: blocks of 8, the last block overlapping the
  * one before it (it writes the same values again), runs shorter than 8 as pieces of 4, 2
@@ -888,42 +977,6 @@ static void kiln_conv_gemm(const float *restrict x, const kiln_conv_geom *g, con
   }
 }
 
-/* ---- A convolution over its padded grid ----
- * The input is first copied once into scratch from the memory plan (kiln_pad_planes) with
- * its padding written out as zeros and, at stride s, split into phases: phase (py, px) of
- * a plane holds the padded rows py, py + SH, ... and columns px, px + SW, ... (only the
- * phases some tap reads: one at stride 1, and for a 1x1 filter at any stride). Tap
- * (c, ky, kx) of the output at (oy, ox) then reads element (oy + ky*DH / SH, ox + kx*DW / SW)
- * of its phase, so with the output laid out as a grid of WQ = OW + (KW-1)*DW / SW columns
- * (grid pixel j = oy * WQ + ox) every tap is a fixed offset from j: for every tap, 32
- * consecutive grid pixels read 32 consecutive floats. The micro-kernel reads the patch
- * matrix in place (kiln_grid_tile), no gather. The grid's last columns of each row (but
- * the last row) are outputs of no pixel, computed and dropped when the tile is stored
- * (kiln_grid_store): 2 of 58 at 56 x 56, 2 of 9 at 7 x 7 (where two panels cover 61 grid
- * pixels as they covered 49 outputs), 1 of 29 at stride 2. Each sum is the same fmaf chain
- * in (ic, kh, kw) order: the same bits as the gathered product. */
-
-/* The phase planes of a convolution's input: ph x pw phases of hq x wq floats a channel. */
-typedef struct {
-  int64_t ph, pw, hq, wq;
-} kiln_grid_geom;
-
-static kiln_grid_geom kiln_grid_geom_of(const kiln_conv_geom *g) {
-  const int64_t ry = (g->kh - 1) * g->dh, rx = (g->kw - 1) * g->dw;   /* reach of a window past its first tap */
-  return (kiln_grid_geom){ry + 1 < g->sh ? ry + 1 : g->sh, rx + 1 < g->sw ? rx + 1 : g->sw, g->oh + ry / g->sh,
-                          g->ow + rx / g->sw};
-}
-
-static void kiln_grid_taps_of(const kiln_conv_geom *g, int64_t cg, kiln_grid_taps *tp) {
-  const kiln_grid_geom q = kiln_grid_geom_of(g);
-  tp->cg = cg, tp->taps = g->kh * g->kw, tp->plane = q.ph * q.pw * q.hq * q.wq;
-  for (int64_t ky = 0; ky < g->kh; ky++)
-    for (int64_t kx = 0; kx < g->kw; kx++) {
-      const int64_t y = ky * g->dh, x = kx * g->dw;
-      tp->off[ky * g->kw + kx] = (y % g->sh * q.pw + x % g->sw) * q.hq * q.wq + y / g->sh * q.wq + x / g->sw;
-    }
-}
-
 /* The output pixel of grid pixel j (wq columns a row), or of the next output after it when
  * j is one of a row's dropped columns: so [kiln_grid_out(lo), kiln_grid_out(hi)) are the
  * outputs of grid pixels [lo, hi). */
@@ -967,52 +1020,6 @@ static void kiln_conv_grid(const float *restrict xp, const kiln_conv_geom *g, in
         kiln_grid_store(t, r, g, wq, p, j_hi - p < KILN_PANEL ? (int)(j_hi - p) : KILN_PANEL, c + i0 * npix, npix);
       }
     }
-}
-
-/* Channels [q_lo, q_hi) of x (H x W planes) into xp as their phase planes (kiln_grid_geom),
- * the padding written out as zeros: the whole of each is written, so xp may be any scratch.
- * A part of kiln_rows_for (one row a channel). */
-typedef struct {
-  const float *x;
-  float *xp;
-  const kiln_conv_geom *g;
-} kiln_pad_job;
-
-static void kiln_pad_part(const void *arg, int64_t q_lo, int64_t q_hi) {
-  const kiln_pad_job *j = (const kiln_pad_job *)arg;
-  const kiln_conv_geom *g = j->g;
-  const kiln_grid_geom q = kiln_grid_geom_of(g);
-  float *restrict o = j->xp + q_lo * q.ph * q.pw * q.hq * q.wq;
-  for (int64_t c = q_lo; c < q_hi; c++)
-    for (int64_t py = 0; py < q.ph; py++)
-      for (int64_t px = 0; px < q.pw; px++)
-        for (int64_t y = 0; y < q.hq; y++, o += q.wq) {
-          const int64_t ih = y * g->sh + py - g->pt;
-          /* the phase row's columns that lie inside the input: [lo, hi) */
-          const int64_t iw0 = px - g->pl, lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;
-          int64_t hi = iw0 >= g->w ? 0 : (g->w - iw0 + g->sw - 1) / g->sw;
-          hi = hi > q.wq ? q.wq : hi < lo ? lo : hi;
-          if (ih < 0 || ih >= g->h || hi <= lo) {
-            memset(o, 0, (size_t)q.wq * sizeof(float));
-            continue;
-          }
-          const float *restrict src = j->x + (c * g->h + ih) * g->w + iw0 + lo * g->sw;   /* column lo's */
-          memset(o, 0, (size_t)lo * sizeof(float));
-          if (g->sw == 1)
-            memcpy(o + lo, src, (size_t)(hi - lo) * sizeof(float));
-          else
-            for (int64_t x = lo; x < hi; x++) o[x] = src[(x - lo) * g->sw];
-          memset(o + hi, 0, (size_t)(q.wq - hi) * sizeof(float));
-        }
-}
-
-/* xp = the phase planes of x's `planes` channels (kiln_pad_part), then KILN_PANEL zeros
- * that the last panel reads past the last plane (its dropped pixels only). */
-static void kiln_pad_planes(const kiln_par *par, const float *x, const kiln_conv_geom *g, int64_t planes, float *xp) {
-  const kiln_grid_geom q = kiln_grid_geom_of(g);
-  const kiln_pad_job j = {x, xp, g};
-  kiln_rows_for(par, planes, q.ph * q.pw * q.hq * q.wq, kiln_pad_part, &j);
-  memset(xp + planes * q.ph * q.pw * q.hq * q.wq, 0, KILN_PANEL * sizeof(float));
 }
 
 /* One convolution: nb images of groups groups, each kiln_conv_gemm, cut into tasks by
