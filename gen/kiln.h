@@ -33,10 +33,17 @@ enum {
   KILN_MAX_NUMEL = 0x7fffffff,
   KILN_PANEL = 32,     /* columns of a packed weight panel (pass_pack; templates/c/gemm_lib.c.tmpl) */
   /* Convolution filters packed in blocks of this many, tap-major (pass_pack; the rows of
-   * a micro-kernel tile, KILN_MR in templates/c/conv_lib.c.tmpl), from this many filters a
+   * a micro-kernel tile, KILN_FB in templates/c/conv_tile.c.tmpl), from this many filters a
    * group a convolution runs as a matrix product (conv_gemm). */
   KILN_CONV_BLOCK = 12,
   KILN_CONV_GEMM_MIN_OCG = 8,
+  /* Taps a filter plane may have for a convolution over its padded grid (conv_pad: the
+   * 12-filter tiles and the filters across the lanes; KILN_GRID_TAPS of conv_geom.c.tmpl). */
+  KILN_GRID_TAPS = 256,
+  /* Output pixels a convolution with its filters across the lanes may have (pass_pack's
+   * lanes_fit; a task keeps their sums for a panel of 32 filters: KILN_LANES_PIXELS of
+   * templates/c/lanes_lib.c.tmpl). */
+  KILN_LANES_PIXELS = 256,
   /* A 3x3 stride-1 convolution runs by Winograd's F(2x2, 3x3) (pass_pack: Node.wino) from
    * this many input and output channels and output pixels: below them the transforms cost
    * more than the 2.25x fewer multiply-adds save, and a small image wastes a tile's lanes. */

@@ -147,17 +147,15 @@ static bool is_kernel_result(Graph *g, const Node *n) {
   return k->nodes[k->nnodes - 1] == n->id;
 }
 
-/* Taps a filter plane may have for kernel_scratch (KILN_GRID_TAPS of templates/c/conv_geom.c.tmpl). */
-enum { CONV_GRID_TAPS = 256 };
-
 /* Bytes of scratch kernel kr needs while it runs, 0 for none: a convolution that runs as a
  * matrix product over filters packed at build time reads its input from a zero-padded copy
  * split into stride phases (templates/c/conv_pad.c.tmpl): per channel,
  * PH x PW phases (PH = min(SH, (KH-1)*DH + 1)) of OH + (KH-1)*DH/SH rows by
  * OW + (KW-1)*DW/SW columns, and KILN_PANEL floats of slack that the last panel of pixels
  * reads past the last plane. The C emitter takes that path exactly when the kernel has
- * this scratch. A convolution over Winograd filters (Node.wino) needs its band of input
- * transforms instead (wino_geom). */
+ * this scratch; so does one whose filters lie across the lanes (Node.pack KILN_PANEL,
+ * templates/c/lanes_lib.c.tmpl). A convolution over Winograd filters (Node.wino) needs its
+ * band of input transforms instead (wino_geom). */
 static int64_t kernel_scratch(Graph *g, const Kernel *kr) {
   const Node *n = g->nodes[kr->nodes[0]];
   if (n->op != OP_CONV2D || n->dtype != DT_F32) return 0;
@@ -166,8 +164,8 @@ static int64_t kernel_scratch(Graph *g, const Kernel *kr) {
   const Shape *x = &graph_node(g, n->in[0])->shape, *o = &n->shape;
   const Attrs *a = &n->a;
   const int64_t ocg = o->dim[1] / a->groups, kh = w->shape.dim[2], kw = w->shape.dim[3];
-  if (w->pack != KILN_CONV_BLOCK || ocg < KILN_CONV_GEMM_MIN_OCG || kh * kw > CONV_GRID_TAPS || a->pad[0] < 0 ||
-      a->pad[1] < 0)
+  if ((w->pack != KILN_CONV_BLOCK && w->pack != KILN_PANEL) || ocg < KILN_CONV_GEMM_MIN_OCG || kh * kw > KILN_GRID_TAPS ||
+      a->pad[0] < 0 || a->pad[1] < 0)
     return 0;
   const int64_t ry = (kh - 1) * a->dilation[0], rx = (kw - 1) * a->dilation[1], sh = a->stride[0], sw = a->stride[1];
   const int64_t ph = ry + 1 < sh ? ry + 1 : sh, pw = rx + 1 < sw ? rx + 1 : sw;

@@ -11,8 +11,9 @@
  * embedding and classifier): row i is then lane i % 32 of panel i / 32, which the C gather
  * reads in place (templates/c/gather_packed.c.tmpl), so the classifier needs no copy.
  * Convolution filters that run as a matrix product are stored the same way in blocks of
- * KILN_CONV_BLOCK filters (tap-major), and those of a 3x3 convolution that Winograd's
- * F(2x2, 3x3) serves as their 16 transformed matrices (wino_panels, below).
+ * KILN_CONV_BLOCK filters (tap-major), those of a small image's convolution in panels of 32
+ * (the filters across the lanes: lanes_fit), and those of a 3x3 convolution that
+ * Winograd's F(2x2, 3x3) serves as their 16 transformed matrices (wino_panels, below).
  * The values stay the logical tensor (node_data: the interpreter and Core ML read that);
  * weights.c writes node_panels() instead, made as it writes each tensor.
  *
@@ -80,6 +81,7 @@ typedef struct {
   int64_t k, n;
   bool t, conv;   /* conv: the uses are convolutions' filters */
   bool wino;      /* ... each of them one that Winograd's F(2x2, 3x3) serves (wino_fit) */
+  bool lanes;     /* ... each of them one whose filters go across the lanes (lanes_fit) */
 } BUse;
 
 /* Whether convolution u (whose filters are w) runs by Winograd's F(2x2, 3x3): 3x3 taps at
@@ -93,6 +95,32 @@ static bool wino_fit(Graph *h, const Node *u, const Node *w) {
          u->shape.dim[2] * u->shape.dim[3] >= KILN_WINO_MIN_PIXELS;
 }
 
+/* Output pixels a row needs for the lanes path (shorter rows make tiles of too few sums),
+ * and taps a filter (C * KH * KW): over fewer, a tile's fixed costs and the transposed store
+ * outweigh the lanes it fills (ResNet-18's 1 x 1 projections, 128 and 256 taps: 3-10 %
+ * slower than the grid's tiles, measured). */
+enum { LANES_MIN_ROW = 4, LANES_MIN_TAPS = 512 };
+
+/* n rounded up to whole panels of KILN_PANEL. */
+static int64_t whole_panels(int64_t n) { return (n + KILN_PANEL - 1) / KILN_PANEL * KILN_PANEL; }
+
+/* Whether convolution u (filters w, not Winograd's) runs with its filters across the vector
+ * lanes (templates/c/lanes_lib.c.tmpl) rather than its pixels (the padded grid's tiles of 32
+ * pixels, conv_pad.c.tmpl): one group, the padded grid's bounds (no cropping, at most
+ * KILN_GRID_TAPS taps), rows of LANES_MIN_ROW pixels or more, KILN_LANES_PIXELS pixels or
+ * fewer, a panel of filters or more of LANES_MIN_TAPS taps or more, and the filters fill more of their panels of 32 than the grid's pixels fill theirs
+ * (ResNet-18's 7 x 7 stage: 512 of 512 lanes against 49 of 64). */
+static bool lanes_fit(const Node *u, const Node *w) {
+  const Attrs *a = &u->a;
+  const int64_t oc = u->shape.dim[1], oh = u->shape.dim[2], ow = u->shape.dim[3];
+  const int64_t kh = w->shape.dim[2], kw = w->shape.dim[3];
+  if (a->groups != 1 || a->pad[0] < 0 || a->pad[1] < 0 || kh * kw > KILN_GRID_TAPS || ow < LANES_MIN_ROW || oh < 1 ||
+      oh * ow > KILN_LANES_PIXELS || oc < KILN_PANEL || w->shape.dim[1] * kh * kw < LANES_MIN_TAPS)
+    return false;
+  const int64_t wq = ow + (kw - 1) * a->dilation[1] / a->stride[1], grid = (oh - 1) * wq + ow;
+  return oc * whole_panels(grid) > oh * ow * whole_panels(oc);   /* oc / its lanes > pixels / theirs */
+}
+
 /* A use as the filters of a convolution that runs as a matrix product (conv_gemm, from
  * KILN_CONV_GEMM_MIN_OCG filters a group), one group or groups of whole blocks of
  * KILN_CONV_BLOCK filters: counted in BUse.uses as B^T (n = OC, k = CG * KH * KW) with
@@ -104,6 +132,7 @@ static bool conv_use(Graph *h, const Node *u, int slot, BUse *b) {
   if (ocg < KILN_CONV_GEMM_MIN_OCG || (u->a.groups > 1 && ocg % KILN_CONV_BLOCK)) return false;
   if (b->uses++ && (k != b->k || w->shape.dim[0] != b->n || !b->conv)) return false;
   b->wino = (b->uses == 1 || b->wino) && wino_fit(h, u, w);
+  b->lanes = (b->uses == 1 || b->lanes) && !wino_fit(h, u, w) && lanes_fit(u, w);
   b->k = k, b->n = w->shape.dim[0], b->t = true, b->conv = true;
   return true;
 }
@@ -129,10 +158,10 @@ static bool b_use(Graph *h, const Node *u, int slot, void *arg) {
 /* Whether WEIGHT w (by name) is read as B the same way by every use in every entry of
  * w's program (or of g alone), or as the rows of B^T by gathers; sets *k, *n, *t from the
  * matmul uses. */
-static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t, bool *conv, bool *wino) {
+static bool packable(Graph *g, const Node *w, int64_t *k, int64_t *n, bool *t, bool *conv, bool *wino, bool *lanes) {
   BUse b = {0};
   if (each_use(g, w, b_use, &b) <= 0 || !b.uses || (b.gathers && (!b.t || b.conv))) return false;
-  *k = b.k, *n = b.n, *t = b.t, *conv = b.conv, *wino = b.conv && b.wino;
+  *k = b.k, *n = b.n, *t = b.t, *conv = b.conv, *wino = b.conv && b.wino, *lanes = b.conv && b.lanes;
   return true;
 }
 
@@ -156,7 +185,8 @@ static bool pack_disabled(const Graph *g) {
  * (and pack_t): set iff the weight is read as B the same way everywhere; and of rank-4
  * convolution filters (KILN_CONV_BLOCK, pack_t): set iff every use is a convolution
  * that runs as a matrix product, and Node.wino with it iff every such use is one that
- * Winograd's F(2x2, 3x3) serves (wino_fit). Deterministic: depends only on the graphs. */
+ * Winograd's F(2x2, 3x3) serves (wino_fit); KILN_PANEL instead iff every such use runs with
+ * its filters across the lanes (lanes_fit). Deterministic: depends only on the graphs. */
 void pass_pack(Graph *g) {
   bool off = pack_disabled(g);
   for (int i = 0; i < g->nnodes; i++) {
@@ -166,9 +196,9 @@ void pass_pack(Graph *g) {
         w->wfmt != WF_F32)
       continue;
     int64_t k = 0, n = 0;
-    bool t = false, conv = false, wino = false;
-    if (!packable(g, w, &k, &n, &t, &conv, &wino) || (!conv && n < PACK_MIN_N)) continue;
-    w->pack = conv ? KILN_CONV_BLOCK : KILN_PANEL;
+    bool t = false, conv = false, wino = false, lanes = false;
+    if (!packable(g, w, &k, &n, &t, &conv, &wino, &lanes) || (!conv && n < PACK_MIN_N)) continue;
+    w->pack = conv && !lanes ? KILN_CONV_BLOCK : KILN_PANEL;
     w->pack_t = t;
     w->wino = wino;
   }

@@ -180,7 +180,8 @@ static const struct {
     {"c/conv_geom.c.tmpl", "kiln_conv_geom|kiln_grid_taps|kiln_conv_store"},   /* convolutions: their types, */
     {"c/conv_tile.c.tmpl", "kiln_grid_tile(|kiln_conv_cut_of("},   /* tiles and tasks, */
     {"c/conv_pad.c.tmpl", "kiln_pad_planes(|kiln_grid_taps_of("},  /* padded grid, */
-    {"c/conv_lib.c.tmpl", "kiln_conv_par("},          /* as a matrix product */
+    {"c/conv_lib.c.tmpl", "kiln_conv_par("},          /* as a matrix product, */
+    {"c/lanes_lib.c.tmpl", "kiln_lanes_par("},        /* with the filters across the lanes */
     {"c/wino_lib.c.tmpl", "kiln_wino_par("},          /* 3x3 convolution by Winograd's F(2x2, 3x3) */
     {"c/quant_lib.c.tmpl", "KILN_QPANEL|KILN_QKC"},   /* weights in a stored format */
     {"c/h2f_lanes.c.tmpl", "kiln_h2f_lanes("},

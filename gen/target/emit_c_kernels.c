@@ -412,7 +412,8 @@ static bool conv_direct_fits(const ConvGeom *c) {
 
 /* Conv2d family: sets the conv geometry, the bias and fused batchnorm parameters
  * (empty without them) and what each template stores; returns the conv template:
- * conv_wino over filters transformed at build time (Node.wino), else conv_gemm from
+ * conv_wino over filters transformed at build time (Node.wino), conv_lanes over filters
+ * packed in panels of 32 (a small image: pass_pack's lanes_fit), else conv_gemm from
  * CONV_GEMM_MIN_OCG filters a group, conv_patch for fewer (but 4 or more)
  * filters over a mid-sized patch, else direct loops: conv_direct over a padded copy of
  * the input when it fits CONV_DIRECT_MAX, conv otherwise. */
@@ -435,6 +436,8 @@ static const char *k_conv(KernelCtx *k) {
       emit_vari(&k->v, "BAND", q.band), emit_vari(&k->v, "LDV", q.ldv);
       return "c/conv_wino.c.tmpl";
     }
+    if (IN(1)->pack == KILN_PANEL)   /* pass_pack: filters across the lanes (lanes_fit); memplan: the padded grid */
+      return "c/conv_lanes.c.tmpl";
     /* pass_pack: filters stored in blocks of KILN_CONV_BLOCK, tap-major */
     const bool packed = IN(1)->pack != 0;
     emit_var(&k->v, "PACKED", packed ? "1" : "0");

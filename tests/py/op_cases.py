@@ -630,6 +630,18 @@ conv_case("wino_long_rows", [1, 16, 4, 140], [16, 16, 3, 3], padding=1, params=T
 conv_case("wino_bands", [1, 256, 16, 18], [28, 256, 3, 3], padding=1, params=True)
 conv_case("wino_narrow", [1, 16, 40, 2], [16, 16, 3, 3], padding=1, params=True)   # one tile a row
 conv_case("wino_width1", [2, 16, 66, 3], [16, 16, 3, 3], bias=False, params=True)  # one output column
+# a small image's filters across the vector lanes (kiln_lanes_par; pass_pack's lanes_fit: 32
+# or more filters of 512 or more taps, which fill more of their panels than the pixels
+# would): ResNet-18's 7 x 7 stage, a partial last panel, a 1x1 at stride 2, rows of 14 (two
+# runs on AVX-512, five of at most 3 on AVX2), a dilated rectangular kernel at strides
+# (1, 2), several images (channel blocks of 14 at 3x3: sums carried from block to block)
+conv_case("lanes_7x7", [1, 64, 7, 7], [64, 64, 3, 3], padding=1, params=True)
+conv_case("lanes_partial_panel", [1, 60, 5, 5], [40, 60, 3, 3], padding=1, params=True)
+conv_case("lanes_1x1_stride2", [1, 520, 13, 13], [32, 520, 1, 1], stride=2, bias=False, params=True)
+conv_case("lanes_row14", [1, 57, 3, 14], [32, 57, 3, 3], padding=1, params=True)
+conv_case("lanes_dil_rect", [2, 90, 6, 13], [64, 90, 3, 2], stride=(1, 2), dilation=(2, 1), padding=(2, 0, 1, 1),
+          params=True)
+conv_case("lanes_batch3", [3, 64, 6, 6], [96, 64, 3, 3], padding=1, bias=False, params=True)
 # conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
 conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
@@ -1020,6 +1032,9 @@ conv_bn_case("direct_large", [1, 2, 100, 101], [3, 2, 3, 3], bias=True, relu=Tru
 # Winograd's (a ResNet block's second convolution: batchnorm, residual, relu; and with a bias)
 conv_bn_case("wino_residual", [2, 16, 9, 10], [16, 16, 3, 3], residual=True, relu=True, padding=1, params=True)
 conv_bn_case("wino_bias", [1, 20, 8, 12], [24, 20, 3, 3], bias=True, padding=1, params=True)
+# the filters across the lanes (ResNet-18's last stage: batchnorm, residual, relu; a bias at stride 2)
+conv_bn_case("lanes_residual", [1, 64, 7, 7], [32, 64, 3, 3], residual=True, relu=True, padding=1, params=True)
+conv_bn_case("lanes_bias_stride2", [2, 64, 13, 14], [64, 64, 3, 3], bias=True, stride=2, padding=1, params=True)
 
 # ---------------------------------------------------------------- data movement
 
