@@ -9,8 +9,9 @@
 # errors; its output must match PyTorch's within the benchmark's tolerance. Then the
 # driver's output check must refuse an output that is off by 1%, and the paired ratio
 # must be the median of the per-round ratios. Then the LLM decode bench's peers
-# (bench/llm/: the plain C loop and Kiln's driver) give PyTorch's logits (no timing). Last,
+# (bench/llm/: the plain C loop and Kiln's driver) give PyTorch's logits (no timing). Then
 # the GGUF benchmarks' quantizers and decode driver (bench/llamacpp/, used by bench/quant/).
+# Last, bench/ab.py's paired harness compares two builds' outputs.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln bench
 kt_work bench
@@ -193,3 +194,25 @@ err, bound = float(np.max(np.abs(got - ref))), 1e-4 * float(np.max(np.abs(ref)))
 print(f"PASS bench/kiln-decode-forced (8 positions from the F32 GGUF, max |difference| {err:.1e})" if err <= bound
       else f"FAIL bench/kiln-decode-forced: logits differ by {err:.3g} (bound {bound:.3g})")
 EOF3
+
+# bench/ab.py, the paired before/after harness (no timing checked): the same kiln on both
+# sides gives the same bytes; a build option that changes the sums (--no-winograd on B
+# alone) must be reported as different, else "the same bytes" would prove nothing; -Werror,
+# the first under ASan + UBSan.
+for case in "same" "differ"; do
+  extra="" cflags="$SAN"
+  [ $case = differ ] && extra="--b-args=--no-winograd" cflags=-O2
+  # shellcheck disable=SC2086
+  if out=$("$PY" bench/ab.py tests/golden/tinyconv.lua --base "$KILN" --kiln "$KILN" --pairs 3 $extra \
+             --cc "gcc $W $cflags" 2>&1); then
+    want="outputs: the same bytes"
+    [ $case = differ ] && want="outputs: differ"
+    if echo "$out" | grep -q "^$want" && echo "$out" | grep -q "^B / A: median over 3 pairs"; then
+      echo "PASS bench/ab-$case"
+    else
+      echo "FAIL bench/ab-$case: $(echo "$out" | tail -n 2 | tr '\n' ' ')"
+    fi
+  else
+    echo "FAIL bench/ab-$case: $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+  fi
+done

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""ab.py — one model's generated C before and after a change, timed in one process.
+
+    python3 bench/ab.py MODEL.lua --base BASE_KILN [--kiln KILN] [--cc "gcc -O2 -march=x86-64-v3"]
+                        [--pairs 40] [--args=--unsafe-lua] [--b-args=--no-winograd]
+
+Builds MODEL.lua with BASE_KILN (A: say a `git worktree` of the commit before) and with KILN
+(B, default build/kiln), compiles both into one executable (bench/ab/: each build's exported
+functions renamed), and calls them in alternation on the same inputs (bench/ab/ab_main.c):
+both sides see the same machine, a few milliseconds apart. Prints each side's minimum and
+median time, the median over pairs of B's time / A's, and whether the outputs are the same
+bytes. --b-args gives B build options of its own: the same kiln with and without
+--no-winograd times what Winograd's transforms buy. One thread (the run function without a parallel-for). Inputs: standard normal f32
+(seeded), zeros for integer inputs. A model with entry points is not supported.
+
+The peer benchmark (`make bench`) compares Kiln with other runtimes; this compares Kiln with
+itself, where a change of a few percent must be told from the machine's own swings
+(docs/bench.md, "Before and after").
+"""
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        sys.exit("ab: %s failed:\n%s%s" % (" ".join(cmd[:3]), p.stdout[-2000:], p.stderr[-2000:]))
+    return p.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("--base", required=True, help="the kiln binary of the build before the change (A)")
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"), help="the kiln binary after it (B)")
+    ap.add_argument("--cc", default="gcc -O2 -march=x86-64-v3", help="compiler and flags for both")
+    ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--args", default="", help="extra `kiln build` options for both")
+    ap.add_argument("--b-args", default="", help="extra `kiln build` options for B alone")
+    a = ap.parse_args()
+    cc = shlex.split(a.cc)
+    with tempfile.TemporaryDirectory(prefix="kiln-ab-") as d:
+        objs, weights = [], []
+        for side, kiln, extra in (("a", a.base, ""), ("b", a.kiln, a.b_args)):
+            out = os.path.join(d, side)
+            run([kiln, "build", a.model, "-o", out, "--name", "m"] + shlex.split(a.args) + shlex.split(extra))
+            ren = ["-Dm_run=ab_%s_run" % side, "-Dm_run_v=ab_%s_run_v" % side, "-Dm_run_par=ab_%s_run_par" % side]
+            inc = ["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-I" + out, "-I" + os.path.join(ROOT, "runtime")]
+            for src, obj in ((os.path.join(out, "m.c"), "model"), (os.path.join(ROOT, "bench/ab/ab_side.c"), "side")):
+                o = os.path.join(d, "%s_%s.o" % (side, obj))
+                run(cc + inc + ren + ["-DKILN_MODEL=m", "-DKILN_MODEL_UPPER=M", "-DAB_SIDE=ab_" + side, "-c", src, "-o", o])
+                objs.append(o)
+            weights.append(os.path.join(out, "m.weights"))
+        sig = json.load(open(os.path.join(d, "a", "m.json")))
+        if "entries" in sig:
+            sys.exit("ab: %s has entry points; ab.py times plain models" % a.model)
+        rng = np.random.default_rng(1)
+        files = []
+        for i, x in enumerate(sig["inputs"]):
+            v = rng.standard_normal(x["shape"]).astype("<f4") if x["dtype"] == "f32" else \
+                np.zeros(x["shape"], {"i32": "<i4", "i64": "<i8"}.get(x["dtype"], "u1"))
+            files.append(os.path.join(d, "in%d.bin" % i))
+            v.tofile(files[-1])
+        exe = os.path.join(d, "ab")
+        run(cc + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "bench/ab")] + objs +
+            [os.path.join(ROOT, "bench/ab/ab_main.c"), os.path.join(ROOT, "runtime/kiln_runtime.c"), "-lm", "-o", exe])
+        print("%s, %s, %d pairs; A: %s, B: %s" % (a.model, a.cc, a.pairs, a.base, a.kiln))
+        sys.stdout.write(run([exe] + weights + [str(a.pairs)] + files))
+
+
+if __name__ == "__main__":
+    main()
