@@ -1,8 +1,9 @@
 -- edges.lua — matmuls on the edges of the C micro-kernel's tiling (templates/c/gemm_lib.c.tmpl):
 -- K past one KILN_KC pass (256) and not a multiple of it, N not a multiple of a 32-column
 -- panel, row counts around every tile height (AVX-512 12, AVX2 3, NEON 2, plain 4) and below
--- half a tile, weights packed at build time (transposed and not) and activations read in
--- place, the transposed matrix-vector product, a batch folded into rows, a fused epilogue.
+-- half a tile (28 rows: 12 + 8 + 8 on AVX-512, 12 + 12 + 4 elsewhere), weights packed at
+-- build time (transposed and not) and activations read in place, the transposed
+-- matrix-vector product, a batch folded into rows, a fused epilogue.
 -- tests/t_isa.sh compiles it on every instruction-set path and compares the bits; t_ops'
 -- gemm_* cases check the same shapes against PyTorch.
 local kiln = require "kiln"
@@ -14,6 +15,7 @@ local v = kiln.param("v", {40, 300}, {"normal", 0, 1})          -- W of W x: the
 local b = kiln.param("b", {70}, {"normal", 0, 1})
 
 local x13 = kiln.input("x13", {13, 300})
+local x28 = kiln.input("x28", {28, 300})
 local x5 = kiln.input("x5", {5, 300})
 local x1 = kiln.input("x1", {1, 300})
 local xb = kiln.input("xb", {2, 6, 300})
@@ -23,6 +25,7 @@ local c = kiln.input("c", {33, 45})
 local ct = kiln.input("ct", {45, 33})
 
 kiln.output("lin13", kiln.relu(kiln.linear(x13, w, b)))
+kiln.output("lin28", kiln.relu(kiln.linear(x28, w, b)))
 kiln.output("lin5", kiln.linear(x5, w))
 kiln.output("lin1", kiln.linear(x1, w, b))
 kiln.output("linb", kiln.linear(xb, w))

@@ -504,12 +504,13 @@ add("matmul", "linear_nobias", "kiln.linear(x, w)", [("x", [3, 16], "f32", "n"),
 # The C micro-kernel's tiling edges (templates/c/gemm_lib.c.tmpl; tests/matmul/edges.lua runs
 # the same shapes on every ISA path in t_isa): weights packed at build time as panels of 32
 # columns (N = 70: a partial panel; K = 300: past one 256-step pass), row counts around each
-# tile height, the transposed matrix-vector product W x, a fused epilogue.
+# tile height (28 = 12 + 8 + 8 where AVX-512 runs 8-row tiles), the transposed
+# matrix-vector product W x, a fused epilogue.
 _gw = _rng.standard_normal((70, 300)).astype(np.float32)
 _gb = _rng.standard_normal((70,)).astype(np.float32)
 _gu = _rng.standard_normal((300, 45)).astype(np.float32)
 _gv = _rng.standard_normal((40, 300)).astype(np.float32)
-for _m in (1, 5, 13):
+for _m in (1, 5, 13, 28):
     add("matmul", "gemm_linear_m%d" % _m, "kiln.relu(kiln.linear(x, w, b))", [("x", [_m, 300], "f32", "n")],
         params={"w": _gw, "b": _gb}, also=("weight", "add", "relu"),
         ref=lambda x, w, b: N(F.relu(F.linear(T(x), T(w), T(b)))),

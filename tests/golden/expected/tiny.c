@@ -591,8 +591,12 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
     }
     for (int64_t jc = j_lo; jc < j_hi; jc += KILN_NC) {
       const int64_t jn = j_hi - jc < KILN_NC ? j_hi : jc + KILN_NC;
-      for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
-        const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
+      int r = KILN_MR;
+      for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
+        /* 12 rows a tile; 16 left go as two tiles of 8 where there are such (64 = 4 x 12 + 2 x
+         * 8, not 5 x 12 + 4: a 4-row tile holds a third of the sums a register file can). */
+        r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
+        if (i_hi - i0 == KILN_MR + 4 && kiln_tile8()) r = 8;
         /* A whole tile of rows (or eight: kiln_tile8) of a row-major A is read in place
          * (element (i, k) at a[i * as_m + k]) into a whole panel of C's row-major rows:
          * copying it into ap for every block of columns cost more than it saved. Else a
