@@ -2,7 +2,7 @@
 """ab.py — one model's generated C before and after a change, timed in one process.
 
     python3 bench/ab.py MODEL.lua --base BASE_KILN [--kiln KILN] [--cc "gcc -O2 -march=x86-64-v3"]
-                        [--pairs 40] [--args=--unsafe-lua] [--b-args=--no-winograd]
+                        [--pairs 40] [--args=--unsafe-lua] [--b-args=--no-winograd] [--b-cc "gcc -O3 -march=native"]
 
 Builds MODEL.lua with BASE_KILN (A: say a `git worktree` of the commit before) and with KILN
 (B, default build/kiln), compiles both into one executable (bench/ab/: each build's exported
@@ -10,7 +10,8 @@ functions renamed), and calls them in alternation on the same inputs (bench/ab/a
 both sides see the same machine, a few milliseconds apart. Prints each side's minimum and
 median time, the median over pairs of B's time / A's, and whether the outputs are the same
 bytes. --b-args gives B build options of its own: the same kiln with and without
---no-winograd times what Winograd's transforms buy. One thread (the run function without a parallel-for). Inputs: standard normal f32
+--no-winograd times what Winograd's transforms buy; --b-cc compiles B with other flags (the
+same kiln twice: what -march=native buys over the default flags). One thread (the run function without a parallel-for). Inputs: standard normal f32
 (seeded), zeros for integer inputs. A model with entry points is not supported.
 
 The peer benchmark (`make bench`) compares Kiln with other runtimes; this compares Kiln with
@@ -42,12 +43,13 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--base", required=True, help="the kiln binary of the build before the change (A)")
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"), help="the kiln binary after it (B)")
-    ap.add_argument("--cc", default="gcc -O2 -march=x86-64-v3", help="compiler and flags for both")
+    ap.add_argument("--cc", default="gcc -O2 -march=x86-64-v3", help="compiler and flags (for B too, unless --b-cc)")
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--args", default="", help="extra `kiln build` options for both")
     ap.add_argument("--b-args", default="", help="extra `kiln build` options for B alone")
+    ap.add_argument("--b-cc", default="", help="compiler and flags for B (default: --cc)")
     a = ap.parse_args()
-    cc = shlex.split(a.cc)
+    cc_of = {"a": shlex.split(a.cc), "b": shlex.split(a.b_cc or a.cc)}
     with tempfile.TemporaryDirectory(prefix="kiln-ab-") as d:
         objs, weights = [], []
         for side, kiln, extra in (("a", a.base, ""), ("b", a.kiln, a.b_args)):
@@ -57,7 +59,7 @@ def main():
             inc = ["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-I" + out, "-I" + os.path.join(ROOT, "runtime")]
             for src, obj in ((os.path.join(out, "m.c"), "model"), (os.path.join(ROOT, "bench/ab/ab_side.c"), "side")):
                 o = os.path.join(d, "%s_%s.o" % (side, obj))
-                run(cc + inc + ren + ["-DKILN_MODEL=m", "-DKILN_MODEL_UPPER=M", "-DAB_SIDE=ab_" + side, "-c", src, "-o", o])
+                run(cc_of[side] + inc + ren + ["-DKILN_MODEL=m", "-DKILN_MODEL_UPPER=M", "-DAB_SIDE=ab_" + side, "-c", src, "-o", o])
                 objs.append(o)
             weights.append(os.path.join(out, "m.weights"))
         sig = json.load(open(os.path.join(d, "a", "m.json")))
@@ -71,9 +73,9 @@ def main():
             files.append(os.path.join(d, "in%d.bin" % i))
             v.tofile(files[-1])
         exe = os.path.join(d, "ab")
-        run(cc + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "bench/ab")] + objs +
+        run(cc_of["a"] + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "bench/ab")] + objs +
             [os.path.join(ROOT, "bench/ab/ab_main.c"), os.path.join(ROOT, "runtime/kiln_runtime.c"), "-lm", "-o", exe])
-        print("%s, %s, %d pairs; A: %s, B: %s" % (a.model, a.cc, a.pairs, a.base, a.kiln))
+        print("%s, %d pairs; A: %s, %s; B: %s, %s" % (a.model, a.pairs, a.base, a.cc, a.kiln, a.b_cc or a.cc))
         sys.stdout.write(run([exe] + weights + [str(a.pairs)] + files))
 
 
