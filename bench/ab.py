@@ -2,7 +2,8 @@
 """ab.py — one model's generated C before and after a change, timed in one process.
 
     python3 bench/ab.py MODEL.lua --base BASE_KILN [--kiln KILN] [--cc "gcc -O2 -march=x86-64-v3"]
-                        [--pairs 40] [--args=--unsafe-lua] [--b-args=--no-winograd] [--b-cc "gcc -O3 -march=native"]
+                        [--pairs 40] [--threads 1] [--args=--unsafe-lua] [--b-args=--no-winograd]
+                        [--b-cc "gcc -O3 -march=native"]
 
 Builds MODEL.lua with BASE_KILN (A: say a `git worktree` of the commit before) and with KILN
 (B, default build/kiln), compiles both into one executable (bench/ab/: each build's exported
@@ -11,7 +12,8 @@ both sides see the same machine, a few milliseconds apart. Prints each side's mi
 median time, the median over pairs of B's time / A's, and whether the outputs are the same
 bytes. --b-args gives B build options of its own: the same kiln with and without
 --no-winograd times what Winograd's transforms buy; --b-cc compiles B with other flags (the
-same kiln twice: what -march=native buys over the default flags). One thread (the run function without a parallel-for). Inputs: standard normal f32
+same kiln twice: what -march=native buys over the default flags). --threads N: both through
+<m>_run_par on one kiln_pool of N threads (wall time), else the plain run function (the run function without a parallel-for). Inputs: standard normal f32
 (seeded), zeros for integer inputs. A model with entry points is not supported.
 
 The peer benchmark (`make bench`) compares Kiln with other runtimes; this compares Kiln with
@@ -45,6 +47,7 @@ def main():
     ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"), help="the kiln binary after it (B)")
     ap.add_argument("--cc", default="gcc -O2 -march=x86-64-v3", help="compiler and flags (for B too, unless --b-cc)")
     ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--args", default="", help="extra `kiln build` options for both")
     ap.add_argument("--b-args", default="", help="extra `kiln build` options for B alone")
     ap.add_argument("--b-cc", default="", help="compiler and flags for B (default: --cc)")
@@ -74,9 +77,11 @@ def main():
             v.tofile(files[-1])
         exe = os.path.join(d, "ab")
         run(cc_of["a"] + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "bench/ab")] + objs +
-            [os.path.join(ROOT, "bench/ab/ab_main.c"), os.path.join(ROOT, "runtime/kiln_runtime.c"), "-lm", "-o", exe])
-        print("%s, %d pairs; A: %s, %s; B: %s, %s" % (a.model, a.pairs, a.base, a.cc, a.kiln, a.b_cc or a.cc))
-        sys.stdout.write(run([exe] + weights + [str(a.pairs)] + files))
+            [os.path.join(ROOT, "bench/ab/ab_main.c"), os.path.join(ROOT, "runtime/kiln_runtime.c"),
+             os.path.join(ROOT, "runtime/kiln_pool.c"), "-pthread", "-lm", "-o", exe])
+        print("%s, %d pairs, %d thread%s; A: %s, %s; B: %s, %s" % (a.model, a.pairs, a.threads, "s" if a.threads > 1 else "",
+                                                                   a.base, a.cc, a.kiln, a.b_cc or a.cc))
+        sys.stdout.write(run([exe] + weights + [str(a.pairs), str(a.threads)] + files))
 
 
 if __name__ == "__main__":

@@ -198,9 +198,9 @@ EOF3
 # bench/ab.py, the paired before/after harness (no timing checked): the same kiln on both
 # sides gives the same bytes; a build option that changes the sums (--no-winograd on B
 # alone) must be reported as different, else "the same bytes" would prove nothing; -Werror,
-# the first under ASan + UBSan.
+# the first under ASan + UBSan on a kiln_pool of 2 threads.
 for case in "same" "differ"; do
-  extra="" cflags="$SAN"
+  extra="--threads 2" cflags="$SAN"
   [ $case = differ ] && extra="--b-args=--no-winograd" cflags=-O2
   # shellcheck disable=SC2086
   if out=$("$PY" bench/ab.py tests/golden/tinyconv.lua --base "$KILN" --kiln "$KILN" --pairs 3 $extra \

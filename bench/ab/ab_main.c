@@ -6,15 +6,17 @@
  * separate processes, cannot resolve a few percent; a pair of calls a few milliseconds apart
  * can.
  *
- *   ab WEIGHTS_A WEIGHTS_B PAIRS INPUT_FILE...
+ *   ab WEIGHTS_A WEIGHTS_B PAIRS THREADS INPUT_FILE...
  *
- * After one warm-up call each, PAIRS pairs: A then B, then B then A, alternately. Prints the
+ * THREADS > 1: every call through <m>_run_par on one kiln_pool of that many threads
+ * (runtime/kiln_pool.c). After one warm-up call each, PAIRS pairs: A then B, then B then A, alternately. Prints the
  * minimum and median time of each side, the median over pairs of B's time / A's, and
  * whether the outputs of the last calls are the same bytes (else the largest difference as
  * f32). Exit 0, or 1 on a bad file or allocation.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ab.h"
+#include "kiln_pool.h"
 #include "kiln_runtime.h"
 
 #include <stdio.h>
@@ -53,9 +55,14 @@ static int load(side *s, const ab_model *m, const char *path) {
   return 0;
 }
 
+static kiln_pool *pool;   /* THREADS > 1 */
+
 static double call(side *s, const void *const *inputs) {
   const double t0 = now();
-  s->m->run_v(s->w.payload, s->arena, inputs, s->outputs);
+  if (pool)
+    s->m->run_par(kiln_pool_for, pool, s->w.payload, s->arena, inputs, s->outputs);
+  else
+    s->m->run_v(s->w.payload, s->arena, inputs, s->outputs);
   return now() - t0;
 }
 
@@ -79,31 +86,32 @@ static void compare(const side *a, const side *b) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 4) {
-    fprintf(stderr, "usage: ab WEIGHTS_A WEIGHTS_B PAIRS INPUT_FILE...\n");
+  if (argc < 5) {
+    fprintf(stderr, "usage: ab WEIGHTS_A WEIGHTS_B PAIRS THREADS INPUT_FILE...\n");
     return 1;
   }
-  const int pairs = atoi(argv[3]);
-  if (pairs < 1 || ab_a.num_inputs != argc - 4 || ab_b.num_inputs != ab_a.num_inputs ||
+  const int pairs = atoi(argv[3]), threads = atoi(argv[4]);
+  if (pairs < 1 || threads < 1 || ab_a.num_inputs != argc - 5 || ab_b.num_inputs != ab_a.num_inputs ||
       ab_b.num_outputs != ab_a.num_outputs || ab_a.num_outputs > 64) {
-    fprintf(stderr, "ab: need PAIRS >= 1 and one input file per input (%d); both builds with the same inputs and outputs\n",
+    fprintf(stderr, "ab: need PAIRS and THREADS >= 1, one input file per input (%d), both builds with the same inputs and outputs\n",
             ab_a.num_inputs);
     return 1;
   }
   const void *inputs[64];
   for (int i = 0; i < ab_a.num_inputs; i++) {
     void *p = kiln_arena_alloc(ab_a.input_sizes[i]);
-    FILE *f = fopen(argv[4 + i], "rb");
+    FILE *f = fopen(argv[5 + i], "rb");
     const size_t got = p && f ? fread(p, 1, ab_a.input_sizes[i], f) : 0;
     if (f) fclose(f);
     if (got != ab_a.input_sizes[i] || ab_b.input_sizes[i] != ab_a.input_sizes[i]) {
-      fprintf(stderr, "ab: %s: not %zu bytes\n", argv[4 + i], ab_a.input_sizes[i]);
+      fprintf(stderr, "ab: %s: not %zu bytes\n", argv[5 + i], ab_a.input_sizes[i]);
       return 1;
     }
     inputs[i] = p;
   }
   side a = {0}, b = {0};
   if (load(&a, &ab_a, argv[1]) || load(&b, &ab_b, argv[2])) return 1;
+  if (threads > 1 && !(pool = kiln_pool_new(threads))) return 1;
   double *ta = malloc(sizeof(double) * (size_t)pairs), *tb = malloc(sizeof(double) * (size_t)pairs),
          *ratio = malloc(sizeof(double) * (size_t)pairs);
   if (!ta || !tb || !ratio) return 1;
@@ -128,5 +136,6 @@ int main(int argc, char **argv) {
   kiln_arena_free(a.arena), kiln_arena_free(b.arena);
   kiln_weights_free(&a.w), kiln_weights_free(&b.w);
   free(ta), free(tb), free(ratio);
+  kiln_pool_free(pool);
   return 0;
 }

@@ -21,5 +21,6 @@
 
 static const size_t input_sizes[] = M_(_INPUT_SIZES), output_sizes[] = M_(_OUTPUT_SIZES);
 
-const ab_model AB_SIDE = {M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM), M_(_ARENA_SIZE), M_(_NUM_INPUTS),
-                          M_(_NUM_OUTPUTS),  input_sizes,          output_sizes,   CAT(KILN_MODEL, _run_v)};
+const ab_model AB_SIDE = {M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM), M_(_ARENA_SIZE),   M_(_NUM_INPUTS),
+                          M_(_NUM_OUTPUTS),  input_sizes,          output_sizes,      CAT(KILN_MODEL, _run_v),
+                          CAT(KILN_MODEL, _run_par)};
