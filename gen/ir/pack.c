@@ -108,8 +108,9 @@ static int64_t whole_panels(int64_t n) { return (n + KILN_PANEL - 1) / KILN_PANE
  * lanes (templates/c/lanes_lib.c.tmpl) rather than its pixels (the padded grid's tiles of 32
  * pixels, conv_pad.c.tmpl): one group, the padded grid's bounds (no cropping, at most
  * KILN_GRID_TAPS taps), rows of LANES_MIN_ROW pixels or more, KILN_LANES_PIXELS pixels or
- * fewer, a panel of filters or more of LANES_MIN_TAPS taps or more, and the filters fill more of their panels of 32 than the grid's pixels fill theirs
- * (ResNet-18's 7 x 7 stage: 512 of 512 lanes against 49 of 64). */
+ * fewer, a panel of filters or more of LANES_MIN_TAPS taps or more, and the filters fill
+ * more of their panels of 32 than the grid's pixels fill theirs (ResNet-18's 7 x 7 stage: 512
+ * of 512 lanes against 49 of 64). */
 static bool lanes_fit(const Node *u, const Node *w) {
   const Attrs *a = &u->a;
   const int64_t oc = u->shape.dim[1], oh = u->shape.dim[2], ow = u->shape.dim[3];
