@@ -76,7 +76,8 @@ def main():
             files.append(os.path.join(d, "in%d.bin" % i))
             v.tofile(files[-1])
         exe = os.path.join(d, "ab")
-        run(cc_of["a"] + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "bench/ab")] + objs +
+        san = [f for f in cc_of["b"] if f.startswith("-fsanitize") and f not in cc_of["a"]]   # B's runtimes too
+        run(cc_of["a"] + san + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "bench/ab")] + objs +
             [os.path.join(ROOT, "bench/ab/ab_main.c"), os.path.join(ROOT, "runtime/kiln_runtime.c"),
              os.path.join(ROOT, "runtime/kiln_pool.c"), "-pthread", "-lm", "-o", exe])
         print("%s, %d pairs, %d thread%s; A: %s, %s; B: %s, %s" % (a.model, a.pairs, a.threads, "s" if a.threads > 1 else "",

@@ -65,8 +65,8 @@ def load_kiln_weights(build_dir, model):
 
 def unpack_panels(blob, offset, p):
     """A weight stored as the C micro-kernel's panels (docs/output.md, "packed" in m.json):
-    panel j holds rows 0..k-1 of columns Pj..Pj+P-1 of B (k x n), P = "panel" (32, or 12 for
-    convolution filters), zero past n; the weight is B, or B^T when "transposed" (a matrix:
+    panel j holds rows 0..k-1 of columns Pj..Pj+P-1 of B (k x n), P = "panel" (32; 12 for
+    convolution filters in blocks, 32 for those across the lanes), zero past n; the weight is B, or B^T when "transposed" (a matrix:
     the caller reshapes a convolution's [n, k] to its filters' shape)."""
     w, k, n = p["panel"], p["k"], p["n"]
     npan = -(-n // w)

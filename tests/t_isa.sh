@@ -171,6 +171,15 @@ if command -v aarch64-linux-gnu-gcc > /dev/null; then
     else echo "FAIL $S/$n/aarch64_O3: $(grep -m 1 error "$WORK/err")"; fi
   done
 fi
+# conv_edges takes the paths it was written for: pass_pack's rules (lanes_fit, wino_fit) could
+# drift and drop a path from every build way above without a failure.
+for p in "kiln_lanes_par 2" "kiln_wino_par 2"; do
+  # shellcheck disable=SC2086
+  set -- $p
+  got=$(grep -c "$1(par" "$WORK/conv_edges/out/conv_edges.c" 2> /dev/null)
+  if [ "$got" = "$2" ]; then echo "PASS $S/conv_edges/paths_$1: $2 kernels"
+  else echo "FAIL $S/conv_edges/paths_$1: ${got:-no} kernels call it, expected $2"; fi
+done
 # A test of the test: the matmul chains with each product rounded before its sum (the plain
 # path with fmaf replaced, tests/matmul/unfused.c) must give other bits, and the comparison
 # must notice (else bit-identical above would prove nothing).

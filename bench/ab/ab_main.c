@@ -35,11 +35,14 @@ static int by_value(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Inputs and outputs a model may have here. */
+enum { AB_MAX_IO = 64 };
+
 /* One side, loaded: its weights, arena and outputs (the inputs are shared). */
 typedef struct {
   const ab_model *m;
   kiln_weights w;
-  void *arena, *outputs[64];
+  void *arena, *outputs[AB_MAX_IO];
 } side;
 
 static int load(side *s, const ab_model *m, const char *path) {
@@ -50,8 +53,8 @@ static int load(side *s, const ab_model *m, const char *path) {
   }
   s->arena = kiln_arena_alloc(m->arena_size);
   if (m->arena_size && !s->arena) return -1;
-  for (int i = 0; i < m->num_outputs; i++)
-    if (!(s->outputs[i] = kiln_arena_alloc(m->output_sizes[i]))) return -1;
+  for (int i = 0; i < m->num_outputs; i++)   /* a byte at least: an empty output still gets a pointer */
+    if (!(s->outputs[i] = kiln_arena_alloc(m->output_sizes[i] ? m->output_sizes[i] : 1))) return -1;
   return 0;
 }
 
@@ -91,19 +94,22 @@ int main(int argc, char **argv) {
     return 1;
   }
   const int pairs = atoi(argv[3]), threads = atoi(argv[4]);
-  if (pairs < 1 || threads < 1 || ab_a.num_inputs != argc - 5 || ab_b.num_inputs != ab_a.num_inputs ||
-      ab_b.num_outputs != ab_a.num_outputs || ab_a.num_outputs > 64) {
-    fprintf(stderr, "ab: need PAIRS and THREADS >= 1, one input file per input (%d), both builds with the same inputs and outputs\n",
-            ab_a.num_inputs);
+  int same = ab_b.num_inputs == ab_a.num_inputs && ab_b.num_outputs == ab_a.num_outputs && ab_a.num_inputs <= AB_MAX_IO &&
+             ab_a.num_outputs <= AB_MAX_IO;
+  for (int i = 0; same && i < ab_a.num_inputs; i++) same = ab_a.input_sizes[i] == ab_b.input_sizes[i];
+  for (int i = 0; same && i < ab_a.num_outputs; i++) same = ab_a.output_sizes[i] == ab_b.output_sizes[i];
+  if (pairs < 1 || threads < 1 || ab_a.num_inputs != argc - 5 || !same) {
+    fprintf(stderr, "ab: need PAIRS and THREADS >= 1, one input file per input (%d), and both builds with the same "
+                    "inputs and outputs, at most %d of each\n", ab_a.num_inputs, AB_MAX_IO);
     return 1;
   }
-  const void *inputs[64];
+  const void *inputs[AB_MAX_IO];
   for (int i = 0; i < ab_a.num_inputs; i++) {
-    void *p = kiln_arena_alloc(ab_a.input_sizes[i]);
+    void *p = kiln_arena_alloc(ab_a.input_sizes[i] ? ab_a.input_sizes[i] : 1);
     FILE *f = fopen(argv[5 + i], "rb");
     const size_t got = p && f ? fread(p, 1, ab_a.input_sizes[i], f) : 0;
     if (f) fclose(f);
-    if (got != ab_a.input_sizes[i] || ab_b.input_sizes[i] != ab_a.input_sizes[i]) {
+    if (got != ab_a.input_sizes[i]) {
       fprintf(stderr, "ab: %s: not %zu bytes\n", argv[5 + i], ab_a.input_sizes[i]);
       return 1;
     }

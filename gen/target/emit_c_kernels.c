@@ -436,8 +436,11 @@ static const char *k_conv(KernelCtx *k) {
       emit_vari(&k->v, "BAND", q.band), emit_vari(&k->v, "LDV", q.ldv);
       return "c/conv_wino.c.tmpl";
     }
-    if (IN(1)->pack == KILN_PANEL)   /* pass_pack: filters across the lanes (lanes_fit); memplan: the padded grid */
+    if (IN(1)->pack == KILN_PANEL) {   /* pass_pack: filters across the lanes (lanes_fit); memplan: the padded grid */
+      if (!k->g->kernels[k->n->kernel].scratch)   /* lanes_fit's bounds are kernel_scratch's */
+        die("C: conv2d %%%d: filters across the lanes without a padded grid", k->n->id);
       return "c/conv_lanes.c.tmpl";
+    }
     /* pass_pack: filters stored in blocks of KILN_CONV_BLOCK, tap-major */
     const bool packed = IN(1)->pack != 0;
     emit_var(&k->v, "PACKED", packed ? "1" : "0");
