@@ -178,8 +178,11 @@ typedef float32x4_t kiln_v;
 #else
 #define KILN_MR 4
 #endif
-/* KILN_NOINLINE: a store loop kept out of line (matmul_store.c.tmpl, conv_gemm_store.c.tmpl),
- * so that its restrict parameters hold when GCC vectorises it. */
+/* GCC 12 at -O2 vectorises a loop over pointers that might overlap only when it proves them
+ * apart, and it proves that from restrict parameters, not from restrict locals (the last
+ * loops of softmax, LayerNorm and RMSNorm stayed scalar at -O2). So a kernel's row loop
+ * (<kernel>_row) and its store loop (<kernel>_rows, <kernel>_planes) take their pointers as
+ * parameters, and KILN_NOINLINE keeps a store loop out of line, where they hold. */
 #if defined(__GNUC__) || defined(__clang__)
 #define KILN_INLINE static inline __attribute__((always_inline))
 #define KILN_NOINLINE __attribute__((noinline))
@@ -771,10 +774,8 @@ typedef struct {
   float *out;
 } norm_args;
 
-/* norm_row: row r of norm, from xr into o. A function of its own so that xr and o are
- * restrict parameters: GCC 12 at -O2 vectorises a loop over pointers that might overlap
- * only when it can prove they do not, and it proves it from parameters, not from restrict
- * locals (the last loops of softmax, LayerNorm and RMSNorm stayed scalar at -O2). */
+/* norm_row: row r of norm, from xr into o; restrict parameters, so that GCC -O2
+ * vectorises its loops (isa.c.tmpl, KILN_NOINLINE). */
 static inline void norm_row(const norm_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { D = 4 };
   const float EPS = 1e-05f;
@@ -823,10 +824,8 @@ typedef struct {
   float *out;
 } softmax_args;
 
-/* softmax_row: row r of softmax, from xr into o. A function of its own so that xr and o are
- * restrict parameters: GCC 12 at -O2 vectorises a loop over pointers that might overlap
- * only when it can prove they do not, and it proves it from parameters, not from restrict
- * locals (the last loops of softmax, LayerNorm and RMSNorm stayed scalar at -O2). */
+/* softmax_row: row r of softmax, from xr into o; restrict parameters, so that GCC -O2
+ * vectorises its loops (isa.c.tmpl, KILN_NOINLINE). */
 static inline void softmax_row(const softmax_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { N = 4 };
   (void)s, (void)r;   /* read by the fused chain's operands and index, when there is one */
