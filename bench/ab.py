@@ -3,14 +3,16 @@
 
     python3 bench/ab.py MODEL.lua --base BASE_KILN [--kiln KILN] [--cc "gcc -O2 -march=x86-64-v3"]
                         [--pairs 40] [--threads 1] [--args=--unsafe-lua] [--b-args=--no-winograd]
-                        [--b-cc "gcc -O3 -march=native"]
+                        [--b-cc "gcc -O3 -march=native"] [--keep DIR]
 
 Builds MODEL.lua with BASE_KILN (A: say a `git worktree` of the commit before) and with KILN
 (B, default build/kiln), compiles both into one executable (bench/ab/: each build's exported
 functions renamed), and calls them in alternation on the same inputs (bench/ab/ab_main.c):
 both sides see the same machine, a few milliseconds apart. Prints each side's minimum and
 median time, the median over pairs of B's time / A's, and whether the outputs are the same
-bytes. --b-args gives B build options of its own: the same kiln with and without
+bytes. --keep DIR builds in DIR and leaves it there: DIR/ab, run again under `perf record`
+(its command is the last line ab.py prints), tells which kernels take the time; the same kiln
+on both sides, twice as many samples. --b-args gives B build options of its own: the same kiln with and without
 --no-winograd times what Winograd's transforms buy; --b-cc compiles B with other flags (the
 same kiln twice: what -march=native buys over the default flags). --threads N: both through
 <m>_run_par on one kiln_pool of N threads (wall time), else the plain run function (the run function without a parallel-for). Inputs: standard normal f32
@@ -51,9 +53,12 @@ def main():
     ap.add_argument("--args", default="", help="extra `kiln build` options for both")
     ap.add_argument("--b-args", default="", help="extra `kiln build` options for B alone")
     ap.add_argument("--b-cc", default="", help="compiler and flags for B (default: --cc)")
+    ap.add_argument("--keep", default="", help="build in this directory and leave it (its `ab` for perf: add -g to --cc)")
     a = ap.parse_args()
     cc_of = {"a": shlex.split(a.cc), "b": shlex.split(a.b_cc or a.cc)}
-    with tempfile.TemporaryDirectory(prefix="kiln-ab-") as d:
+    with tempfile.TemporaryDirectory(prefix="kiln-ab-") as tmp:
+        d = os.path.abspath(a.keep) if a.keep else tmp
+        os.makedirs(d, exist_ok=True)
         objs, weights = [], []
         for side, kiln, extra in (("a", a.base, ""), ("b", a.kiln, a.b_args)):
             out = os.path.join(d, side)
@@ -83,6 +88,8 @@ def main():
         print("%s, %d pairs, %d thread%s; A: %s, %s; B: %s, %s" % (a.model, a.pairs, a.threads, "s" if a.threads > 1 else "",
                                                                    a.base, a.cc, a.kiln, a.b_cc or a.cc))
         sys.stdout.write(run([exe] + weights + [str(a.pairs), str(a.threads)] + files))
+        if a.keep:
+            print("kept: " + " ".join(shlex.quote(x) for x in [exe] + weights + [str(a.pairs), str(a.threads)] + files))
 
 
 if __name__ == "__main__":
