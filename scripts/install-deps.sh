@@ -15,9 +15,10 @@ have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok ins
 # python3-onnx and libonnx-testdata: t_onnx (torch.onnx.export's writer, ONNX's node tests).
 # gcc-aarch64-linux-gnu, libc6-dev-arm64-cross (only recommended by the compiler, so not
 # installed without recommends) and qemu-user: t_isa runs the generated C's NEON path under qemu.
+# unicode-data: t_tok regenerates the tokenizers' Unicode tables from it and compares.
 for p in liblua5.4-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler pkg-config \
          gcc clang libclang-rt-14-dev make python3-numpy python3-torch python3-onnx libonnx-testdata \
-         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user; do
+         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user unicode-data; do
   have "$p" || need="$need $p"
 done
 if [ "${1:-}" = "--bench" ]; then
