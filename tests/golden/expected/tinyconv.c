@@ -169,7 +169,9 @@ static inline int kiln_avx512(void) {
  * of r rows: element (i, k) at ap[k * ka + i * ia]; a packed block has ka = KILN_MR, ia = 1)
  * times the kc rows of a panel bp (ldb floats apart), each sum one fmaf chain; first: the
  * sums start from zero instead of t. r is a constant at every call, so the loops unroll and
- * the sums stay in registers. */
+ * the sums stay in registers. A's rows are addressed from a pointer every three rows (aq)
+ * plus 0, ia or 2 ia: twelve row offsets of their own took more registers than x86-64 has,
+ * and GCC reloaded three of them from the stack at every step of k. */
 KILN_INLINE void kiln_tile_a(const int r, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
                              const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt, int first) {
 #ifdef KILN_VW
@@ -179,13 +181,16 @@ KILN_INLINE void kiln_tile_a(const int r, int64_t kc, const float *restrict ap, 
   for (int i = 0; i < r; i++)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) acc[i][v] = first ? kiln_vdup(0.0f) : kiln_vload(t + i * ldt + v * KILN_VW);
+  const float *aq[(KILN_MR > 4 ? KILN_MR : 4) / 3 + 1];   /* rows 3q, 3q + 1, 3q + 2 at aq[q] + 0, ia, 2 ia */
+  for (int q = 0; 3 * q < r; q++) aq[q] = ap + 3 * q * ia;
+  const int64_t ia2 = 2 * ia;
   for (int64_t k = 0; k < kc; k++) {
     kiln_v b[NV];
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) b[v] = kiln_vload(bp + k * ldb + v * KILN_VW);
 #pragma GCC unroll 16
     for (int i = 0; i < r; i++) {
-      const kiln_v a = kiln_vdup(ap[k * ka + i * ia]);
+      const kiln_v a = kiln_vdup(aq[i / 3][k * ka + (i % 3 == 0 ? 0 : i % 3 == 1 ? ia : ia2)]);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; v++) acc[i][v] = kiln_vfma(a, b[v], acc[i][v]);
     }
@@ -222,11 +227,14 @@ kiln_tile512_a(const int r, int64_t kc, const float *restrict ap, int64_t ka, in
   for (int i = 0; i < r; i++)
 #pragma GCC unroll 2
     for (int v = 0; v < 2; v++) acc[i][v] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(t + i * ldt + v * 16);
+  const float *aq[4];   /* rows 3q, 3q + 1, 3q + 2 at aq[q] + 0, ia, 2 ia (kiln_tile_a) */
+  for (int q = 0; 3 * q < r; q++) aq[q] = ap + 3 * q * ia;
+  const int64_t ia2 = 2 * ia;
   for (int64_t k = 0; k < kc; k++) {
     const __m512 b0 = _mm512_loadu_ps(bp + k * ldb), b1 = _mm512_loadu_ps(bp + k * ldb + 16);
 #pragma GCC unroll 16
     for (int i = 0; i < r; i++) {
-      const __m512 a = _mm512_set1_ps(ap[k * ka + i * ia]);
+      const __m512 a = _mm512_set1_ps(aq[i / 3][k * ka + (i % 3 == 0 ? 0 : i % 3 == 1 ? ia : ia2)]);
       acc[i][0] = _mm512_fmadd_ps(a, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(a, b1, acc[i][1]);
     }
