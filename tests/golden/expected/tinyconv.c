@@ -181,7 +181,7 @@ KILN_INLINE void kiln_tile_a(const int r, int64_t kc, const float *restrict ap, 
   for (int i = 0; i < r; i++)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) acc[i][v] = first ? kiln_vdup(0.0f) : kiln_vload(t + i * ldt + v * KILN_VW);
-  const float *aq[(KILN_MR > 4 ? KILN_MR : 4) / 3 + 1];   /* rows 3q, 3q + 1, 3q + 2 at aq[q] + 0, ia, 2 ia */
+  const float *aq[((KILN_MR > 4 ? KILN_MR : 4) + 2) / 3];   /* rows 3q, 3q + 1, 3q + 2 at aq[q] + 0, ia, 2 ia */
   for (int q = 0; 3 * q < r; q++) aq[q] = ap + 3 * q * ia;
   const int64_t ia2 = 2 * ia;
   for (int64_t k = 0; k < kc; k++) {
@@ -847,8 +847,7 @@ static void kiln_pack_patch(const float *restrict x, const kiln_conv_geom *g, co
 
 #ifdef KILN_DISPATCH512
 /* kiln_tile512_a over filters in place: consecutive taps of a filter are consecutive floats
- * (ka = 1), known here, so that the k loop keeps its twelve row offsets in registers (the
- * general kiln_tile512_12 of an AVX2 build reloads some from the stack each step). */
+ * (ka = 1), known here, so the k loop advances one set of row pointers by one float. */
 KILN_T512 static void kiln_tile512_filters(int64_t kc, const float *restrict a, int64_t lda, const float *restrict bp,
                                            float *restrict t, int64_t ldt, int first) {
   kiln_tile512_a(12, kc, a, 1, lda, bp, KILN_PANEL, t, ldt, first);

@@ -152,7 +152,7 @@ KILN_INLINE void kiln_tile_a(const int r, int64_t kc, const float *restrict ap, 
   for (int i = 0; i < r; i++)
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) acc[i][v] = first ? kiln_vdup(0.0f) : kiln_vload(t + i * ldt + v * KILN_VW);
-  const float *aq[(KILN_MR > 4 ? KILN_MR : 4) / 3 + 1];   /* rows 3q, 3q + 1, 3q + 2 at aq[q] + 0, ia, 2 ia */
+  const float *aq[((KILN_MR > 4 ? KILN_MR : 4) + 2) / 3];   /* rows 3q, 3q + 1, 3q + 2 at aq[q] + 0, ia, 2 ia */
   for (int q = 0; 3 * q < r; q++) aq[q] = ap + 3 * q * ia;
   const int64_t ia2 = 2 * ia;
   for (int64_t k = 0; k < kc; k++) {
