@@ -11,9 +11,9 @@ functions renamed), and calls them in alternation on the same inputs (bench/ab/a
 both sides see the same machine, a few milliseconds apart. Prints each side's minimum and
 median time, the median over pairs of B's time / A's, and whether the outputs are the same
 bytes. --keep DIR builds in DIR and leaves it there: DIR/ab, run again under `perf record`
-(its command is the last line ab.py prints, after "kept: "), tells which kernels take the time; the same kiln
-on both sides, twice as many samples. --b-args gives B build options of its own: the same kiln with and without
---no-winograd times what Winograd's transforms buy; --b-cc compiles B with other flags (the
+(its command is the last line ab.py prints, after "kept: "), tells which kernels take the
+time (the same kiln on both sides: twice the samples). --b-args gives B build options of
+its own: the same kiln with and without --no-winograd times what Winograd's transforms buy; --b-cc compiles B with other flags (the
 same kiln twice: what -march=native buys over the default flags). --threads N: both through
 <m>_run_par on one kiln_pool of N threads (wall time), else the plain run function (the run function without a parallel-for). Inputs: standard normal f32
 (seeded), zeros for integer inputs. A model with entry points is not supported.

@@ -171,7 +171,7 @@ static inline int kiln_avx512(void) {
  * sums start from zero instead of t. r is a constant at every call, so the loops unroll and
  * the sums stay in registers. A's rows are addressed from a pointer every three rows (aq)
  * plus 0, ia or 2 ia: twelve row offsets of their own took more registers than x86-64 has,
- * and GCC reloaded three of them from the stack at every step of k. */
+ * and GCC reloaded some from the stack at every step of k (three in the AVX-512 tile). */
 KILN_INLINE void kiln_tile_a(const int r, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
                              const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt, int first) {
 #ifdef KILN_VW
