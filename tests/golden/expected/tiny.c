@@ -620,6 +620,13 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
         for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL) {
           const float *bp = j0 >= whole ? edge : panels ? panels + j0 * kk + k0 * KILN_PANEL : b + k0 * bs_k + j0;
           const int64_t ldb = j0 >= whole || panels ? KILN_PANEL : bs_k;
+          /* After the first pass, the tile goes on from sums stored a pass ago, by then out of
+           * L2 (a 1024-square C is 4 MiB): the next panel's are fetched while this one runs. */
+          if (k0 > 0 && cs_j == 1 && j0 + 2 * KILN_PANEL <= jn)
+            for (int i = 0; i < r; i++) {
+              __builtin_prefetch(c + (i0 + i) * cs_i + j0 + KILN_PANEL, 0, 3);
+              __builtin_prefetch(c + (i0 + i) * cs_i + j0 + KILN_PANEL + 16, 0, 3);
+            }
           if (in_place && j0 + KILN_PANEL <= n) {
             if (r < KILN_MR)
               kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
