@@ -1,5 +1,6 @@
 -- edges.lua — matmuls on the edges of the C micro-kernel's tiling (templates/c/gemm_lib.c.tmpl):
--- K past one KILN_KC pass (256) and not a multiple of it, N not a multiple of a 32-column
+-- K of one pass (300) and past a deep pass of 2 KILN_KC (1100: passes of 1024 and 76 over a
+-- packed weight, the rows left over copied 512 values of k at a time), N not a multiple of a 32-column
 -- panel, row counts around every tile height (AVX-512 12, AVX2 3, NEON 2, plain 4) and below
 -- half a tile (28 rows: 12 + 8 + 8 on AVX-512, 12 + 12 + 4 elsewhere), weights packed at
 -- build time (transposed and not) and activations read in place, the transposed
@@ -13,8 +14,10 @@ local w = kiln.param("w", {70, 300}, {"normal", 0, 1})          -- Linear weight
 local u = kiln.param("u", {300, 45}, {"normal", 0, 1})          -- [K, N]: packed as is
 local v = kiln.param("v", {40, 300}, {"normal", 0, 1})          -- W of W x: the transposed product
 local b = kiln.param("b", {70}, {"normal", 0, 1})
+local wd = kiln.param("wd", {40, 1100}, {"normal", 0, 1})      -- K = 1100: deep passes
 
 local x13 = kiln.input("x13", {13, 300})
+local x13d = kiln.input("x13d", {13, 1100})
 local x28 = kiln.input("x28", {28, 300})
 local x5 = kiln.input("x5", {5, 300})
 local x1 = kiln.input("x1", {1, 300})
@@ -25,6 +28,7 @@ local c = kiln.input("c", {33, 45})
 local ct = kiln.input("ct", {45, 33})
 
 kiln.output("lin13", kiln.relu(kiln.linear(x13, w, b)))
+kiln.output("lin13d", kiln.relu(kiln.linear(x13d, wd)))
 kiln.output("lin28", kiln.relu(kiln.linear(x28, w, b)))
 kiln.output("lin5", kiln.linear(x5, w))
 kiln.output("lin1", kiln.linear(x1, w, b))

@@ -503,9 +503,11 @@ add("matmul", "linear_nobias", "kiln.linear(x, w)", [("x", [3, 16], "f32", "n"),
 
 # The C micro-kernel's tiling edges (templates/c/gemm_lib.c.tmpl; tests/matmul/edges.lua runs
 # the same shapes on every ISA path in t_isa): weights packed at build time as panels of 32
-# columns (N = 70: a partial panel; K = 300: past one 256-step pass), row counts around each
-# tile height (28 = 12 + 8 + 8 where AVX-512 runs 8-row tiles), the transposed
-# matrix-vector product W x, a fused epilogue.
+# columns (N = 70: a partial panel; K = 300: one pass), row counts around each tile height
+# (28 = 12 + 8 + 8 where AVX-512 runs 8-row tiles), the transposed matrix-vector product W x,
+# a fused epilogue; K = 1100 (gemm_deep_*): a packed weight under rows read in place goes
+# in passes of 1024 values of k, so a deep pass, a short second one whose tiles go on from
+# stored sums, and the rows left over copied 512 values of k at a time.
 _gw = _rng.standard_normal((70, 300)).astype(np.float32)
 _gb = _rng.standard_normal((70,)).astype(np.float32)
 _gu = _rng.standard_normal((300, 45)).astype(np.float32)
@@ -515,6 +517,11 @@ for _m in (1, 5, 13, 28):
         params={"w": _gw, "b": _gb}, also=("weight", "add", "relu"),
         ref=lambda x, w, b: N(F.relu(F.linear(T(x), T(w), T(b)))),
         tol=Tol.red(300, lambda x, w, b: N(F.linear(T(np.abs(x)), T(np.abs(w)), T(np.abs(b))))))
+_gd = _rng.standard_normal((40, 1100)).astype(np.float32)
+for _m in (5, 13):
+    add("matmul", "gemm_deep_m%d" % _m, "kiln.relu(kiln.linear(x, w))", [("x", [_m, 1100], "f32", "n")],
+        params={"w": _gd}, also=("weight", "relu"), ref=lambda x, w: N(F.relu(F.linear(T(x), T(w)))),
+        tol=Tol.red(1100, lambda x, w: N(F.linear(T(np.abs(x)), T(np.abs(w))))))
 add("matmul", "gemm_kn_batch", "kiln.matmul(x, u)", [("x", [2, 7, 300], "f32", "n")], params={"u": _gu},
     also=("weight",), ref=lambda x, u: N(T(x) @ T(u)),
     tol=Tol.red(300, lambda x, u: N(T(np.abs(x)) @ T(np.abs(u)))))

@@ -511,15 +511,20 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
     return;
   }
   const int64_t whole = panels ? n : n - n % KILN_PANEL;   /* columns read in place */
-  for (int64_t k0 = 0; k0 < kk; k0 += KILN_KC) {
-    const int64_t kc = kk - k0 < KILN_KC ? kk - k0 : KILN_KC;
+  /* A packed B under an A read in place needs neither buffer: passes twice as deep over half
+   * as many columns (the same bytes of B in L2), so the sums are stored and read back half
+   * as often. */
+  const int deep = panels && as_k == 1 && cs_j == 1;
+  const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, ncmax = deep ? KILN_NC / 2 : KILN_NC;
+  for (int64_t k0 = 0; k0 < kk; k0 += kcmax) {
+    const int64_t kc = kk - k0 < kcmax ? kk - k0 : kcmax;
     const float *edge = NULL;   /* the partial last panel of an in-place B, copied */
     if (whole < j_hi) {
       kiln_pack_b(b, bs_k, bs_n, n, whole, k0, kc, bbuf);
       edge = bbuf;
     }
-    for (int64_t jc = j_lo; jc < j_hi; jc += KILN_NC) {
-      const int64_t jn = j_hi - jc < KILN_NC ? j_hi : jc + KILN_NC;
+    for (int64_t jc = j_lo; jc < j_hi; jc += ncmax) {
+      const int64_t jn = j_hi - jc < ncmax ? j_hi : jc + ncmax;
       int r = KILN_MR;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
         /* 12 rows a tile; 16 left go as two tiles of 8 where there are such (64 = 4 x 12 + 2 x
@@ -549,6 +554,14 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
               kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0, bp + kk * KILN_PANEL);
             else
               kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
+            continue;
+          }
+          if (kc > KILN_KC) {   /* a deep pass, through ap a KILN_KC at a time (the same chains) */
+            for (int64_t s = 0; s < kc; s += KILN_KC) {
+              const int64_t sub = kc - s < KILN_KC ? kc - s : KILN_KC;
+              kiln_pack_a(a, as_m, as_k, i0, r, k0 + s, sub, ap);
+              kiln_tile_pass(ap, r, bp + s * ldb, ldb, k0 + s, sub, c, cs_i, cs_j, n, i0, j0);
+            }
             continue;
           }
           if (!copied) kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
