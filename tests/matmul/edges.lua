@@ -1,6 +1,6 @@
 -- edges.lua — matmuls on the edges of the C micro-kernel's tiling (templates/c/gemm_lib.c.tmpl):
--- K of one pass (300) and past a deep pass of 2 KILN_KC (1100: passes of 1024 and 76 over a
--- packed weight, the rows left over copied 512 values of k at a time), N not a multiple of a 32-column
+-- K of one pass (300) and past a deep pass of 2 KILN_KC (1100, 13 rows: passes of 1024 and 76
+-- over a packed weight, the row left over copied 512 values of k at a time), N not a multiple of a 32-column
 -- panel, row counts around every tile height (AVX-512 12, AVX2 3, NEON 2, plain 4) and below
 -- half a tile (28 rows: 12 + 8 + 8 on AVX-512, 12 + 12 + 4 elsewhere), weights packed at
 -- build time (transposed and not) and activations read in place, the transposed

@@ -505,9 +505,10 @@ add("matmul", "linear_nobias", "kiln.linear(x, w)", [("x", [3, 16], "f32", "n"),
 # the same shapes on every ISA path in t_isa): weights packed at build time as panels of 32
 # columns (N = 70: a partial panel; K = 300: one pass), row counts around each tile height
 # (28 = 12 + 8 + 8 where AVX-512 runs 8-row tiles), the transposed matrix-vector product W x,
-# a fused epilogue; K = 1100 (gemm_deep_*): a packed weight under rows read in place goes
-# in passes of 1024 values of k, so a deep pass, a short second one whose tiles go on from
-# stored sums, and the rows left over copied 512 values of k at a time.
+# a fused epilogue; K = 1100 (gemm_deep_*): with 13 rows, a packed weight under a whole tile
+# of rows read in place goes in passes of 1024 values of k (a deep pass, then a short one
+# whose tiles go on from stored sums; the row left over copied 512 values of k at a time);
+# with 5 rows, in passes of 512.
 _gw = _rng.standard_normal((70, 300)).astype(np.float32)
 _gb = _rng.standard_normal((70,)).astype(np.float32)
 _gu = _rng.standard_normal((300, 45)).astype(np.float32)

@@ -596,10 +596,11 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
     return;
   }
   const int64_t whole = panels ? n : n - n % KILN_PANEL;   /* columns read in place */
-  /* A packed B under an A read in place needs neither buffer: passes twice as deep over half
-   * as many columns (the same bytes of B in L2), so the sums are stored and read back half
-   * as often. */
-  const int deep = panels && as_k == 1 && cs_j == 1;
+  /* A packed B under whole tiles of rows of A read in place needs neither buffer: passes
+   * twice as deep over half as many columns (the same bytes of B in L2), so the sums are
+   * stored and read back half as often. Not for fewer rows than a tile, which are copied
+   * (a matrix-vector product was 7 % slower so). */
+  const int deep = panels && as_k == 1 && cs_j == 1 && i_hi - i_lo >= KILN_MR;
   const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, ncmax = deep ? KILN_NC / 2 : KILN_NC;
   for (int64_t k0 = 0; k0 < kk; k0 += kcmax) {
     const int64_t kc = kk - k0 < kcmax ? kk - k0 : kcmax;
