@@ -190,7 +190,8 @@ typedef float32x4_t kiln_v;
 #define KILN_INLINE static inline
 #define KILN_NOINLINE
 #endif
-/* A pass covers KILN_KC values of k; KILN_NC columns of packed B (1 MiB) stay in L2 while
+/* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
+ * a deep pass); KILN_NC columns of packed B (1 MiB) stay in L2 while
  * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
  * and KILN_NB panels at a time (64 KiB on the stack). */
 enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 512, KILN_KB = 128, KILN_NB = 4 };
@@ -571,7 +572,7 @@ typedef void kiln_gemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
  * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (they stay
  * in the L2 cache), then KILN_MR rows of A (read in place, or copied once: they stay in L1),
- * then each panel.
+ * then each panel; a deep pass (below) is 2 KILN_KC values of k over KILN_NC / 2 columns.
  * A B that must be transposed or strided to be read is copied KILN_NB panels at a time. */
 static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                       const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
@@ -596,11 +597,12 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
     return;
   }
   const int64_t whole = panels ? n : n - n % KILN_PANEL;   /* columns read in place */
-  /* A packed B under whole tiles of rows of A read in place needs neither buffer: passes
-   * twice as deep over half as many columns (the same bytes of B in L2), so the sums are
-   * stored and read back half as often. Not for fewer rows than a tile, which are copied
+  /* A packed B under a task's tiles of rows of A read in place, K past one pass: passes twice
+   * as deep over half as many columns (the same bytes of B in L2), so the sums are stored
+   * and read back half as often. Rows left over (and a partial last panel) still go through
+   * ap, KILN_KC values of k at a time. Not for a task of fewer rows than a tile, all copied
    * (a matrix-vector product was 7 % slower so). */
-  const int deep = panels && as_k == 1 && cs_j == 1 && i_hi - i_lo >= KILN_MR;
+  const int deep = panels && as_k == 1 && cs_j == 1 && i_hi - i_lo >= KILN_MR && kk > KILN_KC;
   const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, ncmax = deep ? KILN_NC / 2 : KILN_NC;
   for (int64_t k0 = 0; k0 < kk; k0 += kcmax) {
     const int64_t kc = kk - k0 < kcmax ? kk - k0 : kcmax;
@@ -623,6 +625,16 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
          * copy, made once. */
         const int in_place = (r == KILN_MR || (r == 8 && kiln_tile8())) && as_k == 1 && cs_j == 1;
         int copied = 0;
+        if (!in_place && kc > KILN_KC) {   /* copied rows in a deep pass: each KILN_KC of ap over every panel */
+          for (int64_t s = 0; s < kc; s += KILN_KC) {
+            const int64_t sub = kc - s < KILN_KC ? kc - s : KILN_KC;
+            kiln_pack_a(a, as_m, as_k, i0, r, k0 + s, sub, ap);
+            for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL)
+              kiln_tile_pass(ap, r, panels + j0 * kk + (k0 + s) * KILN_PANEL, KILN_PANEL, k0 + s, sub, c, cs_i, cs_j, n, i0, j0);
+          }
+          if (store && k0 + kc >= kk) store(ctx, bi, i0, i0 + r, jc, jn);
+          continue;
+        }
         for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL) {
           const float *bp = j0 >= whole ? edge : panels ? panels + j0 * kk + k0 * KILN_PANEL : b + k0 * bs_k + j0;
           const int64_t ldb = j0 >= whole || panels ? KILN_PANEL : bs_k;
@@ -642,7 +654,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
               kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
             continue;
           }
-          if (kc > KILN_KC) {   /* a deep pass, through ap a KILN_KC at a time (the same chains) */
+          if (kc > KILN_KC) {   /* a tile's partial last panel in a deep pass: ap a KILN_KC at a time */
             for (int64_t s = 0; s < kc; s += KILN_KC) {
               const int64_t sub = kc - s < KILN_KC ? kc - s : KILN_KC;
               kiln_pack_a(a, as_m, as_k, i0, r, k0 + s, sub, ap);

@@ -103,7 +103,8 @@ typedef float32x4_t kiln_v;
 #define KILN_INLINE static inline
 #define KILN_NOINLINE
 #endif
-/* A pass covers KILN_KC values of k; KILN_NC columns of packed B (1 MiB) stay in L2 while
+/* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
+ * a deep pass); KILN_NC columns of packed B (1 MiB) stay in L2 while
  * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
  * and KILN_NB panels at a time (64 KiB on the stack). */
 enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 512, KILN_KB = 128, KILN_NB = 4 };
