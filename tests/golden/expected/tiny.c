@@ -565,6 +565,20 @@ static int kiln_tile8(void) {
  * that block's last pass, while its sums are still in the L1/L2 cache. */
 typedef void kiln_gemm_store(const void *ctx, int64_t b, int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi);
 
+/* A deep pass (kiln_gemm) of rows i0..i0+r-1 of A copied, over the panels of packed B from
+ * column j_lo to j_hi: ap holds KILN_KC values of k, so each KILN_KC of the pass is copied
+ * once and runs over every panel; each sum's chain still goes over k ascending. */
+static void kiln_deep_copied(const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
+                             int64_t kk, int64_t i0, int r, int64_t k0, int64_t kc, int64_t j_lo, int64_t j_hi,
+                             float *restrict c, int64_t cs_i, int64_t cs_j, int64_t n, float *restrict ap) {
+  for (int64_t s = 0; s < kc; s += KILN_KC) {
+    const int64_t sub = kc - s < KILN_KC ? kc - s : KILN_KC;
+    kiln_pack_a(a, as_m, as_k, i0, r, k0 + s, sub, ap);
+    for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_PANEL)
+      kiln_tile_pass(ap, r, panels + j0 * kk + (k0 + s) * KILN_PANEL, KILN_PANEL, k0 + s, sub, c, cs_i, cs_j, n, i0, j0);
+  }
+}
+
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
  * multiple of KILN_PANEL), then store (NULL: none) on each block as its sums are done (ctx
  * and bi: its context and matrix), C element (i, j) at c[i * cs_i + j * cs_j]. A element
@@ -625,13 +639,8 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
          * copy, made once. */
         const int in_place = (r == KILN_MR || (r == 8 && kiln_tile8())) && as_k == 1 && cs_j == 1;
         int copied = 0;
-        if (!in_place && kc > KILN_KC) {   /* copied rows in a deep pass: each KILN_KC of ap over every panel */
-          for (int64_t s = 0; s < kc; s += KILN_KC) {
-            const int64_t sub = kc - s < KILN_KC ? kc - s : KILN_KC;
-            kiln_pack_a(a, as_m, as_k, i0, r, k0 + s, sub, ap);
-            for (int64_t j0 = jc; j0 < jn; j0 += KILN_PANEL)
-              kiln_tile_pass(ap, r, panels + j0 * kk + (k0 + s) * KILN_PANEL, KILN_PANEL, k0 + s, sub, c, cs_i, cs_j, n, i0, j0);
-          }
+        if (!in_place && kc > KILN_KC) {   /* copied rows in a deep pass */
+          kiln_deep_copied(a, as_m, as_k, panels, kk, i0, r, k0, kc, jc, jn, c, cs_i, cs_j, n, ap);
           if (store && k0 + kc >= kk) store(ctx, bi, i0, i0 + r, jc, jn);
           continue;
         }
@@ -654,12 +663,8 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
               kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
             continue;
           }
-          if (kc > KILN_KC) {   /* a tile's partial last panel in a deep pass: ap a KILN_KC at a time */
-            for (int64_t s = 0; s < kc; s += KILN_KC) {
-              const int64_t sub = kc - s < KILN_KC ? kc - s : KILN_KC;
-              kiln_pack_a(a, as_m, as_k, i0, r, k0 + s, sub, ap);
-              kiln_tile_pass(ap, r, bp + s * ldb, ldb, k0 + s, sub, c, cs_i, cs_j, n, i0, j0);
-            }
+          if (kc > KILN_KC) {   /* a tile's partial last panel in a deep pass */
+            kiln_deep_copied(a, as_m, as_k, panels, kk, i0, r, k0, kc, j0, j0 + KILN_PANEL, c, cs_i, cs_j, n, ap);
             continue;
           }
           if (!copied) kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
