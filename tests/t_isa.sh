@@ -182,7 +182,7 @@ for p in "kiln_lanes_par 2" "kiln_wino_par 2"; do
 done
 # The lanes path asks for its next block of filters (kiln_lanes_prefetch, into L2:
 # prefetcht1, which nothing else emits); out of line, GCC once dropped those calls silently.
-for cc in "gcc -O2" "gcc -O2 -march=x86-64-v3" "clang -O2 -march=x86-64-v3"; do
+for cc in "gcc -O2 -march=x86-64-v3" "gcc -O3 -march=native" "clang -O2 -march=x86-64-v3"; do
   tag=$(echo "$cc" | tr ' ' '_')
   # shellcheck disable=SC2086
   if $cc -std=c11 -D_POSIX_C_SOURCE=200809L -S "$WORK/conv_edges/out/conv_edges.c" -o "$WORK/conv_edges/pf.s" 2> "$WORK/err" &&
