@@ -180,14 +180,14 @@ for p in "kiln_lanes_par 2" "kiln_wino_par 2"; do
   if [ "$got" = "$2" ]; then echo "PASS $S/conv_edges/paths_$1: $2 kernels"
   else echo "FAIL $S/conv_edges/paths_$1: ${got:-no} kernels call it, expected $2"; fi
 done
-# The lanes path asks for its next block of filters (kiln_lanes_prefetch, into L2:
-# prefetcht1, which nothing else emits); out of line, GCC once dropped those calls silently.
+# The convolution tiles ask for their next filters (kiln_ask, templates/c/ask.c.tmpl: into
+# L2, prefetcht1, which nothing else emits); GCC once dropped such prefetches silently.
 for cc in "gcc -O2 -march=x86-64-v3" "gcc -O3 -march=native" "clang -O2 -march=x86-64-v3"; do
   tag=$(echo "$cc" | tr ' ' '_')
   # shellcheck disable=SC2086
   if $cc -std=c11 -D_POSIX_C_SOURCE=200809L -S "$WORK/conv_edges/out/conv_edges.c" -o "$WORK/conv_edges/pf.s" 2> "$WORK/err" &&
      grep -q prefetcht1 "$WORK/conv_edges/pf.s"; then echo "PASS $S/conv_edges/prefetch_$tag"
-  else echo "FAIL $S/conv_edges/prefetch_$tag: no prefetcht1 in the assembly (kiln_lanes_prefetch dropped?)"; fi
+  else echo "FAIL $S/conv_edges/prefetch_$tag: no prefetcht1 in the assembly (kiln_ask dropped?)"; fi
 done
 # A test of the test: the matmul chains with each product rounded before its sum (the plain
 # path with fmaf replaced, tests/matmul/unfused.c) must give other bits, and the comparison

@@ -152,6 +152,30 @@ static inline int kiln_avx512(void) {
 }
 #endif
 
+/* ---- Asking for the cache lines of the next tile (templates/c/ask.c.tmpl) ----
+ * kiln_ask(line): a hint that the cache line at that address be brought into the L2 cache.
+ * The convolution tiles ask for one line a step of their loop, of the filters the next
+ * tile will read: a layer's filters come from memory (ResNet-18's last layers: 4 to 9.4 MB
+ * each), a tile's first reads of them wait, and the hardware prefetchers, which stop at each
+ * 4 KiB page and see a new stream per block, did not keep up (measured: docs/bench.md).
+ * One line a step spreads the requests over the tile's work; asked for in bursts, the CPU
+ * waited on the prefetches themselves. The ask is inside the tile's loop, which stores: a
+ * loop of nothing but prefetches GCC 12 may delete (tests/t_isa.sh looks for them in the
+ * assembly). An address, not a pointer: it may lie past the weights, where a prefetch is
+ * harmless. */
+/* A convolution's filters of more bytes than this are asked for; fewer, not: measured on
+ * ResNet-18, asking made its 4 MB layers 0.77 of the time and its 1 MB ones 0.9, but its
+ * 256 KB and 37 KB layers 1.04 and 1.05 (a load slot a step for nothing). */
+enum { KILN_ASK_BYTES = 524288 };
+
+KILN_INLINE void kiln_ask(uintptr_t line) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch((const void *)line, 0, 2);
+#else
+  (void)line;
+#endif
+}
+
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,
  * acc = fmaf(a[k], b[k], acc) for k ascending from acc = 0 (a bias, where there is one, is
@@ -401,9 +425,11 @@ typedef void kiln_conv_store(const void *ctx, int64_t img, int64_t grp, int64_t 
 
 /* t (r x KILN_PANEL, rows KILN_PANEL apart) = the r filters at ap (a packed block: tap k of
  * filter i at ap[k * KILN_FB + i]) times the taps tp of the 32 grid pixels from b, all the
- * taps in one chain per sum (from zero). r is a constant at every call. */
-KILN_INLINE void kiln_grid_tile_a(const int r, const float *restrict ap, const kiln_grid_taps *restrict tp,
-                                  const float *restrict b, float *restrict t) {
+ * taps in one chain per sum (from zero). ask: step k asks for the line at pf + 64 k
+ * (kiln_ask; a block takes 48 bytes a step, so a tile asks for all of the next one). r and
+ * ask are constants at every call. */
+KILN_INLINE void kiln_grid_tile_a(const int r, const int ask, const float *restrict ap, const kiln_grid_taps *restrict tp,
+                                  const float *restrict b, float *restrict t, uintptr_t pf) {
   const int64_t cg = tp->cg, taps = tp->taps, plane = tp->plane;
   const int64_t *restrict off = tp->off;
 #ifdef KILN_VW
@@ -414,8 +440,9 @@ KILN_INLINE void kiln_grid_tile_a(const int r, const float *restrict ap, const k
 #pragma GCC unroll 8
     for (int v = 0; v < NV; v++) acc[i][v] = kiln_vdup(0.0f);
   if (taps == 1) {   /* one tap a channel (Winograd's products): the loop over the channels alone */
-    for (int64_t c = 0; c < cg; c++, b += plane, ap += KILN_FB) {
+    for (int64_t c = 0; c < cg; c++, b += plane, ap += KILN_FB, pf += 64u) {
       kiln_v bv[NV];
+      if (ask) kiln_ask(pf);
 #pragma GCC unroll 8
       for (int v = 0; v < NV; v++) bv[v] = kiln_vload(b + off[0] + v * KILN_VW);
 #pragma GCC unroll 16
@@ -427,8 +454,9 @@ KILN_INLINE void kiln_grid_tile_a(const int r, const float *restrict ap, const k
     }
   } else {
     for (int64_t c = 0; c < cg; c++, b += plane)
-      for (int64_t k = 0; k < taps; k++, ap += KILN_FB) {
+      for (int64_t k = 0; k < taps; k++, ap += KILN_FB, pf += 64u) {
         kiln_v bv[NV];
+        if (ask) kiln_ask(pf);
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) bv[v] = kiln_vload(b + off[k] + v * KILN_VW);
 #pragma GCC unroll 16
@@ -447,24 +475,27 @@ KILN_INLINE void kiln_grid_tile_a(const int r, const float *restrict ap, const k
   for (int i = 0; i < r; i++)
     for (int j = 0; j < KILN_PANEL; j++) t[i * KILN_PANEL + j] = 0.0f;
   for (int64_t c = 0; c < cg; c++, b += plane)
-    for (int64_t k = 0; k < taps; k++, ap += KILN_FB)
+    for (int64_t k = 0; k < taps; k++, ap += KILN_FB, pf += 64u) {
+      if (ask) kiln_ask(pf);
       for (int i = 0; i < r; i++)
         for (int j = 0; j < KILN_PANEL; j++) t[i * KILN_PANEL + j] = fmaf(ap[i], b[off[k] + j], t[i * KILN_PANEL + j]);
+    }
 #endif
 }
 
 #ifdef KILN_DISPATCH512
 /* kiln_grid_tile_a on AVX-512 (12 x 32 sums in 24 zmm registers; kiln_tile512_a). */
 KILN_T512 static inline __attribute__((always_inline)) void
-kiln_grid512_a(const int r, const float *restrict ap, const kiln_grid_taps *restrict tp, const float *restrict b,
-               float *restrict t) {
+kiln_grid512_a(const int r, const int ask, const float *restrict ap, const kiln_grid_taps *restrict tp,
+               const float *restrict b, float *restrict t, uintptr_t pf) {
   const int64_t cg = tp->cg, taps = tp->taps, plane = tp->plane;
   const int64_t *restrict off = tp->off;
   __m512 acc[KILN_FB][2];
 #pragma GCC unroll 16
   for (int i = 0; i < r; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   if (taps == 1) {   /* one tap a channel (Winograd's products): the loop over the channels alone */
-    for (int64_t c = 0; c < cg; c++, b += plane, ap += KILN_FB) {
+    for (int64_t c = 0; c < cg; c++, b += plane, ap += KILN_FB, pf += 64u) {
+      if (ask) kiln_ask(pf);
       const __m512 b0 = _mm512_loadu_ps(b + off[0]), b1 = _mm512_loadu_ps(b + off[0] + 16);
 #pragma GCC unroll 16
       for (int i = 0; i < r; i++) {
@@ -475,7 +506,8 @@ kiln_grid512_a(const int r, const float *restrict ap, const kiln_grid_taps *rest
     }
   } else {
     for (int64_t c = 0; c < cg; c++, b += plane)
-      for (int64_t k = 0; k < taps; k++, ap += KILN_FB) {
+      for (int64_t k = 0; k < taps; k++, ap += KILN_FB, pf += 64u) {
+        if (ask) kiln_ask(pf);
         const __m512 b0 = _mm512_loadu_ps(b + off[k]), b1 = _mm512_loadu_ps(b + off[k] + 16);
 #pragma GCC unroll 16
         for (int i = 0; i < r; i++) {
@@ -493,46 +525,63 @@ kiln_grid512_a(const int r, const float *restrict ap, const kiln_grid_taps *rest
 }
 KILN_T512 static void kiln_grid512_12(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b,
                                       float *restrict t) {
-  kiln_grid512_a(KILN_FB, ap, tp, b, t);
+  kiln_grid512_a(KILN_FB, 0, ap, tp, b, t, 0);
+}
+KILN_T512 static void kiln_grid512_12ask(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b,
+                                         float *restrict t, uintptr_t pf) {
+  kiln_grid512_a(KILN_FB, 1, ap, tp, b, t, pf);
 }
 KILN_T512 static void kiln_grid512_4(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b,
                                      float *restrict t) {
-  kiln_grid512_a(4, ap, tp, b, t);
+  kiln_grid512_a(4, 0, ap, tp, b, t, 0);
 }
 KILN_T512 static void kiln_grid512_1(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b,
                                      float *restrict t) {
-  kiln_grid512_a(1, ap, tp, b, t);
+  kiln_grid512_a(1, 0, ap, tp, b, t, 0);
 }
 #endif
 
 /* The generic tiles of kiln_grid_tile: a block (KILN_MR rows at a time where the vector
- * tile is smaller than a block), four rows and one. */
-static void kiln_grid_mr(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b, float *restrict t) {
+ * tile is smaller than a block), asking for the lines from pf on unless pf is 0; four rows
+ * and one. */
+static void kiln_grid_mr(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b, float *restrict t,
+                         uintptr_t pf) {
 #if KILN_MR == KILN_FB
-  kiln_grid_tile_a(KILN_FB, ap, tp, b, t);
+  if (pf)
+    kiln_grid_tile_a(KILN_FB, 1, ap, tp, b, t, pf);
+  else
+    kiln_grid_tile_a(KILN_FB, 0, ap, tp, b, t, 0);
 #else
-  for (int q = 0; q < KILN_FB; q += KILN_MR) kiln_grid_tile_a(KILN_MR, ap + q, tp, b, t + q * KILN_PANEL);
+  for (int q = 0; q < KILN_FB; q += KILN_MR)
+    if (pf)
+      kiln_grid_tile_a(KILN_MR, 1, ap + q, tp, b, t + q * KILN_PANEL, pf);
+    else
+      kiln_grid_tile_a(KILN_MR, 0, ap + q, tp, b, t + q * KILN_PANEL, 0);
 #endif
 }
 static void kiln_grid_4(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b, float *restrict t) {
-  kiln_grid_tile_a(4, ap, tp, b, t);
+  kiln_grid_tile_a(4, 0, ap, tp, b, t, 0);
 }
 static void kiln_grid_1(const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b, float *restrict t) {
-  kiln_grid_tile_a(1, ap, tp, b, t);
+  kiln_grid_tile_a(1, 0, ap, tp, b, t, 0);
 }
 
 /* The tile t (KILN_FB x KILN_PANEL) of a packed block of r filters: half a block or more
- * as a whole block (its rows past r are zero filters), fewer four at a time, then one. */
+ * as a whole block (its rows past r are zero filters), which asks for the lines from pf on
+ * (the next tile's filters; pf 0: none), fewer four at a time, then one. */
 static void kiln_grid_tile(int r, const float *restrict ap, const kiln_grid_taps *tp, const float *restrict b,
-                           float *restrict t) {
+                           float *restrict t, uintptr_t pf) {
   if (2 * r >= KILN_FB) {
 #ifdef KILN_DISPATCH512
     if (kiln_avx512()) {
-      kiln_grid512_12(ap, tp, b, t);
+      if (pf)
+        kiln_grid512_12ask(ap, tp, b, t, pf);
+      else
+        kiln_grid512_12(ap, tp, b, t);
       return;
     }
 #endif
-    kiln_grid_mr(ap, tp, b, t);
+    kiln_grid_mr(ap, tp, b, t, pf);
     return;
   }
   int i = 0;
@@ -1023,11 +1072,14 @@ static void kiln_conv_grid(const float *restrict xp, const kiln_conv_geom *g, in
   kiln_grid_taps tp;
   kiln_grid_taps_of(g, cg, &tp);
   float t[KILN_FB * KILN_PANEL];
+  const int ask = (double)ocg * (double)kk * sizeof(float) > KILN_ASK_BYTES;
   for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_NB * KILN_PANEL)
     for (int64_t i0 = 0; i0 < ocg; i0 += KILN_FB) {
       const int r = ocg - i0 < KILN_FB ? (int)(ocg - i0) : KILN_FB;
+      /* large filters: the first panel asks for the next block (kiln_ask) */
+      const uintptr_t next = ask ? (uintptr_t)(wp + (i0 + KILN_FB < ocg ? i0 + KILN_FB : 0) * kk) : 0;
       for (int64_t p = j0; p < j_hi && p < j0 + KILN_NB * KILN_PANEL; p += KILN_PANEL) {
-        kiln_grid_tile(r, wp + i0 * kk, &tp, xp + p, t);
+        kiln_grid_tile(r, wp + i0 * kk, &tp, xp + p, t, p == j0 ? next : 0);
         kiln_grid_store(t, r, g, wq, p, j_hi - p < KILN_PANEL ? (int)(j_hi - p) : KILN_PANEL, c + i0 * npix, npix);
       }
     }
@@ -1404,12 +1456,20 @@ static void kiln_wino_task(void *arg, int64_t q) {
   kiln_grid_taps tp;   /* one "tap" a channel: a panel's channels are 32 floats apart */
   tp.cg = g->c, tp.taps = 1, tp.plane = KILN_PANEL, tp.off[0] = 0;
   float m[KILN_WINO_ALPHA * KILN_FB * KILN_PANEL];
+  const int ask = (double)KILN_WINO_ALPHA * (double)g->oc * (double)g->c * sizeof(float) > KILN_ASK_BYTES;
   for (int64_t i0 = f_lo; i0 < f_hi; i0 += KILN_FB) {
     const int r = f_hi - i0 < KILN_FB ? (int)(f_hi - i0) : KILN_FB;
     for (int64_t p = a; p < b; p += KILN_PANEL) {
-      for (int xi = 0; xi < KILN_WINO_ALPHA; xi++)
-        kiln_grid_tile(r, j->w + (xi * blocks + i0 / KILN_FB) * g->c * KILN_FB, &tp,
-                       j->v + xi * kiln_wino_stride(g) + p / KILN_PANEL * g->c * KILN_PANEL, m + xi * KILN_FB * KILN_PANEL);
+      for (int xi = 0; xi < KILN_WINO_ALPHA; xi++) {
+        /* value xi's block of filters; with large filters, the task's first panel asks for
+         * the next value's (at the last, the next block's first: kiln_ask) */
+        const float *u = j->w + (xi * blocks + i0 / KILN_FB) * g->c * KILN_FB;
+        const float *next = xi + 1 < KILN_WINO_ALPHA ? u + blocks * g->c * KILN_FB
+                            : i0 + KILN_FB < f_hi    ? j->w + (i0 / KILN_FB + 1) * g->c * KILN_FB
+                                                     : u;
+        kiln_grid_tile(r, u, &tp, j->v + xi * kiln_wino_stride(g) + p / KILN_PANEL * g->c * KILN_PANEL,
+                       m + xi * KILN_FB * KILN_PANEL, ask && p == a ? (uintptr_t)next : 0);
+      }
       kiln_wino_out(m, r, g, j->t0 + p, b - p < KILN_PANEL ? (int)(b - p) : KILN_PANEL, j->out + i0 * plane);
     }
   }
