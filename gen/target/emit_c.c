@@ -177,6 +177,7 @@ static const struct {
     {"c/ask.c.tmpl", "kiln_ask("},                    /* prefetches */
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},
+    {"c/gemm_row.c.tmpl", "kiln_row("},               /* one row of A */
     {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */
     {"c/conv_geom.c.tmpl", "kiln_conv_geom|kiln_grid_taps|kiln_conv_store"},   /* convolutions: their types, */
     {"c/conv_tile.c.tmpl", "kiln_grid_tile(|kiln_conv_cut_of("},   /* tiles and tasks, */

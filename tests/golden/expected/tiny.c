@@ -478,6 +478,116 @@ static void kiln_split_at(int64_t s, int64_t m, int64_t n, int64_t rows, int64_t
     *i_lo = s / tasks_j * rows, *j_lo = s % tasks_j * cols;
 }
 
+/* ---- A one-row product's tile (templates/c/gemm_row.c.tmpl) ---- */
+/* One row of A times np whole panels of a packed B (kiln_row): the row is read in place and
+ * each panel from its first k to its last in one pass, KILN_ROWP panels at once. A one-row
+ * product streams B from memory: panel by panel in passes of KILN_KC, it read 64 KiB at a
+ * time 512 KiB apart, one stream; four panels whole are four long streams at once. A
+ * 4096 x 4096 matrix-vector product took 0.84 of the time at one thread and 0.80 at two
+ * (bench/ab.py), 0.83 with the weight read again and again on its own (partly from L3);
+ * two, four or eight streams came out the same. */
+#if defined(KILN_VW) && KILN_VW == 16
+#define KILN_ROWP 4   /* 8 of the 32 zmm registers hold sums */
+#elif defined(KILN_VW)
+#define KILN_ROWP 2   /* AVX2 8 of 16 ymm, NEON 16 of 32 q registers */
+#else
+#define KILN_ROWP 1
+#endif
+enum { KILN_ROWP_MAX = 4 };
+
+/* t (np x KILN_PANEL sums, back to back) = the kc values of a times the np panels from bp
+ * (ldp floats apart, kc rows of KILN_PANEL each), each sum one fmaf chain from zero. np is a
+ * constant at every call. */
+KILN_INLINE void kiln_row_a(const int np, int64_t kc, const float *restrict a, const float *restrict bp, int64_t ldp,
+                            float *restrict t) {
+#ifdef KILN_VW
+  enum { NV = KILN_PANEL / KILN_VW };
+  kiln_v acc[KILN_ROWP][NV];
+#pragma GCC unroll 4
+  for (int q = 0; q < np; q++)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) acc[q][v] = kiln_vdup(0.0f);
+  for (int64_t k = 0; k < kc; k++) {
+    const kiln_v x = kiln_vdup(a[k]);
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++)
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; v++) acc[q][v] = kiln_vfma(x, kiln_vload(bp + q * ldp + k * KILN_PANEL + v * KILN_VW), acc[q][v]);
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < np; q++)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; v++) kiln_vstore(t + q * KILN_PANEL + v * KILN_VW, acc[q][v]);
+#else
+  for (int q = 0; q < np; q++) {
+    for (int j = 0; j < KILN_PANEL; j++) t[q * KILN_PANEL + j] = 0.0f;
+    for (int64_t k = 0; k < kc; k++)
+      for (int j = 0; j < KILN_PANEL; j++)
+        t[q * KILN_PANEL + j] = fmaf(a[k], bp[q * ldp + k * KILN_PANEL + j], t[q * KILN_PANEL + j]);
+  }
+#endif
+}
+
+#ifdef KILN_DISPATCH512
+/* kiln_row_a on AVX-512, four panels at a time (KILN_T512): the same chains, the same bits. */
+KILN_T512 static inline __attribute__((always_inline)) void
+kiln_row512_a(const int np, int64_t kc, const float *restrict a, const float *restrict bp, int64_t ldp,
+              float *restrict t) {
+  __m512 acc[KILN_ROWP_MAX][2];
+#pragma GCC unroll 4
+  for (int q = 0; q < np; q++) acc[q][0] = acc[q][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; k++) {
+    const __m512 x = _mm512_set1_ps(a[k]);
+#pragma GCC unroll 4
+    for (int q = 0; q < np; q++) {
+      acc[q][0] = _mm512_fmadd_ps(x, _mm512_loadu_ps(bp + q * ldp + k * KILN_PANEL), acc[q][0]);
+      acc[q][1] = _mm512_fmadd_ps(x, _mm512_loadu_ps(bp + q * ldp + k * KILN_PANEL + 16), acc[q][1]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < np; q++) _mm512_storeu_ps(t + q * KILN_PANEL, acc[q][0]), _mm512_storeu_ps(t + q * KILN_PANEL + 16, acc[q][1]);
+}
+KILN_T512 static void kiln_row512(int np, int64_t kc, const float *restrict a, const float *restrict bp, int64_t ldp,
+                                  float *restrict t) {
+  switch (np) {
+  case 4: kiln_row512_a(4, kc, a, bp, ldp, t); return;
+  case 3: kiln_row512_a(3, kc, a, bp, ldp, t); return;
+  case 2: kiln_row512_a(2, kc, a, bp, ldp, t); return;
+  default: kiln_row512_a(1, kc, a, bp, ldp, t); return;
+  }
+}
+#endif
+
+/* Panels kiln_row takes at once on this CPU: KILN_ROWP, or 4 where an AVX2 build finds
+ * AVX-512. */
+static int kiln_row_most(void) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) return KILN_ROWP_MAX;
+#endif
+  return KILN_ROWP;
+}
+
+/* kiln_row_a for np in [1, kiln_row_most()]. */
+static void kiln_row(int np, int64_t kc, const float *restrict a, const float *restrict bp, int64_t ldp,
+                     float *restrict t) {
+#ifdef KILN_DISPATCH512
+  if (kiln_avx512()) {
+    kiln_row512(np, kc, a, bp, ldp, t);
+    return;
+  }
+#endif
+  switch (np) {
+#if KILN_ROWP >= 4
+  case 4: kiln_row_a(4, kc, a, bp, ldp, t); return;
+  case 3: kiln_row_a(3, kc, a, bp, ldp, t); return;
+#endif
+#if KILN_ROWP >= 2
+  case 2: kiln_row_a(2, kc, a, bp, ldp, t); return;
+#endif
+  default: kiln_row_a(1, kc, a, bp, ldp, t); return;
+  }
+}
+
 /* ---- Matrix products of matmul kernels (templates/c/gemm_par.c.tmpl) ----
  * kiln_gemm and its tasks over the micro-kernels above: a file with a matmul has them (a
  * file with only convolutions uses the micro-kernels through conv_lib.c.tmpl alone). */
@@ -626,6 +736,23 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
         if (store && k0 + kc >= kk) store(ctx, bi, i_lo, i_hi, j0, j0 + np * KILN_PANEL < j_hi ? j0 + np * KILN_PANEL : j_hi);
       }
     }
+    return;
+  }
+  if (panels && i_hi - i_lo == 1 && as_k == 1) {   /* one row of A: each panel whole (kiln_row) */
+    const float *restrict arow = a + i_lo * as_m;
+    float *restrict crow = c + i_lo * cs_i;
+    const int64_t most = kiln_row_most();
+    for (int64_t j0 = j_lo; j0 < j_hi;) {
+      const int64_t left = (j_hi - j0 + KILN_PANEL - 1) / KILN_PANEL, np = left < most ? left : most;
+      const int64_t w = j_hi - j0 < np * KILN_PANEL ? j_hi - j0 : np * KILN_PANEL;   /* columns */
+      float t[KILN_ROWP_MAX * KILN_PANEL];
+      const int direct = cs_j == 1 && w == np * KILN_PANEL;
+      kiln_row((int)np, kk, arow, panels + j0 * kk, kk * KILN_PANEL, direct ? crow + j0 : t);
+      if (!direct)
+        for (int64_t j = 0; j < w; j++) crow[(j0 + j) * cs_j] = t[j];
+      j0 += w;
+    }
+    if (store) store(ctx, bi, i_lo, i_hi, j_lo, j_hi);
     return;
   }
   const int64_t whole = panels ? n : n - n % KILN_PANEL;   /* columns read in place */
