@@ -675,7 +675,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
    * as deep over half as many columns (the same bytes of B in L2), so the sums are stored
    * and read back half as often. Rows left over (and a partial last panel) still go through
    * ap, KILN_KC values of k at a time. Not for a task of fewer rows than a tile, all copied
-   * (a matrix-vector product was 7 % slower so). */
+   * (a one-row product was 7 % slower so, before kiln_row took those above). */
   const int deep = panels && as_k == 1 && cs_j == 1 && i_hi - i_lo >= KILN_MR && kk > KILN_KC;
   const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, ncmax = deep ? KILN_NC / 2 : KILN_NC;
   for (int64_t k0 = 0; k0 < kk; k0 += kcmax) {
