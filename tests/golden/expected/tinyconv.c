@@ -133,10 +133,10 @@ typedef float32x4_t kiln_v;
 #define KILN_NOINLINE
 #endif
 /* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
- * a deep pass); KILN_NC columns of packed B (1 MiB) stay in L2 while
- * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
- * and KILN_NB panels at a time (64 KiB on the stack). */
-enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 512, KILN_KB = 128, KILN_NB = 4 };
+ * a deep pass); KILN_NC columns of packed B (512 KiB) stay in L2 while every row block of A
+ * runs over them, with the next block asked for beside them (kiln_gemm); a B that must be
+ * copied first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). */
+enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4 };
 #ifdef KILN_DISPATCH512
 /* Compiles a function for AVX-512 whatever the file's flags: called only where
  * kiln_avx512() says the CPU has it. */
@@ -168,13 +168,16 @@ static inline int kiln_avx512(void) {
  * 256 KB and 37 KB layers 1.04 and 1.05 (a load slot a step for nothing). */
 enum { KILN_ASK_BYTES = 524288 };
 
-KILN_INLINE void kiln_ask(uintptr_t line) {
 #if defined(__GNUC__) || defined(__clang__)
+/* unused in a file whose products ask only from the AVX-512 tile, built without it */
+KILN_INLINE __attribute__((unused)) void kiln_ask(uintptr_t line) {
   __builtin_prefetch((const void *)line, 0, 2);
-#else
-  (void)line;
-#endif
 }
+#else
+KILN_INLINE void kiln_ask(uintptr_t line) {
+  (void)line;
+}
+#endif
 
 /* ---- Matrix multiplication (templates/c/gemm_lib.c.tmpl) ----
  * Every output element of a matmul or convolution is ONE chain of fused multiply-adds,

@@ -106,10 +106,10 @@ typedef float32x4_t kiln_v;
 #define KILN_NOINLINE
 #endif
 /* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
- * a deep pass); KILN_NC columns of packed B (1 MiB) stay in L2 while
- * every row block of A runs over them; a B that must be copied first goes KILN_KB values of k
- * and KILN_NB panels at a time (64 KiB on the stack). */
-enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 512, KILN_KB = 128, KILN_NB = 4 };
+ * a deep pass); KILN_NC columns of packed B (512 KiB) stay in L2 while every row block of A
+ * runs over them, with the next block asked for beside them (kiln_gemm); a B that must be
+ * copied first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). */
+enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4 };
 #ifdef KILN_DISPATCH512
 /* Compiles a function for AVX-512 whatever the file's flags: called only where
  * kiln_avx512() says the CPU has it. */
@@ -122,6 +122,33 @@ static inline int kiln_avx512(void) {
 #else
   return __builtin_cpu_supports("avx512f");
 #endif
+}
+#endif
+
+/* ---- Asking for the cache lines of the next tile (templates/c/ask.c.tmpl) ----
+ * kiln_ask(line): a hint that the cache line at that address be brought into the L2 cache.
+ * The convolution tiles ask for one line a step of their loop, of the filters the next
+ * tile will read: a layer's filters come from memory (ResNet-18's last layers: 4 to 9.4 MB
+ * each), a tile's first reads of them wait, and the hardware prefetchers, which stop at each
+ * 4 KiB page and see a new stream per block, did not keep up (measured: docs/bench.md).
+ * One line a step spreads the requests over the tile's work; asked for in bursts, the CPU
+ * waited on the prefetches themselves. The ask is inside the tile's loop, which stores: a
+ * loop of nothing but prefetches GCC 12 may delete (tests/t_isa.sh looks for them in the
+ * assembly). An address, not a pointer: it may lie past the weights, where a prefetch is
+ * harmless. */
+/* A convolution's filters of more bytes than this are asked for; fewer, not: measured on
+ * ResNet-18, asking made its 4 MB layers 0.77 of the time and its 1 MB ones 0.9, but its
+ * 256 KB and 37 KB layers 1.04 and 1.05 (a load slot a step for nothing). */
+enum { KILN_ASK_BYTES = 524288 };
+
+#if defined(__GNUC__) || defined(__clang__)
+/* unused in a file whose products ask only from the AVX-512 tile, built without it */
+KILN_INLINE __attribute__((unused)) void kiln_ask(uintptr_t line) {
+  __builtin_prefetch((const void *)line, 0, 2);
+}
+#else
+KILN_INLINE void kiln_ask(uintptr_t line) {
+  (void)line;
 }
 #endif
 
@@ -518,18 +545,26 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
   }
 }
 
-/* The full tile (kiln_tile_full: the same chains, the same bits) while the next panel of
- * a packed weight, pf (kc rows of KILN_PANEL, ldb KILN_PANEL), is fetched into the cache a
- * row per step: the first block of rows of a pass reads each panel from memory (a weight
- * is read once a call: it is not in the L2 cache), and the hardware prefetchers, which stop
- * at every 4 KiB page, left the micro-kernel waiting on it (about a tenth of a 128-row
- * Linear layer's time here). Only the AVX-512 tile prefetches; elsewhere pf is ignored. */
+/* The full tile (kiln_tile_full: the same chains, the same bits) while fetching part of a
+ * packed weight that a later tile reads; pf is a line address (it may lie past the weight),
+ * kc rows of KILN_PANEL, ldb KILN_PANEL. Only the AVX-512 tile fetches; elsewhere it is the
+ * plain tile.
+ * - near (kiln_tile_full_pf): the whole next panel, two lines a step (kiln_ask). The first
+ *   tile of rows of a block reads each panel from memory, unless the block was asked for
+ *   (a weight is read once a call: it is not in L2), and the hardware prefetchers, which
+ *   stop at every 4 KiB page, left the micro-kernel waiting on it (about a tenth of a
+ *   128-row Linear layer's time here). Into L2, not L1: a panel of 64-128 KiB would push
+ *   the tile's rows of A out of the 48 KiB L1 (the same speed, measured).
+ * - far (kiln_tile_full_ask): nask lines from pf, one a step: the tiles of the other rows
+ *   share the next block between them (kiln_share), so its first tile of rows finds it in
+ *   L2. */
 #if defined(KILN_DISPATCH512) || (defined(KILN_VW) && KILN_VW == 16)
 #ifdef KILN_DISPATCH512
 KILN_T512
 #endif
-static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
-                              float *restrict t, int64_t ldt, int first, const float *pf) {
+static inline __attribute__((always_inline)) void
+kiln_tile512_12p(const int near, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                 float *restrict t, int64_t ldt, int first, uintptr_t pf, int64_t nask) {
   __m512 acc[12][2];
 #pragma GCC unroll 16
   for (int i = 0; i < 12; i++)
@@ -540,8 +575,12 @@ static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, 
   const int64_t ia2 = 2 * ia;
   for (int64_t k = 0; k < kc; k++) {
     const __m512 b0 = _mm512_loadu_ps(bp + k * KILN_PANEL), b1 = _mm512_loadu_ps(bp + k * KILN_PANEL + 16);
-    __builtin_prefetch(pf + k * KILN_PANEL, 0, 3);
-    __builtin_prefetch(pf + k * KILN_PANEL + 16, 0, 3);
+    if (near) {
+      kiln_ask(pf + 128u * (uintptr_t)k);
+      kiln_ask(pf + 128u * (uintptr_t)k + 64u);
+    } else if (k < nask) {
+      kiln_ask(pf + 64u * (uintptr_t)k);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < 12; i++) {
       const __m512 a = _mm512_set1_ps(aq[i / 3][k * ka + (i % 3 == 0 ? 0 : i % 3 == 1 ? ia : ia2)]);
@@ -554,10 +593,24 @@ static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, 
 #pragma GCC unroll 2
     for (int v = 0; v < 2; v++) _mm512_storeu_ps(t + i * ldt + v * 16, acc[i][v]);
 }
+#ifdef KILN_DISPATCH512
+KILN_T512
+#endif
+static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                              float *restrict t, int64_t ldt, int first, uintptr_t pf) {
+  kiln_tile512_12p(1, kc, ap, ka, ia, bp, t, ldt, first, pf, kc);
+}
+#ifdef KILN_DISPATCH512
+KILN_T512
+#endif
+static void kiln_tile512_12ask(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                               float *restrict t, int64_t ldt, int first, uintptr_t pf, int64_t nask) {
+  kiln_tile512_12p(0, kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
+}
 #define KILN_HAVE_PF 1
 #endif
 static void kiln_tile_full_pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
-                              float *restrict t, int64_t ldt, int first, const float *pf) {
+                              float *restrict t, int64_t ldt, int first, uintptr_t pf) {
 #if defined(KILN_HAVE_PF) && defined(KILN_DISPATCH512)
   if (kiln_avx512()) {
     kiln_tile512_12pf(kc, ap, ka, ia, bp, t, ldt, first, pf);
@@ -568,6 +621,20 @@ static void kiln_tile_full_pf(int64_t kc, const float *restrict ap, int64_t ka, 
   return;
 #endif
   (void)pf;
+  kiln_tile_full(kc, ap, ka, ia, bp, KILN_PANEL, t, ldt, first);
+}
+static void kiln_tile_full_ask(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+                               float *restrict t, int64_t ldt, int first, uintptr_t pf, int64_t nask) {
+#if defined(KILN_HAVE_PF) && defined(KILN_DISPATCH512)
+  if (kiln_avx512()) {
+    kiln_tile512_12ask(kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
+    return;
+  }
+#elif defined(KILN_HAVE_PF)
+  kiln_tile512_12ask(kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
+  return;
+#endif
+  (void)pf, (void)nask;
   kiln_tile_full(kc, ap, ka, ia, bp, KILN_PANEL, t, ldt, first);
 }
 
@@ -620,6 +687,21 @@ static void kiln_deep_copied(const float *restrict a, int64_t as_m, int64_t as_k
     for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_PANEL)
       kiln_tile_pass(ap, r, panels + j0 * kk + (k0 + s) * KILN_PANEL, KILN_PANEL, k0 + s, sub, c, cs_i, cs_j, n, i0, j0);
   }
+}
+
+/* The share that full tile q of a block's rows (1 <= q <= asks) asks for of a panel of the
+ * next block (kiln_tile_full_ask): the panel at column col of packed B (kk rows each), its
+ * rows nk0..nk0+nkc-1, two lines a row, in asks shares. Returns the first line's address and
+ * sets *nask to the lines, at most one a step of the tile's kc. Measured on 128-row Linear
+ * layers (bench/ab.py): a share a tile of rows, one line a step, took 0.94-0.96 of the time;
+ * all the next block asked by one tile of rows, 0.96-0.98; a share spread over a tile's
+ * steps, 0.95-0.98. */
+static uintptr_t kiln_share(const float *panels, int64_t col, int64_t kk, int64_t nk0, int64_t nkc, int64_t q,
+                            int64_t asks, int64_t kc, int64_t *nask) {
+  const int64_t lines = 2 * nkc, share = (lines + asks - 1) / asks;
+  const int64_t lo = (q - 1) * share < lines ? (q - 1) * share : lines, hi = lo + share < lines ? lo + share : lines;
+  *nask = hi - lo < kc ? hi - lo : kc;
+  return (uintptr_t)panels + sizeof(float) * (uintptr_t)(col * kk + nk0 * KILN_PANEL) + 64u * (uintptr_t)lo;
 }
 
 /* Rows [i_lo, i_hi) and columns [j_lo, j_hi) of C = A times B (C has n columns; j_lo is a
@@ -678,6 +760,8 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
    * (a one-row product was 7 % slower so, before kiln_row took those above). */
   const int deep = panels && as_k == 1 && cs_j == 1 && i_hi - i_lo >= KILN_MR && kk > KILN_KC;
   const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, ncmax = deep ? KILN_NC / 2 : KILN_NC;
+  /* the full tiles of rows but the first: they ask for the next block (kiln_tile_full_ask) */
+  const int64_t rows = i_hi - i_lo, asks = (rows % KILN_MR == 4 && rows >= 16 && kiln_tile8() ? rows - 16 : rows) / KILN_MR - 1;
   for (int64_t k0 = 0; k0 < kk; k0 += kcmax) {
     const int64_t kc = kk - k0 < kcmax ? kk - k0 : kcmax;
     const float *edge = NULL;   /* the partial last panel of an in-place B, copied */
@@ -687,6 +771,16 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
     }
     for (int64_t jc = j_lo; jc < j_hi; jc += ncmax) {
       const int64_t jn = j_hi - jc < ncmax ? j_hi : jc + ncmax;
+      /* The block after this one: the next columns, the first of the next pass, or after
+       * the last, the columns past j_hi (the next task's, which a parallel-for that hands
+       * out consecutive tasks runs on this thread: kiln_pool). Its panels from column
+       * next_j up to next_hi, nkc values of k from nk0. */
+      int64_t next_j = jn, next_hi = j_hi, nk0 = k0;
+      if (jn >= j_hi && k0 + kc < kk)
+        next_j = j_lo, nk0 = k0 + kc;
+      else if (jn >= j_hi)
+        next_j = j_hi, next_hi = n, nk0 = 0;
+      const int64_t nkc = kk - nk0 < kcmax ? kk - nk0 : kcmax;
       int r = KILN_MR;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
         /* 12 rows a tile; 16 left go as two tiles of 8 where there are such (64 = 4 x 12 + 2 x
@@ -718,8 +812,13 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
             if (r < KILN_MR)
               kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
             else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi)   /* fetch the next panel while on this one */
-              kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0, bp + kk * KILN_PANEL);
-            else
+              kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0,
+                                (uintptr_t)(bp + kk * KILN_PANEL));
+            else if (panels && i0 > i_lo && (i0 - i_lo) / KILN_MR <= asks && j0 - jc + next_j < next_hi) {
+              int64_t nask;   /* the next block's panel where this one sits in this block */
+              const uintptr_t pf = kiln_share(panels, j0 - jc + next_j, kk, nk0, nkc, (i0 - i_lo) / KILN_MR, asks, kc, &nask);
+              kiln_tile_full_ask(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0, pf, nask);
+            } else
               kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
             continue;
           }
