@@ -1294,6 +1294,10 @@ add("maxpool2d", "nan_wide", "kiln.maxpool2d(x, {kernel = 2})",   # the 8-at-a-t
     [("x", [1, 1, 2, 20], "f32", [1, 2, np.nan, 0, 3, np.inf, -np.inf, 6, -0.0, 0.0, 1, 1, 7, 8, 9, np.nan] +
       [5, 4, 3, 2, 1, 0, -1, -2, -3, -4, np.nan, 2, 3, 4, 5, 6, -np.inf, -np.inf, 1, 1, 2, 2, 3, 3])],
     ref=lambda x: pool_ref("max", x, 2))
+_pool_vals = np.random.default_rng(5).integers(-9, 10, 2 * 6 * 37).astype(np.float64)
+_pool_vals[[3, 40, 41, 77, 150, 222, 300, 301, 400]] = [np.nan, np.inf, -np.inf, np.nan, -0.0, np.nan, np.inf, np.nan, -np.inf]
+add("maxpool2d", "nan_s2_3x3", "kiln.maxpool2d(x, {kernel = 3, stride = 2, padding = 1})",   # ResNet's: taps as vectors
+    [("x", [1, 2, 6, 37], "f32", list(_pool_vals))], ref=lambda x: pool_ref("max", x, 3, 2, 1))
 add("softmax", "neg_inf", "kiln.softmax(x, -1)",
     [("x", [2, 4], "f32", [1, -np.inf, 2, 0.5, -np.inf, -np.inf, -np.inf, 3])],
     ref=lambda x: N(torch.softmax(T(x), -1)), tol=Tol.norm(4))
