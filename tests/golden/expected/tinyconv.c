@@ -418,6 +418,16 @@ typedef struct {
 typedef void kiln_conv_store(const void *ctx, int64_t img, int64_t grp, int64_t oc_lo, int64_t oc_hi, int64_t p_lo,
                              int64_t p_hi);
 
+/* A task's store on its image, group and filters (f_lo..f_hi of the group), run on each
+ * block of pixels as soon as its sums are final (store NULL: none): a 1-thread call is one
+ * task, and a whole layer's outputs (ResNet-18's first: 3.2 MB) would have left the cache. */
+typedef struct {
+  kiln_conv_store *store;
+  const void *ctx;
+  int64_t img, grp, f_lo, f_hi;
+} kiln_conv_then;
+
+
 /* ---- The tiles of a convolution's product (templates/c/conv_tile.c.tmpl) ----
  * The micro-kernel over filters packed at build time in blocks of KILN_FB (tap-major) and
  * 32 columns of a matrix read in place at fixed offsets, which both the product over the
@@ -1018,7 +1028,8 @@ static void kiln_conv_pass(const float *restrict w, int64_t kk, int64_t ocg, con
  * p_lo is a multiple of KILN_PANEL. The patches go KILN_KB taps and KILN_NB panels at a
  * time, so each block of filters serves several panels. */
 static void kiln_conv_gemm(const float *restrict x, const kiln_conv_geom *g, const float *restrict w, int packed,
-                           int64_t ocg, int64_t kk, float *restrict c, int64_t p_lo, int64_t p_hi) {
+                           int64_t ocg, int64_t kk, float *restrict c, int64_t p_lo, int64_t p_hi,
+                           const kiln_conv_then *then) {
   float ap[KILN_KC * KILN_MR], bp[KILN_KC * KILN_PANEL];
   kiln_taps taps;
   const int64_t npix = g->oh * g->ow, panels = (p_hi - p_lo + KILN_PANEL - 1) / KILN_PANEL;
@@ -1036,6 +1047,9 @@ static void kiln_conv_gemm(const float *restrict x, const kiln_conv_geom *g, con
         kiln_conv_pass_packed(w, kk, ocg, bp, np, k0, kc, c, npix, p0);
       else
         kiln_conv_pass(w, kk, ocg, bp, np, k0, kc, c, npix, p0, ap);
+      if (then->store && k0 + kc >= kk)
+        then->store(then->ctx, then->img, then->grp, then->f_lo, then->f_hi, p0,
+                    p0 + np * KILN_PANEL < p_hi ? p0 + np * KILN_PANEL : p_hi);
     }
   }
 }
@@ -1070,27 +1084,33 @@ static void kiln_grid_store(const float *restrict t, int r, const kiln_conv_geom
  * into c (the group's output planes, npix floats each): KILN_NB panels at a time, each
  * block of filters over all of them while it is in cache. */
 static void kiln_conv_grid(const float *restrict xp, const kiln_conv_geom *g, int64_t cg, const float *restrict wp,
-                           int64_t ocg, int64_t kk, float *restrict c, int64_t j_lo, int64_t j_hi) {
+                           int64_t ocg, int64_t kk, float *restrict c, int64_t j_lo, int64_t j_hi,
+                           const kiln_conv_then *then) {
   const int64_t wq = kiln_grid_geom_of(g).wq, npix = g->oh * g->ow;
   kiln_grid_taps tp;
   kiln_grid_taps_of(g, cg, &tp);
   float t[KILN_FB * KILN_PANEL];
   const int ask = (double)ocg * (double)kk * sizeof(float) > KILN_ASK_BYTES;
-  for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_NB * KILN_PANEL)
+  for (int64_t j0 = j_lo; j0 < j_hi; j0 += KILN_NB * KILN_PANEL) {
+    const int64_t jn = j_hi - j0 < KILN_NB * KILN_PANEL ? j_hi : j0 + KILN_NB * KILN_PANEL;
     for (int64_t i0 = 0; i0 < ocg; i0 += KILN_FB) {
       const int r = ocg - i0 < KILN_FB ? (int)(ocg - i0) : KILN_FB;
       /* large filters: the first panel asks for the next block (kiln_ask) */
       const uintptr_t next = ask ? (uintptr_t)(wp + (i0 + KILN_FB < ocg ? i0 + KILN_FB : 0) * kk) : 0;
-      for (int64_t p = j0; p < j_hi && p < j0 + KILN_NB * KILN_PANEL; p += KILN_PANEL) {
+      for (int64_t p = j0; p < jn; p += KILN_PANEL) {
         kiln_grid_tile(r, wp + i0 * kk, &tp, xp + p, t, p == j0 ? next : 0);
         kiln_grid_store(t, r, g, wq, p, j_hi - p < KILN_PANEL ? (int)(j_hi - p) : KILN_PANEL, c + i0 * npix, npix);
       }
     }
+    if (then->store)
+      then->store(then->ctx, then->img, then->grp, then->f_lo, then->f_hi, kiln_grid_out(g, wq, j0), kiln_grid_out(g, wq, jn));
+  }
 }
 
 /* One convolution: nb images of groups groups, each kiln_conv_gemm, cut into tasks by
  * (image, group), then by kiln_conv_cut: groups of pixel panels by groups of filter blocks;
- * each task then runs store on what it computed (store NULL: the sums are the result). */
+ * each task then runs store on each block of pixels it computed, once done (kiln_conv_then;
+ * store NULL: the sums are the result). */
 typedef struct {
   const float *x, *w;
   float *out;
@@ -1109,18 +1129,17 @@ static void kiln_conv_task(void *arg, int64_t t) {
   const int64_t img = rest / j->parts / j->groups, grp = rest / j->parts % j->groups, p_lo = rest % j->parts * j->per;
   const int64_t p_hi = p_lo + j->per < j->out_plane ? p_lo + j->per : j->out_plane;
   const int64_t f_lo = f * j->fper, f_hi = f_lo + j->fper < j->ocg ? f_lo + j->fper : j->ocg;   /* filters of the group */
+  const kiln_conv_then then = {j->store, j->ctx, img, grp, f_lo, f_hi};
   if (j->grid) {   /* p_lo, p_hi: grid pixels, stored as the outputs they are */
     const int64_t j_hi = p_lo + j->per < j->grid ? p_lo + j->per : j->grid;
     kiln_conv_grid(j->x + (img * j->groups + grp) * j->cg * j->in_plane, j->g, j->cg,
-                   j->w + (grp * j->ocg + f_lo) * j->kk, f_hi - f_lo, j->kk, j->out + ((img * j->groups + grp) * j->ocg + f_lo) * j->out_plane, p_lo, j_hi);
-    if (j->store)
-      j->store(j->ctx, img, grp, f_lo, f_hi, kiln_grid_out(j->g, j->gw, p_lo), kiln_grid_out(j->g, j->gw, j_hi));
+                   j->w + (grp * j->ocg + f_lo) * j->kk, f_hi - f_lo, j->kk, j->out + ((img * j->groups + grp) * j->ocg + f_lo) * j->out_plane, p_lo, j_hi,
+                   &then);
     return;
   }
   kiln_conv_gemm(j->x + (img * j->groups + grp) * j->cg * j->in_plane, j->g, j->w + (grp * j->ocg + f_lo) * j->kk,
                  j->packed, f_hi - f_lo, j->kk, j->out + ((img * j->groups + grp) * j->ocg + f_lo) * j->out_plane, p_lo,
-                 p_hi);
-  if (j->store) j->store(j->ctx, img, grp, f_lo, f_hi, p_lo, p_hi);
+                 p_hi, &then);
 }
 
 /* packed: w holds each group's filters packed at build time (kiln_conv_pass_packed). pad:
