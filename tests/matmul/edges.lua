@@ -4,7 +4,8 @@
 -- panel, row counts around every tile height (AVX-512 12, AVX2 3, NEON 2, plain 4) and below
 -- half a tile (28 rows: 12 + 8 + 8 on AVX-512, 12 + 12 + 4 elsewhere), weights packed at
 -- build time (transposed and not) and activations read in place, the transposed
--- matrix-vector product, a batch folded into rows, a fused epilogue.
+-- matrix-vector product, a batch folded into rows, a fused epilogue; a weight too narrow to
+-- pack (N = 10) and a transposed activation, copied a block at a time beside rows read in place.
 -- tests/t_isa.sh compiles it on every instruction-set path and compares the bits; t_ops'
 -- gemm_* cases check the same shapes against PyTorch.
 local kiln = require "kiln"
@@ -15,6 +16,7 @@ local u = kiln.param("u", {300, 45}, {"normal", 0, 1})          -- [K, N]: packe
 local v = kiln.param("v", {40, 300}, {"normal", 0, 1})          -- W of W x: the transposed product
 local b = kiln.param("b", {70}, {"normal", 0, 1})
 local wd = kiln.param("wd", {40, 1100}, {"normal", 0, 1})      -- K = 1100: deep passes
+local wn = kiln.param("wn", {10, 300}, {"normal", 0, 1})       -- N = 10: not packed (copied)
 
 local x13 = kiln.input("x13", {13, 300})
 local x13d = kiln.input("x13d", {13, 1100})
@@ -26,6 +28,7 @@ local col = kiln.input("col", {300, 1})
 local a = kiln.input("a", {7, 33})
 local c = kiln.input("c", {33, 45})
 local ct = kiln.input("ct", {45, 33})
+local a28 = kiln.input("a28", {28, 33})
 
 kiln.output("lin13", kiln.relu(kiln.linear(x13, w, b)))
 kiln.output("lin13d", kiln.relu(kiln.linear(x13d, wd)))
@@ -37,3 +40,5 @@ kiln.output("kn13", kiln.matmul(x13, u))
 kiln.output("wx", kiln.matmul(v, col))
 kiln.output("act", kiln.matmul(a, c))
 kiln.output("act_t", kiln.matmul(a, ct, {trans_b = true}))
+kiln.output("narrow28", kiln.linear(x28, wn))
+kiln.output("act_t28", kiln.matmul(a28, ct, {trans_b = true}))

@@ -529,6 +529,15 @@ add("matmul", "gemm_kn_batch", "kiln.matmul(x, u)", [("x", [2, 7, 300], "f32", "
 add("matmul", "gemm_wx", "kiln.matmul(v, x)", [("x", [300, 1], "f32", "n")], params={"v": _gv},
     also=("weight",), ref=lambda x, v: N(T(v) @ T(x)),
     tol=Tol.red(300, lambda x, v: N(T(np.abs(v)) @ T(np.abs(x)))))
+# A weight too narrow to pack (N = 10) and a transposed activation: B copied a block of k at
+# a time, whole tiles of rows read in place beside it (28 rows; partial last panels).
+_gn = _rng.standard_normal((10, 300)).astype(np.float32)
+add("matmul", "gemm_narrow_m28", "kiln.linear(x, w)", [("x", [28, 300], "f32", "n")], params={"w": _gn},
+    also=("weight",), ref=lambda x, w: N(F.linear(T(x), T(w))),
+    tol=Tol.red(300, lambda x, w: N(F.linear(T(np.abs(x)), T(np.abs(w))))))
+add("matmul", "gemm_act_t_m28", "kiln.matmul(x, y, {trans_b = true})",
+    [("x", [28, 300], "f32", "n"), ("y", [45, 300], "f32", "n")], ref=lambda x, y: N(T(x) @ T(y).T),
+    tol=Tol.red(300, lambda x, y: N(T(np.abs(x)) @ T(np.abs(y)).T)))
 
 # ---------------------------------------------------------------- conv2d
 

@@ -668,6 +668,53 @@ static int kiln_tile8(void) {
 }
 #endif
 
+/* A tile of r rows of A read in place (r = KILN_MR, or 8 where kiln_tile8), element (i, k)
+ * at a[i * as_m + k], times the panel bp (ldb floats a row) onto the w < KILN_PANEL columns
+ * of C at c (rows cs_i apart): the sums go through t, as C's rows have no room for the
+ * panel's other columns. The same chains as a whole panel's, so the same bits. */
+static void kiln_tile_edge(int r, int64_t kc, const float *restrict a, int64_t as_m, const float *restrict bp,
+                           int64_t ldb, float *restrict c, int64_t cs_i, int64_t w, int first) {
+  float t[KILN_MR * KILN_PANEL];
+  if (!first)
+    for (int i = 0; i < r; i++)
+      for (int64_t j = 0; j < KILN_PANEL; j++) t[i * KILN_PANEL + j] = j < w ? c[i * cs_i + j] : 0.0f;
+  if (r < KILN_MR)
+    kiln_tile512_8(kc, a, 1, as_m, bp, ldb, t, KILN_PANEL, first);
+  else
+    kiln_tile_full(kc, a, 1, as_m, bp, ldb, t, KILN_PANEL, first);
+  for (int i = 0; i < r; i++)
+    for (int64_t j = 0; j < w; j++) c[i * cs_i + j] = t[i * KILN_PANEL + j];
+}
+
+/* kiln_panels_pass (rows [i_lo, i_hi) of C by the kc-step pass from k0 of the np panels
+ * copied into bp, the first at column j0), with each whole tile of a row-major A read in
+ * place, as kiln_gemm reads it beside a packed B, instead of copied: a 64 x 512 times
+ * 512 x 10 product (a classifier whose weight is too narrow to pack) took 0.57 of the time.
+ * The same chains, so the same bits. */
+static void kiln_copied_pass(const float *restrict a, int64_t as_m, int64_t as_k, int64_t i_lo, int64_t i_hi,
+                             const float *restrict bp, int np, int64_t k0, int64_t kc, float *restrict c, int64_t cs_i,
+                             int64_t cs_j, int64_t n, int64_t j0, float *restrict ap) {
+  int r = KILN_MR;
+  for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
+    r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
+    if (i_hi - i0 == KILN_MR + 4 && kiln_tile8()) r = 8;   /* as in kiln_gemm */
+    if (!((r == KILN_MR || (r == 8 && kiln_tile8())) && as_k == 1 && cs_j == 1)) {
+      kiln_panels_pass(a, as_m, as_k, i0, i0 + r, bp, np, k0, kc, c, cs_i, cs_j, n, j0, ap);
+      continue;
+    }
+    for (int p = 0; p < np; p++) {
+      const float *rows = a + i0 * as_m + k0, *panel = bp + p * kc * KILN_PANEL;
+      float *ct = c + i0 * cs_i + j0 + p * KILN_PANEL;
+      if (j0 + (p + 1) * KILN_PANEL > n)
+        kiln_tile_edge(r, kc, rows, as_m, panel, KILN_PANEL, ct, cs_i, n - j0 - p * KILN_PANEL, k0 == 0);
+      else if (r < KILN_MR)
+        kiln_tile512_8(kc, rows, 1, as_m, panel, KILN_PANEL, ct, cs_i, k0 == 0);
+      else
+        kiln_tile_full(kc, rows, 1, as_m, panel, KILN_PANEL, ct, cs_i, k0 == 0);
+    }
+  }
+}
+
 /* What a matmul kernel stores once sums are done (its fused bias, activation, residual:
  * the epilogue), on rows [i_lo, i_hi) and columns [j_lo, j_hi) of C in matrix b: an
  * elementwise function of each sum, so any block may go at any time once its sums are final.
@@ -729,7 +776,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
         int np = 0;
         for (; np < KILN_NB && j0 + np * KILN_PANEL < j_hi; np++)
           kiln_pack_b(b, bs_k, bs_n, n, j0 + np * KILN_PANEL, k0, kc, bbuf + np * kc * KILN_PANEL);
-        kiln_panels_pass(a, as_m, as_k, i_lo, i_hi, bbuf, np, k0, kc, c, cs_i, cs_j, n, j0, ap);
+        kiln_copied_pass(a, as_m, as_k, i_lo, i_hi, bbuf, np, k0, kc, c, cs_i, cs_j, n, j0, ap);
         if (store && k0 + kc >= kk) store(ctx, bi, i_lo, i_hi, j0, j0 + np * KILN_PANEL < j_hi ? j0 + np * KILN_PANEL : j_hi);
       }
     }
@@ -820,6 +867,10 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
               kiln_tile_full_ask(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0, pf, nask);
             } else
               kiln_tile_full(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
+            continue;
+          }
+          if (in_place) {   /* a partial last panel: rows read in place, not copied (kiln_tile_edge) */
+            kiln_tile_edge(r, kc, a + i0 * as_m + k0, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, n - j0, k0 == 0);
             continue;
           }
           if (kc > KILN_KC) {   /* a tile's partial last panel in a deep pass */
