@@ -265,6 +265,14 @@ static void matmul_store(KernelCtx *k, bool swapped) {
   emit_var(&sv, "C_LO", (swapped ? rows : cols)[0]);
   emit_var(&sv, "C_HI", (swapped ? rows : cols)[1]);
   emit_var(&sv, "SWAP_DOC", swapped ? " (the product is computed transposed: its rows i are out's columns)" : "");
+  /* A chain calling Kiln's exp, erf, tanh or log is bound by their polynomials: its loop
+   * also gets an AVX-512 twin (rows512.c.tmpl) that an AVX2 build picks at run time. */
+  const char *h = k->e->helper;
+  const bool math = strstr(h, "kiln_expf(") || strstr(h, "kiln_erff(") || strstr(h, "kiln_tanhf(") || strstr(h, "kiln_logf(");
+  emit_var(&sv, "ROWS_HEAD", math ? "KILN_INLINE" : "KILN_NOINLINE static");
+  emit_var(&sv, "ROWS_SUFFIX", math ? "_in" : "");
+  emit_var(&sv, "EARGS", var_of(&sv, "INIT"));
+  emit_var(&sv, "ROWS512", math ? expand_str("c/rows512.c.tmpl", &sv) : "");
   store_from(k, "c/matmul_store.c.tmpl", &sv);
 }
 
