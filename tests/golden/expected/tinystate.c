@@ -668,6 +668,20 @@ static int kiln_tile8(void) {
 }
 #endif
 
+/* The rows of the next tile when left rows of A remain: 12 rows a tile; 16 left go as two
+ * tiles of 8 where there are such (64 = 4 x 12 + 2 x 8, not 5 x 12 + 4: a 4-row tile holds
+ * a third of the sums a register file can). */
+static int kiln_tile_rows(int64_t left) {
+  if (left == KILN_MR + 4 && kiln_tile8()) return 8;
+  return left < KILN_MR ? (int)left : KILN_MR;
+}
+
+/* Whether a tile of r rows of A (element (i, k) at a[i * as_m + k * as_k]) is read in place
+ * into C's rows (cs_j == 1): a whole tile, or eight (kiln_tile8), of a row-major A. */
+static int kiln_in_place(int r, int64_t as_k, int64_t cs_j) {
+  return (r == KILN_MR || (r == 8 && kiln_tile8())) && as_k == 1 && cs_j == 1;
+}
+
 /* A tile of r rows of A read in place (r = KILN_MR, or 8 where kiln_tile8), element (i, k)
  * at a[i * as_m + k], times the panel bp (ldb floats a row) onto the w < KILN_PANEL columns
  * of C at c (rows cs_i apart): the sums go through t, as C's rows have no room for the
@@ -696,9 +710,8 @@ static void kiln_copied_pass(const float *restrict a, int64_t as_m, int64_t as_k
                              int64_t cs_j, int64_t n, int64_t j0, float *restrict ap) {
   int r = KILN_MR;
   for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
-    r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
-    if (i_hi - i0 == KILN_MR + 4 && kiln_tile8()) r = 8;   /* as in kiln_gemm */
-    if (!((r == KILN_MR || (r == 8 && kiln_tile8())) && as_k == 1 && cs_j == 1)) {
+    r = kiln_tile_rows(i_hi - i0);
+    if (!kiln_in_place(r, as_k, cs_j)) {
       kiln_panels_pass(a, as_m, as_k, i0, i0 + r, bp, np, k0, kc, c, cs_i, cs_j, n, j0, ap);
       continue;
     }
@@ -830,15 +843,11 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
       const int64_t nkc = kk - nk0 < kcmax ? kk - nk0 : kcmax;
       int r = KILN_MR;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
-        /* 12 rows a tile; 16 left go as two tiles of 8 where there are such (64 = 4 x 12 + 2 x
-         * 8, not 5 x 12 + 4: a 4-row tile holds a third of the sums a register file can). */
-        r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
-        if (i_hi - i0 == KILN_MR + 4 && kiln_tile8()) r = 8;
-        /* A whole tile of rows (or eight: kiln_tile8) of a row-major A is read in place
-         * (element (i, k) at a[i * as_m + k]) into a whole panel of C's row-major rows:
+        /* A whole tile of rows (or eight) of a row-major A is read in place into C's rows:
          * copying it into ap for every block of columns cost more than it saved. Else a
          * copy, made once. */
-        const int in_place = (r == KILN_MR || (r == 8 && kiln_tile8())) && as_k == 1 && cs_j == 1;
+        r = kiln_tile_rows(i_hi - i0);
+        const int in_place = kiln_in_place(r, as_k, cs_j);
         int copied = 0;
         if (!in_place && kc > KILN_KC) {   /* copied rows in a deep pass */
           kiln_deep_copied(a, as_m, as_k, panels, kk, i0, r, k0, kc, jc, jn, c, cs_i, cs_j, n, ap);
