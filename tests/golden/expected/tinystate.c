@@ -107,9 +107,10 @@ typedef float32x4_t kiln_v;
 #endif
 /* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
  * a deep pass); KILN_NC columns of packed B (512 KiB) stay in L2 while every row block of A
- * runs over them, with the next block asked for beside them (kiln_gemm); a B that must be
- * copied first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). */
-enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4 };
+ * runs over them, with the next block asked for beside them (kiln_gemm; half as many
+ * columns under a task's rows of A of at most KILN_FEW_A floats); a B that must be copied
+ * first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). */
+enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4, KILN_FEW_A = 131072 };
 #ifdef KILN_DISPATCH512
 /* Compiles a function for AVX-512 whatever the file's flags: called only where
  * kiln_avx512() says the CPU has it. */
@@ -549,21 +550,29 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
  * packed weight that a later tile reads; pf is a line address (it may lie past the weight),
  * kc rows of KILN_PANEL, ldb KILN_PANEL. Only the AVX-512 tile fetches; elsewhere it is the
  * plain tile.
- * - near (kiln_tile_full_pf): the whole next panel, two lines a step (kiln_ask). The first
- *   tile of rows of a block reads each panel from memory, unless the block was asked for
- *   (a weight is read once a call: it is not in L2), and the hardware prefetchers, which
- *   stop at every 4 KiB page, left the micro-kernel waiting on it (about a tenth of a
- *   128-row Linear layer's time here). Into L2, not L1: a panel of 64-128 KiB would push
- *   the tile's rows of A out of the 48 KiB L1 (the same speed, measured).
- * - far (kiln_tile_full_ask): nask lines from pf, one a step: the tiles of the other rows
- *   share the next block between them (kiln_share), so its first tile of rows finds it in
- *   L2. */
+ * - near (kiln_tile_full_pf, pace 0): the whole next panel, two lines a step (kiln_ask),
+ *   by the first tile of rows of a call's first block, which nothing asked for (a weight is
+ *   read once a call: it is not in L2), while the hardware prefetchers, which stop at every
+ *   4 KiB page, left the micro-kernel waiting on it. Into L2, not L1: a panel of 64-128 KiB
+ *   would push the tile's rows of A out of the 48 KiB L1 (the same speed, measured). Later
+ *   blocks were asked for already, and fetching them again cost: with it, a block's first
+ *   tile of rows took twice the time of its others, panels in L2 or not (timed by rdtsc;
+ *   most likely two requests a step hold the line fill buffers that the tile's reads of B
+ *   from L2 wait for). Dropped there where the blocks are half as wide (a few rows of A,
+ *   kiln_gemm): 128-row Linear layers 0.97 of the time, BERT 0.95, Llama prefill 0.97. Under
+ *   many rows (GEMM 1024) each block's first tile of rows still fetches.
+ * - far (kiln_tile_full_ask): nask lines from pf: the tiles of the other rows share the
+ *   next block between them (kiln_share), so its first tile of rows finds it in L2. A line
+ *   every other step where that asks for the whole share (pace 2), else one a step (pace
+ *   1): a request waits on memory for hundreds of cycles, and one a step kept so many in
+ *   flight that the tile's own reads stalled (its tiles took 1.1x the time of the same
+ *   tiles with the weight in L3; 128-row Linear layers 0.96-0.98 of the time at pace 2). */
 #if defined(KILN_DISPATCH512) || (defined(KILN_VW) && KILN_VW == 16)
 #ifdef KILN_DISPATCH512
 KILN_T512
 #endif
 static inline __attribute__((always_inline)) void
-kiln_tile512_12p(const int near, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
+kiln_tile512_12p(const int pace, int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
                  float *restrict t, int64_t ldt, int first, uintptr_t pf, int64_t nask) {
   __m512 acc[12][2];
 #pragma GCC unroll 16
@@ -575,11 +584,11 @@ kiln_tile512_12p(const int near, int64_t kc, const float *restrict ap, int64_t k
   const int64_t ia2 = 2 * ia;
   for (int64_t k = 0; k < kc; k++) {
     const __m512 b0 = _mm512_loadu_ps(bp + k * KILN_PANEL), b1 = _mm512_loadu_ps(bp + k * KILN_PANEL + 16);
-    if (near) {
+    if (pace == 0) {
       kiln_ask(pf + 128u * (uintptr_t)k);
       kiln_ask(pf + 128u * (uintptr_t)k + 64u);
-    } else if (k < nask) {
-      kiln_ask(pf + 64u * (uintptr_t)k);
+    } else if (k % pace == 0 && k / pace < nask) {
+      kiln_ask(pf + 64u * (uintptr_t)(k / pace));
     }
 #pragma GCC unroll 16
     for (int i = 0; i < 12; i++) {
@@ -598,14 +607,17 @@ KILN_T512
 #endif
 static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
                               float *restrict t, int64_t ldt, int first, uintptr_t pf) {
-  kiln_tile512_12p(1, kc, ap, ka, ia, bp, t, ldt, first, pf, kc);
+  kiln_tile512_12p(0, kc, ap, ka, ia, bp, t, ldt, first, pf, kc);
 }
 #ifdef KILN_DISPATCH512
 KILN_T512
 #endif
 static void kiln_tile512_12ask(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
                                float *restrict t, int64_t ldt, int first, uintptr_t pf, int64_t nask) {
-  kiln_tile512_12p(0, kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
+  if (2 * nask <= kc)
+    kiln_tile512_12p(2, kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
+  else
+    kiln_tile512_12p(1, kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
 }
 #define KILN_HAVE_PF 1
 #endif
@@ -752,7 +764,8 @@ static void kiln_deep_copied(const float *restrict a, int64_t as_m, int64_t as_k
 /* The share that full tile q of a block's rows (1 <= q <= asks) asks for of a panel of the
  * next block (kiln_tile_full_ask): the panel at column col of packed B (kk rows each), its
  * rows nk0..nk0+nkc-1, two lines a row, in asks shares. Returns the first line's address and
- * sets *nask to the lines, at most one a step of the tile's kc. Measured on 128-row Linear
+ * sets *nask to the lines, at most one a step of the tile's kc (it asks them at pace 2 where
+ * they fit, kiln_tile512_12p). Measured on 128-row Linear
  * layers (bench/ab.py): a share a tile of rows, one line a step, took 0.94-0.96 of the time;
  * all the next block asked by one tile of rows, 0.96-0.98; a share spread over a tile's
  * steps, 0.95-0.98. */
@@ -819,8 +832,15 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
    * ap, KILN_KC values of k at a time. Not for a task of fewer rows than a tile, all copied
    * (a one-row product was 7 % slower so, before kiln_row took those above). */
   const int deep = panels && as_k == 1 && cs_j == 1 && i_hi - i_lo >= KILN_MR && kk > KILN_KC;
-  const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, ncmax = deep ? KILN_NC / 2 : KILN_NC;
-  /* the full tiles of rows but the first: they ask for the next block (kiln_tile_full_ask) */
+  const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, kcu = kk < kcmax ? kk : kcmax;
+  const int few = (i_hi - i_lo) * kcu <= KILN_FEW_A;
+  const int64_t ncmax = (deep ? KILN_NC / 2 : KILN_NC) / (few ? 2 : 1);
+  /* The full tiles of rows but the first ask for the next block (kiln_tile_full_ask). Where
+   * the task's rows of A for a pass are at most KILN_FEW_A floats (a Linear layer on a few
+   * hundred tokens), the blocks are half as wide: the next block is then asked for over half
+   * the time, and less of it is pushed out of L2 (by A, the block read and C) before it is
+   * read (BERT and Llama prefill 0.95-0.97 of the time). A larger A, read again from L3 for
+   * each block, takes wide blocks (GEMM 1024: 1.03 with half as wide). */
   const int64_t rows = i_hi - i_lo, asks = (rows % KILN_MR == 4 && rows >= 16 && kiln_tile8() ? rows - 16 : rows) / KILN_MR - 1;
   for (int64_t k0 = 0; k0 < kk; k0 += kcmax) {
     const int64_t kc = kk - k0 < kcmax ? kk - k0 : kcmax;
@@ -867,7 +887,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
           if (in_place && j0 + KILN_PANEL <= n) {
             if (r < KILN_MR)
               kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
-            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi)   /* fetch the next panel while on this one */
+            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi && (!few || (jc == j_lo && k0 == 0)))   /* fetch the next panel while on this one */
               kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0,
                                 (uintptr_t)(bp + kk * KILN_PANEL));
             else if (panels && i0 > i_lo && (i0 - i_lo) / KILN_MR <= asks && j0 - jc + next_j < next_hi) {
