@@ -585,7 +585,8 @@ static const char *k_batchnorm(KernelCtx *k) {
   return "c/batchnorm.c.tmpl";
 }
 
-/* A strided copy (transpose, slice): rows of the output read from x. */
+/* A strided copy (transpose, slice): rows of the output read from x, blocks of rows the
+ * tasks (task_args). */
 static const char *k_copy(KernelCtx *k) {
   EmitWalk w = emit_copy_walk(k->g, k->n);
   Loops l = loops_split(&w);
@@ -593,9 +594,10 @@ static const char *k_copy(KernelCtx *k) {
   loops_vars(k, &l, names, 2);
   emit_vari(&k->v, "INNER_STRIDE", l.inner_stride[1]);
   emit_var(&k->v, "T", emit_c_type(k->n->dtype));
-  if (k->n->op == OP_TRANSPOSE) return "c/transpose.c.tmpl";
   emit_vari(&k->v, "BASE", w.base);
-  return "c/slice.c.tmpl";
+  emit_var(&k->v, "WALK", k->n->op == OP_TRANSPOSE ? "the permuted dims" : "the slice's steps");
+  task_args(k, &k->v, NULL, NULL, 0);
+  return "c/copy.c.tmpl";
 }
 
 /* Concat family: one read-only parameter x<i> and one copy part per input, each
