@@ -586,7 +586,9 @@ static const char *k_batchnorm(KernelCtx *k) {
 }
 
 /* A strided copy (transpose, slice): rows of the output read from x, blocks of rows the
- * tasks (task_args). */
+ * tasks (task_args). On the calling thread alone, the copies feeding attention's head
+ * products were most of what BERT did not gain from a second thread, and the products of
+ * one thread read what the other's cache held (docs/output.md). */
 static const char *k_copy(KernelCtx *k) {
   EmitWalk w = emit_copy_walk(k->g, k->n);
   Loops l = loops_split(&w);
