@@ -28,14 +28,29 @@
 /* ---- names ---- */
 
 /* Identifiers the generated C file itself uses at file scope or in the run function,
- * besides C keywords: a kernel or parameter of this name would clash. */
+ * besides C keywords, and the functions of the headers it includes (math.h, string.h, and
+ * stdlib.h, which immintrin.h includes: a kernel named after the `div` op failed to
+ * compile at -march=x86-64-v3): a kernel or parameter of this name would clash. */
 static bool reserved_ident(const char *s) {
   static const char *const own[] = {
       "w", "a", "weights", "arena", "inputs", "outputs", "exp", "expf", "log", "logf", "sqrt", "sqrtf",
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
       "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "fmod", "fmodf", "remainder", "remainderf", "par", "pfor", "pool", "kiln_bits",
-      "kiln_select", "kiln_expf", "kiln_tanhf", "kiln_erff", "kiln_logf", NULL};
+      "kiln_select", "kiln_expf", "kiln_tanhf", "kiln_erff", "kiln_logf",
+      /* stdlib.h */
+      "div", "ldiv", "lldiv", "labs", "llabs", "malloc", "calloc", "realloc", "free", "aligned_alloc", "exit",
+      "abort", "atexit", "getenv", "system", "atoi", "atol", "atoll", "atof", "strtol", "strtoul", "strtoll",
+      "strtoull", "strtof", "strtod", "strtold", "rand", "srand", "qsort", "bsearch",
+      /* string.h */
+      "memcpy", "memmove", "memset", "memcmp", "memchr", "strlen", "strcpy", "strncpy", "strcat", "strncat",
+      "strcmp", "strncmp", "strchr", "strrchr", "strstr", "strtok", "strerror", "strspn", "strcspn", "strpbrk",
+      /* the rest of math.h's functions */
+      "fma", "fmaf", "trunc", "truncf", "copysign", "copysignf", "hypot", "hypotf", "atan2", "atan2f", "tan",
+      "tanf", "sinh", "sinhf", "cosh", "coshf", "asin", "asinf", "acos", "acosf", "atan", "atanf", "asinh",
+      "acosh", "atanh", "log2", "log2f", "log10", "log10f", "exp2", "exp2f", "expm1", "expm1f", "log1p",
+      "log1pf", "cbrt", "cbrtf", "nearbyint", "nearbyintf", "lround", "lrint", "nan", "nanf", "frexp",
+      "ldexp", "modf", "scalbn", "erfc", "erfcf", "lgamma", "tgamma", "fdim", "logb", "ilogb", NULL};
   for (int i = 0; own[i]; i++)
     if (strcmp(own[i], s) == 0) return true;
   return emit_is_c_keyword(s);

@@ -209,7 +209,7 @@ enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4
 #define KILN_T512 __attribute__((target("avx512f")))
 /* Whether this CPU (and its OS) runs AVX-512: libgcc's cpuid and xgetbv, read once at
  * start-up into a global, so a test per tile. */
-static inline int kiln_avx512(void) {
+static inline __attribute__((unused)) int kiln_avx512(void) {
 #ifdef KILN_NO_AVX512
   return 0;
 #else
@@ -480,12 +480,15 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
   if (tasks > 1) {
     const int64_t groups = (panels_n + KILN_NB - 1) / KILN_NB;
     int64_t want = tasks < row_blocks * groups ? tasks : row_blocks * groups;
-    /* B the larger, in 4 or more groups: one task a group, of all the rows. Cut into blocks
-     * of rows as well, the tasks of a group each read its columns of B again, from L3 where
-     * they pass L2: BERT's Linear 3072 -> 768 ran 1.63x faster on 2 threads than on 1 so
-     * (its 18 tasks: 3 blocks of rows by 6 groups of 128 columns, 1.5 MiB of B a group),
-     * 1.87x as 6 tasks; BERT 0.96-0.97 of the time at 2 threads, Llama prefill 0.98. Fewer
-     * than 4 groups keep the cut by rows too (LeNet's 120 columns would be one task). */
+    /* B the larger, in 4 or more groups: no more tasks than groups, so the cut with the
+     * fewest reads (below) is one task a group, of all the rows, where m is small next to n
+     * (a Linear layer on a few hundred tokens). Cut into blocks of rows as well, the tasks of
+     * a group each read its columns of B again, from L3 where they pass L2: BERT's Linear
+     * 3072 -> 768 ran 1.63x faster on 2 threads than on 1 so (its 18 tasks: 3 blocks of rows
+     * by 6 groups of 128 columns, 1.5 MiB of B a group), 1.87x as 6 tasks; BERT 0.96-0.97 of
+     * the time at 2 threads, Llama prefill 0.98. The price: such a product keeps at most as
+     * many threads busy as it has groups (6 there), measured on 2 only. Fewer than 4 groups
+     * keep the cut by rows too (LeNet's 120 columns would be one task). */
     if (n > m && groups >= 4 && want > groups) want = groups;
     int64_t ti = 1, tj = 1;
     double fewest = -1.0;
@@ -650,16 +653,18 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
  * kc rows of KILN_PANEL, ldb KILN_PANEL. Only the AVX-512 tile fetches; elsewhere it is the
  * plain tile.
  * - near (kiln_tile_full_pf, pace 0): the whole next panel, two lines a step (kiln_ask),
- *   by the first tile of rows of a call's first block, which nothing asked for (a weight is
- *   read once a call: it is not in L2), while the hardware prefetchers, which stop at every
- *   4 KiB page, left the micro-kernel waiting on it. Into L2, not L1: a panel of 64-128 KiB
- *   would push the tile's rows of A out of the 48 KiB L1 (the same speed, measured). Later
- *   blocks were asked for already, and fetching them again cost: with it, a block's first
- *   tile of rows took twice the time of its others, panels in L2 or not (timed by rdtsc;
- *   most likely two requests a step hold the line fill buffers that the tile's reads of B
- *   from L2 wait for). Dropped there where the blocks are half as wide (a few rows of A,
- *   kiln_gemm): 128-row Linear layers 0.97 of the time, BERT 0.95, Llama prefill 0.97. Under
- *   many rows (GEMM 1024) each block's first tile of rows still fetches.
+ *   by a block's first tile of rows, while the hardware prefetchers, which stop at every
+ *   4 KiB page, left the micro-kernel waiting on it (a weight is read once a model call: it
+ *   is not in L2). Into L2, not L1: a panel of 64-128 KiB would push the tile's rows of A
+ *   out of the 48 KiB L1 (the same speed, measured). Where the other tiles of rows asked for
+ *   the block already, fetching it again cost: with it, a block's first tile of rows took
+ *   twice the time of its others, panels in L2 or not (timed by rdtsc; most likely two
+ *   requests a step hold the line fill buffers that the tile's reads of B from L2 wait for).
+ *   So under a few rows of A (half-wide blocks, kiln_gemm) only the first block of a task
+ *   fetches so (the task before it on this thread may have asked for it, or nothing did),
+ *   and the blocks of a task too short to have tiles that ask: 128-row Linear layers 0.97
+ *   of the time, BERT 0.95, Llama prefill 0.97. Under many rows (GEMM 1024) every block's
+ *   first tile of rows still fetches.
  * - far (kiln_tile_full_ask): nask lines from pf: the tiles of the other rows share the
  *   next block between them (kiln_share), so its first tile of rows finds it in L2. A line
  *   every other step where that asks for the whole share (pace 2), else one a step (pace
@@ -883,8 +888,9 @@ static uintptr_t kiln_share(const float *panels, int64_t col, int64_t kk, int64_
  * NULL, element (k, j) at b[k * bs_k + j * bs_n].
  * Goto's loop order: a pass over KILN_KC values of k, then KILN_NC columns of B (they stay
  * in the L2 cache), then KILN_MR rows of A (read in place, or copied once: they stay in L1),
- * then each panel; a deep pass (below) is 2 KILN_KC values of k over KILN_NC / 2 columns.
- * A B that must be transposed or strided to be read is copied KILN_NB panels at a time. */
+ * then each panel; a deep pass (below) is 2 KILN_KC values of k over KILN_NC / 2 columns,
+ * and under a few rows of A a packed B's blocks are half as wide again (below). A B that
+ * must be transposed or strided to be read is copied KILN_NB panels at a time. */
 static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, int64_t n, int64_t kk,
                       const float *restrict a, int64_t as_m, int64_t as_k, const float *restrict panels,
                       const float *restrict b, int64_t bs_k, int64_t bs_n, float *restrict c, int64_t cs_i, int64_t cs_j,
@@ -932,14 +938,15 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
    * (a one-row product was 7 % slower so, before kiln_row took those above). */
   const int deep = panels && as_k == 1 && cs_j == 1 && i_hi - i_lo >= KILN_MR && kk > KILN_KC;
   const int64_t kcmax = deep ? 2 * KILN_KC : KILN_KC, kcu = kk < kcmax ? kk : kcmax;
-  const int few = (i_hi - i_lo) * kcu <= KILN_FEW_A;
+  const int few = panels && (i_hi - i_lo) * kcu <= KILN_FEW_A;
   const int64_t ncmax = (deep ? KILN_NC / 2 : KILN_NC) / (few ? 2 : 1);
   /* The full tiles of rows but the first ask for the next block (kiln_tile_full_ask). Where
-   * the task's rows of A for a pass are at most KILN_FEW_A floats (a Linear layer on a few
-   * hundred tokens), the blocks are half as wide: the next block is then asked for over half
-   * the time, and less of it is pushed out of L2 (by A, the block read and C) before it is
-   * read (BERT and Llama prefill 0.95-0.97 of the time). A larger A, read again from L3 for
-   * each block, takes wide blocks (GEMM 1024: 1.03 with half as wide). */
+   * B is packed and the task's rows of A for a pass are at most KILN_FEW_A floats (a Linear
+   * layer on 128 tokens with K up to 1024, on 256 with K up to 512), the blocks are half as
+   * wide: the next block is then asked for over half the time, and less of it is pushed
+   * out of L2 (by A, the block read and C) before it is read (BERT and Llama prefill
+   * 0.95-0.97 of the time). A larger A, read again from L3 for each block, takes wide blocks
+   * (GEMM 1024: 1.03 with half as wide). */
   const int64_t rows = i_hi - i_lo, asks = (rows % KILN_MR == 4 && rows >= 16 && kiln_tile8() ? rows - 16 : rows) / KILN_MR - 1;
   for (int64_t k0 = 0; k0 < kk; k0 += kcmax) {
     const int64_t kc = kk - k0 < kcmax ? kk - k0 : kcmax;
@@ -986,7 +993,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
           if (in_place && j0 + KILN_PANEL <= n) {
             if (r < KILN_MR)
               kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
-            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi && (!few || (jc == j_lo && k0 == 0)))   /* fetch the next panel while on this one */
+            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi && (!few || asks < 1 || (jc == j_lo && k0 == 0)))   /* fetch the next panel while on this one */
               kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0,
                                 (uintptr_t)(bp + kk * KILN_PANEL));
             else if (panels && i0 > i_lo && (i0 - i_lo) / KILN_MR <= asks && j0 - jc + next_j < next_hi) {
@@ -1163,7 +1170,7 @@ typedef struct {
 } norm_args;
 
 /* norm_row: row r of norm, from xr into o; restrict parameters, so that GCC -O2
- * vectorises its loops (isa.c.tmpl, KILN_NOINLINE). */
+ * vectorises its loops (isa.c.tmpl on GCC and restrict). */
 static inline void norm_row(const norm_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { D = 4 };
   const float EPS = 1e-05f;
@@ -1213,7 +1220,7 @@ typedef struct {
 } softmax_args;
 
 /* softmax_row: row r of softmax, from xr into o; restrict parameters, so that GCC -O2
- * vectorises its loops (isa.c.tmpl, KILN_NOINLINE). */
+ * vectorises its loops (isa.c.tmpl on GCC and restrict). */
 static inline void softmax_row(const softmax_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { N = 4 };
   (void)s, (void)r;   /* read by the fused chain's operands and index, when there is one */

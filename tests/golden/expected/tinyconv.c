@@ -144,7 +144,7 @@ enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4
 #define KILN_T512 __attribute__((target("avx512f")))
 /* Whether this CPU (and its OS) runs AVX-512: libgcc's cpuid and xgetbv, read once at
  * start-up into a global, so a test per tile. */
-static inline int kiln_avx512(void) {
+static inline __attribute__((unused)) int kiln_avx512(void) {
 #ifdef KILN_NO_AVX512
   return 0;
 #else

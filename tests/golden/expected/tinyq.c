@@ -180,7 +180,7 @@ enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4
 #define KILN_T512 __attribute__((target("avx512f")))
 /* Whether this CPU (and its OS) runs AVX-512: libgcc's cpuid and xgetbv, read once at
  * start-up into a global, so a test per tile. */
-static inline int kiln_avx512(void) {
+static inline __attribute__((unused)) int kiln_avx512(void) {
 #ifdef KILN_NO_AVX512
   return 0;
 #else
@@ -424,12 +424,15 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
   if (tasks > 1) {
     const int64_t groups = (panels_n + KILN_NB - 1) / KILN_NB;
     int64_t want = tasks < row_blocks * groups ? tasks : row_blocks * groups;
-    /* B the larger, in 4 or more groups: one task a group, of all the rows. Cut into blocks
-     * of rows as well, the tasks of a group each read its columns of B again, from L3 where
-     * they pass L2: BERT's Linear 3072 -> 768 ran 1.63x faster on 2 threads than on 1 so
-     * (its 18 tasks: 3 blocks of rows by 6 groups of 128 columns, 1.5 MiB of B a group),
-     * 1.87x as 6 tasks; BERT 0.96-0.97 of the time at 2 threads, Llama prefill 0.98. Fewer
-     * than 4 groups keep the cut by rows too (LeNet's 120 columns would be one task). */
+    /* B the larger, in 4 or more groups: no more tasks than groups, so the cut with the
+     * fewest reads (below) is one task a group, of all the rows, where m is small next to n
+     * (a Linear layer on a few hundred tokens). Cut into blocks of rows as well, the tasks of
+     * a group each read its columns of B again, from L3 where they pass L2: BERT's Linear
+     * 3072 -> 768 ran 1.63x faster on 2 threads than on 1 so (its 18 tasks: 3 blocks of rows
+     * by 6 groups of 128 columns, 1.5 MiB of B a group), 1.87x as 6 tasks; BERT 0.96-0.97 of
+     * the time at 2 threads, Llama prefill 0.98. The price: such a product keeps at most as
+     * many threads busy as it has groups (6 there), measured on 2 only. Fewer than 4 groups
+     * keep the cut by rows too (LeNet's 120 columns would be one task). */
     if (n > m && groups >= 4 && want > groups) want = groups;
     int64_t ti = 1, tj = 1;
     double fewest = -1.0;
