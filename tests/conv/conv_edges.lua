@@ -7,7 +7,8 @@
 -- 12 and a last one of 4; a small image whose tasks also split the filters in two halves)
 -- a tanh moved after its max pool (pass_pool_act), and Winograd's F(2x2, 3x3) (odd output
 -- sizes, rows of 19 tiles and of one, a partial block of filters, a bias and a fused relu,
--- two images of several tasks each), and a small image's filters across the lanes (three
+-- two images of several tasks each; 256 channels in two bands that take the image's panels
+-- of tiles in turn, the last panel partial), and a small image's filters across the lanes (three
 -- images of two panels, a bias and a fused relu; rows of 13 pixels cut into runs, a partial
 -- last panel). tests/t_isa.sh compiles it on every
 -- instruction-set path and thread count and compares the bits; t_ops' conv2d and maxpool2d
@@ -25,6 +26,7 @@ local ww = kiln.param("ww", {20, 16, 3, 3}, {"normal", 0, 0.1})
 local bw = kiln.param("bw", {20}, {"normal", 0, 0.3})
 local ww1 = kiln.param("ww1", {16, 16, 3, 3}, {"normal", 0, 0.1})
 local wl = kiln.param("wl", {64, 64, 3, 3}, {"normal", 0, 0.05})
+local wwb = kiln.param("wwb", {28, 256, 3, 3}, {"normal", 0, 0.03})
 local bl = kiln.param("bl", {64}, {"normal", 0, 0.3})
 local wl13 = kiln.param("wl13", {40, 60, 3, 3}, {"normal", 0, 0.05})
 
@@ -36,6 +38,7 @@ local xw = kiln.input("xw", {2, 16, 13, 37})
 local xw1 = kiln.input("xw1", {1, 16, 40, 2})
 local xl = kiln.input("xl", {3, 64, 7, 7})
 local xl13 = kiln.input("xl13", {1, 60, 3, 13})
+local xwb = kiln.input("xwb", {2, 256, 16, 18})
 
 local c6 = kiln.tanh(kiln.conv2d(x, w6, b6, {padding = 2}))                 -- direct
 kiln.output("c6", c6)                                                         -- [8, 6, 23, 37]
@@ -48,5 +51,6 @@ kiln.output("cs2", kiln.conv2d(xs, ws2, {stride = 2, padding = 1}))           --
 kiln.output("c40", kiln.maxpool2d(kiln.tanh(kiln.conv2d(xd, w40, {padding = 1})), {kernel = 2}))   -- packed: [1, 40, 3, 3]
 kiln.output("cw", kiln.relu(kiln.conv2d(xw, ww, bw, {padding = 1})))          -- winograd: [2, 20, 13, 37]
 kiln.output("cw1", kiln.conv2d(xw1, ww1, {padding = 1}))                     -- winograd, one tile a row: [1, 16, 40, 2]
+kiln.output("cwb", kiln.conv2d(xwb, wwb, {padding = 1}))                     -- winograd, two bands: [2, 28, 16, 18]
 kiln.output("cl", kiln.relu(kiln.conv2d(xl, wl, bl, {padding = 1})))         -- lanes: [3, 64, 7, 7]
 kiln.output("cl13", kiln.conv2d(xl13, wl13, {padding = 1}))                 -- lanes, runs of a row: [1, 40, 3, 13]

@@ -1301,20 +1301,20 @@ static void kiln_wino_down_lane(float (*restrict e)[KILN_WINO_LANES], float (*re
   for (int i = 0; i < 4; i++) to[i][q] = t[i];
 }
 
-/* The input transforms of one panel of a band: its tiles [b, b + n) (n <= KILN_PANEL; b a
- * multiple of it) of channel plane x into lane k of v's panel (ld floats between values;
+/* The input transforms of one panel of a band: the image's tiles [f, f + n) (n <= KILN_PANEL;
+ * f a multiple of it) of channel plane x into lane k of v's panel (ld floats between values;
  * the lanes past n get finite values, which no output reads). The panel's tiles are runs
  * along tile rows: each run's input rows are split side by side into lanes, tile k's four
  * columns being lanes k and k + 1 of the split rows, so that the vector steps run over all
  * 32 lanes and store straight into v. The column after a run's last tile is the next run's
  * first: it is kept aside when the run is split, and the run's last lane done again with it. */
-static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, int64_t t0, int64_t b, int n,
-                            float *restrict v, int64_t ld) {
+static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, int64_t f, int n, float *restrict v,
+                            int64_t ld) {
   float e[4][KILN_WINO_LANES], o[4][KILN_WINO_LANES], te[4][KILN_WINO_LANES], to[4][KILN_WINO_LANES];
   float xe[KILN_PANEL][4], xo[KILN_PANEL][4];   /* per run: the column after it */
   int last[KILN_PANEL], runs = 0;               /* per run: its last lane */
   for (int k = 0; k < n; runs++) {
-    const int64_t t = t0 + b + k, ty = t / g->tw, tx = t % g->tw;
+    const int64_t t = f + k, ty = t / g->tw, tx = t % g->tw;
     const int len = g->tw - tx < n - k ? (int)(g->tw - tx) : n - k;
     for (int i = 0; i < 4; i++) {
       kiln_wino_row(x, g, 2 * ty - g->pt + i, 2 * tx - g->pl, len + 1, e[i] + k, o[i] + k);
@@ -1346,7 +1346,22 @@ static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, in
   }
 }
 
-/* The input transforms of one band (tiles [t0, t0 + n) of an image), laid out for the
+/* The bands of an image take its panels of tiles in turn: band `band` of `bands` holds panels
+ * band, band + bands, band + 2 bands, ... So the first half of every band's panels lies in
+ * the image's first half, and with a static schedule (runtime/kiln_pool.c) a thread works on
+ * the same half of the image in every band, the half it wrote in the layer before (whose
+ * tasks are numbered pixel-major too); with bands of consecutive panels, ResNet-18's 56 x 56
+ * layers ran on 4 bands, each split between the threads, and a thread transformed rows the
+ * other had written (ResNet-18 0.98-0.99 of the time at 2 threads, bench/ab.py). The first
+ * tile of the band's panel at band offset b, and the tiles that panel holds: */
+static int64_t kiln_wino_first(int64_t band, int64_t bands, int64_t b) {
+  return (band + b / KILN_PANEL * bands) * KILN_PANEL;
+}
+static int kiln_wino_count(const kiln_wino_geom *g, int64_t f) {
+  return g->th * g->tw - f < KILN_PANEL ? (int)(g->th * g->tw - f) : KILN_PANEL;
+}
+
+/* The input transforms of one band (its n / KILN_PANEL panels), laid out for the
  * micro-kernel: value xi of band tile b, channel c at
  * v[xi * kiln_wino_stride + (b / 32 * C + c) * 32 + b % 32], so a panel's channels are
  * consecutive runs of 32 floats (the micro-kernel reads whole panels: a last panel's lanes
@@ -1360,7 +1375,7 @@ typedef struct {
   const float *x;
   float *v;
   const kiln_wino_geom *g;
-  int64_t t0, n;
+  int64_t band, bands, n;
 } kiln_wino_in_job;
 
 static void kiln_wino_in_part(const void *arg, int64_t r_lo, int64_t r_hi) {
@@ -1368,9 +1383,8 @@ static void kiln_wino_in_part(const void *arg, int64_t r_lo, int64_t r_hi) {
   const kiln_wino_geom *g = j->g;
   const int64_t ld = kiln_wino_stride(g);
   for (int64_t r = r_lo; r < r_hi; r++) {
-    const int64_t c = r % g->c, b = r / g->c * KILN_PANEL;
-    kiln_wino_panel(j->x + c * g->h * g->w, g, j->t0, b, j->n - b < KILN_PANEL ? (int)(j->n - b) : KILN_PANEL,
-                    j->v + r * KILN_PANEL, ld);
+    const int64_t c = r % g->c, f = kiln_wino_first(j->band, j->bands, r / g->c * KILN_PANEL);
+    kiln_wino_panel(j->x + c * g->h * g->w, g, f, kiln_wino_count(g, f), j->v + r * KILN_PANEL, ld);
   }
 }
 
@@ -1465,7 +1479,7 @@ typedef struct {
   const float *v, *w;
   float *out;
   const kiln_wino_geom *g;
-  int64_t img, t0, n, pper, fper, fparts;
+  int64_t img, band, bands, n, pper, fper, fparts;
   kiln_conv_store *store;
   const void *ctx;
 } kiln_wino_job;
@@ -1493,33 +1507,39 @@ static void kiln_wino_task(void *arg, int64_t q) {
         kiln_grid_tile(r, u, &tp, j->v + xi * kiln_wino_stride(g) + p / KILN_PANEL * g->c * KILN_PANEL,
                        m + xi * KILN_FB * KILN_PANEL, ask && p == a ? (uintptr_t)next : 0);
       }
-      kiln_wino_out(m, r, g, j->t0 + p, b - p < KILN_PANEL ? (int)(b - p) : KILN_PANEL, j->out + i0 * plane);
+      const int64_t f = kiln_wino_first(j->band, j->bands, p);
+      kiln_wino_out(m, r, g, f, kiln_wino_count(g, f), j->out + i0 * plane);
     }
   }
   if (!j->store) return;
-  for (int64_t t = j->t0 + a; t < j->t0 + b;) {   /* the runs of output pixels of each tile row */
-    const int64_t ty = t / g->tw, tx = t % g->tw, end = (ty + 1) * g->tw < j->t0 + b ? (ty + 1) * g->tw : j->t0 + b;
-    const int64_t x_hi = 2 * (end - ty * g->tw) < g->ow ? 2 * (end - ty * g->tw) : g->ow;
-    for (int64_t oy = 2 * ty; oy < 2 * ty + 2 && oy < g->oh; oy++)
-      j->store(j->ctx, j->img, 0, f_lo, f_hi, oy * g->ow + 2 * tx, oy * g->ow + x_hi);
-    t = end;
+  for (int64_t p = a; p < b; p += KILN_PANEL) {   /* per panel, the runs of output pixels of each tile row */
+    const int64_t f = kiln_wino_first(j->band, j->bands, p), t_hi = f + kiln_wino_count(g, f);
+    for (int64_t t = f; t < t_hi;) {
+      const int64_t ty = t / g->tw, tx = t % g->tw, end = (ty + 1) * g->tw < t_hi ? (ty + 1) * g->tw : t_hi;
+      const int64_t x_hi = 2 * (end - ty * g->tw) < g->ow ? 2 * (end - ty * g->tw) : g->ow;
+      for (int64_t oy = 2 * ty; oy < 2 * ty + 2 && oy < g->oh; oy++)
+        j->store(j->ctx, j->img, 0, f_lo, f_hi, oy * g->ow + 2 * tx, oy * g->ow + x_hi);
+      t = end;
+    }
   }
 }
 
-/* One convolution over nb images: for each band of each image, the input transforms
- * (kiln_rows_for: tasks by panels of tiles, then channels), then the products (tasks by
- * kiln_conv_cut_of, panels of tiles by blocks of filters). w: the transformed filters
- * (pass_pack); v: scratch for a band. */
+/* One convolution over nb images: for each band of each image (its panels of tiles taken in
+ * turn, kiln_wino_first), the input transforms (kiln_rows_for: tasks by panels of tiles,
+ * then channels), then the products (tasks by kiln_conv_cut_of, panels of tiles by blocks of
+ * filters). w: the transformed filters (pass_pack); v: scratch for a band (g->band tiles,
+ * rounded up to whole panels, at most). */
 static void kiln_wino_par(const kiln_par *par, const float *x, const kiln_wino_geom *g, const float *w, float *v,
                           int64_t nb, float *out, kiln_conv_store *store, const void *ctx) {
-  const int64_t tiles = g->th * g->tw;
+  const int64_t panels = (g->th * g->tw + KILN_PANEL - 1) / KILN_PANEL, per = (g->band + KILN_PANEL - 1) / KILN_PANEL;
+  const int64_t bands = (panels + per - 1) / per;
   for (int64_t img = 0; img < nb; img++)
-    for (int64_t t0 = 0; t0 < tiles; t0 += g->band) {
-      const int64_t n = tiles - t0 < g->band ? tiles - t0 : g->band;
-      const kiln_wino_in_job ij = {x + img * g->c * g->h * g->w, v, g, t0, n};
+    for (int64_t band = 0; band < bands; band++) {
+      const int64_t n = (panels - band + bands - 1) / bands * KILN_PANEL;   /* the band's panels' lanes */
+      const kiln_wino_in_job ij = {x + img * g->c * g->h * g->w, v, g, band, bands, n};
       kiln_rows_for(par, (n + KILN_PANEL - 1) / KILN_PANEL * g->c, KILN_WINO_ALPHA * KILN_PANEL, kiln_wino_in_part, &ij);
       const kiln_conv_cut cut = kiln_conv_cut_of(par, g->oc, n, KILN_WINO_ALPHA * g->c, KILN_WINO_ALPHA * g->c * n);
-      kiln_wino_job j = {v, w, out + img * g->oc * g->oh * g->ow, g, img, t0, n, cut.pper, cut.fper * KILN_FB,
+      kiln_wino_job j = {v, w, out + img * g->oc * g->oh * g->ow, g, img, band, bands, n, cut.pper, cut.fper * KILN_FB,
                          cut.fparts, store, ctx};
       kiln_for(par, cut.pparts * cut.fparts, kiln_wino_task, &j);
     }
