@@ -1170,7 +1170,7 @@ typedef struct {
 } norm_args;
 
 /* norm_row: row r of norm, from xr into o; restrict parameters, so that GCC -O2
- * vectorises its loops (isa.c.tmpl on GCC and restrict). */
+ * vectorises its loops (isa.c.tmpl says why). */
 static inline void norm_row(const norm_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { D = 4 };
   const float EPS = 1e-05f;
@@ -1220,7 +1220,7 @@ typedef struct {
 } softmax_args;
 
 /* softmax_row: row r of softmax, from xr into o; restrict parameters, so that GCC -O2
- * vectorises its loops (isa.c.tmpl on GCC and restrict). */
+ * vectorises its loops (isa.c.tmpl says why). */
 static inline void softmax_row(const softmax_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { N = 4 };
   (void)s, (void)r;   /* read by the fused chain's operands and index, when there is one */
