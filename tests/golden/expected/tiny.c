@@ -868,8 +868,8 @@ static void kiln_deep_copied(const float *restrict a, int64_t as_m, int64_t as_k
 /* The share that full tile q of a block's rows (1 <= q <= asks) asks for of a panel of the
  * next block (kiln_tile_full_ask): the panel at column col of packed B (kk rows each), its
  * rows nk0..nk0+nkc-1, two lines a row, in asks shares. Returns the first line's address and
- * sets *nask to the lines, at most one a step of the tile's kc (it asks them at pace 2 where
- * they fit, kiln_tile512_12p). Measured on 128-row Linear
+ * sets *nask to the lines, at most one a step of the tile's kc (kiln_tile512_12ask asks them at pace 2 where
+ * they fit). Measured on 128-row Linear
  * layers (bench/ab.py): a share a tile of rows, one line a step, took 0.94-0.96 of the time;
  * all the next block asked by one tile of rows, 0.96-0.98; a share spread over a tile's
  * steps, 0.95-0.98. */
