@@ -105,6 +105,16 @@ typedef float32x4_t kiln_v;
 #define KILN_INLINE static inline
 #define KILN_NOINLINE
 #endif
+/* KILN_OPAQUE(p): an empty asm that may change pointer p, so the compiler cannot tie p to
+ * the pointer it was computed from and keeps it as a base register of its own. A two-row
+ * lanes tile reads its second row from b + xld: GCC 12 folded that back into b and built
+ * the address of each of the row's 7 pixels with a lea a step, some of the offsets spilled
+ * to the stack (ResNet-18 0.97-0.98 of the time with its own base: docs/bench.md). */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_OPAQUE(p) __asm__("" : "+r"(p))
+#else
+#define KILN_OPAQUE(p) ((void)0)
+#endif
 /* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
  * a deep pass); KILN_NC columns of packed B (512 KiB) stay in L2 while every row block of A
  * runs over them, with the next block asked for beside them (kiln_gemm; half as many
