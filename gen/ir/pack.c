@@ -33,9 +33,9 @@
 #include <string.h>
 
 /* Narrower B stays as it is: a panel of 32 columns would hold it 4x over or more. From 8
- * columns up it is packed: a classifier's 512 -> 10 Linear took 0.51 of the time on 64 rows
- * and 0.22 on one, padded to a panel, than copied at every call (bench/ab.py; MLP batch 64
- * 0.98 / 0.97 at 1 / 2 threads), for 44 KB more weights. */
+ * columns up it is packed, padded to a panel: a classifier's 512 -> 10 Linear then took 0.51
+ * of the time it took copied at every call on 64 rows, and 0.22 on one row (bench/ab.py;
+ * MLP batch 64 0.98 / 0.97 at 1 / 2 threads), for 44 KB more weights. */
 enum { PACK_MIN_N = 8 };
 
 /* How matmul node n reads its operand slot (0 = x, 1 = y) as B, or false when it does not
