@@ -878,11 +878,10 @@ static void kiln_deep_copied(const float *restrict a, int64_t as_m, int64_t as_k
 /* The share that full tile q of a block's rows (1 <= q <= asks) asks for of a panel of the
  * next block (kiln_tile_full_ask): the panel at column col of packed B (kk rows each), its
  * rows nk0..nk0+nkc-1, two lines a row, in asks shares. Returns the first line's address and
- * sets *nask to the lines, at most one a step of the tile's kc (kiln_tile512_12ask asks them at pace 2 where
- * they fit). Measured on 128-row Linear
- * layers (bench/ab.py): a share a tile of rows, one line a step, took 0.94-0.96 of the time;
- * all the next block asked by one tile of rows, 0.96-0.98; a share spread over a tile's
- * steps, 0.95-0.98. */
+ * sets *nask to the lines, at most one a step of the tile's kc (kiln_tile512_12ask asks them
+ * at pace 2 where they fit). Measured on 128-row Linear layers (bench/ab.py): a share a tile
+ * of rows, one line a step, took 0.94-0.96 of the time; all the next block asked by one tile
+ * of rows, 0.96-0.98; a share spread over a tile's steps, 0.95-0.98. */
 static uintptr_t kiln_share(const float *panels, int64_t col, int64_t kk, int64_t nk0, int64_t nkc, int64_t q,
                             int64_t asks, int64_t kc, int64_t *nask) {
   const int64_t lines = 2 * nkc, share = (lines + asks - 1) / asks;
@@ -977,6 +976,9 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
       else if (jn >= j_hi)
         next_j = j_hi, next_hi = n, nk0 = 0;
       const int64_t nkc = kk - nk0 < kcmax ? kk - nk0 : kcmax;
+      /* whether this block's first tile of rows fetches the next panels itself: not where the
+       * tiles of a block before asked for this one (half-wide blocks: kiln_tile512_12p) */
+      const int fetch_near = !few || asks < 1 || (jc == j_lo && k0 == 0);
       int r = KILN_MR;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
         /* A whole tile of rows (or eight) of a row-major A is read in place into C's rows:
@@ -1003,7 +1005,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
           if (in_place && j0 + KILN_PANEL <= n) {
             if (r < KILN_MR)
               kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
-            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi && (!few || asks < 1 || (jc == j_lo && k0 == 0)))   /* fetch the next panel while on this one */
+            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi && fetch_near)   /* fetch the next panel while on this one */
               kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0,
                                 (uintptr_t)(bp + kk * KILN_PANEL));
             else if (panels && i0 > i_lo && (i0 - i_lo) / KILN_MR <= asks && j0 - jc + next_j < next_hi) {
