@@ -146,8 +146,11 @@ typedef float32x4_t kiln_v;
  * a deep pass); KILN_NC columns of packed B (512 KiB) stay in L2 while every row block of A
  * runs over them, with the next block asked for beside them (kiln_gemm; half as many
  * columns under a task's rows of A of at most KILN_FEW_A floats); a B that must be copied
- * first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). */
-enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4, KILN_FEW_A = 131072 };
+ * first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). A
+ * block's first tile of rows fetches its panel KILN_AHEAD rows ahead (8 KiB: 48 and 96 were
+ * as fast, 16 and 192 slower; kiln_tile_full_pf). */
+enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4, KILN_FEW_A = 131072,
+       KILN_AHEAD = 64 };
 #ifdef KILN_DISPATCH512
 /* Compiles a function for AVX-512 whatever the file's flags: called only where
  * kiln_avx512() says the CPU has it. */

@@ -119,8 +119,11 @@ typedef float32x4_t kiln_v;
  * a deep pass); KILN_NC columns of packed B (512 KiB) stay in L2 while every row block of A
  * runs over them, with the next block asked for beside them (kiln_gemm; half as many
  * columns under a task's rows of A of at most KILN_FEW_A floats); a B that must be copied
- * first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). */
-enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4, KILN_FEW_A = 131072 };
+ * first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). A
+ * block's first tile of rows fetches its panel KILN_AHEAD rows ahead (8 KiB: 48 and 96 were
+ * as fast, 16 and 192 slower; kiln_tile_full_pf). */
+enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4, KILN_FEW_A = 131072,
+       KILN_AHEAD = 64 };
 #ifdef KILN_DISPATCH512
 /* Compiles a function for AVX-512 whatever the file's flags: called only where
  * kiln_avx512() says the CPU has it. */
@@ -570,25 +573,24 @@ static void kiln_pack_b(const float *restrict b, int64_t bs_k, int64_t bs_n, int
  * packed weight that a later tile reads; pf is a line address (it may lie past the weight),
  * kc rows of KILN_PANEL, ldb KILN_PANEL. Only the AVX-512 tile fetches; elsewhere it is the
  * plain tile.
- * - near (kiln_tile_full_pf, pace 0): the whole next panel, two lines a step (kiln_ask),
- *   by a block's first tile of rows, while the hardware prefetchers, which stop at every
- *   4 KiB page, left the micro-kernel waiting on it (a weight is read once a model call: it
- *   is not in L2). Into L2, not L1: a panel of 64-128 KiB would push the tile's rows of A
- *   out of the 48 KiB L1 (the same speed, measured). Where the other tiles of rows asked for
- *   the block already, fetching it again cost: with it, a block's first tile of rows took
- *   twice the time of its others, panels in L2 or not (timed by rdtsc; most likely two
- *   requests a step hold the line fill buffers that the tile's reads of B from L2 wait for).
- *   So under a few rows of A (half-wide blocks, kiln_gemm) only the first block of a task
- *   fetches so (the task before it on this thread may have asked for it, or nothing did),
- *   and the blocks of a task too short to have tiles that ask: 128-row Linear layers 0.97
- *   of the time, BERT 0.95, Llama prefill 0.97. Under many rows (GEMM 1024) every block's
- *   first tile of rows still fetches.
- * - far (kiln_tile_full_ask): nask lines from pf: the tiles of the other rows share the
- *   next block between them (kiln_share), so its first tile of rows finds it in L2. A line
- *   every other step where that asks for the whole share (pace 2), else one a step (pace
- *   1): a request waits on memory for hundreds of cycles, and one a step kept so many in
- *   flight that the tile's own reads stalled (its tiles took 1.1x the time of the same
- *   tiles with the weight in L3; 128-row Linear layers 0.96-0.98 of the time at pace 2). */
+ * - near (kiln_tile_full_pf, pace 0): two lines a step, by a block's first tile of rows. Where the
+ *   tiles of the block before asked for this block (far, below), it fetches its own panel
+ *   KILN_AHEAD rows ahead of its reads: a part of what they asked for is no longer in L2 when the
+ *   block starts. Timed by rdtsc on 128-row Linear layers, reading the block's panels right at its
+ *   start took 2.3x the time of reading them again (from L2), and its first tile of rows took
+ *   1.45x (K 768) and 1.7x (K 2048) the time of the others; 1.1x and 1.2x when fetching ahead so
+ *   (bench/ab.py: BERT 0.985 of the time at 1 thread, 0.98 at 2; Llama prefill 0.97-0.98; GEMM
+ *   1024 1.00; the first block of a task, which fetched the next panel whole, does the same).
+ *   Where no tile asks (a task of a single tile of rows), it fetches the whole next panel instead,
+ *   while the hardware prefetchers, which stop at every 4 KiB page, left the micro-kernel waiting
+ *   on it (a weight is read once a model call: it is not in L2). Into L2, not L1: a panel of
+ *   64-128 KiB would push the tile's rows of A out of the 48 KiB L1 (the same speed, measured).
+ * - far (kiln_tile_full_ask): nask lines from pf: the tiles of the other rows share the next block
+ *   between them (kiln_share), so its first tile of rows finds most of it in L2. A line every
+ *   other step where that asks for the whole share (pace 2), else one a step (pace 1): a request
+ *   waits on memory for hundreds of cycles, and one a step kept so many in flight that the tile's
+ *   own reads stalled (its tiles took 1.1x the time of the same tiles with the weight in L3;
+ *   128-row Linear layers 0.96-0.98 of the time at pace 2). */
 #if defined(KILN_DISPATCH512) || (defined(KILN_VW) && KILN_VW == 16)
 #ifdef KILN_DISPATCH512
 KILN_T512
@@ -884,9 +886,8 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
       else if (jn >= j_hi)
         next_j = j_hi, next_hi = n, nk0 = 0;
       const int64_t nkc = kk - nk0 < kcmax ? kk - nk0 : kcmax;
-      /* whether this block's first tile of rows fetches the next panels itself: not where the
-       * tiles of a block before asked for this one (half-wide blocks: kiln_tile512_12p) */
-      const int fetch_near = !few || asks < 1 || (jc == j_lo && k0 == 0);
+      /* a task with no tiles of rows that ask: its first tile of rows fetches the next panel */
+      const int alone = asks < 1;
       int r = KILN_MR;
       for (int64_t i0 = i_lo; i0 < i_hi; i0 += r) {
         /* A whole tile of rows (or eight) of a row-major A is read in place into C's rows:
@@ -913,9 +914,9 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
           if (in_place && j0 + KILN_PANEL <= n) {
             if (r < KILN_MR)
               kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
-            else if (i0 == i_lo && panels && j0 + KILN_PANEL < j_hi && fetch_near)   /* fetch the next panel while on this one */
+            else if (i0 == i_lo && panels && (!alone || j0 + KILN_PANEL < j_hi))   /* fetches as it goes */
               kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0,
-                                (uintptr_t)(bp + kk * KILN_PANEL));
+                                (uintptr_t)(bp + (alone ? kk : KILN_AHEAD) * KILN_PANEL));
             else if (panels && i0 > i_lo && (i0 - i_lo) / KILN_MR <= asks && j0 - jc + next_j < next_hi) {
               int64_t nask;   /* the next block's panel where this one sits in this block */
               const uintptr_t pf = kiln_share(panels, j0 - jc + next_j, kk, nk0, nkc, (i0 - i_lo) / KILN_MR, asks, kc, &nask);
