@@ -265,6 +265,12 @@ static void matmul_store(KernelCtx *k, bool swapped) {
   emit_var(&sv, "C_LO", (swapped ? rows : cols)[0]);
   emit_var(&sv, "C_HI", (swapped ? rows : cols)[1]);
   emit_var(&sv, "SWAP_DOC", swapped ? " (the product is computed transposed: its rows i are out's columns)" : "");
+  /* q: where row r starts in its matrix of out (out's last two dims), for an operand every
+   * matrix shares (an attention mask): read at q + c, not gathered at i % (rows x columns) */
+  const Shape *os = &k->n->shape;
+  emit_var(&sv, "CELL", !k->e->uses_cell ? ""
+                        : kiln_fmt("\n    enum { MQ = %lld };   /* rows of one matrix */\n    const int64_t q = (b * M + r) %% MQ * N;",
+                                   (long long)os->dim[os->rank - 2]));
   /* A chain calling Kiln's exp, erf, tanh or log is bound by their polynomials: its loop
    * also gets an AVX-512 twin (rows512.c.tmpl) that an AVX2 build picks at run time. */
   const char *h = k->e->helper;
@@ -801,7 +807,7 @@ void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   EmitEpilogue e;
   EmitTarget t = c_target;
-  if (kiln_ops[n->op].family == FAM_MATMUL) t.col = "j";   /* its templates pass the column */
+  if (kiln_ops[n->op].family == FAM_MATMUL) t.col = "j", t.cell = "q";   /* its templates pass them */
   emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &t, &e);
   KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1, .e = &e};
   emit_var(&k.v, "NAME", c->kname[ki]);

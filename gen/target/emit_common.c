@@ -657,7 +657,9 @@ static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
  * divides i divides t->index32 instead when out has under 2^31 elements: C compilers
  * vectorise 32-bit division by a constant, not 64-bit, and the loop with it. With t->col,
  * the coordinate along out's last dim (i % N, N that dim) is t->col, the column the
- * template passes: a bias is then read at consecutive addresses, not gathered. */
+ * template passes: a bias is then read at consecutive addresses, not gathered. With
+ * t->cell, the same for the place in out's last two dims (i % (M N)): an attention mask
+ * that every head shares. */
 static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *t) {
   int64_t st[2][KILN_MAX_RANK], dims[KILN_MAX_RANK];
   int r;
@@ -674,6 +676,11 @@ static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *
     buf_puts(&b, b.len ? " + " : "");
     if (t->col && j == r - 1 && j > 0 && out->rank > 0 && dims[j] == out->dim[out->rank - 1]) {
       buf_puts(&b, t->col);
+      if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
+      continue;
+    }
+    if (t->cell && j == r - 1 && j > 0 && out->rank > 1 && dims[j] == out->dim[out->rank - 2] * out->dim[out->rank - 1]) {
+      buf_puts(&b, t->cell);
       if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
       continue;
     }
@@ -699,16 +706,19 @@ static const char *value_name(Graph *g, const Node *x) {
   return r == x ? name : kiln_fmt("a view of %s", name);
 }
 
+/* idx without its first occurrence of name (NULL: idx itself). Arena string. */
+static const char *without(const char *idx, const char *name) {
+  const char *c = name ? strstr(idx, name) : NULL;
+  return c ? kiln_fmt("%.*s%s", (int)(c - idx), idx, c + strlen(name)) : idx;
+}
+
 /* Records whether the operand index idx (operand_index) reads the flat index i, the
- * column t->col, or both. */
+ * column t->col, the place t->cell, or some of them (an index names at most one of the
+ * last two, and neither name holds an i). */
 static void note_index_use(EmitEpilogue *e, const char *idx, const EmitTarget *t) {
-  const char *c = t->col ? strstr(idx, t->col) : NULL;
-  e->uses_col |= c != NULL;
-  Buf rest = {0};   /* idx without the column's name, for the test for i */
-  buf_put(&rest, idx, c ? (size_t)(c - idx) : strlen(idx));
-  if (c) buf_puts(&rest, c + strlen(t->col));
-  e->uses_index |= strchr(rest.data ? rest.data : "", 'i') != NULL;
-  buf_free(&rest);
+  e->uses_col |= t->col && strstr(idx, t->col);
+  e->uses_cell |= t->cell && strstr(idx, t->cell);
+  e->uses_index |= strchr(without(without(idx, t->col), t->cell), 'i') != NULL;
 }
 
 /* Index of x among e's extra operands, appending it if new. */
@@ -790,6 +800,20 @@ const Node *emit_conv_bn(Graph *g, const Kernel *k) {
   return bn->op == OP_BATCHNORM ? bn : NULL;
 }
 
+/* The helper comment's words on where its value sits: " at flat output index i, column j". */
+static const char *index_doc(const EmitEpilogue *e, const EmitTarget *t) {
+  const char *at[3];
+  int n = 0;
+  if (e->uses_index) at[n++] = "flat output index i";
+  if (e->uses_col) {
+    at[n] = kiln_fmt("%scolumn %s", n ? "" : "output ", t->col);
+    n++;
+  }
+  if (e->uses_cell) at[n++] = kiln_fmt("place %s in its matrix (row * columns + column)", t->cell);
+  return n == 0 ? "" : n == 1 ? kiln_fmt(" at %s", at[0]) : n == 2 ? kiln_fmt(" at %s, %s", at[0], at[1])
+                                                                    : kiln_fmt(" at %s, %s, %s", at[0], at[1], at[2]);
+}
+
 /* Fills *e for kernel k (see kiln.h): comment lines always; for a fused kernel also
  * the helper fn_name in t's spelling and the extra operands it reads. A conv's
  * batchnorm that t's templates apply themselves (t->conv_bn) is no step of the helper;
@@ -825,6 +849,7 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
   Buf params = {0}, doc = {0};
   if (e->uses_index) buf_printf(&params, ", %s i", t->index_type);
   if (e->uses_col) buf_printf(&params, ", %s %s", t->index_type, t->col);
+  if (e->uses_cell) buf_printf(&params, ", %s %s", t->index_type, t->cell);
   for (int i = 0; i < e->nextra; i++) {
     const Node *x = e->extra[i];
     buf_puts(&params, ", ");
@@ -838,9 +863,7 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
   const char *vars[] = {"FN", fn_name, "KERNEL", kname, "ANCHOR", kiln_ops[anchor->op].name,
                         "CHAIN", esc_comment(strchr(e->ops, '+') + 2), "TV", t->type(anchor->dtype),
                         "TR", t->type(last->dtype), "PARAMS", params.data ? params.data : "",
-                        "INDEX_DOC", e->uses_index && e->uses_col ? kiln_fmt(" at flat output index i, column %s", t->col)
-                                     : e->uses_index                ? " at flat output index i"
-                                     : e->uses_col ? kiln_fmt(" at output column %s", t->col) : "",
+                        "INDEX_DOC", index_doc(e, t),
                         "EXTRAS", doc.data ? doc.data : "", "STEPS", steps.data, "RESULT", v, NULL};
   Buf h = {0};
   template_expand(&h, template_get(t->helper_tmpl), vars);
@@ -873,30 +896,25 @@ static void apply_fused_lines(Buf *out, const char *text, bool fused) {
   }
 }
 
-/* At p (just after "hook("): the two arguments up to the matching ')', and the third
- * (the column) when there is one, else *col = NULL; returns the position after it. Dies on
- * a malformed hook (a template bug). */
-static const char *hook_args(const char *p, const char **value, const char **index, const char **col) {
-  int depth = 0;
-  const char *comma = NULL, *comma2 = NULL, *q = p;
+/* At p (just after "hook("): the arguments up to the matching ')', split at the commas
+ * outside brackets and stripped of leading blanks, into arg[0..3] (value, index, column,
+ * place: the last two NULL when absent); returns the position after the ')'. Dies on a
+ * malformed hook (a template bug). */
+static const char *hook_args(const char *p, const char *arg[4]) {
+  int depth = 0, n = 0;
+  const char *from = p, *q = p;
   for (; *q; q++) {
     if (*q == '(' || *q == '[') depth++;
     else if ((*q == ')' || *q == ']') && depth > 0) depth--;
-    else if (*q == ')') break;
-    else if (*q == ',' && depth == 0 && !comma) comma = q;
-    else if (*q == ',' && depth == 0 && !comma2) comma2 = q;
+    else if ((*q == ')' || (*q == ',' && depth == 0)) && n < 4) {
+      while (*from == ' ') from++;
+      arg[n++] = kiln_fmt("%.*s", (int)(q - from), from);
+      from = q + 1;
+      if (*q == ')') break;
+    }
   }
-  if (!*q || !comma) die("template: $EPILOGUE(value, index) hook without its two arguments near \"%.40s\"", p);
-  const char *i0 = comma + 1, *end = comma2 ? comma2 : q;
-  while (*i0 == ' ') i0++;
-  *value = kiln_fmt("%.*s", (int)(comma - p), p);
-  *index = kiln_fmt("%.*s", (int)(end - i0), i0);
-  *col = NULL;
-  if (comma2) {
-    const char *c0 = comma2 + 1;
-    while (*c0 == ' ') c0++;
-    *col = kiln_fmt("%.*s", (int)(q - c0), c0);
-  }
+  if (!*q || n < 2 || *q != ')') die("template: $EPILOGUE(value, index) hook without its two to four arguments near \"%.40s\"", p);
+  for (int i = n; i < 4; i++) arg[i] = NULL;
   return q + 1;
 }
 
@@ -910,16 +928,18 @@ char *emit_epilogue_apply(const char *text, const EmitEpilogue *e) {
   for (const char *m; (m = strstr(p, emit_hook_epilogue));) {
     buf_put(&out, p, (size_t)(m - p));
     if (m[hl] != '(') die("template: $EPILOGUE not followed by (value, index)");
-    const char *value, *index, *col;
-    p = hook_args(m + hl + 1, &value, &index, &col);
+    const char *arg[4];   /* value, index, column, place */
+    p = hook_args(m + hl + 1, arg);
     if (!e->fused) {
-      buf_puts(&out, value);
+      buf_puts(&out, arg[0]);
       continue;
     }
-    if (e->uses_col && !col) die("template: $EPILOGUE(value, index) hook without the column its helper %s reads", e->fn);
-    buf_printf(&out, "%s(%s", e->fn, value);
-    if (e->uses_index) buf_printf(&out, ", %s", index);
-    if (e->uses_col) buf_printf(&out, ", %s", col);
+    if (e->uses_col && !arg[2]) die("template: $EPILOGUE(value, index) hook without the column its helper %s reads", e->fn);
+    if (e->uses_cell && !arg[3]) die("template: $EPILOGUE hook without the place in the matrix its helper %s reads", e->fn);
+    buf_printf(&out, "%s(%s", e->fn, arg[0]);
+    if (e->uses_index) buf_printf(&out, ", %s", arg[1]);
+    if (e->uses_col) buf_printf(&out, ", %s", arg[2]);
+    if (e->uses_cell) buf_printf(&out, ", %s", arg[3]);
     for (int i = 0; i < e->nextra; i++) buf_printf(&out, ", %s", e->extra_name[i]);
     buf_puts(&out, ")");
   }

@@ -5,7 +5,9 @@
 -- half a tile (28 rows: 12 + 8 + 8 on AVX-512, 12 + 12 + 4 elsewhere), weights packed at
 -- build time (transposed and not) and activations read in place, the transposed
 -- matrix-vector product, a batch folded into rows, a fused epilogue; a weight too narrow to
--- pack (N = 10) and a transposed activation, copied a block at a time beside rows read in place.
+-- pack (N = 10) and a transposed activation, copied a block at a time beside rows read in place;
+-- an operand every matrix of a batched product shares (an attention mask over heads, and over
+-- a batch folded into rows), read at its place in the matrix (q), not gathered.
 -- tests/t_isa.sh compiles it on every instruction-set path and compares the bits; t_ops'
 -- gemm_* cases check the same shapes against PyTorch.
 local kiln = require "kiln"
@@ -29,6 +31,11 @@ local a = kiln.input("a", {7, 33})
 local c = kiln.input("c", {33, 45})
 local ct = kiln.input("ct", {45, 33})
 local a28 = kiln.input("a28", {28, 33})
+local qh = kiln.input("qh", {2, 3, 20, 16})
+local kh = kiln.input("kh", {2, 1, 24, 16})
+local mask = kiln.input("mask", {20, 24})
+local xr = kiln.input("xr", {3, 20, 16})
+local wr = kiln.input("wr", {16, 24})
 
 kiln.output("lin13", kiln.relu(kiln.linear(x13, w, b)))
 kiln.output("lin13d", kiln.relu(kiln.linear(x13d, wd)))
@@ -42,3 +49,5 @@ kiln.output("act", kiln.matmul(a, c))
 kiln.output("act_t", kiln.matmul(a, ct, {trans_b = true}))
 kiln.output("narrow28", kiln.linear(x28, wn))
 kiln.output("act_t28", kiln.matmul(a28, ct, {trans_b = true}))
+kiln.output("heads_mask", kiln.matmul(qh, kh, {trans_b = true}) * 0.25 + mask)
+kiln.output("rows_mask", kiln.matmul(xr, wr) + mask)

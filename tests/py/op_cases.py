@@ -539,6 +539,18 @@ add("matmul", "gemm_act_t_m28", "kiln.matmul(x, y, {trans_b = true})",
     [("x", [28, 300], "f32", "n"), ("y", [45, 300], "f32", "n")], ref=lambda x, y: N(T(x) @ T(y).T),
     tol=Tol.red(300, lambda x, y: N(T(np.abs(x)) @ T(np.abs(y)).T)))
 
+# An operand every matrix of a batched product shares, fused into its store: an attention
+# mask over heads (q k^T, scaled), and over a batch folded into rows (60 rows of 3 matrices of
+# 20): read at the element's place in its matrix, not at the flat index modulo its size.
+add("matmul", "gemm_mask_heads", "kiln.matmul(x, y, {trans_b = true}) * 0.25 + m",
+    [("x", [2, 3, 20, 16], "f32", "n"), ("y", [2, 1, 24, 16], "f32", "n"), ("m", [20, 24], "f32", "n")],
+    also=("mul", "add"), ref=lambda x, y, m: N(T(x) @ T(y).transpose(-1, -2) * 0.25 + T(m)),
+    tol=Tol.red(16, lambda x, y, m: N(T(np.abs(x)) @ T(np.abs(y)).transpose(-1, -2) * 0.25 + T(np.abs(m)))))
+add("matmul", "gemm_mask_rows", "kiln.matmul(x, y) + m",
+    [("x", [3, 20, 16], "f32", "n"), ("y", [16, 24], "f32", "n"), ("m", [20, 24], "f32", "n")],
+    also=("add",), ref=lambda x, y, m: N(T(x) @ T(y) + T(m)),
+    tol=Tol.red(16, lambda x, y, m: N(T(np.abs(x)) @ T(np.abs(y)) + T(np.abs(m)))))
+
 # ---------------------------------------------------------------- conv2d
 
 
