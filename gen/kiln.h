@@ -889,11 +889,12 @@ GatherGeom emit_gather_geom(Graph *g, const Node *n);
 /* Fused kernels (pass_group): the anchor's template stores each output element once,
  * written in the template as $EPILOGUE(value, flat index) or, where the template has the
  * element's column (its index in out's last dim) at hand, $EPILOGUE(value, flat index,
- * column) or $EPILOGUE(value, flat index, column, place) with its place in out's last two
- * dims (row * columns + column): a target whose EmitTarget names a col (cell) variable
- * then reads an operand that varies only along that dim (a bias), or those two (an
- * attention mask every head shares), at the column (place) instead of at the flat index
- * modulo the dim, which C compilers turn into a gather; lines only a fused kernel
+ * column) or $EPILOGUE(value, flat index, column, row) with its row as well (the flat index
+ * over the last dim): a target whose EmitTarget names a col variable then reads an operand
+ * that varies only along that dim (a bias) at the column instead of at the flat index
+ * modulo the dim, which C compilers turn into a gather, and one that names a row variable
+ * too reads any operand at the row's part (fixed along the row) plus the column (an
+ * attention mask every head shares, a RoPE table over the heads); lines only a fused kernel
  * needs start with $IF_FUSED. A target expands templates with EPILOGUE and IF_FUSED
  * set to emit_hook_epilogue and emit_hook_fused, then emit_epilogue_apply rewrites
  * the hooks: to the bare value (one node), or to a call of the kernel's helper that
@@ -910,7 +911,7 @@ typedef struct {
   const char *operand_tmpl;                 /* the helper comment's line about one operand */
   bool conv_bn;                             /* its conv templates apply a fused batchnorm (chain node 1) */
   const char *col;                          /* the helper's column parameter ("j"), NULL: none (see above) */
-  const char *cell;                         /* its place-in-the-matrix parameter ("q"), NULL: none (above) */
+  const char *row;                          /* its row parameter ("row"; with col only), NULL: none (above) */
 } EmitTarget;
 extern const char emit_hook_epilogue[], emit_hook_fused[];
 
@@ -925,7 +926,7 @@ typedef struct {
   const char *lines;            /* "models/mlp.lua:7, :8": every distinct line, in op order */
   bool uses_index;              /* the helper takes the element index */
   bool uses_col;                /* ... and its column (EmitTarget.col) */
-  bool uses_cell;               /* ... and its place in the matrix (EmitTarget.cell) */
+  bool uses_row;                /* ... and its row (EmitTarget.row) */
 } EmitEpilogue;
 /* The batchnorm a conv kernel applies (its chain's first node), or NULL. */
 const Node *emit_conv_bn(Graph *g, const Kernel *k);

@@ -46,9 +46,9 @@ for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lu
   [ -f "${m%.lua}.args" ] && args=$(cat "${m%.lua}.args")
   # shellcheck disable=SC2086
   if ! "$KILN" build "$m" -o "$d/out" $args > "$WORK/err" 2>&1; then echo "FAIL $S/$n/build: $(head -n 1 "$WORK/err")"; continue; fi
-  if [ "$n" = edges ]; then   # its two masks shared by every matrix: read at their place q, not gathered
-    c=$(grep -c 'const int64_t q = (b \* M + r) % MQ \* N;' "$d/out/edges.c")
-    if [ "$c" = 2 ]; then echo "PASS $S/edges/mask_place"; else echo "FAIL $S/edges/mask_place: $c stores read a shared mask at q, want 2"; fi
+  if [ "$n" = edges ]; then   # its two masks shared by every matrix: read along the row, not gathered
+    c=$(grep -c 'e0\[row % 20 \* 24 + j\]' "$d/out/edges.c")
+    if [ "$c" = 2 ]; then echo "PASS $S/edges/mask_row"; else echo "FAIL $S/edges/mask_row: $c stores read a shared mask along the row, want 2"; fi
   fi
   # One line per call: "-" for a plain model, else "ENTRY MACRO_PREFIX STATE?" of each entry in
   # order (a model with entries runs each once, the state block chained from call to call);

@@ -265,12 +265,6 @@ static void matmul_store(KernelCtx *k, bool swapped) {
   emit_var(&sv, "C_LO", (swapped ? rows : cols)[0]);
   emit_var(&sv, "C_HI", (swapped ? rows : cols)[1]);
   emit_var(&sv, "SWAP_DOC", swapped ? " (the product is computed transposed: its rows i are out's columns)" : "");
-  /* q: where row r starts in its matrix of out (out's last two dims), for an operand every
-   * matrix shares (an attention mask): read at q + c, not gathered at i % (rows x columns) */
-  const Shape *os = &k->n->shape;
-  emit_var(&sv, "CELL", !k->e->uses_cell ? ""
-                        : kiln_fmt("\n    enum { MQ = %lld };   /* rows of one matrix */\n    const int64_t q = (b * M + r) %% MQ * N;",
-                                   (long long)os->dim[os->rank - 2]));
   /* A chain calling Kiln's exp, erf, tanh or log is bound by their polynomials: its loop
    * also gets an AVX-512 twin (rows512.c.tmpl) that an AVX2 build picks at run time. */
   const char *h = k->e->helper;
@@ -798,6 +792,24 @@ static const EmitTarget c_target = {
 /* Appends kernel ki's function (after its epilogue helper, if fused) to out and its
  * call to calls. The anchor's family renders the kernel; the chain is the helper. */
 /* Contract in emit_c.h. */
+/* Whether n's template stores rows of out's last dim, a row at a time, and passes each
+ * element's column and row to its $EPILOGUE hook: a matmul's store; a concat along the
+ * last dim; a broadcast binary op whose inner loop is that dim (emit_epilogue then reads an
+ * operand fixed along each row at consecutive addresses: operand_index). */
+static bool walks_rows(Graph *g, Node *n) {
+  const int64_t last = n->shape.rank > 0 ? n->shape.dim[n->shape.rank - 1] : 1;
+  switch (kiln_ops[n->op].family) {
+  case FAM_MATMUL: return true;
+  case FAM_CONCAT: return emit_concat_geom(g, n).row == last;
+  case FAM_BINARY: {
+    EmitWalk w = emit_elementwise_walk(g, n);
+    Loops l = loops_split(&w);
+    return l.rows > 1 && l.inner == last;
+  }
+  default: return false;
+  }
+}
+
 void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   Graph *g = c->g;
   const Kernel *kr = &g->kernels[ki];
@@ -807,7 +819,7 @@ void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   if (!fn) die("C: no kernel template for op %s", kiln_ops[n->op].name);
   EmitEpilogue e;
   EmitTarget t = c_target;
-  if (kiln_ops[n->op].family == FAM_MATMUL) t.col = "j", t.cell = "q";   /* its templates pass them */
+  if (walks_rows(g, n)) t.col = "j", t.row = "row";   /* its template passes them */
   emit_epilogue(g, kr, c->kname[ki], c->ename[ki], &t, &e);
   KernelCtx k = {.c = c, .g = g, .n = n, .fused = kr->nnodes > 1, .e = &e};
   emit_var(&k.v, "NAME", c->kname[ki]);

@@ -658,8 +658,10 @@ static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
  * vectorise 32-bit division by a constant, not 64-bit, and the loop with it. With t->col,
  * the coordinate along out's last dim (i % N, N that dim) is t->col, the column the
  * template passes: a bias is then read at consecutive addresses, not gathered. With
- * t->cell, the same for the place in out's last two dims (i % (M N)): an attention mask
- * that every head shares. */
+ * t->row as well (the template passes i / N), every other coordinate is one of the row
+ * (an attention mask that every head shares: [row % M * N + j]; RoPE's table over the
+ * heads: [row / H * N + j]), which a loop along the row holds fixed, so the operand too is
+ * read at consecutive addresses. */
 static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *t) {
   int64_t st[2][KILN_MAX_RANK], dims[KILN_MAX_RANK];
   int r;
@@ -668,25 +670,31 @@ static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *
   emit_strides(out, st[0]);
   emit_bcast_strides(in, out, st[1]);
   emit_coalesce(out, 2, st, &r, dims);
+  const int64_t n = out->rank > 0 ? out->dim[out->rank - 1] : 1;
+  const bool by_row = t->col && t->row && r > 1 && n > 1 && dims[r - 1] % n == 0;
   Buf b = {0};
   for (int j = 0; j < r; j++) {
     if (dims[j] == 1 || st[1][j] == 0) continue;
     int64_t inner = 1;
     for (int d = j + 1; d < r; d++) inner *= dims[d];
     buf_puts(&b, b.len ? " + " : "");
-    if (t->col && j == r - 1 && j > 0 && out->rank > 0 && dims[j] == out->dim[out->rank - 1]) {
+    if (t->col && j == r - 1 && j > 0 && out->rank > 0 && dims[j] == n) {
       buf_puts(&b, t->col);
-      if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
+    } else if (by_row && j == r - 1) {   /* several trailing dims of out: rows of n */
+      const bool scaled = st[1][j] != 1;
+      buf_printf(&b, "%s%s %% %lld%s * %lld%s + %s%s", scaled ? "(" : "", t->row, (long long)(dims[j] / n), sfx,
+                 (long long)n, sfx, t->col, scaled ? ")" : "");
+      if (scaled) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
       continue;
+    } else if (by_row) {   /* inner is a multiple of dims[r - 1], so of n */
+      buf_puts(&b, t->row);
+      if (inner != n) buf_printf(&b, " / %lld%s", (long long)(inner / n), sfx);
+      if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
+    } else {
+      buf_puts(&b, inner != 1 || j > 0 ? wide_i : "i");
+      if (inner != 1) buf_printf(&b, " / %lld%s", (long long)inner, sfx);
+      if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
     }
-    if (t->cell && j == r - 1 && j > 0 && out->rank > 1 && dims[j] == out->dim[out->rank - 2] * out->dim[out->rank - 1]) {
-      buf_puts(&b, t->cell);
-      if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
-      continue;
-    }
-    buf_puts(&b, inner != 1 || j > 0 ? wide_i : "i");
-    if (inner != 1) buf_printf(&b, " / %lld%s", (long long)inner, sfx);
-    if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
     if (st[1][j] != 1) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
   }
   char *s = kiln_strdup(b.len ? b.data : "0");
@@ -706,19 +714,18 @@ static const char *value_name(Graph *g, const Node *x) {
   return r == x ? name : kiln_fmt("a view of %s", name);
 }
 
-/* idx without its first occurrence of name (NULL: idx itself). Arena string. */
+/* idx without any occurrence of name (NULL: idx itself). Arena string. */
 static const char *without(const char *idx, const char *name) {
-  const char *c = name ? strstr(idx, name) : NULL;
-  return c ? kiln_fmt("%.*s%s", (int)(c - idx), idx, c + strlen(name)) : idx;
+  for (const char *c; name && (c = strstr(idx, name));) idx = kiln_fmt("%.*s%s", (int)(c - idx), idx, c + strlen(name));
+  return idx;
 }
 
 /* Records whether the operand index idx (operand_index) reads the flat index i, the
- * column t->col, the place t->cell, or some of them (an index names at most one of the
- * last two, and neither name holds an i). */
+ * column t->col, the row t->row, or some of them (neither name holds an i). */
 static void note_index_use(EmitEpilogue *e, const char *idx, const EmitTarget *t) {
   e->uses_col |= t->col && strstr(idx, t->col);
-  e->uses_cell |= t->cell && strstr(idx, t->cell);
-  e->uses_index |= strchr(without(without(idx, t->col), t->cell), 'i') != NULL;
+  e->uses_row |= t->row && strstr(idx, t->row);
+  e->uses_index |= strchr(without(without(idx, t->col), t->row), 'i') != NULL;
 }
 
 /* Index of x among e's extra operands, appending it if new. */
@@ -809,7 +816,7 @@ static const char *index_doc(const EmitEpilogue *e, const EmitTarget *t) {
     at[n] = kiln_fmt("%scolumn %s", n ? "" : "output ", t->col);
     n++;
   }
-  if (e->uses_cell) at[n++] = kiln_fmt("place %s in its matrix (row * columns + column)", t->cell);
+  if (e->uses_row) at[n++] = kiln_fmt("row %s (the flat index over out's last dim)", t->row);
   return n == 0 ? "" : n == 1 ? kiln_fmt(" at %s", at[0]) : n == 2 ? kiln_fmt(" at %s, %s", at[0], at[1])
                                                                     : kiln_fmt(" at %s, %s, %s", at[0], at[1], at[2]);
 }
@@ -849,7 +856,7 @@ void emit_epilogue(Graph *g, const Kernel *k, const char *kname, const char *fn_
   Buf params = {0}, doc = {0};
   if (e->uses_index) buf_printf(&params, ", %s i", t->index_type);
   if (e->uses_col) buf_printf(&params, ", %s %s", t->index_type, t->col);
-  if (e->uses_cell) buf_printf(&params, ", %s %s", t->index_type, t->cell);
+  if (e->uses_row) buf_printf(&params, ", %s %s", t->index_type, t->row);
   for (int i = 0; i < e->nextra; i++) {
     const Node *x = e->extra[i];
     buf_puts(&params, ", ");
@@ -898,7 +905,7 @@ static void apply_fused_lines(Buf *out, const char *text, bool fused) {
 
 /* At p (just after "hook("): the arguments up to the matching ')', split at the commas
  * outside brackets and stripped of leading blanks, into arg[0..3] (value, index, column,
- * place: the last two NULL when absent); returns the position after the ')'. Dies on a
+ * row: the last two NULL when absent); returns the position after the ')'. Dies on a
  * malformed hook (a template bug). */
 static const char *hook_args(const char *p, const char *arg[4]) {
   int depth = 0, n = 0;
@@ -928,18 +935,18 @@ char *emit_epilogue_apply(const char *text, const EmitEpilogue *e) {
   for (const char *m; (m = strstr(p, emit_hook_epilogue));) {
     buf_put(&out, p, (size_t)(m - p));
     if (m[hl] != '(') die("template: $EPILOGUE not followed by (value, index)");
-    const char *arg[4];   /* value, index, column, place */
+    const char *arg[4];   /* value, index, column, row */
     p = hook_args(m + hl + 1, arg);
     if (!e->fused) {
       buf_puts(&out, arg[0]);
       continue;
     }
     if (e->uses_col && !arg[2]) die("template: $EPILOGUE(value, index) hook without the column its helper %s reads", e->fn);
-    if (e->uses_cell && !arg[3]) die("template: $EPILOGUE hook without the place in the matrix its helper %s reads", e->fn);
+    if (e->uses_row && !arg[3]) die("template: $EPILOGUE hook without the row its helper %s reads", e->fn);
     buf_printf(&out, "%s(%s", e->fn, arg[0]);
     if (e->uses_index) buf_printf(&out, ", %s", arg[1]);
     if (e->uses_col) buf_printf(&out, ", %s", arg[2]);
-    if (e->uses_cell) buf_printf(&out, ", %s", arg[3]);
+    if (e->uses_row) buf_printf(&out, ", %s", arg[3]);
     for (int i = 0; i < e->nextra; i++) buf_printf(&out, ", %s", e->extra_name[i]);
     buf_puts(&out, ")");
   }

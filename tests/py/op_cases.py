@@ -156,6 +156,18 @@ add("div", "by_zero", "x / y", [("x", [6], "f32", [1, -1, 0, 2.5, -0.0, 3]),
     ref=lambda x, y: np.divide(x, y), tol=Tol.ew())
 add("sub", "neg_unary", "-x + y", [("x", [3, 2], "f32", "n"), ("y", [2], "f32", "n")],
     ref=lambda x, y: -x + y, tol=Tol.ew(), also=("neg",))
+# Operands of a fused chain fixed along each row of the output's last dim, read at the row's
+# part plus the column (emit_common.c operand_index): after a broadcast binary op (rows of 8,
+# the operand repeated over the middle dim and along the rows), and after a concat along the
+# last dim (RoPE's rotate_half times a table shared by the heads).
+add("mul", "chain_rows", "x * y + z + w",
+    [("x", [4, 3, 8], "f32", "n"), ("y", [4, 1, 8], "f32", "n"), ("z", [4, 1, 8], "f32", "n"),
+     ("w", [4, 3, 1], "f32", "n")],
+    ref=lambda x, y, z, w: N(T(x) * T(y) + T(z) + T(w)),
+    tol=Tol.ew(lambda x, y, z, w: np.abs(x * y) + np.abs(z) + np.abs(w)), also=("add",))
+add("concat", "chain_rope", "kiln.concat({-x2, x1}, 2) * s",
+    [("x1", [8, 3, 4], "f32", "n"), ("x2", [8, 3, 4], "f32", "n"), ("s", [8, 1, 8], "f32", "n")],
+    ref=lambda x1, x2, s: N(torch.cat([-T(x2), T(x1)], 2) * T(s)), tol=Tol.ew(), also=("neg", "mul"))
 
 # ---------------------------------------------------------------- comparisons and where
 
