@@ -889,8 +889,8 @@ GatherGeom emit_gather_geom(Graph *g, const Node *n);
 /* Fused kernels (pass_group): the anchor's template stores each output element once,
  * written in the template as $EPILOGUE(value, flat index) or, where the template has the
  * element's column (its index in out's last dim) at hand, $EPILOGUE(value, flat index,
- * column) or $EPILOGUE(value, flat index, column, row) with its row as well (the flat index
- * over the last dim): a target whose EmitTarget names a col variable then reads an operand
+ * column) or $EPILOGUE(value, flat index, column, row) with its row as well (the row index,
+ * flat index / N): a target whose EmitTarget names a col variable then reads an operand
  * that varies only along that dim (a bias) at the column instead of at the flat index
  * modulo the dim, which C compilers turn into a gather, and one that names a row variable
  * too reads any operand at the row's part (fixed along the row) plus the column (an

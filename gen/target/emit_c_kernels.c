@@ -789,14 +789,11 @@ static const EmitTarget c_target = {
     .operand_tmpl = "c/epilogue_operand.c.tmpl", .conv_bn = true,
 };
 
-/* Appends kernel ki's function (after its epilogue helper, if fused) to out and its
- * call to calls. The anchor's family renders the kernel; the chain is the helper. */
-/* Contract in emit_c.h. */
 /* Whether n's template stores rows of out's last dim, a row at a time, and passes each
  * element's column and row to its $EPILOGUE hook: a matmul's store; a concat along the
  * last dim; a broadcast binary op whose inner loop is that dim (emit_epilogue then reads an
  * operand fixed along each row at consecutive addresses: operand_index). */
-static bool walks_rows(Graph *g, Node *n) {
+static bool walks_rows(Graph *g, const Node *n) {
   const int64_t last = n->shape.rank > 0 ? n->shape.dim[n->shape.rank - 1] : 1;
   switch (kiln_ops[n->op].family) {
   case FAM_MATMUL: return true;
@@ -810,6 +807,9 @@ static bool walks_rows(Graph *g, Node *n) {
   }
 }
 
+/* Appends kernel ki's function (after its epilogue helper, if fused) to out and its
+ * call to calls. The anchor's family renders the kernel; the chain is the helper. */
+/* Contract in emit_c.h. */
 void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   Graph *g = c->g;
   const Kernel *kr = &g->kernels[ki];

@@ -658,10 +658,10 @@ static char *loc_text(const Graph *g, SrcLoc loc, const char *prev_file) {
  * vectorise 32-bit division by a constant, not 64-bit, and the loop with it. With t->col,
  * the coordinate along out's last dim (i % N, N that dim) is t->col, the column the
  * template passes: a bias is then read at consecutive addresses, not gathered. With
- * t->row as well (the template passes i / N), every other coordinate is one of the row
- * (an attention mask that every head shares: [row % M * N + j]; RoPE's table over the
- * heads: [row / H * N + j]), which a loop along the row holds fixed, so the operand too is
- * read at consecutive addresses. */
+ * t->row as well (the template passes the row index i / N), every other coordinate is one
+ * of the row (an attention mask that every head shares: [row % M * N + j]; RoPE's table
+ * over the heads: [row / H * N + j]), which a loop along the row holds fixed, so the
+ * operand too is read at consecutive addresses. A same-shape operand still reads [i]. */
 static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *t) {
   int64_t st[2][KILN_MAX_RANK], dims[KILN_MAX_RANK];
   int r;
@@ -680,13 +680,10 @@ static char *operand_index(const Shape *in, const Shape *out, const EmitTarget *
     buf_puts(&b, b.len ? " + " : "");
     if (t->col && j == r - 1 && j > 0 && out->rank > 0 && dims[j] == n) {
       buf_puts(&b, t->col);
-    } else if (by_row && j == r - 1) {   /* several trailing dims of out: rows of n */
-      const bool scaled = st[1][j] != 1;
-      buf_printf(&b, "%s%s %% %lld%s * %lld%s + %s%s", scaled ? "(" : "", t->row, (long long)(dims[j] / n), sfx,
-                 (long long)n, sfx, t->col, scaled ? ")" : "");
-      if (scaled) buf_printf(&b, " * %lld%s", (long long)st[1][j], sfx);
+    } else if (by_row && j == r - 1 && st[1][j] == 1) {   /* several trailing dims of out: rows of n */
+      buf_printf(&b, "%s %% %lld%s * %lld%s + %s", t->row, (long long)(dims[j] / n), sfx, (long long)n, sfx, t->col);
       continue;
-    } else if (by_row) {   /* inner is a multiple of dims[r - 1], so of n */
+    } else if (by_row && j < r - 1) {   /* inner is a multiple of dims[r - 1], so of n */
       buf_puts(&b, t->row);
       if (inner != n) buf_printf(&b, " / %lld%s", (long long)(inner / n), sfx);
       if (j > 0) buf_printf(&b, " %% %lld%s", (long long)dims[j], sfx);
@@ -812,11 +809,11 @@ static const char *index_doc(const EmitEpilogue *e, const EmitTarget *t) {
   const char *at[3];
   int n = 0;
   if (e->uses_index) at[n++] = "flat output index i";
+  if (e->uses_row) at[n++] = kiln_fmt("row index %s = i / N (N: out's last dim)", t->row);
   if (e->uses_col) {
     at[n] = kiln_fmt("%scolumn %s", n ? "" : "output ", t->col);
     n++;
   }
-  if (e->uses_row) at[n++] = kiln_fmt("row %s (the flat index over out's last dim)", t->row);
   return n == 0 ? "" : n == 1 ? kiln_fmt(" at %s", at[0]) : n == 2 ? kiln_fmt(" at %s, %s", at[0], at[1])
                                                                     : kiln_fmt(" at %s, %s, %s", at[0], at[1], at[2]);
 }
@@ -921,6 +918,8 @@ static const char *hook_args(const char *p, const char *arg[4]) {
     }
   }
   if (!*q || n < 2 || *q != ')') die("template: $EPILOGUE(value, index) hook without its two to four arguments near \"%.40s\"", p);
+  for (int i = 0; i < n; i++)
+    if (!*arg[i]) die("template: $EPILOGUE hook with an empty argument near \"%.40s\"", p);
   for (int i = n; i < 4; i++) arg[i] = NULL;
   return q + 1;
 }

@@ -7,7 +7,7 @@
 -- matrix-vector product, a batch folded into rows, a fused epilogue; a weight too narrow to
 -- pack (N = 10) and a transposed activation, copied a block at a time beside rows read in place;
 -- an operand every matrix of a batched product shares (an attention mask over heads, and over
--- a batch folded into rows), read at its place in the matrix (q), not gathered.
+-- a batch folded into rows), read along the output's row (row % 20 * 24 + j), not gathered.
 -- tests/t_isa.sh compiles it on every instruction-set path and compares the bits; t_ops'
 -- gemm_* cases check the same shapes against PyTorch.
 local kiln = require "kiln"

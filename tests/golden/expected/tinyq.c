@@ -195,7 +195,7 @@ typedef float32x4_t kiln_v;
  * first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). A
  * block's first tile of rows fetches its panel KILN_AHEAD rows ahead into L2 (8 KiB: 48 and
  * 96 were as fast, 16 and 192 slower; kiln_tile_full_pf), and every tile KILN_AHEAD_L1 rows
- * ahead into L1 (4 KiB: 24 and 40 as fast, 16 slower; KILN_NEAR). */
+ * ahead into L1 (4 KiB of a packed panel: 24 and 40 as fast, 16 slower; KILN_NEAR). */
 enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4, KILN_FEW_A = 131072,
        KILN_AHEAD = 64, KILN_AHEAD_L1 = 32 };
 #ifdef KILN_DISPATCH512

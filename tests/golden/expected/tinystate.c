@@ -132,7 +132,7 @@ typedef float32x4_t kiln_v;
  * first goes KILN_KB values of k and KILN_NB panels at a time (64 KiB on the stack). A
  * block's first tile of rows fetches its panel KILN_AHEAD rows ahead into L2 (8 KiB: 48 and
  * 96 were as fast, 16 and 192 slower; kiln_tile_full_pf), and every tile KILN_AHEAD_L1 rows
- * ahead into L1 (4 KiB: 24 and 40 as fast, 16 slower; KILN_NEAR). */
+ * ahead into L1 (4 KiB of a packed panel: 24 and 40 as fast, 16 slower; KILN_NEAR). */
 enum { KILN_PANEL = 32, KILN_KC = 512, KILN_NC = 256, KILN_KB = 128, KILN_NB = 4, KILN_FEW_A = 131072,
        KILN_AHEAD = 64, KILN_AHEAD_L1 = 32 };
 #ifdef KILN_DISPATCH512
@@ -936,7 +936,7 @@ static void kiln_gemm(int64_t i_lo, int64_t i_hi, int64_t j_lo, int64_t j_hi, in
               kiln_tile512_8(kc, a + i0 * as_m + k0, 1, as_m, bp, ldb, c + i0 * cs_i + j0, cs_i, k0 == 0);
             else if (i0 == i_lo && panels && (!alone || j0 + KILN_PANEL < j_hi))   /* fetches as it goes */
               kiln_tile_full_pf(kc, a + i0 * as_m + k0, 1, as_m, bp, c + i0 * cs_i + j0, cs_i, k0 == 0,
-                                (uintptr_t)(bp + (alone ? kk : KILN_AHEAD) * KILN_PANEL));
+                                (uintptr_t)bp + sizeof(float) * (uintptr_t)((alone ? kk : KILN_AHEAD) * KILN_PANEL));
             else if (panels && i0 > i_lo && (i0 - i_lo) / KILN_MR <= asks && j0 - jc + next_j < next_hi) {
               int64_t nask;   /* the next block's panel where this one sits in this block */
               const uintptr_t pf = kiln_share(panels, j0 - jc + next_j, kk, nk0, nkc, (i0 - i_lo) / KILN_MR, asks, kc, &nask);
