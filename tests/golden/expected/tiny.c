@@ -528,7 +528,12 @@ static int64_t kiln_split(const kiln_par *par, int64_t m, int64_t n, int64_t kk,
       if (i * j >= want && (fewest < 0.0 || reads < fewest)) fewest = reads, ti = i, tj = j;
     }
     *rows = (row_blocks + ti - 1) / ti * KILN_MR;
-    const int64_t per = (panels_n + tj - 1) / tj;
+    int64_t per = (panels_n + tj - 1) / tj;
+    /* An odd number of column groups of all the rows (BERT's 768 -> 2304: 15 groups of 5
+     * panels) leaves one thread of two or four a group to run alone at the end: a group a
+     * panel wider, if that makes the count even (12 of 6). */
+    const int64_t count = (panels_n + per - 1) / per, wider = (panels_n + per) / (per + 1);
+    if (ti == 1 && count > 2 && count % 2 == 1 && wider % 2 == 0) per++;
     *cols = per * KILN_PANEL;
     *tasks_j = (panels_n + per - 1) / per;
   }
