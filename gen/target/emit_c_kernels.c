@@ -272,6 +272,9 @@ static void matmul_store(KernelCtx *k, bool swapped) {
   emit_var(&sv, "ROWS_HEAD", math ? "KILN_INLINE" : "KILN_NOINLINE static");
   emit_var(&sv, "ROWS_SUFFIX", math ? "_in" : "");
   emit_var(&sv, "EARGS", var_of(&sv, "INIT"));
+  emit_var(&sv, "TWIN_PARAMS", kiln_fmt("float *restrict out%s, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo, int64_t c_hi",
+                                        var_of(&sv, "EPARAMS")));
+  emit_var(&sv, "TWIN_ARGS", kiln_fmt("out%s, b, r_lo, r_hi, c_lo, c_hi", var_of(&sv, "INIT")));
   emit_var(&sv, "ROWS512", math ? expand_str("c/rows512.c.tmpl", &sv) : "");
   store_from(k, "c/matmul_store.c.tmpl", &sv);
 }
@@ -550,6 +553,11 @@ static const char *k_softmax(KernelCtx *k) {
   emit_vari(&k->v, "INNER", a.inner);
   if (a.inner != 1) return "c/softmax.c.tmpl";
   task_args(k, &k->v, NULL, NULL, 0);   /* the last dim: contiguous rows, in blocks as tasks */
+  EmitVars tv = {0};   /* exp at 16 lanes where an AVX2 build runs on AVX-512, as matmul chains */
+  emit_var(&tv, "NAME", var_of(&k->v, "NAME"));
+  emit_var(&tv, "TWIN_PARAMS", "const void *arg, int64_t r_lo, int64_t r_hi");
+  emit_var(&tv, "TWIN_ARGS", "arg, r_lo, r_hi");
+  emit_var(&k->v, "ROWS512", expand_str("c/rows512.c.tmpl", &tv));
   return "c/softmax_rows.c.tmpl";
 }
 

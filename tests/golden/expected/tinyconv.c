@@ -137,19 +137,16 @@ typedef float32x4_t kiln_v;
  * lanes tile reads its second row from b + xld: GCC 12 folded that back into b and built
  * the address of each of the row's 7 pixels with a lea a step, some of the offsets spilled
  * to the stack (ResNet-18 0.97-0.98 of the time with its own base: docs/bench.md). */
-#if defined(__GNUC__) || defined(__clang__)
-#define KILN_OPAQUE(p) __asm__("" : "+r"(p))
-#else
-#define KILN_OPAQUE(p) ((void)0)
-#endif
 /* KILN_NEAR(addr): a hint that the cache line at that address (an integer: it may lie past
  * the array) be brought into L1. The matmul tiles ask so for the row of B KILN_AHEAD_L1
  * steps on: a panel (64-128 KiB) streams from L2, and its stalls held the AVX-512 tile at
  * 0.8 of the FMA peak (bench/ab.py, -march=x86-64-v3: GEMM 1024 0.96-0.97 of the time, BERT
  * 0.98, MLP batch 64 0.98; the AVX2 tile, BERT 0.94; plain SSE and convolutions 1.00). */
 #if defined(__GNUC__) || defined(__clang__)
+#define KILN_OPAQUE(p) __asm__("" : "+r"(p))
 #define KILN_NEAR(addr) __builtin_prefetch((const void *)(addr), 0, 3)
 #else
+#define KILN_OPAQUE(p) ((void)0)
 #define KILN_NEAR(addr) ((void)(addr))
 #endif
 /* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:

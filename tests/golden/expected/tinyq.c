@@ -173,19 +173,16 @@ typedef float32x4_t kiln_v;
  * lanes tile reads its second row from b + xld: GCC 12 folded that back into b and built
  * the address of each of the row's 7 pixels with a lea a step, some of the offsets spilled
  * to the stack (ResNet-18 0.97-0.98 of the time with its own base: docs/bench.md). */
-#if defined(__GNUC__) || defined(__clang__)
-#define KILN_OPAQUE(p) __asm__("" : "+r"(p))
-#else
-#define KILN_OPAQUE(p) ((void)0)
-#endif
 /* KILN_NEAR(addr): a hint that the cache line at that address (an integer: it may lie past
  * the array) be brought into L1. The matmul tiles ask so for the row of B KILN_AHEAD_L1
  * steps on: a panel (64-128 KiB) streams from L2, and its stalls held the AVX-512 tile at
  * 0.8 of the FMA peak (bench/ab.py, -march=x86-64-v3: GEMM 1024 0.96-0.97 of the time, BERT
  * 0.98, MLP batch 64 0.98; the AVX2 tile, BERT 0.94; plain SSE and convolutions 1.00). */
 #if defined(__GNUC__) || defined(__clang__)
+#define KILN_OPAQUE(p) __asm__("" : "+r"(p))
 #define KILN_NEAR(addr) __builtin_prefetch((const void *)(addr), 0, 3)
 #else
+#define KILN_OPAQUE(p) ((void)0)
 #define KILN_NEAR(addr) ((void)(addr))
 #endif
 /* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
@@ -1108,18 +1105,17 @@ KILN_INLINE void matmul_rows_in(float *restrict out, int64_t b, int64_t r_lo, in
 }
 
 /* matmul_rows: matmul_rows_in, and where the file is built for AVX2 + FMA and the CPU has
- * AVX-512, the same loop compiled for it (matmul_rows512, KILN_T512): the chain's exp, erf,
+ * AVX-512, the same loops compiled for it (matmul_rows512, KILN_T512): Kiln's exp, erf,
  * tanh or log then take 16 lanes a step instead of 8 (BERT's GELU epilogue: 0.64 of the
- * time alone, BERT 0.98). The same operations lane by lane, so the same bits. Both inline
- * matmul_rows_in, whose loop they vectorise from their own restrict parameters. */
+ * time alone, BERT 0.98; a masked attention softmax 0.76). The same operations lane by
+ * lane, so the same bits. Both inline matmul_rows_in, whose loops they vectorise from
+ * their own restrict parameters. */
 #ifdef KILN_DISPATCH512
-KILN_T512 KILN_NOINLINE static void matmul_rows512(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi,
-                                                   int64_t c_lo, int64_t c_hi) {
+KILN_T512 KILN_NOINLINE static void matmul_rows512(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo, int64_t c_hi) {
   matmul_rows_in(out, b, r_lo, r_hi, c_lo, c_hi);
 }
 #endif
-KILN_NOINLINE static void matmul_rows(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo,
-                                      int64_t c_hi) {
+KILN_NOINLINE static void matmul_rows(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo, int64_t c_hi) {
 #ifdef KILN_DISPATCH512
   if (kiln_avx512()) {
     matmul_rows512(out, b, r_lo, r_hi, c_lo, c_hi);
