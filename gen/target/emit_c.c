@@ -190,10 +190,11 @@ static const struct {
     {"c/vec_maxtap.c.tmpl", "kiln_cv_maxtap("},       /* stride-2 max pools */
     {"c/isa.c.tmpl", "KILN_INLINE|KILN_NOINLINE|KILN_MR|KILN_PANEL|kiln_avx512("},   /* vector types */
     {"c/ask.c.tmpl", "kiln_ask("},                    /* prefetches */
-    {"c/gemm_lib.c.tmpl", "kiln_panels_pass("},       /* the micro-kernels */
+    {"c/gemm_lib.c.tmpl", "kiln_panels_pass(|kiln_tile_full("},   /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},
     {"c/gemm_row.c.tmpl", "kiln_row("},               /* one row of A */
     {"c/gemm_par.c.tmpl", "kiln_gemm_par("},          /* matmul */
+    {"c/attn_lib.c.tmpl", "kiln_attn_par("},          /* attention over a prefill's queries */
     {"c/conv_geom.c.tmpl", "kiln_conv_geom|kiln_grid_taps|kiln_conv_store"},   /* convolutions: their types, */
     {"c/conv_tile.c.tmpl", "kiln_grid_tile(|kiln_conv_cut_of("},   /* tiles and tasks, */
     {"c/conv_pad.c.tmpl", "kiln_pad_planes(|kiln_grid_taps_of("},  /* padded grid, */

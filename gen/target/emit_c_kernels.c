@@ -738,7 +738,16 @@ static const char *k_attention(KernelCtx *k) {
   emit_vari(&k->v, "CAUSAL", k->n->a.causal);
   emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
-  return "c/sdpa.c.tmpl";
+  if (q->dim[1] < KILN_ATTN_MIN_T || k->n->a.window > 0 || q->dim[2] > KILN_ATTN_DMAX) return "c/sdpa.c.tmpl";
+  /* a prefill: blocks of queries on the micro-kernel (attn_lib.c.tmpl), the outputs stored
+   * by a helper like a matmul's store */
+  EmitVars sv = {0};
+  task_args(k, &sv, NULL, NULL, 0);
+  const char *const copy[] = {"FIELDS", "INIT", "SARGS", "RPARAMS"};
+  for (int i = 0; i < 4; i++) emit_var(&k->v, copy[i], var_of(&sv, copy[i]));
+  emit_var(&k->v, "CHAIN_DOC", k->fused ? ", then the fused chain" : "");
+  emit_var(&k->v, "CAUSAL_DOC", k->n->a.causal ? " and j <= pos + i" : "");
+  return "c/sdpa_tiled.c.tmpl";
 }
 
 /* Write family: the state viewed as OUTER x N x INNER around the axis, the value as

@@ -7,7 +7,9 @@
 -- matrix-vector product, a batch folded into rows, a fused epilogue; a weight too narrow to
 -- pack (N = 10) and a transposed activation, copied a block at a time beside rows read in place;
 -- an operand every matrix of a batched product shares (an attention mask over heads, and over
--- a batch folded into rows), read along the output's row (row % 20 * 24 + j), not gathered.
+-- a batch folded into rows), read along the output's row (row % 20 * 24 + j), not gathered;
+-- attention over a prefill's 37 query rows (templates/c/attn_lib.c.tmpl: blocks of 32
+-- queries, keys in chunks of 48 past the first, a head size of 5 left over from every tile).
 -- tests/t_isa.sh compiles it on every instruction-set path and compares the bits; t_ops'
 -- gemm_* cases check the same shapes against PyTorch.
 local kiln = require "kiln"
@@ -51,3 +53,7 @@ kiln.output("narrow28", kiln.linear(x28, wn))
 kiln.output("act_t28", kiln.matmul(a28, ct, {trans_b = true}))
 kiln.output("heads_mask", kiln.matmul(qh, kh, {trans_b = true}) * 0.25 + mask)
 kiln.output("rows_mask", kiln.matmul(xr, wr) + mask)
+local qa = kiln.input("qa", {4, 37, 5})                            -- 4 query heads over 2 K/V heads
+local ka = kiln.input("ka", {2, 60, 5})
+local va = kiln.input("va", {2, 60, 5})
+kiln.output("attn_prefill", kiln.sdpa(qa, ka, va, {len = 58, pos = 12}))

@@ -368,6 +368,16 @@ sdpa_case("not_causal", 4, 3, 2, 16, 8, 0, "11", causal=False)
 sdpa_case("len_zero", 4, 2, 2, 8, 8, 0, "0")                  # no valid key: rows are 0
 sdpa_case("len_clamped_high", 2, 3, 1, 8, 8, 2, "100", causal=False)
 sdpa_case("len_clamped_low", 2, 3, 1, 8, 8, 2, "-3")
+# A prefill (KILN_ATTN_MIN_T = 8 query rows or more, no window: templates/c/attn_lib.c.tmpl):
+# blocks of 32 queries, keys 48 a chunk, head sizes off the tile's 12 rows.
+sdpa_case("prefill_blocks", 6, 40, 2, 96, 16, 30, "p + 40")  # two query blocks (the second of 8), two chunks
+sdpa_case("prefill_min_t", 4, 8, 4, 20, 24, 10, "p + 8")     # exactly 8 rows, D two whole tiles
+sdpa_case("prefill_odd_d", 3, 33, 1, 50, 5, 0, "37", causal=False)   # D = 5; 37 keys of 50
+sdpa_case("prefill_chunks", 2, 16, 1, 130, 12, 0, "130", causal=False)   # 3 chunks of keys
+sdpa_case("prefill_len_zero", 2, 9, 1, 16, 8, 0, "0")         # no key: rows are 0
+sdpa_case("prefill_late", 4, 12, 2, 40, 8, 30, "p + 12")      # positions 30..41 past S: clamped
+sdpa_case("prefill_d256", 2, 8, 1, 20, 256, 4, "p + 8")       # the largest head size
+sdpa_case("prefill_epilogue", 4, 20, 2, 32, 8, 5, "p + 20", extra=" * 2 + 1")
 sdpa_case("pos_negative", 2, 4, 2, 8, 8, -2, "8")             # rows 0, 1 see nothing
 sdpa_case("scale", 4, 2, 2, 8, 8, 3, "p + 2", scale=0.05)
 sdpa_case("fused", 4, 2, 2, 8, 8, 3, "p + 2", extra=" * 2 + 1")

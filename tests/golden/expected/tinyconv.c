@@ -376,14 +376,14 @@ static void kiln_pack_a(const float *restrict a, int64_t as_m, int64_t as_k, int
 }
 
 /* Rows i0..i0+r-1 of C (element (i, j) at c[i * cs_i + j * cs_j], columns j0.. up to n) go
- * on by the kc-step pass of one panel, from zero on the first pass (k0 == 0). Half a tile
+ * on by the kc-step pass of one panel, from zero when first (a product's first pass). Half a tile
  * or more runs as a full tile (ap's rows past r are zero), fewer rows four at a time, then
  * one at a time. Whole rows of C run in place;
  * a partial panel or a transposed C through a small copy. */
-static void kiln_tile_pass(const float *restrict ap, int r, const float *restrict bp, int64_t ldb, int64_t k0,
+static void kiln_tile_pass(const float *restrict ap, int r, const float *restrict bp, int64_t ldb, int first,
                            int64_t kc, float *restrict c, int64_t cs_i, int64_t cs_j, int64_t n, int64_t i0, int64_t j0) {
   const int64_t w = n - j0 < KILN_PANEL ? n - j0 : KILN_PANEL;
-  const int full = 2 * r >= KILN_MR, first = k0 == 0;
+  const int full = 2 * r >= KILN_MR;
   float *restrict ct = c + i0 * cs_i + j0 * cs_j;
   if (w == KILN_PANEL && cs_j == 1 && (r == KILN_MR || !full)) {
     if (full)
@@ -404,17 +404,17 @@ static void kiln_tile_pass(const float *restrict ap, int r, const float *restric
     for (int64_t j = 0; j < w; j++) ct[i * cs_i + j * cs_j] = t[i * KILN_PANEL + j];
 }
 
-/* Rows [i_lo, i_hi) of C go on by the kc-step pass (from k0) of the np panels in bp (each
- * kc x KILN_PANEL, back to back), the first at column j0: each row block of A is copied
- * once and runs over all of them. */
+/* Rows [i_lo, i_hi) of C go on by the kc-step pass (A's columns from k0; from zero when
+ * first) of the np panels in bp (each kc x KILN_PANEL, back to back), the first at column
+ * j0: each row block of A is copied once and runs over all of them. */
 static void kiln_panels_pass(const float *restrict a, int64_t as_m, int64_t as_k, int64_t i_lo, int64_t i_hi,
-                             const float *restrict bp, int np, int64_t k0, int64_t kc, float *restrict c, int64_t cs_i,
-                             int64_t cs_j, int64_t n, int64_t j0, float *restrict ap) {
+                             const float *restrict bp, int np, int64_t k0, int first, int64_t kc, float *restrict c,
+                             int64_t cs_i, int64_t cs_j, int64_t n, int64_t j0, float *restrict ap) {
   for (int64_t i0 = i_lo; i0 < i_hi; i0 += KILN_MR) {
     const int r = i_hi - i0 < KILN_MR ? (int)(i_hi - i0) : KILN_MR;
     kiln_pack_a(a, as_m, as_k, i0, r, k0, kc, ap);
     for (int p = 0; p < np; p++)
-      kiln_tile_pass(ap, r, bp + p * kc * KILN_PANEL, KILN_PANEL, k0, kc, c, cs_i, cs_j, n, i0, j0 + p * KILN_PANEL);
+      kiln_tile_pass(ap, r, bp + p * kc * KILN_PANEL, KILN_PANEL, first, kc, c, cs_i, cs_j, n, i0, j0 + p * KILN_PANEL);
   }
 }
 
@@ -1047,7 +1047,7 @@ static void kiln_conv_pass(const float *restrict w, int64_t kk, int64_t ocg, con
       for (int i = 0; i < KILN_MR; i++)
         for (int64_t j = 0; j < wd; j++) ct[i * npix + j] = t[i * KILN_PANEL + j];
     }
-  if (full < ocg) kiln_panels_pass(w, kk, 1, full, ocg, bp, np, k0, kc, c, npix, 1, npix, p0, ap);
+  if (full < ocg) kiln_panels_pass(w, kk, 1, full, ocg, bp, np, k0, k0 == 0, kc, c, npix, 1, npix, p0, ap);
 }
 
 /* Columns (pixels) [p_lo, p_hi) of c (ocg rows of npix floats: the group's output planes)
