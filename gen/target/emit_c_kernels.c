@@ -738,7 +738,8 @@ static const char *k_attention(KernelCtx *k) {
   emit_vari(&k->v, "CAUSAL", k->n->a.causal);
   emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
-  if (q->dim[1] < KILN_ATTN_MIN_T || k->n->a.window > 0 || q->dim[2] > KILN_ATTN_DMAX) return "c/sdpa.c.tmpl";
+  if (q->dim[1] < KILN_ATTN_MIN_T || k->n->a.window > 0 || q->dim[2] > KILN_ATTN_DMAX || kv->dim[1] > INT32_MAX)
+    return "c/sdpa.c.tmpl";   /* attn_lib keeps key positions in int32 lanes */
   /* a prefill: blocks of queries on the micro-kernel (attn_lib.c.tmpl), the outputs stored
    * by a helper like a matmul's store */
   EmitVars sv = {0};
