@@ -183,6 +183,7 @@ static const struct {
     {"c/math_tanh.c.tmpl", "kiln_tanhf("},            /* which the others call */
     {"c/math_erf.c.tmpl", "kiln_erff("},
     {"c/math_log.c.tmpl", "kiln_logf("},
+    {"c/sdpa_lib.c.tmpl", "kiln_sdpa_"},              /* a decode's attention */
     {"c/par_for.c.tmpl", "kiln_for(|KILN_TASK"},      /* tasks */
     {"c/rows_for.c.tmpl", "kiln_rows_for("},          /* row-wise kernels' tasks */
     {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* vector lanes: */
