@@ -53,9 +53,8 @@ enum {
   KILN_WINO_SKEW = 16,    /* floats between two values' input transforms in scratch (wino_lib) */
   /* kiln.sdpa of this many query rows or more (a prefill) runs on the matmul micro-kernel,
    * 32 queries a task (templates/c/attn_lib.c.tmpl), for a head size up to KILN_ATTN_DMAX
-   * (its blocks live on the task's stack), without a window and under 2^31 key slots; fewer
-   * rows (a decode) a row at a time (sdpa.c.tmpl): a block would leave most of its 32 lanes
-   * empty. */
+   * (its blocks live on the task's stack) and under 2^31 key slots; fewer rows (a decode) a
+   * row at a time (sdpa.c.tmpl): a block would leave most of its 32 lanes empty. */
   KILN_ATTN_MIN_T = 8,
   KILN_ATTN_DMAX = 256,
 };

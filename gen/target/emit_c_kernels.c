@@ -738,7 +738,7 @@ static const char *k_attention(KernelCtx *k) {
   emit_vari(&k->v, "CAUSAL", k->n->a.causal);
   emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
-  if (q->dim[1] < KILN_ATTN_MIN_T || k->n->a.window > 0 || q->dim[2] > KILN_ATTN_DMAX || kv->dim[1] > INT32_MAX)
+  if (q->dim[1] < KILN_ATTN_MIN_T || q->dim[2] > KILN_ATTN_DMAX || kv->dim[1] > INT32_MAX)
     return "c/sdpa.c.tmpl";   /* attn_lib keeps key positions in int32 lanes */
   /* a prefill: blocks of queries on the micro-kernel (attn_lib.c.tmpl), the outputs stored
    * by a helper like a matmul's store */
@@ -747,7 +747,9 @@ static const char *k_attention(KernelCtx *k) {
   const char *const copy[] = {"FIELDS", "INIT", "SARGS", "RPARAMS"};
   for (int i = 0; i < 4; i++) emit_var(&k->v, copy[i], var_of(&sv, copy[i]));
   emit_var(&k->v, "CHAIN_DOC", k->fused ? ", then the fused chain" : "");
-  emit_var(&k->v, "CAUSAL_DOC", k->n->a.causal ? " and j <= pos + i" : "");
+  emit_var(&k->v, "KEYS_DOC", k->n->a.window > 0 ? "at positions pos + i - WINDOW < j <= pos + i, j < len, j >= len - S (a ring: slot j % S)"
+                            : k->n->a.causal ? "at positions j < min(len, S) and j <= pos + i"
+                                             : "at positions j < min(len, S)");
   return "c/sdpa_tiled.c.tmpl";
 }
 

@@ -9,7 +9,8 @@
 -- an operand every matrix of a batched product shares (an attention mask over heads, and over
 -- a batch folded into rows), read along the output's row (row % 20 * 24 + j), not gathered;
 -- attention over a prefill's 37 query rows (templates/c/attn_lib.c.tmpl: blocks of 32
--- queries, keys in chunks of 48 past the first, a head size of 5 left over from every tile).
+-- queries, keys in chunks of 48 past the first, a head size of 5 left over from every tile),
+-- and over a window of a ring whose slots wrap inside a block's keys.
 -- tests/t_isa.sh compiles it on every instruction-set path and compares the bits; t_ops'
 -- gemm_* cases check the same shapes against PyTorch.
 local kiln = require "kiln"
@@ -57,3 +58,4 @@ local qa = kiln.input("qa", {4, 37, 5})                            -- 4 query he
 local ka = kiln.input("ka", {2, 60, 5})
 local va = kiln.input("va", {2, 60, 5})
 kiln.output("attn_prefill", kiln.sdpa(qa, ka, va, {len = 58, pos = 12}))
+kiln.output("attn_window", kiln.sdpa(qa, ka, va, {len = 70, pos = 33, window = 20}))   -- a ring of 60 slots

@@ -368,7 +368,7 @@ sdpa_case("not_causal", 4, 3, 2, 16, 8, 0, "11", causal=False)
 sdpa_case("len_zero", 4, 2, 2, 8, 8, 0, "0")                  # no valid key: rows are 0
 sdpa_case("len_clamped_high", 2, 3, 1, 8, 8, 2, "100", causal=False)
 sdpa_case("len_clamped_low", 2, 3, 1, 8, 8, 2, "-3")
-# A prefill (KILN_ATTN_MIN_T = 8 query rows or more, no window: templates/c/attn_lib.c.tmpl):
+# A prefill (KILN_ATTN_MIN_T = 8 query rows or more: templates/c/attn_lib.c.tmpl):
 # blocks of 32 queries, keys 48 a chunk, head sizes off the tile's 12 rows.
 sdpa_case("prefill_blocks", 6, 40, 2, 96, 16, 30, "p + 40")  # two query blocks (the second of 8), two chunks
 sdpa_case("prefill_min_t", 4, 8, 4, 20, 24, 10, "p + 8")     # exactly 8 rows, D two whole tiles
@@ -378,6 +378,42 @@ sdpa_case("prefill_len_zero", 2, 9, 1, 16, 8, 0, "0")         # no key: rows are
 sdpa_case("prefill_late", 4, 12, 2, 40, 8, 30, "p + 12")      # positions 30..41 past S: clamped
 sdpa_case("prefill_d256", 2, 8, 1, 20, 256, 4, "p + 8")       # the largest head size
 sdpa_case("prefill_epilogue", 4, 20, 2, 32, 8, 5, "p + 20", extra=" * 2 + 1")
+
+
+def sdpa_window_ref(q, k, v, L, P, W):
+    """sdpa with window W over a ring of S slots (docs/ops.md): row i, at position P + i, sees
+    the positions p with P + i - W < p <= P + i, p < L and p >= L - S, the key of p in slot
+    p mod S; a row with no key is 0."""
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    HQ, T, D = q.shape
+    S = k.shape[1]
+    g = HQ // k.shape[0]
+    out = np.zeros(q.shape)
+    for h in range(HQ):
+        for i in range(T):
+            lo, hi = max(P + i - W + 1, L - S, 0), min(P + i, L - 1)
+            if lo > hi:
+                continue
+            slots = [p % S for p in range(lo, hi + 1)]
+            s = (k[h // g][slots] @ q[h, i]) / math.sqrt(D)
+            e = np.exp(s - s.max())
+            out[h, i] = (e @ v[h // g][slots]) / e.sum()
+    return out
+
+
+def sdpa_window_case(name, hq, t, hkv, s, d, pos, ln, window):
+    add("sdpa", name, "kiln.sdpa(q, k, v, {len = %s, pos = p, window = %d})" % (ln, window),
+        [("q", [hq, t, d], "f32", "n"), ("k", [hkv, s, d], "f32", "n"), ("v", [hkv, s, d], "f32", "n"),
+         ("p", [], "i32", [pos])],
+        ref=lambda q, k, v, p: sdpa_window_ref(q, k, v, int(eval(ln.replace("p", "int(p)"))), int(p), window),
+        tol=Tol.custom("softmax", "sdpa", lambda ref, ins: sdpa_tol(*ins)),
+        also=("add",))
+
+
+# The prefill kernel over a window (Gemma's sliding layers): a plain cache (S >= len), and a
+# ring whose slots wrap inside the block's keys (position p in slot p mod S).
+sdpa_window_case("prefill_window", 4, 20, 2, 64, 8, 5, "p + 20", 7)
+sdpa_window_case("prefill_window_ring", 4, 12, 2, 20, 8, 30, "p + 12", 9)   # positions 21..41 in 20 slots
 sdpa_case("pos_negative", 2, 4, 2, 8, 8, -2, "8")             # rows 0, 1 see nothing
 sdpa_case("scale", 4, 2, 2, 8, 8, 3, "p + 2", scale=0.05)
 sdpa_case("fused", 4, 2, 2, 8, 8, 3, "p + 2", extra=" * 2 + 1")
