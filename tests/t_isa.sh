@@ -50,6 +50,10 @@ for m in models/mlp.lua models/lenet.lua models/resnet.lua models/transformer.lu
     c=$(grep -c 'e0\[row % 20 \* 24 + j\]' "$d/out/edges.c")
     if [ "$c" = 2 ]; then echo "PASS $S/edges/mask_row"; else echo "FAIL $S/edges/mask_row: $c stores read a shared mask along the row, want 2"; fi
   fi
+  if [ "$n" = edges ]; then   # its two prefill attentions take the blocked kernel (attn_lib.c.tmpl), not the row one
+    c=$(grep -c 'kiln_attn_par(par' "$d/out/edges.c")
+    if [ "$c" = 2 ]; then echo "PASS $S/edges/attn_blocked"; else echo "FAIL $S/edges/attn_blocked: $c attentions run kiln_attn_par, want 2"; fi
+  fi
   # One line per call: "-" for a plain model, else "ENTRY MACRO_PREFIX STATE?" of each entry in
   # order (a model with entries runs each once, the state block chained from call to call);
   # then the call's input files.

@@ -726,8 +726,9 @@ static const char *k_scatter(KernelCtx *k) {
 }
 
 /* Attention family: the sizes of q [HQ, T, D] and k/v [HKV, S, D], GROUP = HQ / HKV,
- * the scale as a float literal, CAUSAL as 0/1 and WINDOW (0: none); returns the fused
- * sdpa template. */
+ * the scale as a float literal, CAUSAL as 0/1 and WINDOW (0: none); returns sdpa.c.tmpl
+ * (a row at a time: a decode), or for a prefill sdpa_tiled.c.tmpl with its store's
+ * variables (FIELDS, INIT, SARGS, RPARAMS: the epilogue's operands) and KEYS_DOC. */
 static const char *k_attention(KernelCtx *k) {
   const Shape *q = &IN(0)->shape, *kv = &IN(1)->shape;
   emit_vari(&k->v, "HQ", q->dim[0]);

@@ -378,6 +378,8 @@ sdpa_case("prefill_len_zero", 2, 9, 1, 16, 8, 0, "0")         # no key: rows are
 sdpa_case("prefill_late", 4, 12, 2, 40, 8, 30, "p + 12")      # positions 30..41 past S: clamped
 sdpa_case("prefill_d256", 2, 8, 1, 20, 256, 4, "p + 8")       # the largest head size
 sdpa_case("prefill_epilogue", 4, 20, 2, 32, 8, 5, "p + 20", extra=" * 2 + 1")
+sdpa_case("prefill_three_blocks", 6, 70, 2, 80, 8, -5, "p + 70")   # 3 blocks, groups of 3, rows before position 0
+sdpa_case("prefill_short_len", 3, 20, 1, 24, 8, 0, "6", causal=False)   # len < T: every row sees 6 keys
 
 
 def sdpa_window_ref(q, k, v, L, P, W):
