@@ -748,9 +748,10 @@ static const char *k_attention(KernelCtx *k) {
   const char *const copy[] = {"FIELDS", "INIT", "SARGS", "RPARAMS"};
   for (int i = 0; i < 4; i++) emit_var(&k->v, copy[i], var_of(&sv, copy[i]));
   emit_var(&k->v, "CHAIN_DOC", k->fused ? ", then the fused chain" : "");
-  emit_var(&k->v, "KEYS_DOC", k->n->a.window > 0 ? "at positions pos + i - WINDOW < j <= pos + i, j < len, j >= len - S (a ring: slot j % S)"
-                            : k->n->a.causal ? "at positions j < min(len, S) and j <= pos + i"
-                                             : "at positions j < min(len, S)");
+  const char *keys = k->n->a.window > 0 ? "at positions pos + i - WINDOW < j <= pos + i, j < len, j >= len - S (slot j % S)"
+                     : k->n->a.causal    ? "at positions j < min(len, S) and j <= pos + i"
+                                         : "at positions j < min(len, S)";
+  emit_var(&k->v, "KEYS_DOC", keys);
   return "c/sdpa_tiled.c.tmpl";
 }
 
