@@ -180,10 +180,11 @@ static const struct {
     {"c/round_f16.c.tmpl", "kiln_round_f16("},        /* x.half().float() */
     {"c/dot4.c.tmpl", "kiln_dot4("},                  /* gathered patches, attention scores */
     {"c/math_exp.c.tmpl", "kiln_expf(|kiln_select(|kiln_bits"},   /* math: exp first, */
+    {"c/math_expneg.c.tmpl", "kiln_expf_neg("},       /* exp of a softmax's x - max */
     {"c/math_tanh.c.tmpl", "kiln_tanhf("},            /* which the others call */
     {"c/math_erf.c.tmpl", "kiln_erff("},
     {"c/math_log.c.tmpl", "kiln_logf("},
-    {"c/sdpa_lib.c.tmpl", "kiln_sdpa_"},              /* a decode's attention */
+    {"c/row_lanes.c.tmpl", "kiln_row_max(|kiln_row_sum("},   /* softmax rows, attention */
     {"c/par_for.c.tmpl", "kiln_for(|KILN_TASK"},      /* tasks */
     {"c/rows_for.c.tmpl", "kiln_rows_for("},          /* row-wise kernels' tasks */
     {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* vector lanes: */

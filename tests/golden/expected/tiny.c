@@ -66,6 +66,14 @@ static inline float kiln_expf(float x) {
   return kiln_select(x != x, x, p * s1.f * s2.f);   /* p 2^n1 2^n2, n1 + n2 = n */
 }
 
+/* kiln_expf_neg: e^d for a d <= 0 taken from a maximum (a softmax's x - max), 0 below -87
+ * rather than the subnormal (under FLT_MIN) e^d would be: computing that costs x86 a
+ * microcode assist per vector (a causal mask's -inf made a masked softmax 3x slower), and
+ * it could not change a sum that holds the maximum's 1. A NaN stays NaN. */
+static inline float kiln_expf_neg(float d) {
+  return kiln_select(d < -87.0f, 0.0f, kiln_expf(kiln_select(d < -87.0f, -87.0f, d)));
+}
+
 /* kiln_erff: erf(x) within 2 ulp, on |x| = a with x's sign put back. Below a = 0.875,
  * erf(a) = a + a P(a^2) (the leading a exact, P about 2/sqrt(pi) - 1); above,
  * erf(a) = 1 - erfc(a) with log erfc(a) a polynomial in a - 0.875 (smooth, about -a^2, so
@@ -88,6 +96,40 @@ static inline float kiln_erff(float x) {
   kiln_bits e = {kiln_select(a < 0.875f, near0, 1.0f - kiln_expf(lerfc))};
   e.u |= xb.u & 0x80000000u;
   return kiln_select(x != x, x, e.f);
+}
+
+/* ---- The maximum and the sum of a row, over lanes (templates/c/row_lanes.c.tmpl) ---- */
+/* Lanes of a row's maximum and sum (a power of two: the tree below halves them). */
+enum { KILN_ROW_LANES = 16 };
+
+/* The largest of m and the n values at e, and the sum of the n values: over KILN_ROW_LANES
+ * lanes (lane u takes u, u + KILN_ROW_LANES, ..., in order), then the lanes in a fixed
+ * tree: the same operations on every path, and loops that vectorise (one running maximum
+ * or sum waits on each step: in a stories260K-shaped decode's attention at position 511,
+ * a scalar maximum's loop alone took 29 % of the samples). The maximum's a > b ? a : b is
+ * one vector max instruction to GCC and Clang (kiln_select's masks took 1.03x the time in a
+ * softmax). Softmax rows and the attention kernels take their maxima and sums so. */
+static inline float kiln_row_max(const float *restrict e, int64_t n, float m) {
+  float mx[KILN_ROW_LANES];
+  for (int u = 0; u < KILN_ROW_LANES; u++) mx[u] = m;
+  int64_t t = 0;
+  for (; t + KILN_ROW_LANES <= n; t += KILN_ROW_LANES)
+    for (int u = 0; u < KILN_ROW_LANES; u++) mx[u] = e[t + u] > mx[u] ? e[t + u] : mx[u];
+  for (int u = 0; t + u < n; u++) mx[u] = e[t + u] > mx[u] ? e[t + u] : mx[u];
+  for (int w = KILN_ROW_LANES / 2; w > 0; w /= 2)
+    for (int u = 0; u < w; u++) mx[u] = mx[u + w] > mx[u] ? mx[u + w] : mx[u];
+  return mx[0];
+}
+static inline float kiln_row_sum(const float *restrict e, int64_t n) {
+  float sum[KILN_ROW_LANES];
+  for (int u = 0; u < KILN_ROW_LANES; u++) sum[u] = 0.0f;
+  int64_t t = 0;
+  for (; t + KILN_ROW_LANES <= n; t += KILN_ROW_LANES)
+    for (int u = 0; u < KILN_ROW_LANES; u++) sum[u] += e[t + u];
+  for (int u = 0; t + u < n; u++) sum[u] += e[t + u];
+  for (int w = KILN_ROW_LANES / 2; w > 0; w /= 2)
+    for (int u = 0; u < w; u++) sum[u] += sum[u + w];
+  return sum[0];
 }
 
 /* ---- Tasks (templates/c/par_for.c.tmpl) ----
@@ -1262,24 +1304,10 @@ typedef struct {
 KILN_INLINE void softmax_row(const softmax_args *s, int64_t r, const float *restrict xr, float *restrict o) {
   enum { N = 4 };
   (void)s, (void)r;   /* read by the fused chain's operands and index, when there is one */
-  float mx[16], sum[16];
-  for (int j = 0; j < 16; j++) mx[j] = -INFINITY, sum[j] = 0.0f;
-  int64_t k = 0;
-  for (; k + 16 <= N; k += 16)
-    for (int j = 0; j < 16; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
-  for (int j = 0; k + j < N; j++) mx[j] = xr[k + j] > mx[j] ? xr[k + j] : mx[j];
-  for (int w = 8; w > 0; w /= 2)
-    for (int j = 0; j < w; j++) mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
-  for (k = 0; k < N; k++) {   /* a loop of its own: it vectorises */
-    const float d = xr[k] - mx[0];
-    o[k] = kiln_select(d < -87.0f, 0.0f, kiln_expf(kiln_select(d < -87.0f, -87.0f, d)));
-  }
-  for (k = 0; k + 16 <= N; k += 16)
-    for (int j = 0; j < 16; j++) sum[j] += o[k + j];
-  for (int j = 0; k + j < N; j++) sum[j] += o[k + j];
-  for (int w = 8; w > 0; w /= 2)
-    for (int j = 0; j < w; j++) sum[j] += sum[j + w];
-  for (k = 0; k < N; k++) o[k] = o[k] / sum[0];
+  const float mx = kiln_row_max(xr, N, -INFINITY);
+  for (int64_t k = 0; k < N; k++) o[k] = kiln_expf_neg(xr[k] - mx);   /* a loop of its own: it vectorises */
+  const float sum = kiln_row_sum(o, N);
+  for (int64_t k = 0; k < N; k++) o[k] = o[k] / sum;
 }
 
 /* softmax_rows_in: rows [r_lo, r_hi) of softmax (arg: its softmax_args). */
@@ -1311,13 +1339,11 @@ KILN_NOINLINE static void softmax_rows(const void *arg, int64_t r_lo, int64_t r_
 
 /* softmax: softmax f32 [2, 4] -> [2, 4], axis 1 (tiny.lua:15)
  * Softmax along each of ROWS rows of N contiguous elements: subtract the row's max
- * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes (lane
- * j takes k = j, j + 16, ..., in order), then the lanes in a fixed tree: a fixed order of
- * adds, the same on every path, that the compiler vectorises (one in-order chain it
- * cannot: each add waits for the last). exp of d = x - max below -87 is 0, not the
- * subnormal (under FLT_MIN) it would be: computing that costs x86 a microcode assist per
- * vector (a causal mask's -inf made a masked softmax 3x slower), and it could not change the
- * sum (1 or more). Blocks of rows are the tasks (kiln_rows_for). */
+ * before exp (stable), then divide by the sum. The max and the sum go over 16 lanes, then
+ * the lanes in a fixed tree (kiln_row_max, kiln_row_sum): a fixed order of adds, the same
+ * on every path, that the compiler vectorises (one in-order chain it cannot: each add waits
+ * for the last). exp of d = x - max below -87 is 0, not a subnormal (kiln_expf_neg). Blocks
+ * of rows are the tasks (kiln_rows_for). */
 static void softmax(const kiln_par *par, const float *restrict x, float *restrict out) {
   enum { ROWS = 2, N = 4 };
   const softmax_args s = {x, out};
