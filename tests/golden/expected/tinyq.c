@@ -323,9 +323,12 @@ KILN_T512 static void kiln_tile512_1(int64_t kc, const float *restrict ap, const
 }
 #endif
 
-/* The full tile: KILN_MR rows of A, element (i, k) at ap[k * ka + i * ia]. */
-static void kiln_tile_full(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
-                           int64_t ldb, float *restrict t, int64_t ldt, int first) {
+/* The full tile: KILN_MR rows of A, element (i, k) at ap[k * ka + i * ia]. Out of line:
+ * built for AVX-512 itself (-march=native), GCC at -O3 inlined the tile into kiln_gemm, where
+ * it ran slower than as a function of its own (BERT 0.96-0.97 of the time out of line). */
+KILN_NOINLINE static void kiln_tile_full(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                         const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt,
+                                         int first) {
 #ifdef KILN_DISPATCH512
   if (kiln_avx512()) {
     kiln_tile512_12(kc, ap, ka, ia, bp, ldb, t, ldt, first);

@@ -287,9 +287,12 @@ KILN_T512 static void kiln_tile512_1(int64_t kc, const float *restrict ap, const
 }
 #endif
 
-/* The full tile: KILN_MR rows of A, element (i, k) at ap[k * ka + i * ia]. */
-static void kiln_tile_full(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
-                           int64_t ldb, float *restrict t, int64_t ldt, int first) {
+/* The full tile: KILN_MR rows of A, element (i, k) at ap[k * ka + i * ia]. Out of line:
+ * built for AVX-512 itself (-march=native), GCC at -O3 inlined the tile into kiln_gemm, where
+ * it ran slower than as a function of its own (BERT 0.96-0.97 of the time out of line). */
+KILN_NOINLINE static void kiln_tile_full(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                         const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt,
+                                         int first) {
 #ifdef KILN_DISPATCH512
   if (kiln_avx512()) {
     kiln_tile512_12(kc, ap, ka, ia, bp, ldb, t, ldt, first);
@@ -653,15 +656,17 @@ kiln_tile512_12p(const int pace, int64_t kc, const float *restrict ap, int64_t k
 #ifdef KILN_DISPATCH512
 KILN_T512
 #endif
-static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
-                              float *restrict t, int64_t ldt, int first, uintptr_t pf) {
+KILN_NOINLINE static void kiln_tile512_12pf(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                            const float *restrict bp, float *restrict t, int64_t ldt, int first,
+                                            uintptr_t pf) {   /* out of line as kiln_tile_full */
   kiln_tile512_12p(0, kc, ap, ka, ia, bp, t, ldt, first, pf, kc);
 }
 #ifdef KILN_DISPATCH512
 KILN_T512
 #endif
-static void kiln_tile512_12ask(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
-                               float *restrict t, int64_t ldt, int first, uintptr_t pf, int64_t nask) {
+KILN_NOINLINE static void kiln_tile512_12ask(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                             const float *restrict bp, float *restrict t, int64_t ldt, int first,
+                                             uintptr_t pf, int64_t nask) {
   if (2 * nask <= kc)
     kiln_tile512_12p(2, kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
   else
@@ -711,8 +716,9 @@ static int kiln_tile8(void) {
   return kiln_avx512();
 }
 #elif defined(KILN_VW) && KILN_VW == 16
-static void kiln_tile512_8(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia, const float *restrict bp,
-                           int64_t ldb, float *restrict t, int64_t ldt, int first) {
+KILN_NOINLINE static void kiln_tile512_8(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
+                                         const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt,
+                                         int first) {
   kiln_tile_a(8, kc, ap, ka, ia, bp, ldb, t, ldt, first);
 }
 static int kiln_tile8(void) {
