@@ -323,7 +323,9 @@ def sdpa_ref(q, k, v, L, P, causal=True, scale=None):
     m = np.max(s, axis=-1, keepdims=True)
     e = np.exp(s - np.where(np.isfinite(m), m, 0))
     tot = np.sum(e, axis=-1, keepdims=True)
-    out = (e @ v) / np.where(tot > 0, tot, 1)
+    # the keys a row sees only: e @ v would take 0 * inf = NaN from the others
+    ev = np.where(mask[None, :, :, None], e[..., None] * v[:, None, :, :], 0.0).sum(axis=2)
+    out = ev / np.where(tot > 0, tot, 1)
     return np.where(np.any(mask, axis=-1)[None, :, None], out, 0.0)
 
 
@@ -336,17 +338,28 @@ def sdpa_tol(q, k, v, *rest, scale=None):
     g = q.shape[0] // k.shape[0]
     A = sc * float(np.max(np.abs(q).astype(np.float64) @ np.repeat(np.abs(k), g, axis=0).transpose(0, 2, 1)))
     rel = 2 * ((2 * math.sqrt(D) + 4) * A + A) + (2 * math.sqrt(S) + 8) + (2 * math.sqrt(S) + 4)
-    return EPS * rel * max(1.0, float(np.max(np.abs(v))))
+    vmax = float(np.max(np.abs(v[np.isfinite(v)]), initial=0.0))   # a non-finite v's outputs match exactly
+    return EPS * rel * max(1.0, vmax)
 
 
-def sdpa_case(name, hq, t, hkv, s, d, pos, ln, causal=True, scale=None, extra="", expr=None):
+def nonfinite_v(bad):
+    """An input generator: standard normal values with v[h, slot, c] = x for each (h, slot, c, x) of bad."""
+    def g(rng, shape):
+        a = rng.standard_normal(shape)
+        for h, slot, c, x in bad:
+            a[h, slot, c] = x
+        return a
+    return g
+
+
+def sdpa_case(name, hq, t, hkv, s, d, pos, ln, causal=True, scale=None, extra="", expr=None, vgen="n"):
     opts = ["len = %s" % ln, "pos = p"] + ([] if causal else ["causal = false"]) + (
         [] if scale is None else ["scale = %r" % scale])
     e = expr or "kiln.sdpa(q, k, v, {%s})%s" % (", ".join(opts), extra)
     lenv = (lambda p: eval(ln.replace("p", "int(p)"))) if "p" in ln else (lambda p: int(ln))
     post = {"": lambda o: o, " * 2 + 1": lambda o: o * 2 + 1}[extra]
     add("sdpa", name, e,
-        [("q", [hq, t, d], "f32", "n"), ("k", [hkv, s, d], "f32", "n"), ("v", [hkv, s, d], "f32", "n"),
+        [("q", [hq, t, d], "f32", "n"), ("k", [hkv, s, d], "f32", "n"), ("v", [hkv, s, d], "f32", vgen),
          ("p", [], "i32", [pos])],
         ref=lambda q, k, v, p: post(sdpa_ref(q, k, v, lenv(p), p, causal, scale)),
         tol=Tol.custom("softmax", "sdpa", lambda ref, ins: sdpa_tol(*ins, scale=scale) * (2 if extra else 1)),
@@ -380,6 +393,10 @@ sdpa_case("prefill_d256", 2, 8, 1, 20, 256, 4, "p + 8")       # the largest head
 sdpa_case("prefill_epilogue", 4, 20, 2, 32, 8, 5, "p + 20", extra=" * 2 + 1")
 sdpa_case("prefill_three_blocks", 6, 70, 2, 80, 8, -5, "p + 70")   # 3 blocks, groups of 3, rows before position 0
 sdpa_case("prefill_short_len", 3, 20, 1, 24, 8, 0, "6", causal=False)   # len < T: every row sees 6 keys
+# An infinite or NaN value of V reaches only the rows that see its key (a component each):
+# NaN at key 20 (rows 0..19 of the first block do not see it), inf at key 37, -inf past len.
+sdpa_case("prefill_nonfinite_v", 4, 40, 2, 64, 8, 0, "p + 40",
+          vgen=nonfinite_v([(0, 20, 3, np.nan), (1, 37, 5, np.inf), (1, 45, 2, -np.inf)]))
 
 
 def sdpa_window_ref(q, k, v, L, P, W):
@@ -403,9 +420,9 @@ def sdpa_window_ref(q, k, v, L, P, W):
     return out
 
 
-def sdpa_window_case(name, hq, t, hkv, s, d, pos, ln, window):
+def sdpa_window_case(name, hq, t, hkv, s, d, pos, ln, window, vgen="n"):
     add("sdpa", name, "kiln.sdpa(q, k, v, {len = %s, pos = p, window = %d})" % (ln, window),
-        [("q", [hq, t, d], "f32", "n"), ("k", [hkv, s, d], "f32", "n"), ("v", [hkv, s, d], "f32", "n"),
+        [("q", [hq, t, d], "f32", "n"), ("k", [hkv, s, d], "f32", "n"), ("v", [hkv, s, d], "f32", vgen),
          ("p", [], "i32", [pos])],
         ref=lambda q, k, v, p: sdpa_window_ref(q, k, v, int(eval(ln.replace("p", "int(p)"))), int(p), window),
         tol=Tol.custom("softmax", "sdpa", lambda ref, ins: sdpa_tol(*ins)),
@@ -416,6 +433,10 @@ def sdpa_window_case(name, hq, t, hkv, s, d, pos, ln, window):
 # ring whose slots wrap inside the block's keys (position p in slot p mod S).
 sdpa_window_case("prefill_window", 4, 20, 2, 64, 8, 5, "p + 20", 7)
 sdpa_window_case("prefill_window_ring", 4, 12, 2, 20, 8, 30, "p + 12", 9)   # positions 21..41 in 20 slots
+# NaN at position 8: rows 3..9 (positions 8..14) see it; rows 0..2 come before it and rows
+# 10..19 have moved their window past it.
+sdpa_window_case("prefill_window_nonfinite_v", 4, 20, 2, 64, 8, 5, "p + 20", 7,
+                 vgen=nonfinite_v([(0, 8, 1, np.nan), (1, 8, 6, np.inf)]))
 sdpa_case("pos_negative", 2, 4, 2, 8, 8, -2, "8")             # rows 0, 1 see nothing
 sdpa_case("scale", 4, 2, 2, 8, 8, 3, "p + 2", scale=0.05)
 sdpa_case("fused", 4, 2, 2, 8, 8, 3, "p + 2", extra=" * 2 + 1")
