@@ -544,6 +544,16 @@ static const char *k_reduce(KernelCtx *k) {
   return rows_form ? "c/reduce_rows.c.tmpl" : "c/reduce.c.tmpl";
 }
 
+/* ROWS512 for a row-wise kernel whose ${NAME}_rows(arg, r_lo, r_hi) its tasks run: the AVX-512
+ * twin (rows512.c.tmpl), exp at 16 lanes where an AVX2 build runs on AVX-512, as matmul chains. */
+static void rows_twin(KernelCtx *k) {
+  EmitVars tv = {0};
+  emit_var(&tv, "NAME", var_of(&k->v, "NAME"));
+  emit_var(&tv, "TWIN_PARAMS", "const void *arg, int64_t r_lo, int64_t r_hi");
+  emit_var(&tv, "TWIN_ARGS", "arg, r_lo, r_hi");
+  emit_var(&k->v, "ROWS512", expand_str("c/rows512.c.tmpl", &tv));
+}
+
 /* Softmax family over n->a.axis: sets OUTER, N, INNER; a last-axis softmax
  * (INNER == 1) gets the contiguous-rows template, its blocks of rows the tasks. */
 static const char *k_softmax(KernelCtx *k) {
@@ -553,11 +563,7 @@ static const char *k_softmax(KernelCtx *k) {
   emit_vari(&k->v, "INNER", a.inner);
   if (a.inner != 1) return "c/softmax.c.tmpl";
   task_args(k, &k->v, NULL, NULL, 0);   /* the last dim: contiguous rows, in blocks as tasks */
-  EmitVars tv = {0};   /* exp at 16 lanes where an AVX2 build runs on AVX-512, as matmul chains */
-  emit_var(&tv, "NAME", var_of(&k->v, "NAME"));
-  emit_var(&tv, "TWIN_PARAMS", "const void *arg, int64_t r_lo, int64_t r_hi");
-  emit_var(&tv, "TWIN_ARGS", "arg, r_lo, r_hi");
-  emit_var(&k->v, "ROWS512", expand_str("c/rows512.c.tmpl", &tv));
+  rows_twin(k);
   return "c/softmax_rows.c.tmpl";
 }
 
@@ -739,8 +745,13 @@ static const char *k_attention(KernelCtx *k) {
   emit_vari(&k->v, "CAUSAL", k->n->a.causal);
   emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
-  if (q->dim[1] < KILN_ATTN_MIN_T || q->dim[2] > KILN_ATTN_DMAX || kv->dim[1] > INT32_MAX)
-    return "c/sdpa.c.tmpl";   /* attn_lib keeps key positions in int32 lanes */
+  if (q->dim[1] < KILN_ATTN_MIN_T || q->dim[2] > KILN_ATTN_DMAX || kv->dim[1] > INT32_MAX) {
+    /* rows (a decode's): blocks of them as tasks, exp at 16 lanes where an AVX2 build runs
+     * on AVX-512 (as softmax); attn_lib keeps key positions in int32 lanes */
+    task_args(k, &k->v, NULL, NULL, 0);
+    rows_twin(k);
+    return "c/sdpa.c.tmpl";
+  }
   /* a prefill: blocks of queries on the micro-kernel (attn_lib.c.tmpl), the outputs stored
    * by a helper like a matmul's store */
   EmitVars sv = {0};
