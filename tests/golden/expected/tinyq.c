@@ -185,6 +185,17 @@ typedef float32x4_t kiln_v;
 #define KILN_OPAQUE(p) ((void)0)
 #define KILN_NEAR(addr) ((void)(addr))
 #endif
+/* KILN_WIDE: a row-wise kernel's loops (rows512.c.tmpl) vectorised 16 lanes wide in a file
+ * built for AVX-512 itself: GCC and Clang tune -march=native for Intel's AVX-512 cores with
+ * 8-lane loops (prefer-vector-width=256), while an AVX2 file's AVX-512 twin gets 16 lanes
+ * (BERT's GELU store 0.98-0.99 of the time at -O3 -march=native). */
+#if !defined(KILN_SCALAR) && defined(__AVX512F__) && defined(__clang__)
+#define KILN_WIDE __attribute__((min_vector_width(512)))
+#elif !defined(KILN_SCALAR) && defined(__AVX512F__) && defined(__GNUC__)
+#define KILN_WIDE __attribute__((target("prefer-vector-width=512")))
+#else
+#define KILN_WIDE
+#endif
 /* A pass covers KILN_KC values of k (twice that over half the columns where kiln_gemm can:
  * a deep pass); KILN_NC columns of packed B (512 KiB) stay in L2 while every row block of A
  * runs over them, with the next block asked for beside them (kiln_gemm; half as many
@@ -1112,13 +1123,14 @@ KILN_INLINE void matmul_rows_in(float *restrict out, int64_t b, int64_t r_lo, in
  * tanh or log then take 16 lanes a step instead of 8 (BERT's GELU epilogue: 0.64 of the
  * time alone, BERT 0.98; a masked attention softmax 0.76). The same operations lane by
  * lane, so the same bits. Both inline matmul_rows_in, whose loops they vectorise from
- * their own restrict parameters. */
+ * their own restrict parameters; built for AVX-512 itself, matmul_rows takes 16 lanes too
+ * (KILN_WIDE). */
 #ifdef KILN_DISPATCH512
 KILN_T512 KILN_NOINLINE static void matmul_rows512(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo, int64_t c_hi) {
   matmul_rows_in(out, b, r_lo, r_hi, c_lo, c_hi);
 }
 #endif
-KILN_NOINLINE static void matmul_rows(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo, int64_t c_hi) {
+KILN_WIDE KILN_NOINLINE static void matmul_rows(float *restrict out, int64_t b, int64_t r_lo, int64_t r_hi, int64_t c_lo, int64_t c_hi) {
 #ifdef KILN_DISPATCH512
   if (kiln_avx512()) {
     matmul_rows512(out, b, r_lo, r_hi, c_lo, c_hi);
