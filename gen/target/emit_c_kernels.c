@@ -745,9 +745,10 @@ static const char *k_attention(KernelCtx *k) {
   emit_vari(&k->v, "CAUSAL", k->n->a.causal);
   emit_vari(&k->v, "WINDOW", k->n->a.window);
   emit_var(&k->v, "SCALE", emit_float(k->n->a.scale));
+  /* attn_lib keeps key positions in int32 lanes */
   if (q->dim[1] < KILN_ATTN_MIN_T || q->dim[2] > KILN_ATTN_DMAX || kv->dim[1] > INT32_MAX) {
     /* rows (a decode's): blocks of them as tasks, exp at 16 lanes where an AVX2 build runs
-     * on AVX-512 (as softmax); attn_lib keeps key positions in int32 lanes */
+     * on AVX-512 (as softmax) */
     task_args(k, &k->v, NULL, NULL, 0);
     rows_twin(k);
     return "c/sdpa.c.tmpl";

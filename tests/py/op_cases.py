@@ -397,6 +397,9 @@ sdpa_case("prefill_short_len", 3, 20, 1, 24, 8, 0, "6", causal=False)   # len < 
 # NaN at key 20 (rows 0..19 of the first block do not see it), inf at key 37, -inf past len.
 sdpa_case("prefill_nonfinite_v", 4, 40, 2, 64, 8, 0, "p + 40",
           vgen=nonfinite_v([(0, 20, 3, np.nan), (1, 37, 5, np.inf), (1, 45, 2, -np.inf)]))
+# Past the first chunk of 48 keys: positions 30..69, NaN at key 50 (rows 20..39), inf at 65.
+sdpa_case("prefill_nonfinite_v_chunks", 2, 40, 1, 80, 8, 30, "p + 40",
+          vgen=nonfinite_v([(0, 50, 1, np.nan), (0, 65, 4, np.inf)]))
 
 
 def sdpa_window_ref(q, k, v, L, P, W):
@@ -437,6 +440,10 @@ sdpa_window_case("prefill_window_ring", 4, 12, 2, 20, 8, 30, "p + 12", 9)   # po
 # 10..19 have moved their window past it.
 sdpa_window_case("prefill_window_nonfinite_v", 4, 20, 2, 64, 8, 5, "p + 20", 7,
                  vgen=nonfinite_v([(0, 8, 1, np.nan), (1, 8, 6, np.inf)]))
+# A ring that wraps inside the block: positions 100..131 in 128 slots, a window of 64; NaN
+# at position 120 (rows 20..31), inf at position 129 (slot 1: rows 29..31).
+sdpa_window_case("prefill_ring_nonfinite_v", 2, 32, 1, 128, 8, 100, "p + 32", 64,
+                 vgen=nonfinite_v([(0, 120, 2, np.nan), (0, 1, 5, np.inf)]))
 sdpa_case("pos_negative", 2, 4, 2, 8, 8, -2, "8")             # rows 0, 1 see nothing
 sdpa_case("scale", 4, 2, 2, 8, 8, 3, "p + 2", scale=0.05)
 sdpa_case("fused", 4, 2, 2, 8, 8, 3, "p + 2", extra=" * 2 + 1")
@@ -1209,6 +1216,22 @@ add("slice", "step2", "kiln.slice(x, 1, 0, 7, 2)", [("x", [3, 7], "f32", "n")], 
 add("slice", "neg_start", "kiln.slice(x, -1, -3, nil)", [("x", [2, 6], "f32", "n")], ref=lambda x: x[:, -3:])
 add("slice", "neg_stop", "kiln.slice(x, 0, 0, -1)", [("x", [4, 2], "f32", "n")], ref=lambda x: x[0:-1])
 add("slice", "step3_odd", "kiln.slice(x, 0, 1, nil, 3)", [("x", [10], "f32", "n")], ref=lambda x: x[1::3])
+# A slice of a value only it reads moves up (pass_narrow, tests/passes/narrow.lua): the ops
+# compute the sliced rows only, each element as before. Tolerance: a 5-term product, then
+# silu, mul, softmax: a few ulp each; 1e-5 of the largest output is about 80 ulp.
+add("slice", "narrow_rows", "kiln.slice(kiln.silu(kiln.matmul(x, y)) * z, 0, 4, 6)",
+    [("x", [6, 5], "f32", "n"), ("y", [5, 7], "f32", "n"), ("z", [6, 7], "f32", "n")],
+    ref=lambda x, y, z: (lambda m: m / (1 + np.exp(-m)))(x.astype(np.float64) @ y)[4:6] * z[4:6],
+    tol=Tol.model(1e-5), also=("matmul", "silu", "mul"))
+add("slice", "narrow_transposed", "kiln.slice(kiln.softmax(kiln.concat({kiln.transpose(x, 0, 1), y}, 1), 1), 0, 1, 3)",
+    [("x", [4, 3], "f32", "n"), ("y", [3, 2], "f32", "n")],
+    ref=lambda x, y: (lambda c: np.exp(c - c.max(1, keepdims=True)) / np.exp(c - c.max(1, keepdims=True)).sum(1, keepdims=True))(
+        np.concatenate([x.T, y], 1).astype(np.float64))[1:3],
+    tol=Tol.model(1e-5), also=("softmax", "concat", "transpose"))
+add("slice", "narrow_reshaped", "kiln.slice(kiln.reshape(kiln.matmul(x, y), {6, 7, 1}) * 2, 0, 5, 6)",
+    [("x", [6, 5], "f32", "n"), ("y", [5, 7], "f32", "n")],
+    ref=lambda x, y: (2 * (x.astype(np.float64) @ y)).reshape(6, 7, 1)[5:6],
+    tol=Tol.model(1e-5), also=("matmul", "reshape", "mul"))
 add("slice", "clamp", "kiln.slice(x, 0, 2, 100)", [("x", [5, 3], "f32", "n")], ref=lambda x: x[2:100])
 add("slice", "two_dims", "kiln.slice(kiln.slice(x, 1, 1, 4), 2, 0, 5, 2)", [("x", [2, 5, 6], "f32", "n")],
     ref=lambda x: x[:, 1:4, 0:5:2])

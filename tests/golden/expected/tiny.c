@@ -111,7 +111,8 @@ enum { KILN_ROW_LANES = 16 };
  * softmax). Softmax rows, LayerNorm and the attention kernels take their maxima and sums so.
  * `unroll 1` on a step's lane loop: GCC -O3 unrolled it whole first, and then vectorised
  * neither it nor the loop around it (16 scalar maxss a step under -O3 -march=native, where
- * -O2 takes one vmaxps; BERT's softmax 1.4x the time). Other loops over 16 lanes do the same. */
+ * -O2 takes one vmaxps; BERT's softmax 1.4x the time). The other 16-lane sums (LayerNorm,
+ * RMSNorm, sdpa.c.tmpl, kiln_nonfinite) do the same. */
 static inline float kiln_row_max(const float *restrict e, int64_t n, float m) {
   float mx[KILN_ROW_LANES];
   for (int u = 0; u < KILN_ROW_LANES; u++) mx[u] = m;
@@ -816,7 +817,7 @@ KILN_T512
 #endif
 KILN_NOINLINE static void kiln_tile512_12ask(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
                                              const float *restrict bp, float *restrict t, int64_t ldt, int first,
-                                             uintptr_t pf, int64_t nask) {
+                                             uintptr_t pf, int64_t nask) {   /* out of line as kiln_tile_full */
   if (2 * nask <= kc)
     kiln_tile512_12p(2, kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
   else
@@ -868,7 +869,7 @@ static int kiln_tile8(void) {
 #elif defined(KILN_VW) && KILN_VW == 16
 KILN_NOINLINE static void kiln_tile512_8(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
                                          const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt,
-                                         int first) {
+                                         int first) {   /* out of line as kiln_tile_full */
   kiln_tile_a(8, kc, ap, ka, ia, bp, ldb, t, ldt, first);
 }
 static int kiln_tile8(void) {

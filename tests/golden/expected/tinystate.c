@@ -677,7 +677,7 @@ KILN_T512
 #endif
 KILN_NOINLINE static void kiln_tile512_12ask(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
                                              const float *restrict bp, float *restrict t, int64_t ldt, int first,
-                                             uintptr_t pf, int64_t nask) {
+                                             uintptr_t pf, int64_t nask) {   /* out of line as kiln_tile_full */
   if (2 * nask <= kc)
     kiln_tile512_12p(2, kc, ap, ka, ia, bp, t, ldt, first, pf, nask);
   else
@@ -729,7 +729,7 @@ static int kiln_tile8(void) {
 #elif defined(KILN_VW) && KILN_VW == 16
 KILN_NOINLINE static void kiln_tile512_8(int64_t kc, const float *restrict ap, int64_t ka, int64_t ia,
                                          const float *restrict bp, int64_t ldb, float *restrict t, int64_t ldt,
-                                         int first) {
+                                         int first) {   /* out of line as kiln_tile_full */
   kiln_tile_a(8, kc, ap, ka, ia, bp, ldb, t, ldt, first);
 }
 static int kiln_tile8(void) {
