@@ -457,6 +457,7 @@ void pass_dce(Graph *g);        /* nodes not reaching an output are marked dead 
 void pass_cse(Graph *g);        /* identical (op, inputs, attrs) nodes merged */
 void pass_fold(Graph *g);       /* nodes of CONST-only inputs become CONST (never WEIGHTs) */
 void pass_pool_act(Graph *g);   /* maxpool(tanh(x)) and maxpool(sigmoid(x)) become tanh/sigmoid(maxpool(x)) */
+void pass_narrow(Graph *g);     /* a slice of a value only it reads moves up: the op computes just the slice (narrow.c) */
 void pass_legalize(Graph *g);   /* outputs that alias an input/weight/other output get a COPY */
 void pass_group(Graph *g);      /* nodes -> kernels, with unique C names */
 void pass_quant(Graph *g);      /* matrix weights read by row get their stored format (Node.wfmt) */

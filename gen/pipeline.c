@@ -13,6 +13,8 @@ const Pass kiln_passes[] = {
     {"fold", pass_fold},
     {"dce2", pass_dce},          /* folding leaves the folded inputs unused */
     {"poolact", pass_pool_act},  /* the activation after a max pool: on fewer values */
+    {"narrow", pass_narrow},     /* a slice moves up to the ops it discards rows of */
+    {"fold2", pass_fold},        /* the slices it puts on constants */
     {"legalize", pass_legalize},
     {"verify2", pass_verify},
     {"quant", pass_quant},       /* before pack: a weight in a stored format is not also packed */
