@@ -13,7 +13,7 @@
  * Every operation it moves through computes each output element from the elements of its
  * inputs at the same index along the sliced axis (elementwise operations, the rows of a
  * matrix product, norms and softmax over other axes, reshapes that keep the axis and all
- * before it, transposes, concatenations along another axis), so the narrowed graph computes
+ * before it, transposes, concatenations along another axis, slices of other axes), so the narrowed graph computes
  * the same values in the same order: the same bits.
  */
 #include "kiln.h"
@@ -70,6 +70,10 @@ static int input_axis(const Graph *g, const Node *p, int k, int ax) {
     return p->a.perm[ax];
   case FAM_CONCAT:
     return ax != p->a.axis ? ax : -2;
+  case FAM_SLICE:   /* of later axes only (RoPE's halves): the two commute, and two never swap back */
+    for (int d = 0; d <= ax; d++)
+      if (p->a.start[d] != 0 || p->a.end[d] != in->shape.dim[d] || p->a.step[d] != 1) return -2;
+    return ax;
   default:
     return -2;
   }
@@ -101,6 +105,7 @@ static bool narrow_one(Graph *g, Node *s) {
   for (int k = 0; k < p->nin; k++) in[k] = axes[k] < 0 ? p->in[k] : add_slice(g, p->in[k], axes[k], s, sax);
   Attrs a = p->a;
   if (p->op == OP_RESHAPE) a.reshape = s->shape;
+  if (p->op == OP_SLICE) a.start[sax] = 0, a.end[sax] = s->shape.dim[sax], a.step[sax] = 1;   /* its input is narrowed */
   const Shape want = s->shape;
   s->op = p->op, s->a = a, s->in = in, s->nin = p->nin, s->name = p->name, s->loc = p->loc;
   char err[256];

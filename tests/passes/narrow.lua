@@ -14,3 +14,9 @@ local h = x + mix
 local y = h + down(kiln.gelu(up(norm(h))))
 kiln.output("last", kiln.slice(y, 0, 5, 6))
 kiln.output("cols", kiln.slice(kiln.relu(up(x)), 1, 0, 4))
+-- RoPE's halves: the row slice moves through the slices of later axes, which then read one
+-- row each; cse makes them one, so rot's product narrows to that row too.
+local rot = nn.name(nn.Linear(8, 8, {bias = false}), "rot")
+local q = rot(x)
+local half = kiln.concat({-kiln.slice(q, 1, 4, 8), kiln.slice(q, 1, 0, 4)}, 1)
+kiln.output("rope", kiln.slice(q * 2 + half, 0, 5, 6))

@@ -1228,6 +1228,11 @@ add("slice", "narrow_transposed", "kiln.slice(kiln.softmax(kiln.concat({kiln.tra
     ref=lambda x, y: (lambda c: np.exp(c - c.max(1, keepdims=True)) / np.exp(c - c.max(1, keepdims=True)).sum(1, keepdims=True))(
         np.concatenate([x.T, y], 1).astype(np.float64))[1:3],
     tol=Tol.model(1e-5), also=("softmax", "concat", "transpose"))
+add("slice", "narrow_halves",
+    "kiln.slice(kiln.matmul(a, b) * 2 + kiln.concat({-kiln.slice(kiln.matmul(a, b), 1, 3, 6), kiln.slice(kiln.matmul(a, b), 1, 0, 3)}, 1), 0, 2, 3)",
+    [("a", [4, 5], "f32", "n"), ("b", [5, 6], "f32", "n")],
+    ref=lambda a, b: (lambda m: m * 2 + np.concatenate([-m[:, 3:6], m[:, 0:3]], 1))(a.astype(np.float64) @ b)[2:3],
+    tol=Tol.model(1e-5), also=("matmul", "concat", "neg"))
 add("slice", "narrow_reshaped", "kiln.slice(kiln.reshape(kiln.matmul(x, y), {6, 7, 1}) * 2, 0, 5, 6)",
     [("x", [6, 5], "f32", "n"), ("y", [5, 7], "f32", "n")],
     ref=lambda x, y: (2 * (x.astype(np.float64) @ y)).reshape(6, 7, 1)[5:6],
