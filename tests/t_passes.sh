@@ -13,6 +13,7 @@
 #  4. Fusion: scenario "fusion" (what pass_group fuses and what it must not); the
 #     switches (--no-fuse, KILN_NOFUSE=1) give one op per kernel; and
 #     tests/passes/fusecheck.py runs every model fused, unfused and interpreted.
+#  5. pass_narrow: tests/passes/narrowcheck.py builds models with and without it (same bytes).
 cd "$(dirname "$0")/.." || exit 2
 unset KILN_NOFUSE   # the expected outputs are of fused builds
 tmp=$(mktemp -d)
@@ -107,4 +108,7 @@ if "$KILN" build $lua -o "$tmp/lr" > "$tmp/lr.err" 2>&1 &&
 else echo "FAIL passes_fuse_linear_relu_json: $(head -n 3 "$tmp/lr.err" "$tmp/lr/small_mlp.json" 2>&1 | tr '\n' ' ')"; fi
 /usr/bin/python3 tests/passes/fusecheck.py "$KILN" "$tmp/fuse" models/*.lua tests/metal/models/*.lua tests/golden/*.lua tests/state/*.lua \
   tests/passes/poolact.lua
+# pass_narrow: the same bytes as with KILN_NONARROW=1 (narrow.lua: a block's last row, RoPE's
+# halves, the cases it must leave; the bench's Llama shape at 2 layers).
+/usr/bin/python3 tests/passes/narrowcheck.py "$KILN" "$tmp/narrow" tests/passes/narrow.lua tests/passes/narrow_llama.lua
 exit 0

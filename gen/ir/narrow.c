@@ -5,19 +5,26 @@
  * An LLM's prefill that returns the last position's logits ends in x[T-1:T] of the last
  * layer's output: traced as written, the whole last layer runs over every position and all
  * but one row is thrown away. Moved up, the slice narrows the residual adds, the
- * feed-forward products, the norms, the output projection and the queries of the last
- * attention to that row; it stops at a value another operation also reads (the keys and
- * values still need every position). llama.cpp does the same by hand (its graph takes the
- * output rows before the last layer's products).
+ * feed-forward products, the norms, the output projection and, where attention is spelled
+ * as matmul and softmax, the last query's scores; it stops at a value another operation
+ * also reads (the keys and values still need every position). llama.cpp does the same by
+ * hand (its graph takes the output rows before the last layer's products).
  *
  * Every operation it moves through computes each output element from the elements of its
  * inputs at the same index along the sliced axis (elementwise operations, the rows of a
  * matrix product, norms and softmax over other axes, reshapes that keep the axis and all
- * before it, transposes, concatenations along another axis, slices of other axes), so the narrowed graph computes
- * the same values in the same order: the same bits.
+ * before it, transposes, concatenations along another axis, slices of later axes), so the
+ * narrowed graph computes the same values in the same order. It leaves alone what would
+ * change how the C target computes them (a softmax whose inner size would become 1 takes
+ * another template; a product whose kernel runs transposed, under 4 columns, would run
+ * plain) or how a weight is stored (a matmul's weight operand is never sliced: pass_quant
+ * and pass_pack would see it read otherwise than by rows). So the C target's bits are the
+ * same (tests/passes/narrowcheck.py); Metal's one-row products sum in another order.
+ * KILN_NONARROW=1 turns it off (that check's other build).
  */
 #include "kiln.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The single axis s slices (the others whole), or -1 when it slices several, none, or
@@ -36,7 +43,7 @@ static int slice_axis(const Graph *g, const Node *s) {
 /* For operation p sliced along its axis ax: the axis of p's input k that the slice maps to
  * (that input is then sliced the same way), -1 for an input read whole, or -2 when the
  * slice cannot move through p. */
-static int input_axis(const Graph *g, const Node *p, int k, int ax) {
+static int family_axis(Graph *g, const Node *p, int k, int ax) {
   const Node *in = g->nodes[p->in[k]];
   const int r = p->shape.rank, ri = in->shape.rank;
   switch (kiln_ops[p->op].family) {
@@ -51,16 +58,16 @@ static int input_axis(const Graph *g, const Node *p, int k, int ax) {
   case FAM_MATMUL: {   /* x [.., M, K] (trans_x: [.., K, M]), y [.., K, N] (trans_y: [.., N, K]) */
     const Node *x = g->nodes[p->in[0]], *y = g->nodes[p->in[1]];
     if (x->shape.rank < 2 || y->shape.rank < 2) return -2;
-    if (ax == r - 2) return k == 0 ? (p->a.trans_x ? ri - 1 : ri - 2) : -1;
-    if (ax == r - 1) return -2;   /* columns: the weight's, which pass_pack lays out whole */
-    if (kiln_ops[in->op].family == FAM_LEAF) return -2;
-    const int j = ax - (r - ri);
-    return j < 0 || in->shape.dim[j] == 1 ? -1 : j;
+    const MatmulShape ms = matmul_shape(g, p);
+    if (matmul_swapped(&ms) || ax == r - 1) return -2;   /* its kernel; columns: a weight's, laid out whole */
+    const int j = ax == r - 2 ? (k == 0 ? (p->a.trans_x ? ri - 1 : ri - 2) : -1) : ax - (r - ri);
+    if (j < 0 || (ax < r - 2 && in->shape.dim[j] == 1)) return -1;   /* read whole (broadcast) */
+    return in->op == OP_WEIGHT ? -2 : j;
   }
   case FAM_NORM:   /* over dims a.axis..end: gamma and beta read whole */
     return ax < p->a.axis ? (k == 0 ? ax : -1) : -2;
-  case FAM_SOFTMAX:
-    return ax != p->a.axis ? ax : -2;
+  case FAM_SOFTMAX:   /* an outer axis: its inner size stays (an inner size of 1 is another template) */
+    return ax < p->a.axis ? ax : -2;
   case FAM_VIEW:   /* a reshape keeping dims 0..ax as they are */
     if (ri <= ax) return -2;
     for (int d = 0; d <= ax; d++)
@@ -79,7 +86,14 @@ static int input_axis(const Graph *g, const Node *p, int k, int ax) {
   }
 }
 
-/* Appends a slice of node id along axis ax as s slices its input along sax. */
+/* family_axis, but an i64 value is never sliced: only its cast to i32 may read it. */
+static int input_axis(Graph *g, const Node *p, int k, int ax) {
+  const int j = family_axis(g, p, k, ax);
+  return j >= 0 && g->nodes[p->in[k]]->dtype == DT_I64 ? -2 : j;
+}
+
+/* Appends a slice of node id along axis ax as s slices its input along sax; it has one
+ * reader (the caller's rewritten s). */
 static int add_slice(Graph *g, int id, int ax, const Node *s, int sax) {
   const Node *x = g->nodes[id];
   Attrs a = {0};
@@ -88,21 +102,47 @@ static int add_slice(Graph *g, int id, int ax, const Node *s, int sax) {
   char err[256];
   Node *n = graph_add(g, OP_SLICE, &id, 1, &a, s->loc, err, sizeof err);
   if (!n) die("narrow: slice of %%%d: %s", id, err);
+  n->nuses = 1;
   return n->id;
 }
 
+/* Moves the nodes from n0 to the end to positions at.. and those at at..n0-1 after them,
+ * renumbering ids (graph_move_before for a single host, in place: it runs once a
+ * rewrite, and a copy of the node array each time grew with the square of a long chain). */
+static void insert_at(Graph *g, int n0, int at) {
+  const int n = g->nnodes, k = n - n0;
+  Node **moved = kiln_alloc(sizeof(Node *) * (size_t)k);
+  memcpy(moved, g->nodes + n0, sizeof(Node *) * (size_t)k);
+  memmove(g->nodes + at + k, g->nodes + at, sizeof(Node *) * (size_t)(n0 - at));
+  memcpy(g->nodes + at, moved, sizeof(Node *) * (size_t)k);
+#define NEW_ID(id) ((id) >= n0 ? (id) - n0 + at : (id) >= at ? (id) + k : (id))
+  for (int i = at; i < n; i++) {   /* nodes before at read only nodes before at */
+    Node *x = g->nodes[i];
+    x->id = i;
+    for (int j = 0; j < x->nin; j++) x->in[j] = NEW_ID(x->in[j]);
+  }
+  for (int i = 0; i < g->ninputs; i++) g->inputs[i].node = NEW_ID(g->inputs[i].node);
+  for (int i = 0; i < g->noutputs; i++) g->outputs[i].node = NEW_ID(g->outputs[i].node);
+  for (int i = 0; i < g->nstate_last; i++)
+    if (g->state_last[i] >= 0) g->state_last[i] = NEW_ID(g->state_last[i]);
+#undef NEW_ID
+}
+
 /* Moves slice s up through its input p when it can: s becomes p's operation over slices
- * of p's inputs (placed just before s), with p's name and line; p is left unread. */
+ * of p's inputs (placed just before s), with p's name and line; p is dead. nuses stay true
+ * without a recount. */
 static bool narrow_one(Graph *g, Node *s) {
   const int sax = slice_axis(g, s);
   Node *p = g->nodes[s->in[0]];
   if (sax < 0 || p->nuses != 1 || p->dead || kiln_ops[p->op].family == FAM_LEAF) return false;
-  int *axes = kiln_alloc(sizeof(int) * (size_t)p->nin);
   for (int k = 0; k < p->nin; k++)
-    if ((axes[k] = input_axis(g, p, k, sax)) == -2) return false;
+    if (input_axis(g, p, k, sax) == -2) return false;
   const int n0 = g->nnodes;
   int *in = kiln_alloc(sizeof(int) * (size_t)p->nin);
-  for (int k = 0; k < p->nin; k++) in[k] = axes[k] < 0 ? p->in[k] : add_slice(g, p->in[k], axes[k], s, sax);
+  for (int k = 0; k < p->nin; k++) {
+    const int ax = input_axis(g, p, k, sax);
+    in[k] = ax < 0 ? p->in[k] : add_slice(g, p->in[k], ax, s, sax);
+  }
   Attrs a = p->a;
   if (p->op == OP_RESHAPE) a.reshape = s->shape;
   if (p->op == OP_SLICE) a.start[sax] = 0, a.end[sax] = s->shape.dim[sax], a.step[sax] = 1;   /* its input is narrowed */
@@ -111,26 +151,31 @@ static bool narrow_one(Graph *g, Node *s) {
   char err[256];
   if (!shape_infer(g, s, err, sizeof err) || !shape_eq(&s->shape, &want))
     die("narrow: %s over slices does not give its slice's shape", kiln_ops[s->op].name);
-  if (g->nnodes > n0) {
-    int *host = kiln_alloc(sizeof(int) * (size_t)(g->nnodes - n0));
-    for (int j = 0; j < g->nnodes - n0; j++) host[j] = s->id;
-    graph_move_before(g, n0, host);
-  }
+  p->dead = true, p->nuses = 0;   /* its inputs' reads pass to s or to the new slices */
+  if (g->nnodes > n0) insert_at(g, n0, s->id);
   return true;
 }
 
-/* Contract in kiln.h. */
+static bool narrow_disabled(void) {
+  const char *e = getenv("KILN_NONARROW");
+  return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Contract in kiln.h. Each sweep takes the nodes in order; a slice that moves is looked at
+ * again where it now is (its new slices, just before it), so one sweep moves a slice as far
+ * as it goes. Then cse: two slices of one value become one, which the next sweep may move. */
 void pass_narrow(Graph *g) {
+  if (narrow_disabled()) return;
   pass_dce(g);
-  for (bool again = true; again;) {
-    again = false;
-    for (int i = 0; i < g->nnodes && !again; i++) {
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int i = 0; i < g->nnodes; i++) {
       Node *s = g->nodes[i];
-      if (!s->dead && s->op == OP_SLICE && narrow_one(g, s)) again = true;
+      if (!s->dead && s->op == OP_SLICE && narrow_one(g, s)) {
+        moved = true;
+        i--;   /* position i now holds the first new slice, or s itself */
+      }
     }
-    if (again) {
-      pass_cse(g);   /* two slices of one value become one, which may then move on */
-      pass_dce(g);
-    }
+    if (moved) pass_cse(g);
   }
 }

@@ -189,4 +189,5 @@ def main():
             report(False, "fuse_%s" % m, str(e))
 
 
-main()
+if __name__ == "__main__":   # narrowcheck.py imports its builds and drivers
+    main()

@@ -20,3 +20,10 @@ local rot = nn.name(nn.Linear(8, 8, {bias = false}), "rot")
 local q = rot(x)
 local half = kiln.concat({-kiln.slice(q, 1, 4, 8), kiln.slice(q, 1, 0, 4)}, 1)
 kiln.output("rope", kiln.slice(q * 2 + half, 0, 5, 6))
+-- What it leaves: the slice of an i64 input stays under its cast to i32 (only the cast may
+-- read an i64 value), and a softmax over axis 0 sliced along axis 1 keeps its inner size
+-- (with an inner size of 1 its sum would go another way: other bits over 40 rows).
+local ids = kiln.input("ids", {2, 5}, "i64")
+local emb = nn.name(nn.Embedding(10, 4), "emb")
+kiln.output("last_id", emb(kiln.slice(ids, 1, 4, 5)))
+kiln.output("col", kiln.slice(kiln.softmax(kiln.input("z", {40, 3}) * 3, 0), 1, 2, 3))
