@@ -12,7 +12,7 @@
  *
  * Every operation it moves through computes each output element from the elements of its
  * inputs at the same index along the sliced axis (elementwise operations, the rows of a
- * matrix product, norms and softmax over other axes, reshapes that keep the axis and all
+ * matrix product, norms and softmax over later axes, reshapes that keep the axis and all
  * before it, transposes, concatenations along another axis, slices of later axes), so the
  * narrowed graph computes the same values in the same order. It leaves alone what would
  * change how the C target computes them (a softmax whose inner size would become 1 takes
