@@ -27,3 +27,18 @@ local ids = kiln.input("ids", {2, 5}, "i64")
 local emb = nn.name(nn.Embedding(10, 4), "emb")
 kiln.output("last_id", emb(kiln.slice(ids, 1, 4, 5)))
 kiln.output("col", kiln.slice(kiln.softmax(kiln.input("z", {40, 3}) * 3, 0), 1, 2, 3))
+-- Attention over heads, spelled as the bench's Llama spells it: the query product split into
+-- 2 heads of 4 and permuted, scores against every row with a causal mask, softmax, times
+-- the values, permuted back. The last row narrows the query product, the permutes and
+-- reshapes, the scores, the softmax and the mask (a constant: fold2 slices it); the keys
+-- and values, read whole, do not.
+local heads = nn.name(nn.Linear(8, 8, {bias = false}), "heads")
+local hq = heads(x):reshape(6, 2, 4):permute(1, 0, 2)
+local hk = kiln.relu(x):reshape(6, 2, 4):permute(1, 0, 2)
+local causal = {}
+for i = 0, 5 do
+  for j = 0, 5 do causal[#causal + 1] = j <= i and 0 or -1e9 end
+end
+local scores = kiln.matmul(hq, hk, {trans_b = true}) * 0.5 + kiln.constant(causal, {6, 6})
+local att = kiln.matmul(kiln.softmax(scores, -1), hk):permute(1, 0, 2):reshape(6, 8)
+kiln.output("heads", kiln.slice(att, 0, 5, 6))
