@@ -101,6 +101,13 @@ static inline float kiln_erff(float x) {
 /* ---- The maximum and the sum of a row, over lanes (templates/c/row_lanes.c.tmpl) ---- */
 /* Lanes of a row's maximum and sum (a power of two: the tree below halves them). */
 enum { KILN_ROW_LANES = 16 };
+/* A file may use one of these helpers and not the others (a LayerNorm without a softmax):
+ * Clang's -Wunused-function flags an unused static inline function. */
+#if defined(__GNUC__) || defined(__clang__)
+#define KILN_ROW_HELPER static inline __attribute__((unused))
+#else
+#define KILN_ROW_HELPER static inline
+#endif
 
 /* The largest of m and the n values at e, and the sum of the n values: over KILN_ROW_LANES
  * lanes (lane u takes u, u + KILN_ROW_LANES, ..., in order), then the lanes in a fixed
@@ -113,7 +120,7 @@ enum { KILN_ROW_LANES = 16 };
  * neither it nor the loop around it (16 scalar maxss a step under -O3 -march=native, where
  * -O2 takes one vmaxps; BERT's softmax 1.4x the time). The other 16-lane sums (LayerNorm,
  * RMSNorm, sdpa.c.tmpl, kiln_nonfinite) do the same. */
-static inline float kiln_row_max(const float *restrict e, int64_t n, float m) {
+KILN_ROW_HELPER float kiln_row_max(const float *restrict e, int64_t n, float m) {
   float mx[KILN_ROW_LANES];
   for (int u = 0; u < KILN_ROW_LANES; u++) mx[u] = m;
   int64_t t = 0;
@@ -125,7 +132,7 @@ static inline float kiln_row_max(const float *restrict e, int64_t n, float m) {
     for (int u = 0; u < w; u++) mx[u] = mx[u + w] > mx[u] ? mx[u + w] : mx[u];
   return mx[0];
 }
-static inline float kiln_row_sum(const float *restrict e, int64_t n) {
+KILN_ROW_HELPER float kiln_row_sum(const float *restrict e, int64_t n) {
   float sum[KILN_ROW_LANES];
   for (int u = 0; u < KILN_ROW_LANES; u++) sum[u] = 0.0f;
   int64_t t = 0;
