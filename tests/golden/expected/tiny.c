@@ -144,6 +144,20 @@ KILN_ROW_HELPER float kiln_row_sum(const float *restrict e, int64_t n) {
     for (int u = 0; u < w; u++) sum[u] += sum[u + w];
   return sum[0];
 }
+/* The sum of (e - c)^2 over the n values at e, in kiln_row_sum's lanes and tree: a LayerNorm's
+ * squared deviations (c its mean) and an RMSNorm's squares (c = 0: x - 0 is x). */
+KILN_ROW_HELPER float kiln_row_sqdev(const float *restrict e, int64_t n, float c) {
+  float sq[KILN_ROW_LANES];
+  for (int u = 0; u < KILN_ROW_LANES; u++) sq[u] = 0.0f;
+  int64_t t = 0;
+  for (; t + KILN_ROW_LANES <= n; t += KILN_ROW_LANES)
+#pragma GCC unroll 1
+    for (int u = 0; u < KILN_ROW_LANES; u++) sq[u] += (e[t + u] - c) * (e[t + u] - c);
+  for (int u = 0; t + u < n; u++) sq[u] += (e[t + u] - c) * (e[t + u] - c);
+  for (int w = KILN_ROW_LANES / 2; w > 0; w /= 2)
+    for (int u = 0; u < w; u++) sq[u] += sq[u + w];
+  return sq[0];
+}
 
 /* ---- Tasks (templates/c/par_for.c.tmpl) ----
  * The kernels that split their work do it into tasks that each compute whole outputs (an
@@ -1287,18 +1301,9 @@ static inline void norm_row(const norm_args *s, int64_t r, const float *restrict
   const float *restrict gamma = s->gamma;
   const float *restrict beta = s->beta;
   (void)s, (void)r;   /* read by the fused chain's operands and index, when there is one */
-  const float mean = kiln_row_sum(xr, D) / (float)D;
-  float sq[KILN_ROW_LANES];   /* the squares' sum in the same lanes and tree (row_lanes.c.tmpl) */
-  for (int l = 0; l < KILN_ROW_LANES; l++) sq[l] = 0.0f;
-  int64_t j = 0;
-  for (; j + KILN_ROW_LANES <= D; j += KILN_ROW_LANES)
-#pragma GCC unroll 1
-    for (int l = 0; l < KILN_ROW_LANES; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
-  for (int l = 0; j + l < D; l++) sq[l] += (xr[j + l] - mean) * (xr[j + l] - mean);
-  for (int w = KILN_ROW_LANES / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; l++) sq[l] += sq[l + w];
-  const float denom = sqrtf(sq[0] / (float)D + EPS);
-  for (j = 0; j < D; j++) o[j] = norm_epilogue((xr[j] - mean) / denom * gamma[j] + beta[j]);
+  const float mean = kiln_row_sum(xr, D) / (float)D;   /* sums over lanes, then a tree (row_lanes.c.tmpl) */
+  const float denom = sqrtf(kiln_row_sqdev(xr, D, mean) / (float)D + EPS);
+  for (int64_t j = 0; j < D; j++) o[j] = norm_epilogue((xr[j] - mean) / denom * gamma[j] + beta[j]);
 }
 
 /* norm_rows: rows [r_lo, r_hi) of norm. */
