@@ -435,6 +435,9 @@ Node *graph_node(Graph *g, int id);
  * every id: inputs, Graph.inputs/outputs, state_last. Before pass_group only (kernels
  * hold no ids yet). The moved nodes must read only nodes before their host. */
 void graph_move_before(Graph *g, int n0, const int *host);
+/* graph_move_before with one host for all of them: nodes [n0, nnodes) move, in their order,
+ * to just before node at. */
+void graph_move_all_before(Graph *g, int n0, int at);
 int64_t node_numel(const Node *n);
 int64_t node_bytes(const Node *n);           /* of its value: numel * dtype size */
 /* The rule for one op: sets n->shape and n->dtype from its inputs and attrs, or

@@ -184,6 +184,27 @@ void graph_move_before(Graph *g, int n0, const int *host) {
     if (g->state_last[s] >= 0) g->state_last[s] = to[g->state_last[s]];
 }
 
+/* Contract in kiln.h. In place, with no copy of the node array or an id map: pass_narrow
+ * calls it once a rewrite, and those copies grew with the square of a long chain. */
+void graph_move_all_before(Graph *g, int n0, int at) {
+  const int n = g->nnodes, k = n - n0;
+  Node **moved = kiln_alloc(sizeof(Node *) * (size_t)k);
+  memcpy(moved, g->nodes + n0, sizeof(Node *) * (size_t)k);
+  memmove(g->nodes + at + k, g->nodes + at, sizeof(Node *) * (size_t)(n0 - at));
+  memcpy(g->nodes + at, moved, sizeof(Node *) * (size_t)k);
+#define NEW_ID(id) ((id) >= n0 ? (id) - n0 + at : (id) >= at ? (id) + k : (id))
+  for (int i = at; i < n; i++) {   /* nodes before at read only nodes before at */
+    Node *x = g->nodes[i];
+    x->id = i;
+    for (int j = 0; j < x->nin; j++) x->in[j] = NEW_ID(x->in[j]);
+  }
+  for (int i = 0; i < g->ninputs; i++) g->inputs[i].node = NEW_ID(g->inputs[i].node);
+  for (int i = 0; i < g->noutputs; i++) g->outputs[i].node = NEW_ID(g->outputs[i].node);
+  for (int i = 0; i < g->nstate_last; i++)
+    if (g->state_last[i] >= 0) g->state_last[i] = NEW_ID(g->state_last[i]);
+#undef NEW_ID
+}
+
 /* The node with this id; dies on an out-of-range id, which is always a Kiln bug. */
 Node *graph_node(Graph *g, int id) {
   if (id < 0 || id >= g->nnodes) die("graph_node: id %d of %d", id, g->nnodes);

@@ -106,28 +106,6 @@ static int add_slice(Graph *g, int id, int ax, const Node *s, int sax) {
   return n->id;
 }
 
-/* Moves the nodes from n0 to the end to positions at.. and those at at..n0-1 after them,
- * renumbering ids (graph_move_before for a single host, in place: it runs once a
- * rewrite, and a copy of the node array each time grew with the square of a long chain). */
-static void insert_at(Graph *g, int n0, int at) {
-  const int n = g->nnodes, k = n - n0;
-  Node **moved = kiln_alloc(sizeof(Node *) * (size_t)k);
-  memcpy(moved, g->nodes + n0, sizeof(Node *) * (size_t)k);
-  memmove(g->nodes + at + k, g->nodes + at, sizeof(Node *) * (size_t)(n0 - at));
-  memcpy(g->nodes + at, moved, sizeof(Node *) * (size_t)k);
-#define NEW_ID(id) ((id) >= n0 ? (id) - n0 + at : (id) >= at ? (id) + k : (id))
-  for (int i = at; i < n; i++) {   /* nodes before at read only nodes before at */
-    Node *x = g->nodes[i];
-    x->id = i;
-    for (int j = 0; j < x->nin; j++) x->in[j] = NEW_ID(x->in[j]);
-  }
-  for (int i = 0; i < g->ninputs; i++) g->inputs[i].node = NEW_ID(g->inputs[i].node);
-  for (int i = 0; i < g->noutputs; i++) g->outputs[i].node = NEW_ID(g->outputs[i].node);
-  for (int i = 0; i < g->nstate_last; i++)
-    if (g->state_last[i] >= 0) g->state_last[i] = NEW_ID(g->state_last[i]);
-#undef NEW_ID
-}
-
 /* Moves slice s up through its input p when it can: s becomes p's operation over slices
  * of p's inputs (placed just before s), with p's name and line; p is dead. nuses stay true
  * without a recount. */
@@ -152,7 +130,7 @@ static bool narrow_one(Graph *g, Node *s) {
   if (!shape_infer(g, s, err, sizeof err) || !shape_eq(&s->shape, &want))
     die("narrow: %s over slices does not give its slice's shape", kiln_ops[s->op].name);
   p->dead = true, p->nuses = 0;   /* its inputs' reads pass to s or to the new slices */
-  if (g->nnodes > n0) insert_at(g, n0, s->id);
+  if (g->nnodes > n0) graph_move_all_before(g, n0, s->id);
   return true;
 }
 
