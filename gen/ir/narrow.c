@@ -8,7 +8,11 @@
  * feed-forward products, the norms, the output projection and, where attention is spelled
  * as matmul and softmax, the last query's scores; it stops at a value another operation
  * also reads (the keys and values still need every position). llama.cpp does the same by
- * hand (its graph takes the output rows before the last layer's products).
+ * hand (its graph takes the output rows before the last layer's products). A gather by a
+ * vector of indices (index_select: llm.lua's prefill_logits=last takes the row `last`)
+ * moves the same way, each input taking the same indices along its own axis; the kernels
+ * clamp an index out of range, so every narrowed operation reads the one row the gather
+ * would have read.
  *
  * Every operation it moves through computes each output element from the elements of its
  * inputs at the same index along the sliced axis (elementwise operations, the rows of a
@@ -86,41 +90,58 @@ static int family_axis(Graph *g, const Node *p, int k, int ax) {
   }
 }
 
-/* family_axis, but an i64 value is never sliced: only its cast to i32 may read it. */
-static int input_axis(Graph *g, const Node *p, int k, int ax) {
-  const int j = family_axis(g, p, k, ax);
-  return j >= 0 && g->nodes[p->in[k]]->dtype == DT_I64 ? -2 : j;
+/* The axis a pick s (a slice, or a gather by a vector of indices) narrows, or -1 when it
+ * cannot move: a slice of several axes, a gather whose indices are not a vector. */
+static int pick_axis(const Graph *g, const Node *s) {
+  if (s->op == OP_SLICE) return slice_axis(g, s);
+  return s->op == OP_GATHER && g->nodes[s->in[1]]->shape.rank == 1 ? s->a.axis : -1;
 }
 
-/* Appends a slice of node id along axis ax as s slices its input along sax; it has one
- * reader (the caller's rewritten s). */
-static int add_slice(Graph *g, int id, int ax, const Node *s, int sax) {
+/* family_axis, but an i64 value is never sliced: only its cast to i32 may read it. Nor is
+ * a weight or constant gathered: pass_pack and pass_quant store a table that a gather
+ * reads as an embedding. */
+static int input_axis(Graph *g, const Node *s, const Node *p, int k, int ax) {
+  const int j = family_axis(g, p, k, ax);
+  const Node *in = g->nodes[p->in[k]];
+  if (j >= 0 && s->op == OP_GATHER && (in->op == OP_WEIGHT || in->op == OP_CONST)) return -2;
+  return j >= 0 && in->dtype == DT_I64 ? -2 : j;
+}
+
+/* Appends s's pick of node id along its axis ax (s picks its input along sax): a slice
+ * with s's range, or a gather by s's indices. It has one reader (the caller's rewritten
+ * s); a gather is one more reader of the indices. */
+static int add_pick(Graph *g, int id, int ax, const Node *s, int sax) {
   const Node *x = g->nodes[id];
   Attrs a = {0};
-  for (int d = 0; d < x->shape.rank; d++) a.start[d] = 0, a.end[d] = x->shape.dim[d], a.step[d] = 1;
-  a.start[ax] = s->a.start[sax], a.end[ax] = s->a.end[sax], a.step[ax] = s->a.step[sax];
+  int in[2] = {id, s->op == OP_GATHER ? s->in[1] : 0};
+  if (s->op == OP_GATHER) {
+    a.axis = ax;
+  } else {
+    for (int d = 0; d < x->shape.rank; d++) a.start[d] = 0, a.end[d] = x->shape.dim[d], a.step[d] = 1;
+    a.start[ax] = s->a.start[sax], a.end[ax] = s->a.end[sax], a.step[ax] = s->a.step[sax];
+  }
   char err[256];
-  Node *n = graph_add(g, OP_SLICE, &id, 1, &a, s->loc, err, sizeof err);
-  if (!n) die("narrow: slice of %%%d: %s", id, err);
+  Node *n = graph_add(g, s->op, in, s->op == OP_GATHER ? 2 : 1, &a, s->loc, err, sizeof err);
+  if (!n) die("narrow: %s of %%%d: %s", kiln_ops[s->op].name, id, err);
   n->nuses = 1;
+  if (s->op == OP_GATHER) g->nodes[s->in[1]]->nuses++;
   return n->id;
 }
 
-/* Moves slice s up through its input p when it can: s becomes p's operation over slices
- * of p's inputs (placed just before s), with p's name and line; p is dead. nuses stay true
+/* Moves pick s up through its input p when it can: s becomes p's operation over picks of
+ * p's inputs (placed just before s), with p's name and line; p is dead. nuses stay true
  * without a recount. */
 static bool narrow_one(Graph *g, Node *s) {
-  const int sax = slice_axis(g, s);
+  const int sax = pick_axis(g, s);
   Node *p = g->nodes[s->in[0]];
   if (sax < 0 || p->nuses != 1 || p->dead || kiln_ops[p->op].family == FAM_LEAF) return false;
+  int *ax = kiln_alloc(sizeof(int) * (size_t)p->nin);
   for (int k = 0; k < p->nin; k++)
-    if (input_axis(g, p, k, sax) == -2) return false;
+    if ((ax[k] = input_axis(g, s, p, k, sax)) == -2) return false;
   const int n0 = g->nnodes;
+  if (s->op == OP_GATHER) g->nodes[s->in[1]]->nuses--;   /* s reads p's inputs now, not the indices */
   int *in = kiln_alloc(sizeof(int) * (size_t)p->nin);
-  for (int k = 0; k < p->nin; k++) {
-    const int ax = input_axis(g, p, k, sax);
-    in[k] = ax < 0 ? p->in[k] : add_slice(g, p->in[k], ax, s, sax);
-  }
+  for (int k = 0; k < p->nin; k++) in[k] = ax[k] < 0 ? p->in[k] : add_pick(g, p->in[k], ax[k], s, sax);
   Attrs a = p->a;
   if (p->op == OP_RESHAPE) a.reshape = s->shape;
   if (p->op == OP_SLICE) a.start[sax] = 0, a.end[sax] = s->shape.dim[sax], a.step[sax] = 1;   /* its input is narrowed */
@@ -128,8 +149,8 @@ static bool narrow_one(Graph *g, Node *s) {
   s->op = p->op, s->a = a, s->in = in, s->nin = p->nin, s->name = p->name, s->loc = p->loc;
   char err[256];
   if (!shape_infer(g, s, err, sizeof err) || !shape_eq(&s->shape, &want))
-    die("narrow: %s over slices does not give its slice's shape", kiln_ops[s->op].name);
-  p->dead = true, p->nuses = 0;   /* its inputs' reads pass to s or to the new slices */
+    die("narrow: %s over picks does not give its pick's shape", kiln_ops[s->op].name);
+  p->dead = true, p->nuses = 0;   /* its inputs' reads pass to s or to the new picks */
   if (g->nnodes > n0) graph_move_all_before(g, n0, s->id);
   return true;
 }
@@ -149,7 +170,7 @@ void pass_narrow(Graph *g) {
     moved = false;
     for (int i = 0; i < g->nnodes; i++) {
       Node *s = g->nodes[i];
-      if (!s->dead && s->op == OP_SLICE && narrow_one(g, s)) {
+      if (!s->dead && (s->op == OP_SLICE || s->op == OP_GATHER) && narrow_one(g, s)) {
         moved = true;
         i--;   /* position i now holds the first new slice, or s itself */
       }

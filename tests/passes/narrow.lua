@@ -42,3 +42,11 @@ end
 local scores = kiln.matmul(hq, hk, {trans_b = true}) * 0.5 + kiln.constant(causal, {6, 6})
 local att = kiln.matmul(kiln.softmax(scores, -1), hk):permute(1, 0, 2):reshape(6, 8)
 kiln.output("heads", kiln.slice(att, 0, 5, 6))
+-- A gather of rows by a vector of indices (llm.lua's prefill_logits=last) moves as a slice
+-- does, each input taking the same indices: the product and relu compute the picked row.
+-- A weight is never gathered (it would be stored as an embedding's table), so the gather
+-- stops at the add of "table".
+local row = kiln.reshape(kiln.input("row", {}, "i32"), {1})
+local pick = nn.name(nn.Linear(8, 8), "pick")
+kiln.output("picked", kiln.gather(kiln.relu(pick(x)) + x, row))
+kiln.output("tabled", kiln.gather(kiln.relu(x) + kiln.param("table", {6, 8}), row))
