@@ -2,6 +2,7 @@
 -- key/value cache: entry `prefill` runs a chunk of tokens, entry `decode` one.
 --
 --   kiln build models/llm.lua -o out -D checkpoint=DIR [-D max_context=N] [-D prefill=T]
+--                                [-D prefill_logits=last]
 --
 -- DIR holds config.json and the weights as published: model.safetensors, or shards listed
 -- by model.safetensors.index.json. model_type (config.json) picks the family:
@@ -36,6 +37,12 @@
 -- token `pos` (an i32 scalar) and return logits for every token they were given:
 --   prefill  tokens i32 [prefill], pos -> logits f32 [prefill, vocab]
 --   decode   token i32 [1], pos -> logits f32 [1, vocab]
+-- With -D prefill_logits=last, prefill returns one row instead, the one text generation
+-- samples from (runtime/llm/kiln_generate.c: the prompt's last token):
+--   prefill  tokens i32 [prefill], pos, last i32 -> logits f32 [1, vocab] of row `last`
+-- The classifier (vocab x hidden, often the largest product of a small model) then runs on
+-- one row instead of prefill rows; `last` outside [0, prefill) reads the nearest row
+-- (kiln.gather's kernels clamp).
 -- A write past max_context makes the generated C return <M>_E_RANGE before touching
 -- anything.
 --
@@ -113,6 +120,10 @@ end
 
 local CTX = kiln.option("max_context", math.min(field("max_position_embeddings", 2048), 2048))
 local PREFILL = kiln.option("prefill", 32)
+local PREFILL_LOGITS = kiln.option("prefill_logits", "all")
+if PREFILL_LOGITS ~= "all" and PREFILL_LOGITS ~= "last" then
+  error(string.format("-D prefill_logits=%s: want all or last", PREFILL_LOGITS), 0)
+end
 
 -- ---- Gemma's layer kinds: true for a sliding-window layer (layer_types, else every
 -- sliding_window_pattern-th layer is global), and the ring size of those layers' caches.
@@ -326,7 +337,7 @@ function Decoder:init()
   for i = 1, LAYERS do self.layers[i] = Layer() end
   self.norm = Norm(DIM)
 end
-function Decoder:forward(tokens, pos)
+function Decoder:forward(tokens, pos, rows)
   local T = tokens:size(0)
   local ats = {}
   for _, kind in ipairs({"global", "local"}) do
@@ -335,6 +346,7 @@ function Decoder:forward(tokens, pos)
   local x = self.embed_tokens(tokens)
   if GEMMA then x = x * math.sqrt(DIM) end            -- an f32 constant: sqrt rounded to the activation dtype
   for i, layer in ipairs(self.layers) do x = layer(x, ats, cache[i - 1], pos) end
+  if rows then x = kiln.gather(x, rows) end           -- the rows whose logits are asked for
   return self.norm(x)
 end
 
@@ -344,8 +356,8 @@ function CausalLM:init()
   if not TIED then self.lm_head = nn.Linear(DIM, VOCAB, {bias = false}) end
 end
 local SOFTCAP = GEMMA and field("final_logit_softcapping", false)
-function CausalLM:forward(tokens, pos)
-  local h = self.model(tokens, pos)
+function CausalLM:forward(tokens, pos, rows)
+  local h = self.model(tokens, pos, rows)
   local logits
   if TIED then
     logits = kiln.matmul(h, self.model.embed_tokens:param("weight", {VOCAB, DIM}), {trans_b = true})
@@ -362,7 +374,8 @@ if where ~= "" then nn.name(lm, "language_model") end
 kiln.entry("prefill", function()
   local tokens = kiln.input("tokens", {PREFILL}, "i32")
   local pos = kiln.input("pos", {}, "i32")
-  kiln.output("logits", lm(tokens, pos))
+  local rows = PREFILL_LOGITS == "last" and kiln.reshape(kiln.input("last", {}, "i32"), {1}) or nil
+  kiln.output("logits", lm(tokens, pos, rows))
 end)
 
 kiln.entry("decode", function()

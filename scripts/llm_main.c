@@ -42,6 +42,16 @@
 #define F_(s) CAT(KM, s)
 #include MODEL_HEADER
 
+/* A prefill with a third input, `last`, returns that row's logits alone (models/llm.lua
+ * -D prefill_logits=last); otherwise every row's. */
+#if M_(_PREFILL_NUM_INPUTS) == 3
+#define PREFILL_LAST 1
+#define MODEL KILN_LLM_MODEL_LAST(KM, KMU)
+#else
+#define PREFILL_LAST 0
+#define MODEL KILN_LLM_MODEL(KM, KMU)
+#endif
+
 #define SPEED_TIME_US 300000u   /* how long the prefill rate is measured */
 
 static void fail(const char *what, const char *detail) {
@@ -148,7 +158,7 @@ int main(int argc, char **argv) {
   kiln_tok t;
   if (kiln_tok_load(&t, tok, tn, err, sizeof err) != 0) fail(argv[2], err);
   free(tok);
-  kiln_llm_model m = KILN_LLM_MODEL(KM, KMU);
+  kiln_llm_model m = MODEL;
   if (t.n > m.vocab) fail("the tokenizer has more ids than the model has logits", argv[2]);
 
   kiln_generate_sizes z = kiln_generate_size(&m, &t, strlen(prompt), o.max_tokens);
@@ -171,7 +181,11 @@ int main(int argc, char **argv) {
     int32_t chunk[M_(_PREFILL_TOKENS_NUMEL)] = {0};
     chunk[0] = t.bos >= 0 ? t.bos : 0;
     while (now - start < SPEED_TIME_US) {
+#if PREFILL_LAST
+      if (F_(_prefill)(w.payload, b.state, b.arena, chunk, 0, m.chunk - 1, b.logits) != 0) fail("prefill failed", NULL);
+#else
       if (F_(_prefill)(w.payload, b.state, b.arena, chunk, 0, b.logits) != 0) fail("prefill failed", NULL);
+#endif
       calls++;
       now = kiln_time_us();
     }

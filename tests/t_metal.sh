@@ -192,6 +192,19 @@ else
   fail metal_compile_gemma "$(tail -n 3 "$T/out" | tr '\n' ' ')"
 fi
 
+# The same with -D prefill_logits=last (a prefill's one row of logits, the row `last`; the
+# gathered row narrows the last layer), as model `gemma_last`.
+d=$T/m/gemma_last
+if [ -f "$T/m/gemma/defines" ] &&
+   "$KILN" build models/llm.lua -o "$d" --name gemma_last $defs -D prefill_logits=last --target metal > "$T/out" 2>&1 &&
+   sh "$M/mkemu.sh" "$d" gemma_last "$d/emu" > "$T/out" 2>&1; then
+  echo "$defs -D prefill_logits=last" > "$d/defines"
+  pass metal_compile_gemma_last
+  programs="$programs gemma_last"
+else
+  fail metal_compile_gemma_last "$(tail -n 3 "$T/out" | tr '\n' ' ')"
+fi
+
 # models/stories.lua with its matrix weights kept as q8_0 (docs/quantization.md: every
 # Linear weight whose rows are whole blocks, and the tied embedding/classifier), as model
 # `stories_q8`: the same sequences of calls as stories, the interpreter calls built with

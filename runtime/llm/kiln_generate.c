@@ -35,7 +35,7 @@ kiln_generate_sizes kiln_generate_size(const kiln_llm_model *m, const kiln_tok *
   kiln_generate_sizes s;
   s.state = m->state_size;
   s.arena = m->arena_size;
-  s.logits = sizeof(float) * (size_t)m->chunk * (size_t)m->vocab;
+  s.logits = sizeof(float) * (size_t)(m->prefill_last ? 1 : m->chunk) * (size_t)m->vocab;
   s.ids = sizeof(int32_t) * (1 + encode_cap(prompt_len) + (size_t)max_tokens);
   s.text = (size_t)max_tokens * kiln_tok_decode_max(t) + 3 * 3 + 1;
   s.scratch = align8(kiln_sampler_scratch_size(m->vocab)) + align8(kiln_tok_work_size(t, prompt_len)) +
@@ -84,6 +84,11 @@ static int prefill(const kiln_llm_model *m, const void *w, const kiln_generate_b
       memset(padded, 0, sizeof(int32_t) * (size_t)m->chunk);
       memcpy(padded, ids + p, sizeof(int32_t) * (size_t)rows);
       in = padded;
+    }
+    if (m->prefill_last) {   /* only the last real row's logits: the classifier runs on it alone */
+      int st = m->prefill_last(w, b->state, b->arena, in, p, rows - 1, b->logits);
+      if (st) return st;
+      continue;
     }
     int st = m->prefill(w, b->state, b->arena, in, p, b->logits);
     if (st) return st;

@@ -27,18 +27,26 @@
 extern "C" {
 #endif
 
-/* The model as the generated header defines it; KILN_LLM_MODEL(stories, STORIES) fills it. */
+/* The model as the generated header defines it; KILN_LLM_MODEL(stories, STORIES) fills it.
+ * Its prefill returns the logits of every row of a chunk (prefill), or of one row, `last`
+ * (prefill_last: models/llm.lua built with -D prefill_logits=last, whose classifier then
+ * runs on that row alone; KILN_LLM_MODEL_LAST fills it). One of the two is NULL. */
 typedef struct {
   int (*prefill)(const void *weights, void *state, void *arena, const int32_t *tokens, int32_t pos, float *logits);
   int (*decode)(const void *weights, void *state, void *arena, const int32_t *token, int32_t pos, float *logits);
   int chunk;            /* tokens of one prefill call */
   int vocab;
   size_t state_size, arena_size;
+  int (*prefill_last)(const void *weights, void *state, void *arena, const int32_t *tokens, int32_t pos, int32_t last,
+                      float *logits);
 } kiln_llm_model;
 
 #define KILN_LLM_MODEL(m, M) KILN_LLM_MODEL_(m, M)   /* one level more: m and M may be macros */
 #define KILN_LLM_MODEL_(m, M) \
-  {m##_prefill, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE}
+  {m##_prefill, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, NULL}
+#define KILN_LLM_MODEL_LAST(m, M) KILN_LLM_MODEL_LAST_(m, M)
+#define KILN_LLM_MODEL_LAST_(m, M) \
+  {NULL, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, m##_prefill}
 
 /* bos / eos: the tokenizer's own (its t->bos, t->eos; the default). */
 #define KILN_GENERATE_TOKENIZER (-2)

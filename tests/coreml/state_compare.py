@@ -98,6 +98,12 @@ CASES = {
              ("decode", {"pos": i32(32), "token": np.array([5], np.int32)}),
              ("decode", {"pos": i32(33), "token": np.array([63], np.int32)}),
              ("prefill", {"pos": i32(34), "tokens": np.arange(32, dtype=np.int32) * 3 % 64})], []),
+    # the same built with -D prefill_logits=last: each prefill returns one row's logits
+    # (the gather of that row moved up through the last layer by pass_narrow)
+    "llm_last": ("models/llm.lua",
+                 [("prefill", {"pos": i32(0), "tokens": np.arange(32, dtype=np.int32) * 7 % 64, "last": i32(31)}),
+                  ("decode", {"pos": i32(32), "token": np.array([5], np.int32)}),
+                  ("prefill", {"pos": i32(33), "tokens": np.arange(32, dtype=np.int32) * 3 % 64, "last": i32(5)})], []),
     # models/llm.lua on a Gemma 3 checkpoint (SETUP below: vocabulary 128, prefill 8,
     # sliding layers on a ring of 11): the second prefill wraps the ring, the decodes go
     # on past it.
@@ -119,11 +125,13 @@ def gemma_setup(work):
 
 # Cases built with -D arguments: name -> setup(work) returning them (after writing what
 # they name).
-SETUP = {"gemma": gemma_setup}
+SETUP = {"gemma": gemma_setup, "llm_last": lambda work: ["-D", "prefill_logits=last"]}
 NOTES = {"stories": "an out-of-range pos also indexes the RoPE tables (gather), which Core ML leaves undefined: "
                     "range not checked",
          "llm": "an out-of-range pos also indexes the RoPE tables (gather), which Core ML leaves undefined: "
                 "range not checked",
+         "llm_last": "an out-of-range pos also indexes the RoPE tables (gather), which Core ML leaves undefined: "
+                     "range not checked",
          "gemma": "an out-of-range pos also indexes the RoPE tables (gather), which Core ML leaves undefined: "
                   "range not checked"}
 # Where scripts with state or entry points live; each must be a case above (or an error

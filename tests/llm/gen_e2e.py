@@ -32,6 +32,9 @@ partial chunk); llm_main is compiled with ASan+UBSan.
                             text between them as `kiln tokenize` encodes it; the greedy
                             continuation equals PyTorch's
   .../memory                --speed prints the generation buffers and the peak RSS
+  .../prefill-last          a build with -D prefill_logits=last (the prefill returns the
+                            one row generation samples from) gives the same ids and text,
+                            with 4 rows of logits fewer in its buffers
 
 usage: /usr/bin/python3 tests/llm/gen_e2e.py WORKDIR
 """
@@ -190,6 +193,29 @@ def stream_texts(pieces, ids):
     return out
 
 
+def build_main(work, ck, out, tokjson, extra):
+    """Builds llm.lua over ck into out (with extra -D arguments) and llm_main for it;
+    returns (the executable, None) or (None, why)."""
+    rc, so, se = kt.run([kt.KILN, "build", run_llm.SCRIPT, "-o", out, "--name", "llm", "-D", "checkpoint=" + ck,
+                         "-D", "max_context=64", "-D", "prefill=5", "--tokenizer", tokjson] + extra)
+    if rc != 0:
+        return None, kt.why(rc, se, so)
+    exe = os.path.join(out, "llm_main")
+    rt = os.path.join(kt.ROOT, "runtime")
+    srcs = [os.path.join(rt, "llm", f) for f in sorted(os.listdir(os.path.join(rt, "llm"))) if f.endswith(".c")]
+    rc, so, se = kt.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L"] + SAN +
+                        ["-I" + out, "-I" + rt, "-I" + os.path.join(rt, "llm"), "-DKM=llm", "-DKMU=LLM",
+                         '-DMODEL_HEADER="llm.h"', "-o", exe, os.path.join(kt.ROOT, "scripts", "llm_main.c"),
+                         os.path.join(out, "llm.c"), os.path.join(rt, "kiln_runtime.c")] + srcs + ["-lm"])
+    return (exe, None) if rc == 0 else (None, kt.why(rc, se, so))
+
+
+def buffers_kib(so):
+    """The generation buffers' KiB in llm_main --speed's memory line, or None."""
+    m = [l for l in so.splitlines() if l.startswith("memory: ")]
+    return float(m[0].split()[1]) if m else None
+
+
 def main():
     work = os.path.join(sys.argv[1], "gen_e2e")
     os.makedirs(work, exist_ok=True)
@@ -201,19 +227,9 @@ def main():
     W = run_llm.checkpoint(cfg, seed=11)
     ck, out = os.path.join(work, "ckpt"), os.path.join(work, "out")
     run_llm.write_checkpoint(ck, cfg, W)
-    rc, so, se = kt.run([kt.KILN, "build", run_llm.SCRIPT, "-o", out, "--name", "llm", "-D", "checkpoint=" + ck,
-                         "-D", "max_context=64", "-D", "prefill=5", "--tokenizer", tokjson])
-    if rc != 0:
-        return kt.report(False, S + "/build", kt.why(rc, se, so))
-    exe = os.path.join(work, "llm_main")
-    rt = os.path.join(kt.ROOT, "runtime")
-    srcs = [os.path.join(rt, "llm", f) for f in sorted(os.listdir(os.path.join(rt, "llm"))) if f.endswith(".c")]
-    rc, so, se = kt.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L"] + SAN +
-                        ["-I" + out, "-I" + rt, "-I" + os.path.join(rt, "llm"), "-DKM=llm", "-DKMU=LLM",
-                         '-DMODEL_HEADER="llm.h"', "-o", exe, os.path.join(kt.ROOT, "scripts", "llm_main.c"),
-                         os.path.join(out, "llm.c"), os.path.join(rt, "kiln_runtime.c")] + srcs + ["-lm"])
-    if rc != 0:
-        return kt.report(False, S + "/build", kt.why(rc, se, so))
+    exe, why = build_main(work, ck, out, tokjson, [])
+    if why:
+        return kt.report(False, S + "/build", why)
 
     texts = open(os.path.join(D, "texts.txt"), encoding="utf-8", newline="").read().split("\n")
     refs = open(os.path.join(D, "llama3re.ids")).read().split("\n")
@@ -235,6 +251,23 @@ def main():
     mem = [l for l in so.splitlines() if l.startswith("memory: ")]
     kt.report(bool(mem) and "KiB of generation buffers" in mem[0] and "peak resident set" in mem[0], S + "/memory",
               mem[0] if mem else "no memory line: %r" % so[-200:])
+
+    # -D prefill_logits=last: the prefill returns the row generation samples from (the
+    # prompt's 8 ids end in a partial chunk: row 2 of the second); the same greedy ids, and
+    # a logits buffer of one row instead of 5
+    out_l = os.path.join(work, "out_last")
+    exe_l, why = build_main(work, ck, out_l, tokjson, ["-D", "prefill_logits=last"])
+    if why:
+        kt.report(False, S + "/prefill-last", why)
+    else:
+        rc, text_l, ids_l, so_l, se = run_main(exe_l, out_l, ["--prompt", PROMPT, "--max-tokens", str(NGEN), "--ids",
+                                                           "--speed"])
+        kib, kib_l = buffers_kib(so), buffers_kib(so_l)
+        saved = 4 * (5 - 1) * len(remap) / 1024.0
+        ok = ids_l == ids and text_l == text and kib is not None and kib_l is not None and abs(kib - kib_l - saved) < 0.1
+        kt.report(ok, S + "/prefill-last", "-D prefill_logits=last: the same %d ids and text; buffers %.1f KiB, "
+                  "%.1f less (4 rows of logits)" % (len(ids), kib_l, saved) if ok else
+                  "got %s (%s KiB), want %s (%s KiB less than %s)" % (ids_l, kib_l, ids, saved, kib))
 
     # a stop string: three characters of the text from the middle of it (no U+FFFD)
     gen = full[-1]

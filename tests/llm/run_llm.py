@@ -10,6 +10,9 @@ For each family a small seeded checkpoint is written here as Hugging Face publis
                       1e-4 of the largest |logit| (docs/testing.md: whole-model tolerance)
   llm/<case>/interp   the reference interpreter on the same prefill and first decode: equal
                       to the C within the same tolerance
+  llm/<case>/last_row  (llama3, gemma3) a build with -D prefill_logits=last: its prefill's
+                      one row of logits, `last` = r, is row r of the default build's bit
+                      for bit (r outside the chunk: the nearest row)
   llm/<gemma>/window_only  the last decode again from its state with every slot of the
                       sliding layers' rings outside the decode's window NaN: the same
                       logits bit for bit (the C reads O(window) slots per decode)
@@ -265,6 +268,8 @@ def run_case(work, name, cfg):
     c = np.concatenate(rows)
     ok, detail = close(c, ref)
     kt.report(ok, "%s/%s/c" % (S, name), detail)
+    if name in LAST_ROW_CASES:
+        last_row(work, name, ck, tokens[:PREFILL], c[:PREFILL])
     if name.startswith("gemma"):
         window_only(out, meta, ents["decode"], text_config(cfg)["sliding_window"], plan[-1][1], tokens, before, res[0], name)
 
@@ -293,6 +298,38 @@ def run_case(work, name, cfg):
         got.append(np.load(os.path.join(d, "logits.npy")))
     ok, detail = close(np.concatenate(got), c[:steps[-1][1] + 1].astype(np.float64))
     kt.report(ok, "%s/%s/interp" % (S, name), detail + " (against the C)")
+
+
+# -D prefill_logits=last on an untied head and on Gemma's soft-capped tied one.
+LAST_ROW_CASES = ("llama3", "gemma3")
+
+
+def last_row(work, name, ck, tokens, rows):
+    """llm/<case>/last_row: a build with -D prefill_logits=last; its prefill at position 0
+    with `last` = r returns row r of the default build's prefill logits (rows) bit for bit
+    (the classifier's one-row sums are the same fmaf chains); r past either end reads the
+    nearest row (kiln.gather's clamp). Its header's logits are one row."""
+    out = os.path.join(work, "out_%s_last" % name)
+    rc, so, se = kt.run([kt.KILN, "build", SCRIPT, "-o", out, "--name", "llm", "-D", "checkpoint=" + ck,
+                         "-D", "max_context=%d" % CTX, "-D", "prefill=%d" % PREFILL, "-D", "prefill_logits=last"])
+    if rc != 0:
+        return kt.report(False, "%s/%s/last_row" % (S, name), "build: " + kt.why(rc, se, so))
+    meta = kt.load_meta(out, "llm")
+    rec = kt.entry_of(meta, "prefill")
+    ok, why = kt.compile_driver(out, "llm", meta, flags=SAN, exe="run_last", entry=rec)
+    if not ok:
+        return kt.report(False, "%s/%s/last_row" % (S, name), why)
+    bad = []
+    for r in (0, 3, PREFILL - 1, PREFILL + 5, -2):
+        st, why, res, _ = kt.run_entry(out, "llm", rec, [tokens, np.int32(0), np.int32(r)], exe="run_last")
+        if st != "ok":
+            return kt.report(False, "%s/%s/last_row" % (S, name), "last=%d: %s" % (r, why))
+        want = rows[min(max(r, 0), PREFILL - 1)]
+        if res[0].shape != (1, rows.shape[1]) or res[0].tobytes() != want.tobytes():
+            bad.append("last=%d: shape %s, max |diff| %.2e" % (r, res[0].shape, float(np.max(np.abs(res[0].reshape(-1)[:want.size] - want)))))
+    kt.report(not bad, "%s/%s/last_row" % (S, name), "; ".join(bad) if bad else
+              "-D prefill_logits=last: rows 0, 3, %d of the default build's prefill, bit for bit; %d and -2 clamped" %
+              (PREFILL - 1, PREFILL + 5))
 
 
 def check_errors(work):

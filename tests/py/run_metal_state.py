@@ -35,7 +35,8 @@ sequence of calls, one through the Metal table on the emulator, one through the 
 
 Sequences: models/llm.lua over tests/llm/run_llm.py's gemma3 checkpoint (model `gemma`:
 sliding-window layers on a ring of 11 slots, window 4) a prefill of 8 at 0, one at 8 (the
-ring wraps inside it), 4 decodes at 16..19, and decode at 24 and -1 out of range.
+ring wraps inside it), 4 decodes at 16..19, and decode at 24 and -1 out of range; model
+`gemma_last` the same built with -D prefill_logits=last (its prefills return rows 7 and 2).
 tests/golden/tinystate.lua and tests/state/*.lua run run_state.py's sequences
 and out-of-range calls; models/stories.lua a prefill of 32 tokens at 0, 16 greedy decodes
 (positions 32..47, each token the C target's arg-max of the previous logits), then a second
@@ -59,7 +60,7 @@ import run_state  # noqa: E402
 ATOL, RTOL = 2e-6, 1e-5          # Metal vs C: the harness's bound (tests/metal/harness.c)
 SMALL_TOL, MODEL_TOL = 1e-5, 1e-4  # vs the interpreter (and numpy): run_state.py's
 SCRIPTS = {"tinystate": "tests/golden/tinystate.lua", "stories": "models/stories.lua", "llm": "models/llm.lua",
-           "gemma": "models/llm.lua", "stories_q8": "models/stories.lua"}
+           "gemma": "models/llm.lua", "gemma_last": "models/llm.lua", "stories_q8": "models/stories.lua"}
 STORIES = ("stories", "stories_q8")
 STORIES_DECODES = 16
 
@@ -221,11 +222,12 @@ def sequence(builds, m):
         calls, ref, bad, tol = stories_calls(d, meta, np.random.default_rng(5), vocab=64), None, [
             ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(256)}),
             ("prefill", {"tokens": np.zeros(32, np.int32), "pos": run_state.i32(225)})], MODEL_TOL
-    elif m == "gemma":  # models/llm.lua on run_llm.py's gemma3 checkpoint: window 4 in a ring of 11, 24 positions
-        r = np.random.default_rng(5)
+    elif m in ("gemma", "gemma_last"):  # models/llm.lua on run_llm.py's gemma3 checkpoint: window 4 in a ring of 11,
+        r = np.random.default_rng(5)       # 24 positions; gemma_last: -D prefill_logits=last, rows 7 and 2
+        last = [{"last": run_state.i32(7)}, {"last": run_state.i32(2)}] if m == "gemma_last" else [{}, {}]
         calls, ref, bad, tol = (c for c in [
-            ("prefill", {"tokens": r.integers(0, 128, 8).astype(np.int32), "pos": run_state.i32(0)}),
-            ("prefill", {"tokens": r.integers(0, 128, 8).astype(np.int32), "pos": run_state.i32(8)})] +
+            ("prefill", dict({"tokens": r.integers(0, 128, 8).astype(np.int32), "pos": run_state.i32(0)}, **last[0])),
+            ("prefill", dict({"tokens": r.integers(0, 128, 8).astype(np.int32), "pos": run_state.i32(8)}, **last[1]))] +
             [("decode", {"token": r.integers(0, 128, 1).astype(np.int32), "pos": run_state.i32(p)}) for p in range(16, 20)]), \
             None, [("decode", {"token": run_state.i32([7]), "pos": run_state.i32(24)}),
                    ("decode", {"token": run_state.i32([7]), "pos": run_state.i32(-1)})], MODEL_TOL
