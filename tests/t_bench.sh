@@ -143,6 +143,24 @@ c = subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_
                    capture_output=True, text=True)
 if b.returncode or c.returncode: print("FAIL bench/llm-kiln: " + (b.stderr + c.stderr)[-300:])
 else: check("kiln", [kexe, os.path.join(out, "stories.weights")])
+# the driver's prefill (p32) of models/llm.lua built by default and with -D prefill_logits=last
+# (its prefill takes the row `last`): the same logits of the chunk's last row, bit for bit
+np.random.default_rng(3).integers(0, 64, 32).astype(np.int32).tofile(os.path.join(work, "tok64.bin"))
+got = {}
+for tag, extra in [("all", []), ("last", ["-D", "prefill_logits=last"])]:
+    out = os.path.join(work, "kl_" + tag)
+    b = subprocess.run([kiln, "build", "models/llm.lua", "-o", out, *extra], capture_output=True, text=True)
+    exe = os.path.join(out, "kiln_llm")
+    c = subprocess.run(["cc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_POSIX_C_SOURCE=200809L", "-I" + out,
+                        "-Iruntime", "-DKM=llm", "-DKMU=LLM", '-DMODEL_HEADER="llm.h"', "-o", exe,
+                        "bench/llm/kiln_llm.c", os.path.join(out, "llm.c"), "runtime/kiln_runtime.c", "-lm"],
+                       capture_output=True, text=True)
+    r = b.returncode or c.returncode or subprocess.run([exe, os.path.join(out, "llm.weights"), os.path.join(work, "tok64.bin"),
+                                                        "p32", "1", os.path.join(out, "l.bin")], capture_output=True).returncode
+    got[tag] = open(os.path.join(out, "l.bin"), "rb").read() if not r else None
+ok = got["all"] is not None and got["all"] == got["last"] and len(got["all"]) == 4 * 64
+print("PASS bench/llm-kiln-prefill-last (the last row's logits, the same bytes)" if ok
+      else "FAIL bench/llm-kiln-prefill-last: the builds' prefill logits differ or a build failed")
 EOF2
 
 # The GGUF benchmarks' own parts (bench/llamacpp, bench/quant; no npm, no llama.cpp, no

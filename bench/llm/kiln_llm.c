@@ -9,6 +9,8 @@
  * POS, then one decode per remaining position. The timed call is a decode of TOKENS[POS]
  * at POS (idempotent: it rewrites the same cache row), or a prefill of the first chunk at
  * position 0 (pT, T = the entry's chunk length). Prints "us <median wall> <median cpu>".
+ * A model built with -D prefill_logits=last (models/llm.lua: the prefill takes the row
+ * `last` and returns its logits alone) is asked for the chunk's last row.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -27,6 +29,14 @@
 #include MODEL_HEADER
 
 enum { CHUNK = M_(_PREFILL_TOKENS_NUMEL), VOCAB = M_(_DECODE_LOGITS_NUMEL) };
+
+#if M_(_PREFILL_NUM_INPUTS) == 3   /* prefill_logits=last: the logits of row CHUNK - 1, at 0 */
+#define PREFILL(tok, p, out) F_(_prefill)(w.payload, state, arena, tok, p, CHUNK - 1, out)
+enum { LAST_ROW = 0 };
+#else
+#define PREFILL(tok, p, out) F_(_prefill)(w.payload, state, arena, tok, p, out)
+enum { LAST_ROW = CHUNK - 1 };
+#endif
 
 static void die(const char *msg) {
   fprintf(stderr, "kiln_llm: %s\n", msg);
@@ -51,20 +61,20 @@ int main(int argc, char **argv) {
   int p = 0;
   if (!prefill) {
     for (; p + CHUNK <= pos; p += CHUNK)
-      if (F_(_prefill)(w.payload, state, arena, tokens + p, p, chunk_logits) != 0) die("prefill failed");
+      if (PREFILL(tokens + p, p, chunk_logits) != 0) die("prefill failed");
     for (; p < pos; p++)
       if (F_(_decode)(w.payload, state, arena, tokens + p, p, logits) != 0) die("decode failed");
   }
   double *t = malloc(sizeof(double) * (size_t)reps), *c = malloc(sizeof(double) * (size_t)reps);
   for (int r = 0; r < reps; r++) {
     double t0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
-    int st = prefill ? F_(_prefill)(w.payload, state, arena, tokens, 0, chunk_logits)
+    int st = prefill ? PREFILL(tokens, 0, chunk_logits)
                      : F_(_decode)(w.payload, state, arena, tokens + pos, pos, logits);
     t[r] = clock_us(CLOCK_MONOTONIC) - t0;
     c[r] = clock_us(CLOCK_PROCESS_CPUTIME_ID) - c0;
     if (st != 0) die("call failed");
   }
-  if (prefill) memcpy(logits, chunk_logits + (size_t)(CHUNK - 1) * VOCAB, sizeof logits);
+  if (prefill) memcpy(logits, chunk_logits + (size_t)LAST_ROW * VOCAB, sizeof logits);
   double wall = median(t, reps), cpu = median(c, reps);
   FILE *o = fopen(argv[5], "wb");
   if (!o || fwrite(logits, sizeof(float), VOCAB, o) != VOCAB) die("cannot write logits");

@@ -11,6 +11,10 @@ Workloads:
   llama100m decode@P models/llm.lua on a seeded 100M-parameter Llama (bench/llm/prep.py):
                      P = 1, 64 (PyTorch not run: torch_stories implements the stories
                      layout only)
+  llama100m prefill32  one prefill of 32 tokens at 0, as built by default (logits of
+                     every row) and with -D prefill_logits=last ("kiln last": the row
+                     generation samples from, the classifier on it alone; its logits
+                     are the default build's last row)
 Peers: Kiln's generated C at the documented default flags (-O2 -march=x86-64-v3 on x86-64,
 -O2 elsewhere: docs/output.md "Which flags") and at -O3 -march=native; the plain loop at -O3
 -march=native (and the default flags); PyTorch float32, 1 thread. Each timed call
@@ -187,6 +191,16 @@ def main():
     }
     for pos in ["1", "64"]:
         rows.append(("llama100m decode@" + pos, "1 token", workload("llama100m", peers100, tok100, pos, 3 if QUICK else 9)))
+    k100l = build_kiln(os.path.join(ROOT, "models", "llm.lua"), "llama100m_last",
+                       ["-D", "checkpoint=" + ck, "-D", "prefill_logits=last"])
+    peers100p = {
+        "kiln " + DEF: peers100["kiln " + DEF],
+        "kiln last " + DEF: lambda pos, reps: run_c(k100l["default"], tok100, pos, reps, "kl2"),
+        "kiln last -O3 native": lambda pos, reps: run_c(k100l["native"], tok100, pos, reps, "kln"),
+        "kiln -O3 native": peers100["kiln -O3 native"],
+        "plain C -O3 native": peers100["plain C -O3 native"],
+    }
+    rows.append(("llama100m prefill32", "32 tokens", workload("llama100m prefill32", peers100p, tok100, "p32", 2 if QUICK else 5)))
     report(rows)
 
 
