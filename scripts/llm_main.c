@@ -4,19 +4,20 @@
  * line over runtime/llm's kiln_generate (tokenizer, sampler, stop strings, streaming).
  *
  * Built per model, naming it: cc -DKM=stories -DKMU=STORIES -DMODEL_HEADER='"stories.h"'
- * scripts/llm_main.c out/stories/stories.c runtime/kiln_runtime.c runtime/llm/kiln_tok*.c
- * runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -lm
+ * scripts/llm_main.c out/stories/stories.c runtime/kiln_runtime.c runtime/kiln_pool.c runtime/llm/kiln_tok*.c
+ * runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -pthread -lm
  *
  *   llm_main WEIGHTS TOKENIZER.tok [--prompt TEXT] [--chat llama3|qwen3|gemma3] [--max-tokens N]
  *            [--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]
  *            [--presence-penalty P] [--frequency-penalty F] [--penalty-last-n N] [--seed S]
- *            [--bos ID] [--eos ID] [--stop TEXT]... [--ids] [--speed]
+ *            [--bos ID] [--eos ID] [--stop TEXT]... [--threads N] [--ids] [--speed]
  *
  * TOKENIZER is Kiln's tokenizer binary (`kiln build --tokenizer FILE` writes NAME.tok
  * beside the weights; `kiln tokenize FILE --convert OUT.tok` converts a tokenizer.json,
  * a GGUF vocabulary or llama2.c's tok512.bin). --chat puts the prompt in the template as
  * one user message with the assistant's turn opened. --bos/--eos override the
- * tokenizer's ids (-1: none).
+ * tokenizer's ids (-1: none). --threads N runs every call on N threads (runtime/kiln_pool.c:
+ * the entries' _par functions), with the same ids as one.
  *
  * Prints the prompt, then the generated text as it comes; --ids adds a line "tokens: <id>
  * ..." (BOS and the prompt included); --speed the prefill and decode tokens/s (the prefill
@@ -34,6 +35,7 @@
 
 #include "kiln_chat.h"
 #include "kiln_generate.h"
+#include "kiln_pool.h"
 #include "kiln_runtime.h"
 
 #define CAT_(a, b) a##b
@@ -45,10 +47,8 @@
 /* A prefill with a third input, `last`, returns that row's logits alone (models/llm.lua
  * -D prefill_logits=last); otherwise every row's. */
 #if M_(_PREFILL_NUM_INPUTS) == 3
-#define PREFILL_LAST 1
 #define MODEL KILN_LLM_MODEL_LAST(KM, KMU)
 #else
-#define PREFILL_LAST 0
 #define MODEL KILN_LLM_MODEL(KM, KMU)
 #endif
 
@@ -118,9 +118,9 @@ int main(int argc, char **argv) {
   if (argc < 3) fail("usage: llm_main WEIGHTS TOKENIZER.tok [--prompt TEXT] [--chat llama3|qwen3|gemma3] [--max-tokens N] "
                      "[--temperature T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P] "
                      "[--frequency-penalty F] [--penalty-last-n N] [--seed S] [--bos ID] [--eos ID] [--stop TEXT]... "
-                     "[--ids] [--speed]", NULL);
+                     "[--threads N] [--ids] [--speed]", NULL);
   const char *prompt = "", *chat = NULL, *stops[16];
-  int show_ids = 0, speed = 0;
+  int show_ids = 0, speed = 0, threads = 1;
   kiln_generate_opts o = kiln_generate_defaults();
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -130,6 +130,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--prompt")) prompt = v, i++;
     else if (!strcmp(a, "--chat")) chat = v, i++;
     else if (!strcmp(a, "--max-tokens")) o.max_tokens = atoi(v), i++;
+    else if (!strcmp(a, "--threads")) threads = atoi(v), i++;
     else if (!strcmp(a, "--temperature")) o.sampler.temperature = (float)atof(v), i++;
     else if (!strcmp(a, "--top-k")) o.sampler.top_k = atoi(v), i++;
     else if (!strcmp(a, "--top-p")) o.sampler.top_p = (float)atof(v), i++;
@@ -148,6 +149,12 @@ int main(int argc, char **argv) {
   }
   o.stops = stops;
   if (o.max_tokens < 0) fail("--max-tokens must be >= 0", NULL);
+  if (threads < 1 || threads > 256) fail("--threads must be 1 to 256", NULL);
+  kiln_pool *pool = NULL;
+  if (threads > 1) {   /* the entries' _par functions on a pool: the same ids as one thread */
+    if (!(pool = kiln_pool_new(threads))) fail("cannot start the threads", NULL);
+    o.pfor = kiln_pool_for, o.pool = pool;
+  }
   if (chat) prompt = chat_prompt(chat, prompt);
   kiln_weights w;
   if (kiln_weights_map(&w, argv[1], M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM), 0) != KILN_OK) fail(w.message, NULL);
@@ -178,14 +185,12 @@ int main(int argc, char **argv) {
   if (speed) {
     long calls = 0;
     uint64_t start = kiln_time_us(), now = start;
-    int32_t chunk[M_(_PREFILL_TOKENS_NUMEL)] = {0};
+    int32_t chunk[M_(_PREFILL_TOKENS_NUMEL)] = {0}, pos = 0, last = m.chunk - 1;
     chunk[0] = t.bos >= 0 ? t.bos : 0;
+    const void *ins[3] = {chunk, &pos, &last};   /* `last` is read only by a prefill_logits=last build */
+    void *outs[1] = {b.logits};
     while (now - start < SPEED_TIME_US) {
-#if PREFILL_LAST
-      if (F_(_prefill)(w.payload, b.state, b.arena, chunk, 0, m.chunk - 1, b.logits) != 0) fail("prefill failed", NULL);
-#else
-      if (F_(_prefill)(w.payload, b.state, b.arena, chunk, 0, b.logits) != 0) fail("prefill failed", NULL);
-#endif
+      if (m.prefill_par(o.pfor, o.pool, w.payload, b.state, b.arena, ins, outs) != 0) fail("prefill failed", NULL);
       calls++;
       now = kiln_time_us();
     }
@@ -196,6 +201,7 @@ int main(int argc, char **argv) {
     if (rss >= 0) printf("; peak resident set %ld KiB (getrusage)", rss);
     printf("\n");
   }
+  kiln_pool_free(pool);
   kiln_tok_free(&t);
   kiln_weights_free(&w);
   kiln_arena_free(b.state), kiln_arena_free(b.arena), free(b.logits), free(b.ids), free(b.text), free(b.scratch);

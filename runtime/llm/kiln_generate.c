@@ -72,9 +72,34 @@ static int prompt_ids(const kiln_tok *t, const kiln_generate_opts *o, const char
   return n;
 }
 
+/* One prefill call of chunk `in` at pos (last: the row whose logits a prefill_last model
+ * returns), on o's parallel-for when there is one. */
+static int prefill_call(const kiln_llm_model *m, const kiln_generate_opts *o, const void *w,
+                        const kiln_generate_buffers *b, const int32_t *in, int32_t pos, int32_t last) {
+  if (o->pfor) {
+    const void *ins[3] = {in, &pos, &last};
+    void *outs[1] = {b->logits};
+    return m->prefill_par(o->pfor, o->pool, w, b->state, b->arena, ins, outs);
+  }
+  return m->prefill_last ? m->prefill_last(w, b->state, b->arena, in, pos, last, b->logits)
+                         : m->prefill(w, b->state, b->arena, in, pos, b->logits);
+}
+
+/* One decode call of token at pos, on o's parallel-for when there is one. */
+static int decode_call(const kiln_llm_model *m, const kiln_generate_opts *o, const void *w,
+                       const kiln_generate_buffers *b, const int32_t *token, int32_t pos) {
+  if (o->pfor) {
+    const void *ins[2] = {token, &pos};
+    void *outs[1] = {b->logits};
+    return m->decode_par(o->pfor, o->pool, w, b->state, b->arena, ins, outs);
+  }
+  return m->decode(w, b->state, b->arena, token, pos, b->logits);
+}
+
 /* Prefills ids[0..n) chunk by chunk; the last real row's logits go first in b->logits.
  * 0, or the entry's nonzero status. */
-static int prefill(const kiln_llm_model *m, const void *w, const kiln_generate_buffers *b, const int32_t *ids, int n) {
+static int prefill(const kiln_llm_model *m, const kiln_generate_opts *o, const void *w, const kiln_generate_buffers *b,
+                   const int32_t *ids, int n) {
   for (int p = 0; p < n; p += m->chunk) {
     int rows = n - p < m->chunk ? n - p : m->chunk;
     int32_t padded[4096];                           /* entries' chunks are small (32 or so) */
@@ -85,14 +110,9 @@ static int prefill(const kiln_llm_model *m, const void *w, const kiln_generate_b
       memcpy(padded, ids + p, sizeof(int32_t) * (size_t)rows);
       in = padded;
     }
-    if (m->prefill_last) {   /* only the last real row's logits: the classifier runs on it alone */
-      int st = m->prefill_last(w, b->state, b->arena, in, p, rows - 1, b->logits);
-      if (st) return st;
-      continue;
-    }
-    int st = m->prefill(w, b->state, b->arena, in, p, b->logits);
+    int st = prefill_call(m, o, w, b, in, p, rows - 1);   /* prefill_last: only that row's logits */
     if (st) return st;
-    if (p + rows == n) memmove(b->logits, b->logits + (size_t)(rows - 1) * m->vocab, sizeof(float) * (size_t)m->vocab);
+    if (!m->prefill_last && p + rows == n) memmove(b->logits, b->logits + (size_t)(rows - 1) * m->vocab, sizeof(float) * (size_t)m->vocab);
   }
   return 0;
 }
@@ -118,7 +138,7 @@ int kiln_generate(const kiln_llm_model *m, const void *w, const kiln_tok *t, con
   int eos = o->eos == KILN_GENERATE_TOKENIZER ? t->eos : o->eos;
 
   uint64_t t0 = kiln_time_us();
-  int st = n ? prefill(m, w, b, ids, n) : -1;      /* nothing to condition on: an empty prompt without BOS */
+  int st = n ? prefill(m, o, w, b, ids, n) : -1;      /* nothing to condition on: an empty prompt without BOS */
   if (st) return st;
   uint64_t t1 = kiln_time_us();
   r->prefill_tok_s = t1 > t0 ? n * 1e6 / (double)(t1 - t0) : 0;
@@ -153,7 +173,7 @@ int kiln_generate(const kiln_llm_model *m, const void *w, const kiln_tok *t, con
     }
     if (r->generated == o->max_tokens) break;
     uint64_t d0 = kiln_time_us();
-    st = m->decode(w, b->state, b->arena, &ids[n - 1], n - 1, b->logits);
+    st = decode_call(m, o, w, b, &ids[n - 1], n - 1);
     decode_us += kiln_time_us() - d0;
     if (st) {
       r->stopped = STOP_CACHE;

@@ -27,10 +27,22 @@
 extern "C" {
 #endif
 
+#ifndef KILN_PARALLEL_FOR_DEFINED   /* as the generated headers declare it */
+#define KILN_PARALLEL_FOR_DEFINED
+typedef void kiln_parallel_for(void *pool, int64_t n, void (*task)(void *arg, int64_t i), void *arg);
+#endif
+
+/* An entry's _par function: inputs and outputs as arrays of pointers in declaration order,
+ * its products split into tasks run by pfor(pool, ...) (one thread when pfor is NULL). */
+typedef int kiln_llm_par_fn(kiln_parallel_for *pfor, void *pool, const void *weights, void *state, void *arena,
+                            const void *const *inputs, void *const *outputs);
+
 /* The model as the generated header defines it; KILN_LLM_MODEL(stories, STORIES) fills it.
  * Its prefill returns the logits of every row of a chunk (prefill), or of one row, `last`
  * (prefill_last: models/llm.lua built with -D prefill_logits=last, whose classifier then
- * runs on that row alone; KILN_LLM_MODEL_LAST fills it). One of the two is NULL. */
+ * runs on that row alone; KILN_LLM_MODEL_LAST fills it). One of the two is NULL.
+ * prefill_par and decode_par are the same entries' _par functions (kiln_generate_opts.pfor);
+ * prefill_par takes `last` as a third input where prefill_last is set. */
 typedef struct {
   int (*prefill)(const void *weights, void *state, void *arena, const int32_t *tokens, int32_t pos, float *logits);
   int (*decode)(const void *weights, void *state, void *arena, const int32_t *token, int32_t pos, float *logits);
@@ -39,14 +51,17 @@ typedef struct {
   size_t state_size, arena_size;
   int (*prefill_last)(const void *weights, void *state, void *arena, const int32_t *tokens, int32_t pos, int32_t last,
                       float *logits);
+  kiln_llm_par_fn *prefill_par, *decode_par;
 } kiln_llm_model;
 
 #define KILN_LLM_MODEL(m, M) KILN_LLM_MODEL_(m, M)   /* one level more: m and M may be macros */
-#define KILN_LLM_MODEL_(m, M) \
-  {m##_prefill, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, NULL}
+#define KILN_LLM_MODEL_(m, M)                                                                                     \
+  {m##_prefill,         m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, \
+   NULL,                m##_prefill_par, m##_decode_par}
 #define KILN_LLM_MODEL_LAST(m, M) KILN_LLM_MODEL_LAST_(m, M)
-#define KILN_LLM_MODEL_LAST_(m, M) \
-  {NULL, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, m##_prefill}
+#define KILN_LLM_MODEL_LAST_(m, M)                                                                                \
+  {NULL,                m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, \
+   m##_prefill,         m##_prefill_par, m##_decode_par}
 
 /* bos / eos: the tokenizer's own (its t->bos, t->eos; the default). */
 #define KILN_GENERATE_TOKENIZER (-2)
@@ -60,6 +75,9 @@ typedef struct {
   uint64_t seed;
   const char *const *stops;       /* stop strings (not passed to the callback) */
   int nstops;
+  kiln_parallel_for *pfor;        /* NULL: every call on the calling thread; else the entries' */
+  void *pool;                     /* _par functions over pfor(pool, ...) (kiln_pool_for and a */
+                                  /* kiln_pool from runtime/kiln_pool.h): the same ids */
 } kiln_generate_opts;
 
 kiln_generate_opts kiln_generate_defaults(void);   /* 256 tokens, the tokenizer's BOS/EOS, greedy, no stops */

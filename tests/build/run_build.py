@@ -175,7 +175,7 @@ def check_wide(work, env):
             p = subprocess.run([cc, "-std=c11", "-O1", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L",
                                 "-I" + d, "-Iruntime", "-Iruntime/llm", "-DKM=stories", "-DKMU=STORIES",
                                 '-DMODEL_HEADER="stories.h"', "-o", exe, "scripts/llm_main.c", os.path.join(d, "stories.c"),
-                                "runtime/kiln_runtime.c"] + llm + ["-lm"],
+                                "runtime/kiln_runtime.c", "runtime/kiln_pool.c"] + llm + ["-pthread", "-lm"],
                                cwd=ROOT, capture_output=True, text=True)
             if p.returncode != 0:
                 return report(False, "build/wide-offsets", "%s %s: %s" % (tag, cc, p.stderr.strip()[:300]))

@@ -32,9 +32,11 @@ partial chunk); llm_main is compiled with ASan+UBSan.
                             text between them as `kiln tokenize` encodes it; the greedy
                             continuation equals PyTorch's
   .../memory                --speed prints the generation buffers and the peak RSS
+  .../threads-N             --threads 2 and 3 (the entries' _par functions on
+                            runtime/kiln_pool.c) give the same ids and text
   .../prefill-last          a build with -D prefill_logits=last (the prefill returns the
                             one row generation samples from) gives the same ids and text,
-                            with 4 rows of logits fewer in its buffers
+                            at 1 and 2 threads, with 4 rows of logits fewer in its buffers
 
 usage: /usr/bin/python3 tests/llm/gen_e2e.py WORKDIR
 """
@@ -203,10 +205,14 @@ def build_main(work, ck, out, tokjson, extra):
     exe = os.path.join(out, "llm_main")
     rt = os.path.join(kt.ROOT, "runtime")
     srcs = [os.path.join(rt, "llm", f) for f in sorted(os.listdir(os.path.join(rt, "llm"))) if f.endswith(".c")]
-    rc, so, se = kt.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L"] + SAN +
+    # tiny task sizes (as t_isa's): this small model's products and row kernels are then cut
+    # into many tasks, so that --threads really splits them
+    rc, so, se = kt.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-D_POSIX_C_SOURCE=200809L",
+                         "-DKILN_TASK_FMAS=64.0", "-DKILN_TASK_ELEMS=16.0"] + SAN +
                         ["-I" + out, "-I" + rt, "-I" + os.path.join(rt, "llm"), "-DKM=llm", "-DKMU=LLM",
                          '-DMODEL_HEADER="llm.h"', "-o", exe, os.path.join(kt.ROOT, "scripts", "llm_main.c"),
-                         os.path.join(out, "llm.c"), os.path.join(rt, "kiln_runtime.c")] + srcs + ["-lm"])
+                         os.path.join(out, "llm.c"), os.path.join(rt, "kiln_runtime.c"), os.path.join(rt, "kiln_pool.c")] +
+                        srcs + ["-pthread", "-lm"])
     return (exe, None) if rc == 0 else (None, kt.why(rc, se, so))
 
 
@@ -252,6 +258,15 @@ def main():
     kt.report(bool(mem) and "KiB of generation buffers" in mem[0] and "peak resident set" in mem[0], S + "/memory",
               mem[0] if mem else "no memory line: %r" % so[-200:])
 
+    # --threads: every call through the entries' _par functions on runtime/kiln_pool.c; the
+    # same ids and text at 2 and 3 threads (each output one task whatever the split)
+    for th in (2, 3):
+        rc, text_t, ids_t, so_t, se = run_main(exe, out, ["--prompt", PROMPT, "--max-tokens", str(NGEN), "--ids",
+                                                         "--speed", "--threads", str(th)])
+        ok = ids_t == ids and text_t == text and "prefill: " in so_t
+        kt.report(ok, S + "/threads-%d" % th, "the same %d ids and text on %d threads" % (len(ids), th) if ok
+                  else "got %s, want %s: %s" % (ids_t, ids, kt.why(rc, se, so_t)))
+
     # -D prefill_logits=last: the prefill returns the row generation samples from (the
     # prompt's 8 ids end in a partial chunk: row 2 of the second); the same greedy ids, and
     # a logits buffer of one row instead of 5
@@ -262,6 +277,9 @@ def main():
     else:
         rc, text_l, ids_l, so_l, se = run_main(exe_l, out_l, ["--prompt", PROMPT, "--max-tokens", str(NGEN), "--ids",
                                                            "--speed"])
+        rc, text_l2, ids_l2, _, _ = run_main(exe_l, out_l, ["--prompt", PROMPT, "--max-tokens", str(NGEN), "--ids",
+                                                           "--threads", "2"])
+        ids_l = ids_l if ids_l2 == ids_l and text_l2 == text_l else None   # the _par prefill with `last` too
         kib, kib_l = buffers_kib(so), buffers_kib(so_l)
         saved = 4 * (5 - 1) * len(remap) / 1024.0
         ok = ids_l == ids and text_l == text and kib is not None and kib_l is not None and abs(kib - kib_l - saved) < 0.1
