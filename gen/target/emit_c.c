@@ -191,6 +191,7 @@ static const struct {
     {"c/vec_muladd.c.tmpl", "kiln_cv_muladd("},       /* direct convolutions */
     {"c/vec_maxtap.c.tmpl", "kiln_cv_maxtap("},       /* stride-2 max pools */
     {"c/isa.c.tmpl", "KILN_INLINE|KILN_NOINLINE|KILN_MR|KILN_PANEL|kiln_avx512("},   /* vector types */
+    {"c/split_cols.c.tmpl", "kiln_split_row(|kiln_split_cols("},   /* even and odd columns */
     {"c/ask.c.tmpl", "kiln_ask("},                    /* prefetches */
     {"c/gemm_lib.c.tmpl", "kiln_panels_pass(|kiln_tile_full("},   /* the micro-kernels */
     {"c/gemm_split.c.tmpl", "kiln_split("},

@@ -736,6 +736,11 @@ conv_case("grid_1x1_stride2", [1, 8, 11, 13], [16, 8, 1, 1], stride=2, bias=Fals
 conv_case("grid_stem", [1, 3, 37, 41], [12, 3, 7, 7], stride=2, padding=3, params=True)
 conv_case("grid_pad_tlbr_wide", [2, 3, 6, 45], [9, 3, 3, 3], padding=(1, 0, 2, 3), params=True)
 conv_case("grid_stride3", [1, 4, 17, 19], [8, 4, 2, 2], stride=3, padding=2, params=True)
+# stride 2 across: a row's even and odd columns split by vector shuffles (kiln_split_row),
+# rows of 43 phase columns (the 16- and 8-lane steps and an overlapping last one) and, for a
+# padded 1x1, 37 even columns in two runs of 32
+conv_case("grid_s2_wide", [1, 3, 9, 83], [8, 3, 3, 3], stride=2, padding=1, params=True)
+conv_case("grid_1x1_stride2_pad", [1, 4, 7, 71], [8, 4, 1, 1], stride=2, padding=1, params=True)
 # Winograd's F(2x2, 3x3) (3x3 at stride 1, 16 or more channels in and out, 64 or more output
 # pixels, filters from the weights file): odd output sizes (tiles that hang over the edge),
 # a partial block of filters, uneven padding, no padding, tile rows longer than a panel of

@@ -185,6 +185,75 @@ static inline __attribute__((unused)) int kiln_avx512(void) {
 }
 #endif
 
+/* ---- A row's even and odd columns (templates/c/split_cols.c.tmpl) ----
+ * Winograd's input transforms read a tile's columns in pairs, and a stride-2 convolution's
+ * padded grid (kiln_pad_planes) keeps a row's even and odd columns as two phase planes:
+ * both split rows with vector shuffles instead of a strided copy (4 cycles a float). */
+#if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)
+/* kiln_split_cols' AVX2 step, k to k + 7: shuffle_ps takes the evens (odds) within 128-bit
+ * lanes, the permute orders the lanes. */
+KILN_INLINE void kiln_split_cols8(const float *restrict s, int k, float *restrict e, float *restrict o) {
+  const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
+  const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xdd);
+  _mm256_storeu_ps(e + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
+  _mm256_storeu_ps(o + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
+}
+#endif
+
+/* e[k] = s[2k], o[k] = s[2k + 1] for k in [0, m): the even and odd columns of a row. */
+static void kiln_split_cols(const float *restrict s, int m, float *restrict e, float *restrict o) {
+  int k = 0;
+#if defined(KILN_VW) && KILN_VW == 16
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  for (; k + 16 <= m; k += 16) {
+    const __m512 a = _mm512_loadu_ps(s + 2 * k), b = _mm512_loadu_ps(s + 2 * k + 16);
+    _mm512_storeu_ps(e + k, _mm512_permutex2var_ps(a, ie, b));
+    _mm512_storeu_ps(o + k, _mm512_permutex2var_ps(a, io, b));
+  }
+#endif
+#if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)   /* AVX2 (which an AVX-512 build has: for the rest) */
+  for (; k + 8 <= m; k += 8) kiln_split_cols8(s, k, e, o);
+  if (k < m && m >= 8) {   /* the rest as one more step, overlapping the one before (same values) */
+    kiln_split_cols8(s, m - 8, e, o);
+    return;
+  }
+#elif defined(KILN_VW) && defined(__aarch64__)
+  for (; k + 4 <= m; k += 4) {
+    const float32x4x2_t eo = vld2q_f32(s + 2 * k);
+    vst1q_f32(e + k, eo.val[0]);
+    vst1q_f32(o + k, eo.val[1]);
+  }
+#endif
+  for (; k < m; k++) e[k] = s[2 * k], o[k] = s[2 * k + 1];
+}
+
+/* e[k] and o[k] for k in [0, m): columns ix0 + 2k and ix0 + 2k + 1 of row iy of an h x w
+ * plane x (zeros outside it): the columns in the row through kiln_split_cols, the few that
+ * hang over an edge one by one. */
+static void kiln_split_row(const float *restrict x, int64_t h, int64_t w, int64_t iy, int64_t ix0, int m,
+                           float *restrict e, float *restrict o) {
+  if (iy < 0 || iy >= h) {
+    for (int k = 0; k < m; k++) e[k] = o[k] = 0.0f;
+    return;
+  }
+  const float *restrict row = x + iy * w;
+  /* [lo, hi): the k whose two columns ix0 + 2k, ix0 + 2k + 1 both lie in the row */
+  int64_t lo = ix0 >= 0 ? 0 : (-ix0 + 1) / 2, hi = ix0 + 1 >= w ? 0 : (w - ix0) / 2;
+  hi = hi > m ? m : hi, lo = lo > hi ? hi : lo;
+  for (int64_t k = 0; k < lo; k++) {
+    const int64_t ie = ix0 + 2 * k;
+    e[k] = ie >= 0 && ie < w ? row[ie] : 0.0f;
+    o[k] = ie + 1 >= 0 && ie + 1 < w ? row[ie + 1] : 0.0f;
+  }
+  if (hi > lo) kiln_split_cols(row + ix0 + 2 * lo, (int)(hi - lo), e + lo, o + lo);
+  for (int64_t k = hi; k < m; k++) {
+    const int64_t ie = ix0 + 2 * k;
+    e[k] = ie >= 0 && ie < w ? row[ie] : 0.0f;
+    o[k] = ie + 1 >= 0 && ie + 1 < w ? row[ie + 1] : 0.0f;
+  }
+}
+
 /* ---- Asking for the cache lines of the next tile (templates/c/ask.c.tmpl) ----
  * kiln_ask(line): a hint that the cache line at that address be brought into the L2 cache.
  * The convolution tiles ask for one line a step of their loop, of the filters the next
@@ -736,39 +805,53 @@ static void kiln_grid_taps_of(const kiln_conv_geom *g, int64_t cg, kiln_grid_tap
 
 /* Channels [q_lo, q_hi) of x (H x W planes) into xp as their phase planes (kiln_grid_geom),
  * the padding written out as zeros: the whole of each is written, so xp may be any scratch.
- * A part of kiln_rows_for (one row a channel). */
+ * At stride 2 across, a row's two column phases are its even and odd columns, split at once
+ * (kiln_split_row); otherwise each phase row is copied by itself. A part of kiln_rows_for
+ * (one row a channel). */
 typedef struct {
   const float *x;
   float *xp;
   const kiln_conv_geom *g;
 } kiln_pad_job;
 
+/* Phase row y of phase (py, px) of channel plane x into o (q.wq floats). */
+static void kiln_pad_row(const float *restrict x, const kiln_conv_geom *g, const kiln_grid_geom *q, int64_t py,
+                         int64_t px, int64_t y, float *restrict o) {
+  const int64_t ih = y * g->sh + py - g->pt;
+  /* the phase row's columns that lie inside the input: [lo, hi) */
+  const int64_t iw0 = px - g->pl, lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;
+  int64_t hi = iw0 >= g->w ? 0 : (g->w - iw0 + g->sw - 1) / g->sw;
+  hi = hi > q->wq ? q->wq : hi < lo ? lo : hi;
+  if (ih < 0 || ih >= g->h || hi <= lo) {
+    memset(o, 0, (size_t)q->wq * sizeof(float));
+    return;
+  }
+  const float *restrict src = x + ih * g->w + iw0 + lo * g->sw;   /* column lo's */
+  memset(o, 0, (size_t)lo * sizeof(float));
+  if (g->sw == 1)
+    memcpy(o + lo, src, (size_t)(hi - lo) * sizeof(float));
+  else
+    for (int64_t k = lo; k < hi; k++) o[k] = src[(k - lo) * g->sw];
+  memset(o + hi, 0, (size_t)(q->wq - hi) * sizeof(float));
+}
+
 static void kiln_pad_part(const void *arg, int64_t q_lo, int64_t q_hi) {
   const kiln_pad_job *j = (const kiln_pad_job *)arg;
   const kiln_conv_geom *g = j->g;
   const kiln_grid_geom q = kiln_grid_geom_of(g);
-  float *restrict o = j->xp + q_lo * q.ph * q.pw * q.hq * q.wq;
+  const int64_t plane = q.hq * q.wq;
   for (int64_t c = q_lo; c < q_hi; c++)
-    for (int64_t py = 0; py < q.ph; py++)
+    for (int64_t py = 0; py < q.ph; py++) {
+      const float *restrict x = j->x + c * g->h * g->w;
+      float *restrict o = j->xp + (c * q.ph + py) * q.pw * plane;   /* phase (py, 0) */
+      if (g->sw == 2 && q.pw == 2) {
+        for (int64_t y = 0; y < q.hq; y++)
+          kiln_split_row(x, g->h, g->w, y * g->sh + py - g->pt, -g->pl, (int)q.wq, o + y * q.wq, o + plane + y * q.wq);
+        continue;
+      }
       for (int64_t px = 0; px < q.pw; px++)
-        for (int64_t y = 0; y < q.hq; y++, o += q.wq) {
-          const int64_t ih = y * g->sh + py - g->pt;
-          /* the phase row's columns that lie inside the input: [lo, hi) */
-          const int64_t iw0 = px - g->pl, lo = iw0 >= 0 ? 0 : (-iw0 + g->sw - 1) / g->sw;
-          int64_t hi = iw0 >= g->w ? 0 : (g->w - iw0 + g->sw - 1) / g->sw;
-          hi = hi > q.wq ? q.wq : hi < lo ? lo : hi;
-          if (ih < 0 || ih >= g->h || hi <= lo) {
-            memset(o, 0, (size_t)q.wq * sizeof(float));
-            continue;
-          }
-          const float *restrict src = j->x + (c * g->h + ih) * g->w + iw0 + lo * g->sw;   /* column lo's */
-          memset(o, 0, (size_t)lo * sizeof(float));
-          if (g->sw == 1)
-            memcpy(o + lo, src, (size_t)(hi - lo) * sizeof(float));
-          else
-            for (int64_t x = lo; x < hi; x++) o[x] = src[(x - lo) * g->sw];
-          memset(o + hi, 0, (size_t)(q.wq - hi) * sizeof(float));
-        }
+        for (int64_t y = 0; y < q.hq; y++) kiln_pad_row(x, g, &q, py, px, y, o + px * plane + y * q.wq);
+    }
 }
 
 /* xp = the phase planes of x's `planes` channels (kiln_pad_part), then KILN_PANEL zeros
@@ -1228,71 +1311,6 @@ enum { KILN_WINO_ALPHA = 16, KILN_WINO_SKEW = 16 };
 /* Floats from one value's input transforms to the next value's in v. */
 static int64_t kiln_wino_stride(const kiln_wino_geom *g) { return g->c * g->ldv + KILN_WINO_SKEW; }
 
-#if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)
-/* kiln_wino_split's AVX2 step, k to k + 7: shuffle_ps takes the evens (odds) within 128-bit
- * lanes, the permute orders the lanes. */
-KILN_INLINE void kiln_wino_split8(const float *restrict s, int k, float *restrict e, float *restrict o) {
-  const __m256 a = _mm256_loadu_ps(s + 2 * k), b = _mm256_loadu_ps(s + 2 * k + 8);
-  const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xdd);
-  _mm256_storeu_ps(e + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
-  _mm256_storeu_ps(o + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
-}
-#endif
-
-/* e[k] = s[2k], o[k] = s[2k + 1] for k in [0, m): the even and odd columns of an input row. */
-static void kiln_wino_split(const float *restrict s, int m, float *restrict e, float *restrict o) {
-  int k = 0;
-#if defined(KILN_VW) && KILN_VW == 16
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (; k + 16 <= m; k += 16) {
-    const __m512 a = _mm512_loadu_ps(s + 2 * k), b = _mm512_loadu_ps(s + 2 * k + 16);
-    _mm512_storeu_ps(e + k, _mm512_permutex2var_ps(a, ie, b));
-    _mm512_storeu_ps(o + k, _mm512_permutex2var_ps(a, io, b));
-  }
-#endif
-#if defined(KILN_VW) && (KILN_VW == 16 || KILN_VW == 8)   /* AVX2 (which an AVX-512 build has: for the rest) */
-  for (; k + 8 <= m; k += 8) kiln_wino_split8(s, k, e, o);
-  if (k < m && m >= 8) {   /* the rest as one more step, overlapping the one before (same values) */
-    kiln_wino_split8(s, m - 8, e, o);
-    return;
-  }
-#elif defined(KILN_VW) && defined(__aarch64__)
-  for (; k + 4 <= m; k += 4) {
-    const float32x4x2_t eo = vld2q_f32(s + 2 * k);
-    vst1q_f32(e + k, eo.val[0]);
-    vst1q_f32(o + k, eo.val[1]);
-  }
-#endif
-  for (; k < m; k++) e[k] = s[2 * k], o[k] = s[2 * k + 1];
-}
-
-/* e[k] and o[k] for k in [0, m): the even and odd columns of input row iy from column ix0
- * (zeros outside the input): the columns in the row through kiln_wino_split, the few that
- * hang over an edge one by one. */
-static void kiln_wino_row(const float *restrict x, const kiln_wino_geom *g, int64_t iy, int64_t ix0, int m,
-                          float *restrict e, float *restrict o) {
-  if (iy < 0 || iy >= g->h) {
-    for (int k = 0; k < m; k++) e[k] = o[k] = 0.0f;
-    return;
-  }
-  const float *restrict row = x + iy * g->w;
-  /* [lo, hi): the k whose two columns ix0 + 2k, ix0 + 2k + 1 both lie in the row */
-  int64_t lo = ix0 >= 0 ? 0 : (-ix0 + 1) / 2, hi = ix0 + 1 >= g->w ? 0 : (g->w - ix0) / 2;
-  hi = hi > m ? m : hi, lo = lo > hi ? hi : lo;
-  for (int64_t k = 0; k < lo; k++) {
-    const int64_t ie = ix0 + 2 * k;
-    e[k] = ie >= 0 && ie < g->w ? row[ie] : 0.0f;
-    o[k] = ie + 1 >= 0 && ie + 1 < g->w ? row[ie + 1] : 0.0f;
-  }
-  if (hi > lo) kiln_wino_split(row + ix0 + 2 * lo, (int)(hi - lo), e + lo, o + lo);
-  for (int64_t k = hi; k < m; k++) {
-    const int64_t ie = ix0 + 2 * k;
-    e[k] = ie >= 0 && ie < g->w ? row[ie] : 0.0f;
-    o[k] = ie + 1 >= 0 && ie + 1 < g->w ? row[ie + 1] : 0.0f;
-  }
-}
-
 /* Lanes of a panel's split rows: its 32 tiles and the column after the last. */
 enum { KILN_WINO_LANES = KILN_PANEL + 1 };
 
@@ -1358,7 +1376,7 @@ static void kiln_wino_panel(const float *restrict x, const kiln_wino_geom *g, in
     const int64_t t = f + k, ty = t / g->tw, tx = t % g->tw;
     const int len = g->tw - tx < n - k ? (int)(g->tw - tx) : n - k;
     for (int i = 0; i < 4; i++) {
-      kiln_wino_row(x, g, 2 * ty - g->pt + i, 2 * tx - g->pl, len + 1, e[i] + k, o[i] + k);
+      kiln_split_row(x, g->h, g->w, 2 * ty - g->pt + i, 2 * tx - g->pl, len + 1, e[i] + k, o[i] + k);
       xe[runs][i] = e[i][k + len], xo[runs][i] = o[i][k + len];
     }
     k += len;
