@@ -79,9 +79,11 @@ fi
 
 # The generation API (runtime/llm/kiln_generate.c) with the generated stories260K and
 # tok512.bin converted by `kiln build --tokenizer`: greedy ids, streaming, cancel, stop
-# strings, the prompt, BOS and EOS, memory (tests/llm/generate_test.c).
+# strings, the prompt, BOS and EOS, memory, a parallel-for running tasks in reverse (tiny
+# task sizes, so that stories260K's products are split) (tests/llm/generate_test.c).
 if "$KILN" build models/stories.lua -o "$WORK/gen_stories" --tokenizer models/weights/tok512.bin > /dev/null 2>&1 &&
    out=$(cc -std=c11 -Wall -Wextra -Wpedantic -Werror -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+         -DKILN_TASK_FMAS=64.0 -DKILN_TASK_ELEMS=16.0 \
          -D_POSIX_C_SOURCE=200809L -I"$WORK/gen_stories" -Iruntime -Iruntime/llm -o "$WORK/generate_test" \
          tests/llm/generate_test.c "$WORK/gen_stories/stories.c" runtime/kiln_runtime.c runtime/llm/kiln_tok*.c \
          runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c runtime/llm/kiln_generate.c -lm 2>&1); then

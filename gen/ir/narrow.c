@@ -91,10 +91,14 @@ static int family_axis(Graph *g, const Node *p, int k, int ax) {
 }
 
 /* The axis a pick s (a slice, or a gather by a vector of indices) narrows, or -1 when it
- * cannot move: a slice of several axes, a gather whose indices are not a vector. */
+ * cannot move: a slice of several axes; a gather whose indices are not a vector, or are as
+ * many as the axis's rows or more (a beam's index_select repeating rows: moved up, it would
+ * multiply the work, and an input read whole along a size-1 axis could not take it). */
 static int pick_axis(const Graph *g, const Node *s) {
   if (s->op == OP_SLICE) return slice_axis(g, s);
-  return s->op == OP_GATHER && g->nodes[s->in[1]]->shape.rank == 1 ? s->a.axis : -1;
+  if (s->op != OP_GATHER) return -1;
+  const Shape *idx = &g->nodes[s->in[1]]->shape, *x = &g->nodes[s->in[0]]->shape;
+  return idx->rank == 1 && idx->dim[0] < x->dim[s->a.axis] ? s->a.axis : -1;
 }
 
 /* family_axis, but an i64 value is never sliced: only its cast to i32 may read it. Nor is

@@ -5,7 +5,8 @@
  * that returns nonzero cancels at once; a stop string ends generation and is never
  * streamed; max_tokens 0 generates nothing; the streamed text equals the ids decoded
  * through a fresh kiln_tok stream; the prompt is BOS and its encoding (no BOS with bos
- * -1); an eos id stops before it is appended; the memory reported is kiln_generate_size's.
+ * -1); an eos id stops before it is appended; the memory reported is kiln_generate_size's;
+ * through a parallel-for that runs every job's tasks in reverse order, the same ids.
  *
  *   generate_test WEIGHTS STORIES.TOK      (tok512.bin converted: kiln build --tokenizer;
  *                                           built with -DKM=stories -DKMU=STORIES)
@@ -36,6 +37,20 @@ static int sink(const char *text, size_t len, void *user) {
   return ++s->calls == s->cancel_after;
 }
 
+/* A parallel-for that runs a job's tasks one after another in reverse order, counting the
+ * jobs and tasks: kiln_generate's _par path is taken (jobs), the generated code really
+ * splits them (tasks > jobs: t_llm compiles with tiny KILN_TASK_FMAS), and the results do
+ * not depend on which task runs first. */
+typedef struct {
+  long jobs, tasks;
+} Counts;
+
+static void reverse_for(void *pool, int64_t n, void (*task)(void *, int64_t), void *arg) {
+  Counts *c = pool;
+  c->jobs++, c->tasks += n;
+  for (int64_t i = n - 1; i >= 0; i--) task(arg, i);
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) return fprintf(stderr, "usage: generate_test WEIGHTS TOK\n"), 2;
   kiln_weights w;
@@ -60,6 +75,16 @@ int main(int argc, char **argv) {
   int st = kiln_generate(&m, w.payload, &t, "", &o, &b, sink, &s, &r);
   check(st == 0 && r.prompt_tokens == 1 && r.generated == 20 && r.stopped == 0 && !memcmp(r.ids + 1, want, sizeof want),
         "greedy-ids", "the first 20 greedy ids differ from the reference's");
+  {
+    Counts c = {0, 0};
+    kiln_generate_opts op = o;
+    op.pfor = reverse_for, op.pool = &c;
+    Sink sp = {{0}, 0, 0, 0};
+    kiln_generate_result rp;
+    st = kiln_generate(&m, w.payload, &t, "", &op, &b, sink, &sp, &rp);
+    check(st == 0 && rp.generated == 20 && !memcmp(rp.ids + 1, want, sizeof want) && c.jobs > 0 && c.tasks > c.jobs,
+          "par-reverse", "through the _par functions, tasks in reverse: other ids, or no job was split");
+  }
   char pieces[8192];
   size_t pl = 0;
   kiln_tok_stream ts;

@@ -50,3 +50,10 @@ local row = kiln.reshape(kiln.input("row", {}, "i32"), {1})
 local pick = nn.name(nn.Linear(8, 8), "pick")
 kiln.output("picked", kiln.gather(kiln.relu(pick(x)) + x, row))
 kiln.output("tabled", kiln.gather(kiln.relu(x) + kiln.param("table", {6, 8}), row))
+-- A gather with as many indices as rows or more stays where it is: a beam expansion (4 rows
+-- out of 1) could not move through the mul, whose input is read whole along its size-1 axis,
+-- and 6 rows out of 6 would save nothing.
+local beams = kiln.input("beams", {4}, "i32")
+kiln.output("beamed", kiln.gather(kiln.relu(kiln.input("h", {1, 5, 8})) * 0.5, beams, 0))
+local permuted = nn.name(nn.Linear(8, 8), "permuted")
+kiln.output("all_rows", kiln.gather(kiln.relu(permuted(x)), kiln.input("perm", {6}, "i32")))
