@@ -178,31 +178,34 @@ case " $tested " in
   *) fail metal_i64 "tests/metal/models/mtl_i64.lua was not built and run" ;;
 esac
 
+# metal_program NAME DEFINES SCRIPT ARGS...: SCRIPT built for Metal as model NAME with ARGS
+# and its harness compiled; DEFINES (the -D arguments, for the interpreter's calls) go to
+# its defines file, which run_metal_state.py reads; NAME joins $programs.
+metal_program() {
+  name=$1 defines=$2 script=$3
+  shift 3
+  d=$T/m/$name
+  if "$KILN" build "$script" -o "$d" --name "$name" "$@" --target metal > "$T/out" 2>&1 &&
+     sh "$M/mkemu.sh" "$d" "$name" "$d/emu" > "$T/out" 2>&1; then
+    echo "$defines" > "$d/defines"
+    pass "metal_compile_$name"
+    programs="$programs $name"
+  else
+    fail "metal_compile_$name" "$(tail -n 3 "$T/out" | tr '\n' ' ')"
+  fi
+}
+
 # Gemma 3 (models/llm.lua's sliding-window layers on ring caches) over the seeded gemma3
-# checkpoint of tests/llm/run_llm.py, as model `gemma`; run_metal_state.py reads the
-# build's -D arguments from its defines file.
-d=$T/m/gemma
-if defs=$("$PY" tests/llm/run_llm.py --checkpoint gemma3 "$T/gemma_ckpt" 2>"$T/out") &&
-   "$KILN" build models/llm.lua -o "$d" --name gemma $defs --target metal > "$T/out" 2>&1 &&
-   sh "$M/mkemu.sh" "$d" gemma "$d/emu" > "$T/out" 2>&1; then
-  echo "$defs" > "$d/defines"
-  pass metal_compile_gemma
-  programs="$programs gemma"
+# checkpoint of tests/llm/run_llm.py, as model `gemma`; and the same with -D
+# prefill_logits=last (a prefill's one row of logits, the row `last`; the gathered row
+# narrows the last layer), as model `gemma_last`.
+if defs=$("$PY" tests/llm/run_llm.py --checkpoint gemma3 "$T/gemma_ckpt" 2>"$T/out"); then
+  # shellcheck disable=SC2086
+  metal_program gemma "$defs" models/llm.lua $defs
+  # shellcheck disable=SC2086
+  metal_program gemma_last "$defs -D prefill_logits=last" models/llm.lua $defs -D prefill_logits=last
 else
   fail metal_compile_gemma "$(tail -n 3 "$T/out" | tr '\n' ' ')"
-fi
-
-# The same with -D prefill_logits=last (a prefill's one row of logits, the row `last`; the
-# gathered row narrows the last layer), as model `gemma_last`.
-d=$T/m/gemma_last
-if [ -f "$T/m/gemma/defines" ] &&
-   "$KILN" build models/llm.lua -o "$d" --name gemma_last $defs -D prefill_logits=last --target metal > "$T/out" 2>&1 &&
-   sh "$M/mkemu.sh" "$d" gemma_last "$d/emu" > "$T/out" 2>&1; then
-  echo "$defs -D prefill_logits=last" > "$d/defines"
-  pass metal_compile_gemma_last
-  programs="$programs gemma_last"
-else
-  fail metal_compile_gemma_last "$(tail -n 3 "$T/out" | tr '\n' ' ')"
 fi
 
 # models/stories.lua with its matrix weights kept as q8_0 (docs/quantization.md: every
