@@ -806,8 +806,8 @@ static void kiln_grid_taps_of(const kiln_conv_geom *g, int64_t cg, kiln_grid_tap
 /* Channels [q_lo, q_hi) of x (H x W planes) into xp as their phase planes (kiln_grid_geom),
  * the padding written out as zeros: the whole of each is written, so xp may be any scratch.
  * At stride 2 across, a row's two column phases are its even and odd columns, split at once
- * (kiln_split_row); otherwise each phase row is copied by itself. A part of kiln_rows_for
- * (one row a channel). */
+ * (kiln_split_row; a 1x1 filter keeps the even ones); otherwise each phase row is copied by
+ * itself. A part of kiln_rows_for (one row a channel). */
 typedef struct {
   const float *x;
   float *xp;
@@ -847,6 +847,14 @@ static void kiln_pad_part(const void *arg, int64_t q_lo, int64_t q_hi) {
       if (g->sw == 2 && q.pw == 2) {
         for (int64_t y = 0; y < q.hq; y++)
           kiln_split_row(x, g->h, g->w, y * g->sh + py - g->pt, -g->pl, (int)q.wq, o + y * q.wq, o + plane + y * q.wq);
+        continue;
+      }
+      if (g->sw == 2) {   /* a 1x1 filter's one phase: the even columns (the odd ones dropped) */
+        float odd[KILN_PANEL];
+        for (int64_t y = 0; y < q.hq; y++)
+          for (int64_t k = 0; k < q.wq; k += KILN_PANEL)
+            kiln_split_row(x, g->h, g->w, y * g->sh + py - g->pt, 2 * k - g->pl,
+                           q.wq - k < KILN_PANEL ? (int)(q.wq - k) : KILN_PANEL, o + y * q.wq + k, odd);
         continue;
       }
       for (int64_t px = 0; px < q.pw; px++)
