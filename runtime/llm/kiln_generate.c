@@ -112,7 +112,8 @@ static int prefill(const kiln_llm_model *m, const kiln_generate_opts *o, const v
     }
     int st = prefill_call(m, o, w, b, in, p, rows - 1);   /* prefill_last: only that row's logits */
     if (st) return st;
-    if (!m->prefill_last && p + rows == n) memmove(b->logits, b->logits + (size_t)(rows - 1) * m->vocab, sizeof(float) * (size_t)m->vocab);
+    if (!m->prefill_last && p + rows == n)   /* every row's logits: the last real row's first */
+      memmove(b->logits, b->logits + (size_t)(rows - 1) * m->vocab, sizeof(float) * (size_t)m->vocab);
   }
   return 0;
 }

@@ -55,13 +55,13 @@ typedef struct {
 } kiln_llm_model;
 
 #define KILN_LLM_MODEL(m, M) KILN_LLM_MODEL_(m, M)   /* one level more: m and M may be macros */
-#define KILN_LLM_MODEL_(m, M)                                                                                     \
-  {m##_prefill,         m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, \
-   NULL,                m##_prefill_par, m##_decode_par}
+#define KILN_LLM_MODEL_(m, M)                                                                               \
+  {m##_prefill, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, \
+   NULL, m##_prefill_par, m##_decode_par}
 #define KILN_LLM_MODEL_LAST(m, M) KILN_LLM_MODEL_LAST_(m, M)
-#define KILN_LLM_MODEL_LAST_(m, M)                                                                                \
-  {NULL,                m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, \
-   m##_prefill,         m##_prefill_par, m##_decode_par}
+#define KILN_LLM_MODEL_LAST_(m, M)                                                                       \
+  {NULL, m##_decode, M##_PREFILL_TOKENS_NUMEL, M##_DECODE_LOGITS_NUMEL, M##_STATE_SIZE, M##_ARENA_SIZE, \
+   m##_prefill, m##_prefill_par, m##_decode_par}
 
 /* bos / eos: the tokenizer's own (its t->bos, t->eos; the default). */
 #define KILN_GENERATE_TOKENIZER (-2)
