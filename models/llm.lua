@@ -41,9 +41,8 @@
 -- samples from (runtime/llm/kiln_generate.c: the prompt's last token):
 --   prefill  tokens i32 [prefill], pos, last i32 -> logits f32 [1, vocab] of row `last`
 -- The classifier (vocab x hidden, often the largest product of a small model) then runs on
--- one row instead of prefill rows. `last` must be a row of the chunk: outside [0, prefill)
--- the C and Metal targets read the nearest row (their gathers clamp), Core ML leaves it
--- undefined (docs/coreml.md).
+-- one row instead of prefill rows; `last` outside [0, prefill) reads the nearest row (every
+-- target's gather clamps its indices).
 -- A write past max_context makes the generated C return <M>_E_RANGE before touching
 -- anything.
 --

@@ -946,26 +946,6 @@ static void lower_slice(Lower *L, const Node *n) {
   finish(L, n, op);
 }
 
-/* gather along a.axis; the parameters of the op version the spec selects
- * (batch_dims from iOS16, validate_indices from iOS17) are all written. MIL's
- * gather takes no bool data, so bool tables go through int32. */
-static void lower_gather(Lower *L, const Node *n) {
-  const Node *x = in_node(L, n, 0);
-  const char *xv = X(L, n, 0), *iv = X(L, n, 1);
-  bool b = x->dtype == DT_BOOL;
-  if (b) xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
-  const char *ax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), n->a.axis);
-  const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
-  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather", "validate_indices"), false) : NULL;
-  MilOp *op = open_via_i32(L, n, "gather", b);
-  mil_arg(L->m, op, "x", xv);
-  mil_arg(L->m, op, "indices", iv);
-  mil_arg(L->m, op, "axis", ax);
-  if (bd) mil_arg(L->m, op, "batch_dims", bd);
-  if (vi) mil_arg(L->m, op, "validate_indices", vi);
-  close_via_i32(L, n, op, b, "dtype");
-}
-
 /* An int32 value of n's shape-like operand clamped into [0, hi]: maximum with 0,
  * minimum with hi (MIL's gathers leave out-of-range indices undefined; Kiln's kernels
  * clamp). */
@@ -980,6 +960,29 @@ static const char *clamp_indices(Lower *L, const Node *n, const char *iv, const 
   mil_arg(L->m, mn, "x", a);
   mil_arg(L->m, mn, "y", top);
   return mil_result(L->m, mn, MIL_I32, s);
+}
+
+/* gather along a.axis on indices clamped into [0, n - 1], as Kiln's kernels clamp them
+ * (MIL leaves an index out of range undefined); the parameters of the op version the
+ * spec selects (batch_dims from iOS16, validate_indices from iOS17) are all written.
+ * MIL's gather takes no bool data, so bool tables go through int32. */
+static void lower_gather(Lower *L, const Node *n) {
+  const Node *x = in_node(L, n, 0);
+  const Node *ix = in_node(L, n, 1);
+  const char *xv = X(L, n, 0);
+  const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
+  bool b = x->dtype == DT_BOOL;
+  if (b) xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
+  const char *ax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), n->a.axis);
+  const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather", "validate_indices"), false) : NULL;
+  MilOp *op = open_via_i32(L, n, "gather", b);
+  mil_arg(L->m, op, "x", xv);
+  mil_arg(L->m, op, "indices", iv);
+  mil_arg(L->m, op, "axis", ax);
+  if (bd) mil_arg(L->m, op, "batch_dims", bd);
+  if (vi) mil_arg(L->m, op, "validate_indices", vi);
+  close_via_i32(L, n, op, b, "dtype");
 }
 
 /* gather_elements -> MIL gather_along_axis (iOS15) on clamped indices; validate_indices
