@@ -962,43 +962,27 @@ static const char *clamp_indices(Lower *L, const Node *n, const char *iv, const 
   return mil_result(L->m, mn, MIL_I32, s);
 }
 
-/* gather along a.axis on indices clamped into [0, n - 1], as Kiln's kernels clamp them
- * (MIL leaves an index out of range undefined); the parameters of the op version the
- * spec selects (batch_dims from iOS16, validate_indices from iOS17) are all written.
- * MIL's gather takes no bool data, so bool tables go through int32. */
+/* gather (MIL gather along a.axis; batch_dims written from iOS16) and gather_elements
+ * (MIL gather_along_axis), on indices clamped into [0, n - 1] as Kiln's kernels clamp them
+ * (MIL leaves an index out of range undefined, a negative one counting from the end);
+ * validate_indices written from iOS17. MIL's gathers take no bool data, so bool tables go
+ * through int32. */
 static void lower_gather(Lower *L, const Node *n) {
-  const Node *x = in_node(L, n, 0);
-  const Node *ix = in_node(L, n, 1);
-  const char *xv = X(L, n, 0);
-  const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
-  bool b = x->dtype == DT_BOOL;
-  if (b) xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
-  const char *ax = mil_scalar_int(L->m, param_name(n, "gather", "axis"), n->a.axis);
-  const char *bd = L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, "gather", "batch_dims"), 0) : NULL;
-  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather", "validate_indices"), false) : NULL;
-  MilOp *op = open_via_i32(L, n, "gather", b);
-  mil_arg(L->m, op, "x", xv);
-  mil_arg(L->m, op, "indices", iv);
-  mil_arg(L->m, op, "axis", ax);
-  if (bd) mil_arg(L->m, op, "batch_dims", bd);
-  if (vi) mil_arg(L->m, op, "validate_indices", vi);
-  close_via_i32(L, n, op, b, "dtype");
-}
-
-/* gather_elements -> MIL gather_along_axis (iOS15) on clamped indices; validate_indices
- * written from iOS17 as for gather; bool x through int32 as for gather. */
-static void lower_gather_elements(Lower *L, const Node *n) {
+  const bool along = n->op == OP_GATHER_ELEMENTS;
+  const char *type = along ? "gather_along_axis" : "gather";
   const Node *x = in_node(L, n, 0), *ix = in_node(L, n, 1);
   const char *xv = X(L, n, 0);
   const char *iv = clamp_indices(L, n, X(L, n, 1), &ix->shape, i32(n, x->shape.dim[n->a.axis] - 1));
   bool b = x->dtype == DT_BOOL;
   if (b) xv = cast_step(L, n, xv, "cast", MIL_I32, &x->shape);
-  const char *ax = mil_scalar_int(L->m, param_name(n, "gather_along_axis", "axis"), n->a.axis);
-  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, "gather_along_axis", "validate_indices"), false) : NULL;
-  MilOp *op = open_via_i32(L, n, "gather_along_axis", b);
+  const char *ax = mil_scalar_int(L->m, param_name(n, type, "axis"), n->a.axis);
+  const char *bd = !along && L->spec >= 7 ? mil_scalar_int(L->m, param_name(n, type, "batch_dims"), 0) : NULL;
+  const char *vi = L->spec >= 8 ? mil_scalar_bool(L->m, param_name(n, type, "validate_indices"), false) : NULL;
+  MilOp *op = open_via_i32(L, n, type, b);
   mil_arg(L->m, op, "x", xv);
   mil_arg(L->m, op, "indices", iv);
   mil_arg(L->m, op, "axis", ax);
+  if (bd) mil_arg(L->m, op, "batch_dims", bd);
   if (vi) mil_arg(L->m, op, "validate_indices", vi);
   close_via_i32(L, n, op, b, "dtype");
 }
@@ -1298,7 +1282,7 @@ static void lower_node(Lower *L, Node *n) {
   case FAM_ATTENTION: lower_sdpa(L, n); return;
   case FAM_WRITE: lower_write(L, n); return;
   case FAM_ARGREDUCE: lower_argreduce(L, n); return;
-  case FAM_GATHER_ELEMENTS: lower_gather_elements(L, n); return;
+  case FAM_GATHER_ELEMENTS: lower_gather(L, n); return;
   case FAM_TOPK: lower_topk(L, n); return;
   case FAM_CONV_TRANSPOSE: lower_conv_transpose(L, n); return;
   case FAM_SCATTER: lower_scatter(L, n); return;
