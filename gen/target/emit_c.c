@@ -184,7 +184,8 @@ static const struct {
     {"c/math_tanh.c.tmpl", "kiln_tanhf("},            /* which the others call */
     {"c/math_erf.c.tmpl", "kiln_erff("},
     {"c/math_log.c.tmpl", "kiln_logf("},
-    {"c/row_lanes.c.tmpl", "kiln_row_max(|kiln_row_sum(|kiln_row_sqdev("},   /* softmax rows, attention, norms */
+    {"c/row_lanes.c.tmpl", "kiln_row_max(|kiln_row_sum(|kiln_row_sqdev(|KILN_ROW_LANES"},   /* softmax rows, attention, norms */
+    {"c/row_nonfinite.c.tmpl", "kiln_row_nonfinite("},   /* prefill attention's check of V */
     {"c/par_for.c.tmpl", "kiln_for(|KILN_TASK"},      /* tasks */
     {"c/rows_for.c.tmpl", "kiln_rows_for("},          /* row-wise kernels' tasks */
     {"c/vec_lanes.c.tmpl", "kiln_cv_"},               /* vector lanes: */

@@ -119,7 +119,7 @@ enum { KILN_ROW_LANES = 16 };
  * `unroll 1` on a step's lane loop: GCC -O3 unrolled it whole first, and then vectorised
  * neither it nor the loop around it (16 scalar maxss a step under -O3 -march=native, where
  * -O2 takes one vmaxps; BERT's softmax 1.4x the time). The other 16-lane sums (LayerNorm,
- * RMSNorm, sdpa.c.tmpl, kiln_nonfinite) do the same. */
+ * RMSNorm, sdpa.c.tmpl, kiln_row_nonfinite) do the same. */
 KILN_ROW_HELPER float kiln_row_max(const float *restrict e, int64_t n, float m) {
   float mx[KILN_ROW_LANES];
   for (int u = 0; u < KILN_ROW_LANES; u++) mx[u] = m;
