@@ -671,6 +671,7 @@ typedef struct {
   const char *tmpdir;
   unsigned targets;             /* TargetMask bits */
   bool embed_weights;           /* C: weights as a const array in <model>_weights.c */
+  bool profile;                 /* C: every kernel call timed into <model>_profile (--profile) */
   const char *min_os;           /* CoreML: "iOS15".."iOS18" */
   bool fp16;                    /* CoreML precision */
 } EmitOptions;

@@ -49,6 +49,8 @@ static const char usage[] =
     "                                kiln_tok.h loads (scripts/llm_main.c's TOKENIZER)\n"
     "  --embed-weights               C: also write NAME_weights.c, the blob as a const array,\n"
     "                                for targets without a file system\n"
+    "  --profile                     C: time every kernel call into a table NAME_profile\n"
+    "                                (calls, nanoseconds, FLOPs; docs/output.md, Profiling)\n"
     "  --min-os iOS15|iOS16|iOS17|iOS18   CoreML spec 6..9, opset CoreML5..8 (default iOS15); a model\n"
     "                                with state or entry points needs iOS18\n"
     "  --precision fp32|fp16         CoreML compute precision (default fp32)\n"
@@ -115,7 +117,7 @@ typedef struct {
   const char *defines[64];      /* -D NAME=VALUE */
   int ndefines;
   unsigned targets;
-  bool embed, dot, fp16, no_fuse, no_wino, decode, null_sep, ggml_acts;
+  bool embed, profile, dot, fp16, no_fuse, no_wino, decode, null_sep, ggml_acts;
   const char *convert, *tokenizer;   /* tokenize --convert OUT; build --tokenizer FILE */
   const char *min_os;
   QuantRule qrules[64];         /* --quantize */
@@ -180,7 +182,7 @@ static int64_t parse_count(const char *opt, const char *v, int64_t max) {
 static const struct {
   const char *opt, *cmds;
 } option_cmds[] = {
-    {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--min-os", "b"},
+    {"-o", "b"}, {"--out", "b"}, {"--target", "b"}, {"--name", "bgr"}, {"--embed-weights", "b"}, {"--profile", "b"}, {"--min-os", "b"},
     {"--precision", "b"}, {"--dump-after", "b"}, {"--after", "g"}, {"--dot", "g"}, {"--no-fuse", "bg"}, {"--no-winograd", "bg"},
     {"--input", "r"}, {"--save", "r"}, {"--limit", "r"}, {"--entry", "r"}, {"--state-in", "r"}, {"--state-out", "r"},
     {"-D", "bgr"}, {"--decode", "t"}, {"--null", "t"}, {"--convert", "t"}, {"--tokenizer", "b"}, {"--quantize", "bgr"}, {"--activations", "bgr"},
@@ -212,6 +214,7 @@ static Args parse_args(int argc, char **argv) {
     else if (strcmp(s, "--target") == 0) a.targets |= parse_target(need_value(argc, argv, &i));
     else if (strcmp(s, "--name") == 0) a.name = need_value(argc, argv, &i);
     else if (strcmp(s, "--embed-weights") == 0) a.embed = true;
+    else if (strcmp(s, "--profile") == 0) a.profile = true;
     else if (strcmp(s, "--min-os") == 0) a.min_os = need_value(argc, argv, &i);
     else if (strcmp(s, "--precision") == 0) {
       const char *p = need_value(argc, argv, &i);
@@ -257,6 +260,7 @@ static Args parse_args(int argc, char **argv) {
     else kiln_error("unexpected argument '%s' (%s)", s, strcmp(a.cmd, "ops") == 0 ? "ops takes none" : "one model script per command");
   }
   if (!a.targets) a.targets = TGT_C;
+  if (a.profile && !(a.targets & TGT_C)) kiln_error("--profile: it times the C target's kernels, and this build has no C target");
   if (a.ggml_acts && (a.targets & TGT_COREML))
     kiln_error("--activations ggml: not for the Core ML target, whose products run in Core ML's own precision "
                "(the mode reproduces llama.cpp on the CPU: targets c and metal)");
@@ -400,7 +404,7 @@ static int cmd_build(const Args *a) {
 
   Publish *pub = publish_begin(a->outdir, g->model);
   EmitOptions eo = {.outdir = a->outdir, .tmpdir = publish_staging(pub), .targets = a->targets,
-                    .embed_weights = a->embed, .min_os = a->min_os, .fp16 = a->fp16};
+                    .embed_weights = a->embed, .profile = a->profile, .min_os = a->min_os, .fp16 = a->fp16};
   emit_c(p, &eo);   /* the C header, weights and JSON are the contract every target shares */
   emit_json(p, &eo);
   if (a->targets & TGT_METAL) emit_metal(p, &eo);

@@ -234,3 +234,54 @@ for case in "same" "differ"; do
     echo "FAIL bench/ab-$case: $(echo "$out" | tail -n 3 | tr '\n' ' ')"
   fi
 done
+
+# kiln build --profile and bench/profile/profile.py (no timing checked): the profiled build
+# gives the plain build's bytes (bench/ab.py, B built with --profile; ASan + UBSan, 2
+# threads); profile.py's table has every kernel the run function calls, in its order, each
+# called once a run, with the FLOPs of tinyconv.lua's two convolutions as counted here from
+# their shapes (2 per multiply-add: outputs x input channels x 3 x 3), and a clock that moved;
+# a model with entry points (tinystate.lua) compiles with its profile under -Werror (gcc, clang),
+# as plain C11 (no POSIX: the clock is C11's timespec_get).
+STRICT="-std=c11 -Wall -Wextra -Wpedantic -Werror"
+if out=$("$PY" bench/ab.py tests/golden/tinyconv.lua --base "$KILN" --kiln "$KILN" --pairs 2 --threads 2 \
+           --b-args=--profile --cc "gcc $W $SAN" 2>&1) && echo "$out" | grep -q "^outputs: the same bytes"; then
+  echo "PASS bench/profile-same-bytes"
+else
+  echo "FAIL bench/profile-same-bytes: $(echo "$out" | tail -n 2 | tr '\n' ' ')"
+fi
+if out=$("$PY" bench/profile/profile.py tests/golden/tinyconv.lua --calls 3 --threads 2 --cc "gcc $W $SAN" \
+           --keep "$WORK/prof" --json "$WORK/prof.json" 2>&1); then
+  if why=$("$PY" - "$WORK/prof.json" "$WORK/prof/m/m.c" <<'EOF4'
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+src = open(sys.argv[2]).read()
+body = src[src.index("static void m_body("):]
+body = body[:body.index("\n}\n")]
+called = re.findall(r"^  (\w+)\((?:par, )?", body, re.M)
+called = [c for c in called if c != "m_prof_tick"]
+rows = r["kernels"]
+want = {"conv": 2 * (16 * 8 * 8) * 16 * 3 * 3, "down": 2 * (32 * 4 * 4) * 16 * 3 * 3}
+if [k["kernel"] for k in rows] != called:
+    print("kernels %s, the run function calls %s" % ([k["kernel"] for k in rows], called))
+elif any(k["calls"] != 3 for k in rows):
+    print("calls %s, not 3 each" % [k["calls"] for k in rows])
+elif {k["kernel"]: k["flops"] for k in rows} != want:
+    print("FLOPs %s, want %s" % ({k["kernel"]: k["flops"] for k in rows}, want))
+elif sum(k["ns"] for k in rows) <= 0 or r["driver_ns"] <= 0:
+    print("no time counted")
+EOF4
+  ) && [ -z "$why" ]; then
+    echo "PASS bench/profile-table"
+  else
+    echo "FAIL bench/profile-table: $why"
+  fi
+else
+  echo "FAIL bench/profile-table: $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+fi
+if "$KILN" build tests/golden/tinystate.lua --profile -o "$WORK/profstate" > /dev/null 2>&1 &&
+   gcc $STRICT -c "$WORK/profstate/tinystate.c" -o "$WORK/profstate/g.o" 2>"$WORK/profstate/err" &&
+   clang $STRICT -c "$WORK/profstate/tinystate.c" -o "$WORK/profstate/c.o" 2>>"$WORK/profstate/err"; then
+  echo "PASS bench/profile-entries-compile"
+else
+  echo "FAIL bench/profile-entries-compile: $(head -n 3 "$WORK/profstate/err" 2>/dev/null | tr '\n' ' ')"
+fi

@@ -4,6 +4,8 @@
 # options in tinyq.args; tinyconv.lua: a Winograd convolution with a fused BatchNorm and
 # residual, and a strided one over the padded grid): `kiln build tests/golden/tiny.lua` must write tiny.h, tiny.c and
 # tiny.json byte for byte equal to tests/golden/expected/. A change to the emitter shows up here as a diff to review.
+# `kiln build --profile` of tiny.lua and tinystate.lua (entries) must differ from the plain
+# build by exactly tests/golden/expected/<m>_profile.diff (what the profile adds, as a diff).
 #
 # To accept new output after reading it (it must look like careful hand-written code:
 # names from the model, Lua file:line comments, named constants):
@@ -37,4 +39,26 @@ for script in tests/golden/*.lua; do
       diff -u "$exp/$f" "$WORK/$m/$f" | head -n 30 | sed 's/^/    /'
     fi
   done
+done
+
+# The profile: what --profile adds to tiny.h/.c and tinystate.h/.c, as a unified diff.
+for m in tiny tinystate; do
+  f=${m}_profile.diff
+  if ! err=$("$KILN" build "tests/golden/$m.lua" -o "$WORK/${m}_profile" --profile 2>&1); then
+    echo "FAIL golden/$f: kiln build --profile failed: $(echo "$err" | head -n 3 | tr '\n' ' ')"
+    continue
+  fi
+  for x in h c; do
+    diff -U 2 --label "a/$m.$x" --label "b/$m.$x" "$WORK/$m/$m.$x" "$WORK/${m}_profile/$m.$x"
+  done > "$WORK/$f"
+  if [ -n "$UPDATE_GOLDEN" ]; then
+    cp "$WORK/$f" "$exp/$f" && echo "PASS golden/$f (updated $exp/$f: review the diff)"
+  elif [ ! -f "$exp/$f" ]; then
+    echo "FAIL golden/$f: no expected file $exp/$f (UPDATE_GOLDEN=1 sh tests/t_golden.sh writes it)"
+  elif cmp -s "$exp/$f" "$WORK/$f"; then
+    echo "PASS golden/$f"
+  else
+    echo "FAIL golden/$f: differs from $exp/$f (first lines of the diff below; UPDATE_GOLDEN=1 to accept)"
+    diff -u "$exp/$f" "$WORK/$f" | head -n 30 | sed 's/^/    /'
+  fi
 done

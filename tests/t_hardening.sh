@@ -4,7 +4,8 @@
 #
 #  names     tests/hardening/evil_names.lua: parameter, module and source-file names
 #            holding comment terminators, trigraphs, quotes, backslashes, long and
-#            invalid UTF-8, C keywords. Built for every target (+ --embed-weights);
+#            invalid UTF-8, C keywords. Built for every target (+ --embed-weights; and
+#            for C with --profile, whose table holds Lua file names in string literals);
 #            every generated C file compiles with gcc and clang under -std=c11
 #            -Werror -Wall -Wextra -Wpedantic -Wtrigraphs -Wcomment and defines no
 #            symbol that a name spelled (nm); the .metal compiles under the MSL shim
@@ -57,6 +58,20 @@ for cc in gcc clang; do
     fi
   done
 done
+# --profile writes each kernel's ops and Lua lines (the evil source-file names) into C
+# string literals: that build compiles as strictly.
+EP=$WORK/evil_profile
+if "$KILN" build tests/hardening/evil_names.lua -o "$EP" --profile > "$WORK/out" 2>&1; then
+  for cc in gcc clang; do
+    if out=$($cc $STRICT -I"$EP" -c "$EP/evil_names.c" -o "$WORK/evil_profile.$cc.o" 2>&1); then
+      pass "names/profile/$cc"
+    else
+      fail "names/profile/$cc" "$(echo "$out" | grep -m 2 error | tr '\n' ' ')"
+    fi
+  done
+else
+  fail "names/profile" "$(tail -n 2 "$WORK/out" | tr '\n' ' ')"
+fi
 # Only the generated API may be defined: the names must stay inside comments and strings.
 syms=$(nm -g --defined-only "$WORK"/*.c.gcc.o 2>/dev/null | awk '{print $3}' | sort -u | tr '\n' ' ')
 case $syms in

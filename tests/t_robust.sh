@@ -134,6 +134,7 @@ err_check cli/out-is-file "kiln: error: build: afile exists and is not a directo
 err_check cli/out-under-file "kiln: error: cannot create afile/sub: afile is not a directory" "$KILN" build m.lua -o afile/sub
 err_check cli/two-scripts "kiln: error: unexpected argument 'm.lua' (one model script per command)" "$KILN" graph m.lua m.lua
 err_check cli/wrong-command-option "kiln: error: graph: option -o does not apply to this command (see kiln --help)" "$KILN" graph m.lua -o out
+err_check cli/profile-without-c "kiln: error: --profile: it times the C target's kernels, and this build has no C target" "$KILN" build m.lua -o out --target metal --profile
 err_check cli/name-shadows-header "kiln: error: the model's math.h would shadow the C header <math.h>; choose another --name" "$KILN" build m.lua -o out --name math
 err_check cli/input-missing "kiln: error: run: missing --input x=FILE (f32 [2, 3])" "$KILN" run m.lua $F
 err_check cli/input-twice "kiln: error: run: --input x is given twice" "$KILN" run m.lua --input x=x.npy --input x=x.npy $F

@@ -37,6 +37,7 @@ static bool reserved_ident(const char *s) {
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
       "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "fmod", "fmodf", "remainder", "remainderf", "par", "pfor", "pool", "kiln_bits",
+      "prof_t",
       "kiln_select", "kiln_expf", "kiln_tanhf", "kiln_erff", "kiln_logf",
       /* stdlib.h */
       "div", "ldiv", "lldiv", "labs", "llabs", "malloc", "calloc", "realloc", "free", "aligned_alloc", "exit",
@@ -121,6 +122,26 @@ static const char *kernel_claim(Names *s, const char *base) {
   return names_claim(s, name);
 }
 
+/* The file-scope names a profile adds (profile.c.tmpl, profile.h.tmpl), claimed whether or
+ * not this build has one, so that --profile renames no kernel. */
+static void profile_claim(Names *ids, const char *model) {
+  static const char *const suffix[] = {"_profile", "_prof_kernel", "_prof_now", "_prof_tick", NULL};
+  for (int i = 0; suffix[i]; i++) names_claim(ids, kiln_fmt("%s%s", model, suffix[i]));
+}
+
+/* One of the profile's templates (templates/c/prof*.tmpl, profile*.tmpl) for model, whose
+ * file has n kernels in all and the table rows `rows`; "" without a profile (rows NULL). */
+static const char *profile_text(const char *tmpl, const char *model, const char *upper, int n, const Buf *rows) {
+  if (!rows) return "";
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", model);
+  emit_var(&v, "UPPER", upper);
+  emit_vari(&v, "COUNT", n);
+  emit_vari(&v, "SIZE", n > 0 ? n : 1);
+  emit_var(&v, "ROWS", rows->len ? rows->data : "    {0},\n");
+  return expand_str(tmpl, &v);
+}
+
 /* Names every kernel, weight, arena value and I/O parameter, uniquely. The I/O
  * parameters claim their names first: they appear in the public header, while a
  * kernel's name is private to m.c (a clash renames the kernel). */
@@ -133,6 +154,7 @@ static void ctx_init(Ctx *c, Graph *g) {
   names_claim(&ids, kiln_fmt("%s_run_v", g->model));
   names_claim(&ids, kiln_fmt("%s_run_par", g->model));
   names_claim(&ids, kiln_fmt("%s_body", g->model));
+  profile_claim(&ids, g->model);
   c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
   c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
   c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
@@ -413,6 +435,7 @@ static void emit_source(const Ctx *c, Buf *out) {
   emit_var(&rv, "NAMES", param_names(c));
   emit_var(&rv, "CALLS", calls.data ? calls.data : "");
   emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
+  emit_var(&rv, "PROF_START", profile_text("c/prof_start.c.tmpl", c->model, c->upper, g->nkernels, c->prof_rows));
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
   const char *calltext = calls.data ? calls.data : "";
   Buf unused = {0};
@@ -437,6 +460,8 @@ static void emit_source(const Ctx *c, Buf *out) {
   /* Helpers only the kernels that call them pull in (so small models stay small). */
   emit_var(&fv, "HELPERS", helpers(kernels.data));
   emit_var(&fv, "RUN", expand_str("c/run.c.tmpl", &rv));
+  emit_var(&fv, "PROFILE", profile_text("c/profile.c.tmpl", c->model, c->upper, g->nkernels, c->prof_rows));
+  emit_var(&fv, "PROFILE_TABLE", profile_text("c/profile_table.c.tmpl", c->model, c->upper, g->nkernels, c->prof_rows));
   expand(out, "c/file.c.tmpl", &fv);
   buf_free(&kernels);
   buf_free(&calls);
@@ -472,8 +497,10 @@ static void io_lines(const Ctx *c, bool outputs, Buf *doc, Buf *defs, Buf *sizes
 }
 
 /* Appends <model>.h to out: I/O docs, size/name macros, the weights checksum and the
- * run prototype; embed adds the embedded-weights declaration. */
+ * run prototype; embed adds the embedded-weights declaration, a profile (c->prof_rows) its
+ * table's. */
 static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
+  static const Buf no_rows = {0};
   Graph *g = c->g;
   Buf idoc = {0}, odoc = {0}, defs = {0}, isz = {0}, osz = {0}, inm = {0}, onm = {0};
   io_lines(c, false, &idoc, &defs, &isz, &inm);
@@ -499,6 +526,7 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   emit_var(&v, "RET", has_i64_input(g) ? "int" : "void");
   emit_var(&v, "RANGE_DEFINES", has_i64_input(g) ? expand_str("c/range_defines.h.tmpl", &v) : "");
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", c->model, c->upper, g->nkernels, c->prof_rows ? &no_rows : NULL));
   emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header.h.tmpl", &v);
   Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
@@ -534,7 +562,8 @@ static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
 static void emit_plain(Graph *g, const EmitOptions *o) {
   Ctx c = {0};
   ctx_init(&c, g);
-  Buf hdr = {0}, src = {0};
+  Buf hdr = {0}, src = {0}, prof_rows = {0};
+  if (o->profile) c.prof_model = g->model, c.prof_rows = &prof_rows;
   uint64_t checksum = weights_write(&g, 1, g->weights_size, o->tmpdir, kiln_fmt("%s.weights", g->model));
   emit_header(&c, checksum, o->embed_weights, &hdr);
   emit_source(&c, &src);
@@ -550,6 +579,7 @@ static void emit_plain(Graph *g, const EmitOptions *o) {
   }
   buf_free(&hdr);
   buf_free(&src);
+  buf_free(&prof_rows);
 }
 
 /* ==== programs: state and several entry points ==== */
@@ -655,6 +685,7 @@ static void pctx_init(PCtx *pc, Program *p) {
   pc->fn = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
   pc->estem = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
   if (pc->has_state) names_claim(&ids, kiln_fmt("%s_reset", p->model));
+  profile_claim(&ids, p->model);
   for (int e = 0; e < p->nentries; e++) {
     const Graph *g = p->entries[e];
     pc->fn[e] = names_claim(&ids, kiln_fmt("%s_%s", p->model, g->entry));
@@ -766,6 +797,7 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
   emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
   emit_var(&rv, "CHECKS", checks);
   emit_var(&rv, "CALLS", calltext);
+  emit_var(&rv, "PROF_START", profile_text("c/prof_start.c.tmpl", pc->model, pc->upper, 0, c->prof_rows));
   emit_var(&rv, "RETURN", pc->has_state ? kiln_fmt("  return %s_OK;\n", pc->upper) : "");
   emit_var(&rv, "RETURN_KW", pc->has_state ? "return " : "");
   EmitVars sv = {0};
@@ -782,6 +814,13 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
 
 /* <model>.c of a program: the shared W_ and S_ enums, the reset function, then one
  * section per entry in declaration order. */
+/* Kernels of every entry of p: the rows of its profile. */
+static int program_kernels(const Program *p) {
+  int n = 0;
+  for (int e = 0; e < p->nentries; e++) n += p->entries[e]->nkernels;
+  return n;
+}
+
 static void emit_program_source(const PCtx *pc, Buf *out) {
   Program *p = pc->p;
   Buf wl = {0}, sl = {0}, entries = {0}, list = {0};
@@ -816,6 +855,8 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   emit_var(&fv, "RESET", pc->has_state ? expand_str("c/reset.c.tmpl", &rv) : "");
   emit_var(&fv, "ENTRIES", entries.data);
   emit_var(&fv, "HELPERS", help);
+  emit_var(&fv, "PROFILE", profile_text("c/profile.c.tmpl", pc->model, pc->upper, program_kernels(p), pc->e[0].prof_rows));
+  emit_var(&fv, "PROFILE_TABLE", profile_text("c/profile_table.c.tmpl", pc->model, pc->upper, program_kernels(p), pc->e[0].prof_rows));
   expand(out, "c/file_entries.c.tmpl", &fv);
   Buf *all[] = {&wl, &sl, &entries, &list};
   for (int i = 0; i < 4; i++) buf_free(all[i]);
@@ -912,6 +953,7 @@ static void state_header(const PCtx *pc, Buf *doc, Buf *defs) {
 
 /* <model>.h of a program: every entry's signature and sizes, the states, the shared sizes. */
 static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, Buf *out) {
+  static const Buf no_rows = {0};
   Program *p = pc->p;
   Buf edoc = {0}, edefs = {0}, sdoc = {0}, sdefs = {0};
   for (int e = 0; e < p->nentries; e++) entry_header(pc, e, &edoc, &edefs);
@@ -936,6 +978,8 @@ static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, B
   emit_var(&v, "NUM_ENTRIES", kiln_fmt("%d", p->nentries));
   emit_var(&v, "ENTRY_DEFINES", edefs.data);
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
+  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", pc->model, pc->upper, program_kernels(p),
+                                            pc->e[0].prof_rows ? &no_rows : NULL));
   emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header_entries.h.tmpl", &v);
   Buf *all[] = {&edoc, &edefs, &sdoc, &sdefs};
@@ -950,7 +994,9 @@ void emit_c(Program *p, const EmitOptions *o) {
   }
   PCtx pc = {0};
   pctx_init(&pc, p);
-  Buf hdr = {0}, src = {0};
+  Buf hdr = {0}, src = {0}, prof_rows = {0};
+  for (int e = 0, base = 0; o->profile && e < p->nentries; base += p->entries[e++]->nkernels)
+    pc.e[e].prof_model = p->model, pc.e[e].prof_base = base, pc.e[e].prof_rows = &prof_rows;
   uint64_t checksum = weights_write(p->entries, p->nentries, p->weights_size, o->tmpdir, kiln_fmt("%s.weights", p->model));
   emit_program_header(&pc, checksum, o->embed_weights, &hdr);
   emit_program_source(&pc, &src);
@@ -966,4 +1012,5 @@ void emit_c(Program *p, const EmitOptions *o) {
   }
   buf_free(&hdr);
   buf_free(&src);
+  buf_free(&prof_rows);
 }

@@ -45,6 +45,12 @@ typedef struct {
   bool *in_read;                  /* per graph input: some kernel reads it (else the run voids it) */
   const char **sname;             /* per state of the program: its S_ offset constant (NULL: plain) */
   bool *in_byval;                 /* per graph input: passed by value (an i32 scalar of an entry) */
+  /* --profile (templates/c/profile*.tmpl): the file's model name, which names the profile's
+   * functions; the row of this graph's first kernel; the table's rows, appended by
+   * c_emit_kernel. prof_rows NULL: no profile. */
+  const char *prof_model;
+  int prof_base;
+  Buf *prof_rows;
 } Ctx;
 
 /* Node id of g; dies (in graph_node) if id is out of range. */
@@ -61,7 +67,8 @@ static inline const WFormatInfo *stored_format(const Node *n) {
 }
 
 /* Renders kernel ki of c's graph: its function (and epilogue helper) into out, its call
- * from the run function into calls. */
+ * from the run function into calls (and, profiling, the tick after it into calls and its
+ * row into c->prof_rows). */
 void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls);
 
 #endif

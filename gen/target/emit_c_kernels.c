@@ -841,6 +841,46 @@ static bool walks_rows(Graph *g, const Node *n) {
   }
 }
 
+/* A call of kernel kr's floating-point operations, for the profile: 2 per multiply-add of
+ * its anchor's product (a matmul, a convolution, attention's two products over every key,
+ * masks and windows not taken off); 0 for any other kernel. */
+static int64_t kernel_flops(Graph *g, const Kernel *kr) {
+  const Node *n = node(g, kr->nodes[0]);
+  switch (n->op) {
+  case OP_MATMUL: {
+    const Shape *x = &input(g, n, 0)->shape;
+    const int64_t k = x->rank == 1 ? x->dim[0] : x->dim[x->rank - (n->a.trans_x ? 2 : 1)];
+    return 2 * node_numel(n) * k;
+  }
+  case OP_CONV2D: {   /* w: [OC, C / groups, KH, KW] */
+    const Shape *w = &input(g, n, 1)->shape;
+    return 2 * node_numel(n) * w->dim[1] * w->dim[2] * w->dim[3];
+  }
+  case OP_CONV_TRANSPOSE2D: {   /* w: [C, OC / groups, KH, KW]; each input pixel feeds them all */
+    const Shape *w = &input(g, n, 1)->shape;
+    return 2 * node_numel(input(g, n, 0)) * w->dim[1] * w->dim[2] * w->dim[3];
+  }
+  case OP_SDPA: {   /* q [Hq, T, D], k [Hkv, S, D]: q k^T, then times v */
+    const Shape *q = &input(g, n, 0)->shape, *k = &input(g, n, 1)->shape;
+    return 4 * q->dim[0] * q->dim[1] * k->dim[1] * q->dim[2];
+  }
+  default: return 0;
+  }
+}
+
+/* With a profile: the tick after kernel ki's call into calls, its row into c->prof_rows. */
+static void profile_kernel(const Ctx *c, int ki, const EmitEpilogue *e, Buf *calls) {
+  EmitVars v = {0};
+  emit_var(&v, "MODEL", c->prof_model);
+  emit_vari(&v, "K", c->prof_base + ki);
+  expand(calls, "c/prof_tick.c.tmpl", &v);
+  emit_var(&v, "NAME", c->kname[ki]);
+  emit_var(&v, "OP", esc_c_string(e->ops));
+  emit_var(&v, "LOC", esc_c_string(e->lines));
+  emit_varl(&v, "FLOPS", kernel_flops(c->g, &c->g->kernels[ki]));
+  expand(c->prof_rows, "c/prof_row.c.tmpl", &v);
+}
+
 /* Appends kernel ki's function (after its epilogue helper, if fused) to out and its
  * call to calls. The anchor's family renders the kernel; the chain is the helper. */
 /* Contract in emit_c.h. */
@@ -883,5 +923,6 @@ void c_emit_kernel(const Ctx *c, int ki, Buf *out, Buf *calls) {
   emit_var(&cv, "NAME", c->kname[ki]);
   emit_var(&cv, "ARGS", args.data);
   expand(calls, "c/call.c.tmpl", &cv);
+  if (c->prof_rows) profile_kernel(c, ki, &e, calls);
   buf_free(&args);
 }

@@ -1,0 +1,87 @@
+/*
+ * profile_main.c — runs a model built with `kiln build --profile` and prints its profile
+ * (bench/profile/profile.py compiles and runs it; docs/output.md, "Profiling").
+ *
+ *   cc -I BUILD -Iruntime -DKILN_MODEL=m -DKILN_MODEL_UPPER=M bench/profile/profile_main.c \
+ *      BUILD/m.c runtime/kiln_runtime.c runtime/kiln_pool.c -pthread -lm
+ *   prof WEIGHTS CALLS THREADS IN_1 ... IN_n
+ *
+ * One warm-up call, the profile zeroed, then CALLS calls (THREADS > 1: through <m>_run_par
+ * on a kiln_pool of that many threads; else <m>_run_v). Prints the wall time of the calls
+ * as the driver saw it ("total NS CALLS"), then one line a kernel, tab-separated: name,
+ * calls, nanoseconds, FLOPs a call, op, Lua lines. Nothing here judges the numbers.
+ */
+#include "kiln_pool.h"
+#include "kiln_runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#include STR(KILN_MODEL.h)
+#define M_(suffix) CAT(KILN_MODEL_UPPER, suffix)
+#define F_(suffix) CAT(KILN_MODEL, suffix)
+
+enum { NUM_IN = M_(_NUM_INPUTS), NUM_OUT = M_(_NUM_OUTPUTS) };
+
+/* Prints a one-line error and exits with status 1. */
+static void prof_fail(const char *what, const char *arg) {
+  fprintf(stderr, "profile: %s: %s\n", arg, what);
+  exit(1);
+}
+
+/* Reads file path, which must hold exactly n bytes, into a fresh 64-byte aligned buffer. */
+static void *prof_read(const char *path, size_t n) {
+  void *p = kiln_arena_alloc(n ? n : 1);
+  FILE *f = fopen(path, "rb");
+  if (!p || !f) prof_fail("cannot read", path);
+  if (fread(p, 1, n, f) != n || fgetc(f) != EOF) prof_fail("not the input's size", path);
+  fclose(f);
+  return p;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4 + NUM_IN) {
+    fprintf(stderr, "usage: %s WEIGHTS CALLS THREADS IN_1 ... IN_%d\n", argv[0], NUM_IN);
+    return 2;
+  }
+  const long calls = strtol(argv[2], NULL, 10), threads = strtol(argv[3], NULL, 10);
+  if (calls < 1 || threads < 1) prof_fail("CALLS and THREADS must be 1 or more", argv[2]);
+  kiln_weights w;
+  if (kiln_weights_load(&w, argv[1], M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM)) != KILN_OK) prof_fail(w.message, argv[1]);
+  static const size_t in_size[] = M_(_INPUT_SIZES), out_size[] = M_(_OUTPUT_SIZES);
+  const void *inputs[NUM_IN + 1];
+  void *outputs[NUM_OUT + 1];
+  for (int i = 0; i < NUM_IN; i++) inputs[i] = prof_read(argv[4 + i], in_size[i]);
+  for (int i = 0; i < NUM_OUT; i++)
+    if (!(outputs[i] = kiln_arena_alloc(out_size[i] ? out_size[i] : 1))) prof_fail("out of memory", "outputs");
+  void *arena = kiln_arena_alloc(M_(_ARENA_SIZE));
+  if (M_(_ARENA_SIZE) && !arena) prof_fail("out of memory", "arena");
+  kiln_pool *pool = threads > 1 ? kiln_pool_new((int)threads) : NULL;
+  if (threads > 1 && !pool) prof_fail("cannot start the threads", argv[3]);
+  uint64_t t0 = 0;
+  for (long c = -1; c < calls; c++) {
+    if (c == 0) {   /* after the warm-up call */
+      for (int k = 0; k < M_(_PROFILE_SIZE); k++) F_(_profile)[k].calls = F_(_profile)[k].ns = 0;
+      t0 = kiln_time_us();
+    }
+    if (pool) F_(_run_par)(kiln_pool_for, pool, w.payload, arena, inputs, outputs);
+    else F_(_run_v)(w.payload, arena, inputs, outputs);
+  }
+  printf("total\t%llu\t%ld\n", (unsigned long long)(kiln_time_us() - t0) * 1000u, calls);
+  for (int k = 0; k < M_(_PROFILE_KERNELS); k++) {
+    const F_(_prof_kernel) *r = &F_(_profile)[k];
+    printf("%s\t%llu\t%llu\t%.0f\t%s\t%s\n", r->name, (unsigned long long)r->calls, (unsigned long long)r->ns, r->flops,
+           r->op, r->loc);
+  }
+  kiln_pool_free(pool);
+  for (int i = 0; i < NUM_IN; i++) kiln_arena_free((void *)inputs[i]);
+  for (int i = 0; i < NUM_OUT; i++) kiln_arena_free(outputs[i]);
+  kiln_arena_free(arena);
+  kiln_weights_free(&w);
+  return 0;
+}
