@@ -40,9 +40,9 @@ enum {
   /* Taps a filter plane may have for a convolution over its padded grid (conv_pad: the
    * 12-filter tiles and the filters across the lanes; KILN_GRID_TAPS of conv_geom.c.tmpl). */
   KILN_GRID_TAPS = 256,
-  /* Output pixels a convolution with its filters across the lanes may have (pass_pack's
-   * lanes_fit; a task keeps their sums for a panel of 32 filters: KILN_LANES_PIXELS of
-   * templates/c/lanes_lib.c.tmpl). */
+  /* Output pixels a task of a convolution with its filters across the lanes keeps the sums
+   * of for a panel of 32 filters, on its stack (KILN_LANES_PIXELS of
+   * templates/c/lanes_lib.c.tmpl): its rows; pass_pack's lanes_fit wants a row to fit. */
   KILN_LANES_PIXELS = 256,
   /* A 3x3 stride-1 convolution runs by Winograd's F(2x2, 3x3) (pass_pack: Node.wino) from
    * this many input and output channels and output pixels: below them the transforms cost

@@ -181,7 +181,7 @@ if command -v aarch64-linux-gnu-gcc > /dev/null; then
 fi
 # conv_edges takes the paths it was written for: pass_pack's rules (lanes_fit, wino_fit) could
 # drift and drop a path from every build way above without a failure.
-for p in "kiln_lanes_par 2" "kiln_wino_par 3"; do
+for p in "kiln_lanes_par 3" "kiln_wino_par 3"; do
   # shellcheck disable=SC2086
   set -- $p
   got=$(grep -c "$1(par" "$WORK/conv_edges/out/conv_edges.c" 2> /dev/null)

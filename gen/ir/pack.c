@@ -111,16 +111,17 @@ static int64_t whole_panels(int64_t n) { return (n + KILN_PANEL - 1) / KILN_PANE
 /* Whether convolution u (filters w, not Winograd's) runs with its filters across the vector
  * lanes (templates/c/lanes_lib.c.tmpl) rather than its pixels (the padded grid's tiles of 32
  * pixels, conv_pad.c.tmpl): one group, the padded grid's bounds (no cropping, at most
- * KILN_GRID_TAPS taps), rows of LANES_MIN_ROW pixels or more, KILN_LANES_PIXELS pixels or
- * fewer, a panel of filters or more of LANES_MIN_TAPS taps or more, and the filters fill
- * more of their panels of 32 than the grid's pixels fill theirs (ResNet-18's 7 x 7 stage: 512
- * of 512 lanes against 49 of 64). */
+ * KILN_GRID_TAPS taps), rows of LANES_MIN_ROW to KILN_LANES_PIXELS pixels, a panel of
+ * filters or more of LANES_MIN_TAPS taps or more, and the filters fill more of their panels
+ * of 32 than the grid's pixels fill theirs (ResNet-18's 7 x 7 stage: 512 of 512 lanes against
+ * 49 of 64). Large images too: its 28 x 28 stride-2 convolution took 0.87-0.92 of the grid's
+ * time at 1 and 2 threads, a 56 x 56 one 0.95 and 0.89 (bench/ab.py, --no-winograd). */
 static bool lanes_fit(const Node *u, const Node *w) {
   const Attrs *a = &u->a;
   const int64_t oc = u->shape.dim[1], oh = u->shape.dim[2], ow = u->shape.dim[3];
   const int64_t kh = w->shape.dim[2], kw = w->shape.dim[3];
   if (a->groups != 1 || a->pad[0] < 0 || a->pad[1] < 0 || kh * kw > KILN_GRID_TAPS || ow < LANES_MIN_ROW || oh < 1 ||
-      oh * ow > KILN_LANES_PIXELS || oc < KILN_PANEL || w->shape.dim[1] * kh * kw < LANES_MIN_TAPS)
+      ow > KILN_LANES_PIXELS || oc < KILN_PANEL || w->shape.dim[1] * kh * kw < LANES_MIN_TAPS)
     return false;
   const int64_t wq = ow + (kw - 1) * a->dilation[1] / a->stride[1], grid = (oh - 1) * wq + ow;
   return oc * whole_panels(grid) > oh * ow * whole_panels(oc);   /* oc / its lanes > pixels / theirs */

@@ -11,7 +11,7 @@
 -- two images of several tasks each; 256 channels in two bands that take the image's panels
 -- of tiles in turn, the last panel partial), and a small image's filters across the lanes (three
 -- images of two panels, a bias and a fused relu; rows of 13 pixels cut into runs, a partial
--- last panel). tests/t_isa.sh compiles it on every
+-- last panel; a stride-2 image of 525 pixels, whose tasks take at most 12 rows: 9 + 9 + 7). tests/t_isa.sh compiles it on every
 -- instruction-set path and thread count and compares the bits; t_ops' conv2d and maxpool2d
 -- cases check the same kernels against PyTorch.
 local kiln = require "kiln"
@@ -31,6 +31,7 @@ local wwb = kiln.param("wwb", {28, 256, 3, 3}, {"normal", 0, 0.03})
 local bl = kiln.param("bl", {64}, {"normal", 0, 0.3})
 local wl13 = kiln.param("wl13", {40, 60, 3, 3}, {"normal", 0, 0.05})
 local wp1 = kiln.param("wp1", {9, 3, 1, 1}, {"normal", 0, 0.3})
+local wls = kiln.param("wls", {64, 60, 3, 3}, {"normal", 0, 0.05})
 
 local x = kiln.input("x", {8, 1, 23, 37})
 local xg = kiln.input("xg", {4, 4, 21, 23})
@@ -42,6 +43,7 @@ local xl = kiln.input("xl", {3, 64, 7, 7})
 local xl13 = kiln.input("xl13", {1, 60, 3, 13})
 local xwb = kiln.input("xwb", {2, 256, 16, 18})
 local xs2 = kiln.input("xs2", {1, 3, 5, 83})
+local xls = kiln.input("xls", {1, 60, 49, 41})
 
 local c6 = kiln.tanh(kiln.conv2d(x, w6, b6, {padding = 2}))                 -- direct
 kiln.output("c6", c6)                                                         -- [8, 6, 23, 37]
@@ -59,3 +61,4 @@ kiln.output("cw1", kiln.conv2d(xw1, ww1, {padding = 1}))                     -- 
 kiln.output("cwb", kiln.conv2d(xwb, wwb, {padding = 1}))                     -- winograd, two bands: [2, 28, 16, 18]
 kiln.output("cl", kiln.relu(kiln.conv2d(xl, wl, bl, {padding = 1})))         -- lanes: [3, 64, 7, 7]
 kiln.output("cl13", kiln.conv2d(xl13, wl13, {padding = 1}))                 -- lanes, runs of a row: [1, 40, 3, 13]
+kiln.output("cls", kiln.conv2d(xls, wls, {stride = 2, padding = 1}))         -- lanes, rows in tasks: [1, 64, 25, 21]

@@ -757,7 +757,9 @@ conv_case("wino_width1", [2, 16, 66, 3], [16, 16, 3, 3], bias=False, params=True
 # or more filters of 512 or more taps, which fill more of their panels than the pixels
 # would): ResNet-18's 7 x 7 stage, a partial last panel, a 1x1 at stride 2, rows of 14 (two
 # runs on AVX-512, five of at most 3 on AVX2), a dilated rectangular kernel at strides
-# (1, 2), several images (channel blocks of 14 at 3x3: sums carried from block to block)
+# (1, 2), several images (channel blocks of 14 at 3x3: sums carried from block to block);
+# a larger image at stride 2 (525 pixels a panel: tasks of at most 12 rows, 9 + 9 + 7, on one
+# thread too)
 conv_case("lanes_7x7", [1, 64, 7, 7], [64, 64, 3, 3], padding=1, params=True)
 conv_case("lanes_partial_panel", [1, 60, 5, 5], [40, 60, 3, 3], padding=1, params=True)
 conv_case("lanes_1x1_stride2", [1, 520, 13, 13], [32, 520, 1, 1], stride=2, bias=False, params=True)
@@ -765,6 +767,7 @@ conv_case("lanes_row14", [1, 57, 3, 14], [32, 57, 3, 3], padding=1, params=True)
 conv_case("lanes_dil_rect", [2, 90, 6, 13], [64, 90, 3, 2], stride=(1, 2), dilation=(2, 1), padding=(2, 0, 1, 1),
           params=True)
 conv_case("lanes_batch3", [3, 64, 6, 6], [96, 64, 3, 3], padding=1, bias=False, params=True)
+conv_case("lanes_rows_split", [2, 60, 49, 41], [64, 60, 3, 3], stride=2, padding=1, params=True)
 # conv_direct's phase-split copy: strides 2 and 3 with dilation, depthwise at stride 2
 conv_case("direct_stride3_dil2", [1, 2, 13, 17], [2, 2, 3, 3], stride=3, dilation=2, padding=(2, 1))
 conv_case("depthwise_stride2", [2, 6, 11, 10], [6, 1, 3, 3], stride=2, padding=1, groups=6)
