@@ -13,9 +13,11 @@ m=$(basename "$h" .h)
 EXE=${2:-$DIR/${m}_generate}
 CC="${CC:-cc}"
 . scripts/arch.sh
-echo "llm_build: $CC -O2 $ARCH $DIR/$m.c runtime/kiln_runtime.c runtime/kiln_pool.c runtime/llm/*.c scripts/llm_main.c -> $EXE"
+PROF=""   # a model built with --profile: llm_main prints where the time went
+grep -q "_PROFILE_KERNELS" "$h" && PROF=-DKILN_LLM_PROFILE
+echo "llm_build: $CC -O2 $ARCH $PROF $DIR/$m.c runtime/kiln_runtime.c runtime/kiln_pool.c runtime/llm/*.c scripts/llm_main.c -> $EXE"
 # shellcheck disable=SC2086
-"$CC" -std=c11 -O2 $ARCH -D_POSIX_C_SOURCE=200809L -I"$DIR" -Iruntime -Iruntime/llm -DKM="$m" \
+"$CC" -std=c11 -O2 $ARCH $PROF -D_POSIX_C_SOURCE=200809L -I"$DIR" -Iruntime -Iruntime/llm -DKM="$m" \
   -DKMU="$(echo "$m" | tr a-z A-Z)" "-DMODEL_HEADER=\"$m.h\"" -o "$EXE" scripts/llm_main.c "$DIR/$m.c" \
   runtime/kiln_runtime.c runtime/kiln_pool.c runtime/llm/kiln_tok*.c runtime/llm/kiln_sample.c runtime/llm/kiln_chat.c \
   runtime/llm/kiln_generate.c -pthread -lm

@@ -24,6 +24,10 @@
  * rate measured over repeated calls of one chunk, as a single short prompt is too quick
  * to time) and the memory: the generation buffers (kiln_generate_result.memory) and the
  * process's peak resident set (getrusage's ru_maxrss: weights, tokenizer and all).
+ *
+ * A model built with `kiln build --profile` (llm_build.sh compiles this with
+ * KILN_LLM_PROFILE then) also prints, after the text, where the generation's time went:
+ * the kernels of both entries slowest first (docs/output.md, "Profiling").
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -53,6 +57,33 @@
 #endif
 
 #define SPEED_TIME_US 300000u   /* how long the prefill rate is measured */
+
+#ifdef KILN_LLM_PROFILE
+enum { PROFILE_TOP = 20 };   /* kernels listed; the rest summed */
+
+/* The model's profile (F_(_profile), a kiln build --profile table), slowest kernel first. */
+static void print_profile(void) {
+  int order[M_(_PROFILE_KERNELS)], n = M_(_PROFILE_KERNELS);
+  uint64_t total = 0, rest = 0;
+  for (int k = 0; k < n; k++) order[k] = k, total += F_(_profile)[k].ns;
+  for (int i = 1; i < n; i++)   /* insertion sort by time, slowest first */
+    for (int j = i; j > 0 && F_(_profile)[order[j]].ns > F_(_profile)[order[j - 1]].ns; j--) {
+      const int x = order[j];
+      order[j] = order[j - 1], order[j - 1] = x;
+    }
+  printf("profile: %d kernels, %.3f ms in all\n       ms  share  calls  kernel (ops; Lua lines)\n", n, total / 1e6);
+  for (int i = 0; i < n; i++) {
+    const F_(_prof_kernel) *r = &F_(_profile)[order[i]];
+    if (i >= PROFILE_TOP) {
+      rest += r->ns;
+      continue;
+    }
+    printf("%9.3f %5.1f%% %6llu  %s (%s; %s)\n", r->ns / 1e6, total ? 100.0 * r->ns / total : 0.0,
+           (unsigned long long)r->calls, r->name, r->op, r->loc);
+  }
+  if (n > PROFILE_TOP) printf("%9.3f %5.1f%%         (%d more)\n", rest / 1e6, total ? 100.0 * rest / total : 0.0, n - PROFILE_TOP);
+}
+#endif
 
 static void fail(const char *what, const char *detail) {
   fprintf(stderr, "llm: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
@@ -182,6 +213,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < r.prompt_tokens + r.generated; i++) printf(" %d", (int)r.ids[i]);
     printf("\n");
   }
+#ifdef KILN_LLM_PROFILE
+  print_profile();   /* the generation's calls alone: before --speed's own */
+#endif
   if (speed) {
     long calls = 0;
     uint64_t start = kiln_time_us(), now = start;
