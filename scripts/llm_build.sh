@@ -14,7 +14,7 @@ EXE=${2:-$DIR/${m}_generate}
 CC="${CC:-cc}"
 . scripts/arch.sh
 PROF=""   # a model built with --profile: llm_main prints where the time went
-grep -q "_PROFILE_KERNELS" "$h" && PROF=-DKILN_LLM_PROFILE
+grep -q "^#define $(echo "$m" | tr a-z A-Z)_PROFILE_KERNELS " "$h" && PROF=-DKILN_LLM_PROFILE
 echo "llm_build: $CC -O2 $ARCH $PROF $DIR/$m.c runtime/kiln_runtime.c runtime/kiln_pool.c runtime/llm/*.c scripts/llm_main.c -> $EXE"
 # shellcheck disable=SC2086
 "$CC" -std=c11 -O2 $ARCH $PROF -D_POSIX_C_SOURCE=200809L -I"$DIR" -Iruntime -Iruntime/llm -DKM="$m" \

@@ -61,19 +61,19 @@
 #ifdef KILN_LLM_PROFILE
 enum { PROFILE_TOP = 20 };   /* kernels listed; the rest summed */
 
-/* The model's profile (F_(_profile), a kiln build --profile table), slowest kernel first. */
+/* The model's profile (its kiln build --profile table), slowest kernel first. */
 static void print_profile(void) {
   int order[M_(_PROFILE_KERNELS)], n = M_(_PROFILE_KERNELS);
   uint64_t total = 0, rest = 0;
-  for (int k = 0; k < n; k++) order[k] = k, total += F_(_profile)[k].ns;
+  for (int k = 0; k < n; k++) order[k] = k, total += M_(_PROFILE_TABLE)[k].ns;
   for (int i = 1; i < n; i++)   /* insertion sort by time, slowest first */
-    for (int j = i; j > 0 && F_(_profile)[order[j]].ns > F_(_profile)[order[j - 1]].ns; j--) {
+    for (int j = i; j > 0 && M_(_PROFILE_TABLE)[order[j]].ns > M_(_PROFILE_TABLE)[order[j - 1]].ns; j--) {
       const int x = order[j];
       order[j] = order[j - 1], order[j - 1] = x;
     }
   printf("profile: %d kernels, %.3f ms in all\n       ms  share  calls  kernel (ops; Lua lines)\n", n, total / 1e6);
   for (int i = 0; i < n; i++) {
-    const F_(_prof_kernel) *r = &F_(_profile)[order[i]];
+    const M_(_PROFILE_ROW) *r = &M_(_PROFILE_TABLE)[order[i]];
     if (i >= PROFILE_TOP) {
       rest += r->ns;
       continue;

@@ -72,6 +72,32 @@ if "$KILN" build tests/hardening/evil_names.lua -o "$EP" --profile > "$WORK/out"
 else
   fail "names/profile" "$(tail -n 2 "$WORK/out" | tr '\n' ' ')"
 fi
+# tests/hardening/profile_names.lua: entries, inputs and kernels named like what a profile
+# adds (pn_profile, pn_prof_tick, PN_PROFILE_SIZE) or what <time.h> declares (time, clock,
+# TIME_UTC). Built with and without --profile: the entries' functions are the same, the
+# profile's own names give way (pn_profile_), and both compile strictly, with POSIX too.
+PN=$WORK/profile_names
+for f in plain profile; do
+  flag=""; [ $f = profile ] && flag=--profile
+  # shellcheck disable=SC2086
+  if ! "$KILN" build tests/hardening/profile_names.lua -o "$PN/$f" --name pn $flag > "$WORK/out" 2>&1; then
+    fail "profile-names/$f" "$(tail -n 2 "$WORK/out" | tr '\n' ' ')"
+    continue
+  fi
+  ok=1
+  for cc in gcc clang; do
+    for posix in "" "-D_POSIX_C_SOURCE=200809L"; do
+      # shellcheck disable=SC2086
+      $cc $STRICT $posix -I"$PN/$f" -c "$PN/$f/pn.c" -o "$PN/$f/pn.o" 2> "$WORK/err" ||
+        { fail "profile-names/$f/$cc$posix" "$(grep -m 1 error "$WORK/err")"; ok=0; }
+    done
+  done
+  grep -q '^int pn_profile(const void \*weights' "$PN/$f/pn.h" && grep -q '^int pn_prof_tick(const void \*weights' "$PN/$f/pn.h" ||
+    { fail "profile-names/$f/entries" "the entries pn_profile and pn_prof_tick are not declared as such"; ok=0; }
+  [ $f = profile ] && ! grep -q '^extern pn_prof_kernel pn_profile_\[PN_PROFILE_LEN\];' "$PN/$f/pn.h" &&
+    { fail "profile-names/profile/table" "the table is not pn_profile_"; ok=0; }
+  [ $ok = 1 ] && pass "profile-names/$f"
+done
 # Only the generated API may be defined: the names must stay inside comments and strings.
 syms=$(nm -g --defined-only "$WORK"/*.c.gcc.o 2>/dev/null | awk '{print $3}' | sort -u | tr '\n' ' ')
 case $syms in

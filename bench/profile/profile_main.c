@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   uint64_t t0 = 0;
   for (long c = -1; c < calls; c++) {
     if (c == 0) {   /* after the warm-up call */
-      for (int k = 0; k < M_(_PROFILE_SIZE); k++) F_(_profile)[k].calls = F_(_profile)[k].ns = 0;
+      for (int k = 0; k < M_(_PROFILE_LEN); k++) M_(_PROFILE_TABLE)[k].calls = M_(_PROFILE_TABLE)[k].ns = 0;
       t0 = kiln_time_us();
     }
     if (pool) F_(_run_par)(kiln_pool_for, pool, w.payload, arena, inputs, outputs);
@@ -74,7 +74,7 @@ int main(int argc, char **argv) {
   }
   printf("total\t%llu\t%ld\n", (unsigned long long)(kiln_time_us() - t0) * 1000u, calls);
   for (int k = 0; k < M_(_PROFILE_KERNELS); k++) {
-    const F_(_prof_kernel) *r = &F_(_profile)[k];
+    const M_(_PROFILE_ROW) *r = &M_(_PROFILE_TABLE)[k];
     printf("%s\t%llu\t%llu\t%.0f\t%s\t%s\n", r->name, (unsigned long long)r->calls, (unsigned long long)r->ns, r->flops,
            r->op, r->loc);
   }

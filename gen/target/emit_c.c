@@ -122,22 +122,40 @@ static const char *kernel_claim(Names *s, const char *base) {
   return names_claim(s, name);
 }
 
-/* The file-scope names a profile adds (profile.c.tmpl, profile.h.tmpl), claimed whether or
- * not this build has one, so that --profile renames no kernel. */
-static void profile_claim(Names *ids, const char *model) {
-  static const char *const suffix[] = {"_profile", "_prof_kernel", "_prof_now", "_prof_tick", NULL};
-  for (int i = 0; suffix[i]; i++) names_claim(ids, kiln_fmt("%s%s", model, suffix[i]));
+/* The profile's own names (ProfNames), claimed last: <model>_profile and the like, given
+ * way ('_' appended) to whatever already holds them. */
+static ProfNames profile_claim(Names *ids, const char *model) {
+  return (ProfNames){model, names_claim(ids, kiln_fmt("%s_profile", model)), names_claim(ids, kiln_fmt("%s_prof_kernel", model)),
+                     names_claim(ids, kiln_fmt("%s_prof_now", model)), names_claim(ids, kiln_fmt("%s_prof_tick", model))};
 }
 
-/* One of the profile's templates (templates/c/prof*.tmpl, profile*.tmpl) for model, whose
- * file has n kernels in all and the table rows `rows`; "" without a profile (rows NULL). */
-static const char *profile_text(const char *tmpl, const char *model, const char *upper, int n, const Buf *rows) {
+/* What <time.h> declares (C11, and POSIX's where a build defines _POSIX_C_SOURCE): a profile
+ * includes it, so no kernel or parameter of such a build may take these names. */
+static void claim_time_h(Names *ids) {
+  static const char *const own[] = {"time", "clock", "difftime", "mktime", "timespec_get", "asctime", "ctime", "gmtime",
+                                    "localtime", "strftime", "clock_t", "time_t", "CLOCKS_PER_SEC", "TIME_UTC",
+                                    "clock_gettime", "clock_getres", "clock_settime", "clock_nanosleep", "nanosleep",
+                                    "clock_getcpuclockid", "tzset", "tzname", "timezone", "daylight", "getdate",
+                                    "getdate_err", "strptime", "asctime_r", "ctime_r", "gmtime_r", "localtime_r",
+                                    "timer_create", "timer_delete", "timer_gettime", "timer_settime",
+                                    "timer_getoverrun", "CLOCK_REALTIME", "CLOCK_MONOTONIC", "CLOCK_PROCESS_CPUTIME_ID",
+                                    "CLOCK_THREAD_CPUTIME_ID", "TIMER_ABSTIME", NULL};
+  for (int i = 0; own[i]; i++) names_claim(ids, own[i]);
+}
+
+/* One of the profile's templates (templates/c/prof*.tmpl, profile*.tmpl) with names pn, for
+ * a file of n kernels in all and the table rows `rows`; "" without a profile (rows NULL). */
+static const char *profile_text(const char *tmpl, const ProfNames *pn, const char *upper, int n, const Buf *rows) {
   if (!rows) return "";
   EmitVars v = {0};
-  emit_var(&v, "MODEL", model);
+  emit_var(&v, "MODEL", pn->model);
+  emit_var(&v, "PROF_TABLE", pn->table);
+  emit_var(&v, "PROF_TYPE", pn->type);
+  emit_var(&v, "PROF_NOW", pn->now);
+  emit_var(&v, "PROF_TICK", pn->tick);
   emit_var(&v, "UPPER", upper);
   emit_vari(&v, "COUNT", n);
-  emit_vari(&v, "SIZE", n > 0 ? n : 1);
+  emit_vari(&v, "LEN", n > 0 ? n : 1);
   emit_var(&v, "ROWS", rows->len ? rows->data : "    {0},\n");
   return expand_str(tmpl, &v);
 }
@@ -145,7 +163,7 @@ static const char *profile_text(const char *tmpl, const char *model, const char 
 /* Names every kernel, weight, arena value and I/O parameter, uniquely. The I/O
  * parameters claim their names first: they appear in the public header, while a
  * kernel's name is private to m.c (a clash renames the kernel). */
-static void ctx_init(Ctx *c, Graph *g) {
+static void ctx_init(Ctx *c, Graph *g, bool profile) {
   c->g = g;
   c->model = g->model;
   c->upper = emit_upper(g->model);
@@ -154,7 +172,7 @@ static void ctx_init(Ctx *c, Graph *g) {
   names_claim(&ids, kiln_fmt("%s_run_v", g->model));
   names_claim(&ids, kiln_fmt("%s_run_par", g->model));
   names_claim(&ids, kiln_fmt("%s_body", g->model));
-  profile_claim(&ids, g->model);
+  if (profile) claim_time_h(&ids);
   c->in_param = kiln_alloc(sizeof(char *) * (size_t)(g->ninputs + 1));
   c->in_read = kiln_alloc(sizeof(bool) * (size_t)(g->ninputs + 1));
   c->out_param = kiln_alloc(sizeof(char *) * (size_t)(g->noutputs + 1));
@@ -186,6 +204,7 @@ static void ctx_init(Ctx *c, Graph *g) {
     }
   }
   arena_names(c, g, &ids);
+  c->prof = profile_claim(&ids, g->model);
 }
 
 /* ---- the files ---- */
@@ -435,7 +454,7 @@ static void emit_source(const Ctx *c, Buf *out) {
   emit_var(&rv, "NAMES", param_names(c));
   emit_var(&rv, "CALLS", calls.data ? calls.data : "");
   emit_var(&rv, "VARGS", vargs.data ? vargs.data : "");
-  emit_var(&rv, "PROF_START", profile_text("c/prof_start.c.tmpl", c->model, c->upper, g->nkernels, c->prof_rows));
+  emit_var(&rv, "PROF_START", profile_text("c/prof_start.c.tmpl", &c->prof, c->upper, g->nkernels, c->prof_rows));
   /* (void) for the pointers a model does not use, so -Wextra stays quiet */
   const char *calltext = calls.data ? calls.data : "";
   Buf unused = {0};
@@ -460,8 +479,9 @@ static void emit_source(const Ctx *c, Buf *out) {
   /* Helpers only the kernels that call them pull in (so small models stay small). */
   emit_var(&fv, "HELPERS", helpers(kernels.data));
   emit_var(&fv, "RUN", expand_str("c/run.c.tmpl", &rv));
-  emit_var(&fv, "PROFILE", profile_text("c/profile.c.tmpl", c->model, c->upper, g->nkernels, c->prof_rows));
-  emit_var(&fv, "PROFILE_TABLE", profile_text("c/profile_table.c.tmpl", c->model, c->upper, g->nkernels, c->prof_rows));
+  emit_var(&fv, "PROFILE_INCLUDE", c->prof_rows ? "#include <time.h>\n" : "");
+  emit_var(&fv, "PROFILE", profile_text("c/profile.c.tmpl", &c->prof, c->upper, g->nkernels, c->prof_rows));
+  emit_var(&fv, "PROFILE_TABLE", profile_text("c/profile_table.c.tmpl", &c->prof, c->upper, g->nkernels, c->prof_rows));
   expand(out, "c/file.c.tmpl", &fv);
   buf_free(&kernels);
   buf_free(&calls);
@@ -526,7 +546,7 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   emit_var(&v, "RET", has_i64_input(g) ? "int" : "void");
   emit_var(&v, "RANGE_DEFINES", has_i64_input(g) ? expand_str("c/range_defines.h.tmpl", &v) : "");
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
-  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", c->model, c->upper, g->nkernels, c->prof_rows ? &no_rows : NULL));
+  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", &c->prof, c->upper, g->nkernels, c->prof_rows ? &no_rows : NULL));
   emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header.h.tmpl", &v);
   Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
@@ -561,9 +581,9 @@ static void emit_embedded(const Ctx *c, const Buf *blob, Buf *out) {
  * into o->tmpdir; g must be planned (kernels, regions, offsets). Dies on broken IR. */
 static void emit_plain(Graph *g, const EmitOptions *o) {
   Ctx c = {0};
-  ctx_init(&c, g);
+  ctx_init(&c, g, o->profile);
   Buf hdr = {0}, src = {0}, prof_rows = {0};
-  if (o->profile) c.prof_model = g->model, c.prof_rows = &prof_rows;
+  if (o->profile) c.prof_rows = &prof_rows;
   uint64_t checksum = weights_write(&g, 1, g->weights_size, o->tmpdir, kiln_fmt("%s.weights", g->model));
   emit_header(&c, checksum, o->embed_weights, &hdr);
   emit_source(&c, &src);
@@ -676,7 +696,7 @@ static void pctx_entry_params(PCtx *pc, int e, Names *ids) {
  * names of the weights, states, kernels and arena values, which avoid every entry's
  * parameter names (a parameter would hide them inside its function), then each entry's
  * parameters and macro stems. */
-static void pctx_init(PCtx *pc, Program *p) {
+static void pctx_init(PCtx *pc, Program *p, bool profile) {
   pc->p = p;
   pc->model = p->model;
   pc->upper = emit_upper(p->model);
@@ -685,7 +705,7 @@ static void pctx_init(PCtx *pc, Program *p) {
   pc->fn = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
   pc->estem = kiln_alloc(sizeof(char *) * (size_t)p->nentries);
   if (pc->has_state) names_claim(&ids, kiln_fmt("%s_reset", p->model));
-  profile_claim(&ids, p->model);
+  if (profile) claim_time_h(&ids);
   for (int e = 0; e < p->nentries; e++) {
     const Graph *g = p->entries[e];
     pc->fn[e] = names_claim(&ids, kiln_fmt("%s_%s", p->model, g->entry));
@@ -714,6 +734,8 @@ static void pctx_init(PCtx *pc, Program *p) {
   for (int e = 0; e < p->nentries; e++) pctx_entry_names(pc, e, &ids);
   ids.also = NULL;
   for (int e = 0; e < p->nentries; e++) pctx_entry_params(pc, e, &ids);
+  const ProfNames pn = profile_claim(&ids, p->model);
+  for (int e = 0; e < p->nentries; e++) pc->e[e].prof = pn;
 }
 
 /* ", const float *x, int32_t pos, float *y": an entry's parameters (vargs: its _v casts). */
@@ -797,7 +819,7 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
   emit_var(&rv, "UNUSED_V", kiln_strdup(unused_v.data ? unused_v.data : ""));
   emit_var(&rv, "CHECKS", checks);
   emit_var(&rv, "CALLS", calltext);
-  emit_var(&rv, "PROF_START", profile_text("c/prof_start.c.tmpl", pc->model, pc->upper, 0, c->prof_rows));
+  emit_var(&rv, "PROF_START", profile_text("c/prof_start.c.tmpl", &c->prof, pc->upper, 0, c->prof_rows));
   emit_var(&rv, "RETURN", pc->has_state ? kiln_fmt("  return %s_OK;\n", pc->upper) : "");
   emit_var(&rv, "RETURN_KW", pc->has_state ? "return " : "");
   EmitVars sv = {0};
@@ -812,8 +834,6 @@ static void emit_entry_section(const PCtx *pc, int e, Buf *out) {
   for (int i = 0; i < 4; i++) buf_free(all[i]);
 }
 
-/* <model>.c of a program: the shared W_ and S_ enums, the reset function, then one
- * section per entry in declaration order. */
 /* Kernels of every entry of p: the rows of its profile. */
 static int program_kernels(const Program *p) {
   int n = 0;
@@ -821,6 +841,8 @@ static int program_kernels(const Program *p) {
   return n;
 }
 
+/* <model>.c of a program: the shared W_ and S_ enums, the reset function, then one
+ * section per entry in declaration order. */
 static void emit_program_source(const PCtx *pc, Buf *out) {
   Program *p = pc->p;
   Buf wl = {0}, sl = {0}, entries = {0}, list = {0};
@@ -855,8 +877,9 @@ static void emit_program_source(const PCtx *pc, Buf *out) {
   emit_var(&fv, "RESET", pc->has_state ? expand_str("c/reset.c.tmpl", &rv) : "");
   emit_var(&fv, "ENTRIES", entries.data);
   emit_var(&fv, "HELPERS", help);
-  emit_var(&fv, "PROFILE", profile_text("c/profile.c.tmpl", pc->model, pc->upper, program_kernels(p), pc->e[0].prof_rows));
-  emit_var(&fv, "PROFILE_TABLE", profile_text("c/profile_table.c.tmpl", pc->model, pc->upper, program_kernels(p), pc->e[0].prof_rows));
+  emit_var(&fv, "PROFILE_INCLUDE", pc->e[0].prof_rows ? "#include <time.h>\n" : "");
+  emit_var(&fv, "PROFILE", profile_text("c/profile.c.tmpl", &pc->e[0].prof, pc->upper, program_kernels(p), pc->e[0].prof_rows));
+  emit_var(&fv, "PROFILE_TABLE", profile_text("c/profile_table.c.tmpl", &pc->e[0].prof, pc->upper, program_kernels(p), pc->e[0].prof_rows));
   expand(out, "c/file_entries.c.tmpl", &fv);
   Buf *all[] = {&wl, &sl, &entries, &list};
   for (int i = 0; i < 4; i++) buf_free(all[i]);
@@ -978,7 +1001,7 @@ static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, B
   emit_var(&v, "NUM_ENTRIES", kiln_fmt("%d", p->nentries));
   emit_var(&v, "ENTRY_DEFINES", edefs.data);
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
-  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", pc->model, pc->upper, program_kernels(p),
+  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", &pc->e[0].prof, pc->upper, program_kernels(p),
                                             pc->e[0].prof_rows ? &no_rows : NULL));
   emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header_entries.h.tmpl", &v);
@@ -993,10 +1016,10 @@ void emit_c(Program *p, const EmitOptions *o) {
     return;
   }
   PCtx pc = {0};
-  pctx_init(&pc, p);
+  pctx_init(&pc, p, o->profile);
   Buf hdr = {0}, src = {0}, prof_rows = {0};
   for (int e = 0, base = 0; o->profile && e < p->nentries; base += p->entries[e++]->nkernels)
-    pc.e[e].prof_model = p->model, pc.e[e].prof_base = base, pc.e[e].prof_rows = &prof_rows;
+    pc.e[e].prof_base = base, pc.e[e].prof_rows = &prof_rows;
   uint64_t checksum = weights_write(p->entries, p->nentries, p->weights_size, o->tmpdir, kiln_fmt("%s.weights", p->model));
   emit_program_header(&pc, checksum, o->embed_weights, &hdr);
   emit_program_source(&pc, &src);

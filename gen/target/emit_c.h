@@ -31,6 +31,14 @@ static inline char *restrict_param(const char *sep, const char *t, const char *n
   return expand_str("c/restrict_param.c.tmpl", &v);
 }
 
+/* The identifiers a profile adds (--profile: templates/c/profile*.tmpl): the table, its row
+ * type, the clock and the tick; claimed after every other name, so that a build without a
+ * profile names nothing differently and the profile's own names give way on a clash. */
+typedef struct {
+  const char *model;   /* the file's: its comments name <model>.c and <model>.h */
+  const char *table, *type, *now, *tick;
+} ProfNames;
+
 /* Everything the emitter decides once per model. */
 typedef struct {
   Graph *g;
@@ -45,10 +53,9 @@ typedef struct {
   bool *in_read;                  /* per graph input: some kernel reads it (else the run voids it) */
   const char **sname;             /* per state of the program: its S_ offset constant (NULL: plain) */
   bool *in_byval;                 /* per graph input: passed by value (an i32 scalar of an entry) */
-  /* --profile (templates/c/profile*.tmpl): the file's model name, which names the profile's
-   * functions; the row of this graph's first kernel; the table's rows, appended by
-   * c_emit_kernel. prof_rows NULL: no profile. */
-  const char *prof_model;
+  /* --profile (templates/c/profile*.tmpl): the profile's names; the row of this graph's first
+   * kernel; the table's rows, appended by c_emit_kernel. prof_rows NULL: no profile. */
+  ProfNames prof;
   int prof_base;
   Buf *prof_rows;
 } Ctx;

@@ -848,9 +848,8 @@ static int64_t kernel_flops(Graph *g, const Kernel *kr) {
   const Node *n = node(g, kr->nodes[0]);
   switch (n->op) {
   case OP_MATMUL: {
-    const Shape *x = &input(g, n, 0)->shape;
-    const int64_t k = x->rank == 1 ? x->dim[0] : x->dim[x->rank - (n->a.trans_x ? 2 : 1)];
-    return 2 * node_numel(n) * k;
+    const Shape *x = &input(g, n, 0)->shape;   /* rank 2 or more (shape_MATMUL) */
+    return 2 * node_numel(n) * x->dim[x->rank - (n->a.trans_x ? 2 : 1)];
   }
   case OP_CONV2D: {   /* w: [OC, C / groups, KH, KW] */
     const Shape *w = &input(g, n, 1)->shape;
@@ -871,7 +870,7 @@ static int64_t kernel_flops(Graph *g, const Kernel *kr) {
 /* With a profile: the tick after kernel ki's call into calls, its row into c->prof_rows. */
 static void profile_kernel(const Ctx *c, int ki, const EmitEpilogue *e, Buf *calls) {
   EmitVars v = {0};
-  emit_var(&v, "MODEL", c->prof_model);
+  emit_var(&v, "PROF_TICK", c->prof.tick);
   emit_vari(&v, "K", c->prof_base + ki);
   expand(calls, "c/prof_tick.c.tmpl", &v);
   emit_var(&v, "NAME", c->kname[ki]);
