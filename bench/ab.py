@@ -42,6 +42,23 @@ def run(cmd, **kw):
     return p.stdout
 
 
+def seeded_inputs(sig_path, d, who):
+    """The inputs of the plain model whose m.json is sig_path, written into d as in0.bin,
+    in1.bin...: standard normal f32 (seeded), zeros for integer inputs; their paths. Exits on
+    a model with entry points (who: the tool, for the message)."""
+    sig = json.load(open(sig_path))
+    if "entries" in sig:
+        sys.exit("%s: the model has entry points; it times plain models" % who)
+    rng = np.random.default_rng(1)
+    files = []
+    for i, x in enumerate(sig["inputs"]):
+        v = rng.standard_normal(x["shape"]).astype("<f4") if x["dtype"] == "f32" else \
+            np.zeros(x["shape"], {"i32": "<i4", "i64": "<i8"}.get(x["dtype"], "u1"))
+        files.append(os.path.join(d, "in%d.bin" % i))
+        v.tofile(files[-1])
+    return files
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
@@ -70,16 +87,7 @@ def main():
                 run(cc_of[side] + inc + ren + ["-DKILN_MODEL=m", "-DKILN_MODEL_UPPER=M", "-DAB_SIDE=ab_" + side, "-c", src, "-o", o])
                 objs.append(o)
             weights.append(os.path.join(out, "m.weights"))
-        sig = json.load(open(os.path.join(d, "a", "m.json")))
-        if "entries" in sig:
-            sys.exit("ab: %s has entry points; ab.py times plain models" % a.model)
-        rng = np.random.default_rng(1)
-        files = []
-        for i, x in enumerate(sig["inputs"]):
-            v = rng.standard_normal(x["shape"]).astype("<f4") if x["dtype"] == "f32" else \
-                np.zeros(x["shape"], {"i32": "<i4", "i64": "<i8"}.get(x["dtype"], "u1"))
-            files.append(os.path.join(d, "in%d.bin" % i))
-            v.tofile(files[-1])
+        files = seeded_inputs(os.path.join(d, "a", "m.json"), d, "ab")
         exe = os.path.join(d, "ab")
         san = [f for f in cc_of["b"] if f.startswith("-fsanitize") and f not in cc_of["a"]]   # B's runtimes too
         run(cc_of["a"] + san + ["-std=c11", "-I" + os.path.join(ROOT, "runtime"), "-I" + os.path.join(ROOT, "bench/ab")] + objs +

@@ -16,6 +16,23 @@
 kt_need_kiln golden
 kt_work golden
 exp=tests/golden/expected
+
+# golden F GOT: the file GOT against $exp/F (or, with UPDATE_GOLDEN, copied there).
+golden() {
+  if [ ! -f "$2" ]; then
+    echo "FAIL golden/$1: kiln build wrote no $1"
+  elif [ -n "$UPDATE_GOLDEN" ]; then
+    mkdir -p "$exp" && cp "$2" "$exp/$1" && echo "PASS golden/$1 (updated $exp/$1: review the diff)"
+  elif [ ! -f "$exp/$1" ]; then
+    echo "FAIL golden/$1: no expected file $exp/$1 (UPDATE_GOLDEN=1 sh tests/t_golden.sh writes it)"
+  elif cmp -s "$exp/$1" "$2"; then
+    echo "PASS golden/$1"
+  else
+    echo "FAIL golden/$1: differs from $exp/$1 (first lines of the diff below; UPDATE_GOLDEN=1 to accept)"
+    diff -u "$exp/$1" "$2" | head -n 30 | sed 's/^/    /'
+  fi
+}
+
 for script in tests/golden/*.lua; do
   m=$(basename "$script" .lua)
   args=""
@@ -25,20 +42,7 @@ for script in tests/golden/*.lua; do
     echo "FAIL golden/$m: kiln build $script failed: $(echo "$err" | head -n 3 | tr '\n' ' ')"
     continue
   fi
-  for f in "$m.h" "$m.c" "$m.json"; do
-    if [ ! -f "$WORK/$m/$f" ]; then
-      echo "FAIL golden/$f: kiln build wrote no $f"
-    elif [ -n "$UPDATE_GOLDEN" ]; then
-      mkdir -p "$exp" && cp "$WORK/$m/$f" "$exp/$f" && echo "PASS golden/$f (updated $exp/$f: review the diff)"
-    elif [ ! -f "$exp/$f" ]; then
-      echo "FAIL golden/$f: no expected file $exp/$f (UPDATE_GOLDEN=1 sh tests/t_golden.sh writes it)"
-    elif cmp -s "$exp/$f" "$WORK/$m/$f"; then
-      echo "PASS golden/$f"
-    else
-      echo "FAIL golden/$f: differs from $exp/$f (first lines of the diff below; UPDATE_GOLDEN=1 to accept)"
-      diff -u "$exp/$f" "$WORK/$m/$f" | head -n 30 | sed 's/^/    /'
-    fi
-  done
+  for f in "$m.h" "$m.c" "$m.json"; do golden "$f" "$WORK/$m/$f"; done
 done
 
 # The profile: what --profile adds to tiny.h/.c and tinystate.h/.c, as a unified diff.
@@ -51,14 +55,5 @@ for m in tiny tinystate; do
   for x in h c; do
     diff -U 2 --label "a/$m.$x" --label "b/$m.$x" "$WORK/$m/$m.$x" "$WORK/${m}_profile/$m.$x"
   done > "$WORK/$f"
-  if [ -n "$UPDATE_GOLDEN" ]; then
-    cp "$WORK/$f" "$exp/$f" && echo "PASS golden/$f (updated $exp/$f: review the diff)"
-  elif [ ! -f "$exp/$f" ]; then
-    echo "FAIL golden/$f: no expected file $exp/$f (UPDATE_GOLDEN=1 sh tests/t_golden.sh writes it)"
-  elif cmp -s "$exp/$f" "$WORK/$f"; then
-    echo "PASS golden/$f"
-  else
-    echo "FAIL golden/$f: differs from $exp/$f (first lines of the diff below; UPDATE_GOLDEN=1 to accept)"
-    diff -u "$exp/$f" "$WORK/$f" | head -n 30 | sed 's/^/    /'
-  fi
+  golden "$f" "$WORK/$f"
 done

@@ -31,9 +31,9 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import ab  # noqa: E402 (bench/ab.py: the same seeded inputs)
 
 
 def run(cmd):
@@ -48,16 +48,7 @@ def measure(a, d):
     kiln = a.kiln or os.path.join(ROOT, "build", "kiln")
     out = os.path.join(d, "m")
     run([kiln, "build", a.model, "--profile", "-o", out, "--name", "m"] + shlex.split(a.args))
-    sig = json.load(open(os.path.join(out, "m.json")))
-    if "entries" in sig:
-        sys.exit("profile: %s has entry points; profile.py runs plain models" % a.model)
-    rng = np.random.default_rng(1)
-    files = []
-    for i, x in enumerate(sig["inputs"]):
-        v = rng.standard_normal(x["shape"]).astype("<f4") if x["dtype"] == "f32" else \
-            np.zeros(x["shape"], {"i32": "<i4", "i64": "<i8"}.get(x["dtype"], "u1"))
-        files.append(os.path.join(d, "in%d.bin" % i))
-        v.tofile(files[-1])
+    files = ab.seeded_inputs(os.path.join(out, "m.json"), d, "profile")   # bench/ab.py's inputs
     exe = os.path.join(d, "prof")
     run(shlex.split(a.cc) + ["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-I" + out, "-I" + os.path.join(ROOT, "runtime"),
                              "-DKILN_MODEL=m", "-DKILN_MODEL_UPPER=M", os.path.join(ROOT, "bench/profile/profile_main.c"),
