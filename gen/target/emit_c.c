@@ -37,7 +37,6 @@ static bool reserved_ident(const char *s) {
       "tanh", "tanhf", "erf", "erff", "fabs", "fabsf", "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
       "INFINITY", "NAN", "INT32_MAX", "INT32_MIN", "abs", "floor", "ceil", "round", "sin", "cos", "max",
       "min", "sinf", "cosf", "floorf", "ceilf", "rint", "rintf", "fmod", "fmodf", "remainder", "remainderf", "par", "pfor", "pool", "kiln_bits",
-      "prof_t",
       "kiln_select", "kiln_expf", "kiln_tanhf", "kiln_erff", "kiln_logf",
       /* stdlib.h */
       "div", "ldiv", "lldiv", "labs", "llabs", "malloc", "calloc", "realloc", "free", "aligned_alloc", "exit",
@@ -129,10 +128,11 @@ static ProfNames profile_claim(Names *ids, const char *model) {
                      names_claim(ids, kiln_fmt("%s_prof_now", model)), names_claim(ids, kiln_fmt("%s_prof_tick", model))};
 }
 
-/* What <time.h> declares (C11, and POSIX's where a build defines _POSIX_C_SOURCE): a profile
- * includes it, so no kernel or parameter of such a build may take these names. */
+/* What <time.h> declares (C11, and POSIX's where a build defines _POSIX_C_SOURCE), and the
+ * run function's clock reading prof_t: a profile includes the one and declares the other, so
+ * no kernel or parameter of such a build may take these names. */
 static void claim_time_h(Names *ids) {
-  static const char *const own[] = {"time", "clock", "difftime", "mktime", "timespec_get", "asctime", "ctime", "gmtime",
+  static const char *const own[] = {"prof_t", "time", "clock", "difftime", "mktime", "timespec_get", "asctime", "ctime", "gmtime",
                                     "localtime", "strftime", "clock_t", "time_t", "CLOCKS_PER_SEC", "TIME_UTC",
                                     "clock_gettime", "clock_getres", "clock_settime", "clock_nanosleep", "nanosleep",
                                     "clock_getcpuclockid", "tzset", "tzname", "timezone", "daylight", "getdate",
