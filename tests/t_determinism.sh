@@ -14,7 +14,8 @@
 # Targets: --target all when that works (it is tried first and its failure reported),
 # else c; always with --embed-weights, so <m>_weights.c is compared too. A model with
 # state or entry points is built for C, Metal and CoreML at --min-os iOS18 (Core ML
-# states and multifunction models need it).
+# states and multifunction models need it). Last, two --profile builds (the table holds Lua
+# lines): from the root and from / with an absolute path, the same bytes and no paths.
 . "$(dirname "$0")/lib.sh"
 kt_need_kiln determinism
 kt_work det
@@ -102,5 +103,20 @@ for script in $(kt_models); do
     echo "FAIL determinism/$m/no_environment: found$leaks"
   else
     echo "PASS determinism/$m/no_environment"
+  fi
+done
+
+# --profile writes each kernel's Lua lines into the table: a profiled build from the root and
+# one from / with an absolute path give the same bytes, and neither holds an absolute path.
+for script in tests/golden/tinystate.lua models/llm.lua; do
+  m=$(basename "$script" .lua)
+  if "$KILN" build "$script" --profile -o "$WORK/pa/$m" > "$WORK/out" 2>&1 &&
+     (cd / && "$KILN" build "$ROOT/$script" --profile -o "$WORK/pd/$m") > "$WORK/out" 2>&1; then
+    same "$WORK/pa/$m" "$WORK/pd/$m" "$m/profile_absolute_path"
+    hits=$(grep -rlaF -e "$ROOT" -e "$WORK" "$WORK/pa/$m" "$WORK/pd/$m" 2>/dev/null | head -n 2)
+    if [ -z "$hits" ]; then echo "PASS determinism/$m/profile_no_paths"
+    else echo "FAIL determinism/$m/profile_no_paths: $(echo "$hits" | tr '\n' ' ')"; fi
+  else
+    echo "FAIL determinism/$m/profile: kiln build --profile failed: $(tail -n 2 "$WORK/out" | tr '\n' ' ')"
   fi
 done
