@@ -42,21 +42,25 @@ def run(cmd, **kw):
     return p.stdout
 
 
-def seeded_inputs(sig_path, d, who):
-    """The inputs of the plain model whose m.json is sig_path, written into d as in0.bin,
-    in1.bin...: standard normal f32 (seeded), zeros for integer inputs; their paths. Exits on
-    a model with entry points (who: the tool, for the message)."""
+def seeded_inputs(sig_path, d, who, entries=False):
+    """The inputs of the model whose m.json is sig_path, written into d as in0.bin, in1.bin...:
+    standard normal f32 (seeded), zeros for integer inputs; their paths. A model with entry
+    points: with entries, every entry's inputs in declaration order (in<k>_<i>.bin), one list
+    per entry; else an exit (who: the tool, for the message)."""
     sig = json.load(open(sig_path))
-    if "entries" in sig:
+    if "entries" in sig and not entries:
         sys.exit("%s: the model has entry points; it times plain models" % who)
     rng = np.random.default_rng(1)
-    files = []
-    for i, x in enumerate(sig["inputs"]):
-        v = rng.standard_normal(x["shape"]).astype("<f4") if x["dtype"] == "f32" else \
-            np.zeros(x["shape"], {"i32": "<i4", "i64": "<i8"}.get(x["dtype"], "u1"))
-        files.append(os.path.join(d, "in%d.bin" % i))
-        v.tofile(files[-1])
-    return files
+    lists = []
+    for k, e in enumerate(sig["entries"] if "entries" in sig else [sig]):
+        files = []
+        for i, x in enumerate(e["inputs"]):
+            v = rng.standard_normal(x["shape"]).astype("<f4") if x["dtype"] == "f32" else \
+                np.zeros(x["shape"], {"i32": "<i4", "i64": "<i8"}.get(x["dtype"], "u1"))
+            files.append(os.path.join(d, ("in%d_%d.bin" % (k, i)) if "entries" in sig else ("in%d.bin" % i)))
+            v.tofile(files[-1])
+        lists.append(files)
+    return lists if "entries" in sig else lists[0]
 
 
 def main():

@@ -241,7 +241,10 @@ done
 # called once a run, with the FLOPs of tinyconv.lua's two convolutions as counted here from
 # their shapes (2 per multiply-add: outputs x input channels x 3 x 3), and a clock that moved;
 # a model with entry points (tinystate.lua) compiles with its profile under -Werror (gcc, clang),
-# as plain C11 (no POSIX: the clock is C11's timespec_get).
+# as plain C11 (no POSIX: the clock is C11's timespec_get); and profile.py runs models with
+# entry points (tinystate.lua, with state and statuses; one without state, whose entries
+# return nothing): every kernel of every entry, in declaration order, each called once a
+# round, under its entry in "by entry".
 STRICT="-std=c11 -Wall -Wextra -Wpedantic -Werror"
 if out=$("$PY" bench/ab.py tests/golden/tinyconv.lua --base "$KILN" --kiln "$KILN" --pairs 2 --threads 2 \
            --b-args=--profile --cc "gcc $W $SAN" 2>&1) && echo "$out" | grep -q "^outputs: the same bytes"; then
@@ -285,3 +288,32 @@ if "$KILN" build tests/golden/tinystate.lua --profile -o "$WORK/profstate" > /de
 else
   echo "FAIL bench/profile-entries-compile: $(head -n 3 "$WORK/profstate/err" 2>/dev/null | tr '\n' ' ')"
 fi
+printf '%s\n' 'local kiln = require "kiln"' 'local w = kiln.param("w", {4, 3}, {"uniform", -0.5, 0.5})' \
+  'kiln.entry("a", function() kiln.output("y", kiln.linear(kiln.input("x", {2, 3}), w)) end)' \
+  'kiln.entry("b", function() kiln.output("y", kiln.relu(kiln.linear(kiln.input("x", {1, 3}), w))) end)' > "$WORK/nostate.lua"
+for m in tests/golden/tinystate.lua "$WORK/nostate.lua"; do
+  n=$(basename "$m" .lua)
+  if out=$("$PY" bench/profile/profile.py "$m" --calls 3 --threads 2 --cc "gcc $W $SAN" --keep "$WORK/prof_$n" \
+             --json "$WORK/prof_$n.json" 2>&1); then
+    if why=$("$PY" - "$WORK/prof_$n.json" "$WORK/prof_$n/m/m.json" "$out" <<'EOF5'
+import json, sys
+r, sig, text = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3]
+want = [(k["name"], e["name"]) for e in sig["entries"] for k in e["kernels"]]
+got = [(k["kernel"], k.get("entry")) for k in r["kernels"]]
+by_entry = text[text.index("by entry"):].splitlines()[1:] if "by entry" in text else []
+if got != want:
+    print("kernels %s, the entries have %s" % (got, want))
+elif any(k["calls"] != 3 for k in r["kernels"]):
+    print("calls %s, not 3 each" % [k["calls"] for k in r["kernels"]])
+elif [ln.split()[0] for ln in by_entry] != [e["name"] for e in sig["entries"]]:
+    print("by entry: %s" % by_entry)
+EOF5
+    ) && [ -z "$why" ]; then
+      echo "PASS bench/profile-entries/$n"
+    else
+      echo "FAIL bench/profile-entries/$n: $why"
+    fi
+  else
+    echo "FAIL bench/profile-entries/$n: $(echo "$out" | tail -n 3 | tr '\n' ' ')"
+  fi
+done

@@ -13,7 +13,9 @@ compiler counted for products: matmul, convolution, attention), ops and Lua line
 slowest first, then the same summed by the kernel's first op. "driver" is the calls' wall
 time as the driver saw it: the kernels' sum falls short of it by the clock reads. The
 timings are one machine's at one moment (docs/bench.md, "Caveats"); nothing is asserted.
-A model with entry points is not supported here (its <m>_profile still is, from your own driver).
+A model with entry points: a call is every entry once, in declaration order, on one state
+block that starts zeroed and carries over (profile_main.c); each entry's kernels are its own
+rows (their names start with the entry's).
 
 --ort [WORKLOAD]: a peer workload of `make bench` (bench/peerbench; the model's file name when
 not given): ONNX Runtime's own profiler on its ONNX twin, same threads and calls, one warm-up
@@ -48,19 +50,66 @@ def measure(a, d):
     kiln = a.kiln or os.path.join(ROOT, "build", "kiln")
     out = os.path.join(d, "m")
     run([kiln, "build", a.model, "--profile", "-o", out, "--name", "m"] + shlex.split(a.args))
-    files = ab.seeded_inputs(os.path.join(out, "m.json"), d, "profile")   # bench/ab.py's inputs
+    sig = json.load(open(os.path.join(out, "m.json")))
+    files = ab.seeded_inputs(os.path.join(out, "m.json"), d, "profile", entries=True)   # bench/ab.py's inputs
+    extra = []
+    if "entries" in sig:   # one call: every entry once, in order (profile_main.c)
+        with open(os.path.join(d, "prof_entries.h"), "w") as f:
+            f.write(entries_header(sig, open(os.path.join(out, "m.h")).read()))
+        files = [p for fs in files for p in fs]
+        extra = ["-DKILN_PROF_ENTRIES", "-I" + d]
     exe = os.path.join(d, "prof")
     run(shlex.split(a.cc) + ["-std=c11", "-D_POSIX_C_SOURCE=200809L", "-I" + out, "-I" + os.path.join(ROOT, "runtime"),
-                             "-DKILN_MODEL=m", "-DKILN_MODEL_UPPER=M", os.path.join(ROOT, "bench/profile/profile_main.c"),
+                             "-DKILN_MODEL=m", "-DKILN_MODEL_UPPER=M"] + extra + [os.path.join(ROOT, "bench/profile/profile_main.c"),
                              os.path.join(out, "m.c"), os.path.join(ROOT, "runtime/kiln_runtime.c"),
                              os.path.join(ROOT, "runtime/kiln_pool.c"), "-pthread", "-lm", "-o", exe])
     lines = run([exe, os.path.join(out, "m.weights"), str(a.calls), str(a.threads)] + files).splitlines()
     _, total, calls = lines[0].split("\t")
     rows = []
+    entry_of = {k["name"]: e["name"] for e in sig.get("entries", []) for k in e["kernels"]}
     for ln in lines[1:]:
         name, n, ns, flops, op, loc = ln.split("\t")
         rows.append({"kernel": name, "calls": int(n), "ns": int(ns), "flops": float(flops), "op": op, "loc": loc})
+        if name in entry_of:
+            rows[-1]["entry"] = entry_of[name]
     return int(total), int(calls), rows
+
+
+def entries_header(sig, header):
+    """prof_entries.h for profile_main.c: the entries of the model whose m.json is sig, in
+    declaration order (header: its m.h, which says whether an entry returns a status)."""
+    es = sig["entries"]
+    ins = [x["bytes"] for e in es for x in e["inputs"]]
+    outs = [x["bytes"] for e in es for x in e["outputs"]]
+    state = bool(sig.get("states"))
+    lines = ["/* prof_entries.h -- written by bench/profile/profile.py: %s's entries in declaration order. */" % sig["model"],
+             "enum { PROF_ENTRIES = %d, PROF_INPUTS = %d, PROF_OUTPUTS = %d, PROF_STATE_SIZE = %d };" %
+             (len(es), len(ins), len(outs), sig.get("state_bytes", 0)),
+             "static const char *const prof_names[PROF_ENTRIES] = {%s};" % ", ".join('"%s"' % e["name"] for e in es),
+             "static const int prof_nin[PROF_ENTRIES] = {%s};" % ", ".join(str(len(e["inputs"])) for e in es),
+             "static const int prof_nout[PROF_ENTRIES] = {%s};" % ", ".join(str(len(e["outputs"])) for e in es),
+             "static const size_t prof_in_size[PROF_INPUTS + 1] = {%s};" % ", ".join("%du" % b for b in ins + [0]),
+             "static const size_t prof_out_size[PROF_OUTPUTS + 1] = {%s};" % ", ".join("%du" % b for b in outs + [0]),
+             "static int prof_call(int e, kiln_pool *pool, const void *w, void *state, void *arena, const void *const *in,",
+             "                     void *const *out) {",
+             "  (void)state;",
+             "  switch (e) {"]
+    for k, e in enumerate(es):
+        fn = "m_" + e["name"]   # built with --name m
+        st = "state, " if state else ""
+        status = ("int %s_v(" % fn) in header   # an entry that checks run-time offsets returns M_OK or an error
+        lines.append("  case %d:" % k)
+        if status:
+            lines.append("    return pool ? %s_par(kiln_pool_for, pool, w, %sarena, in, out) : %s_v(w, %sarena, in, out);" %
+                         (fn, st, fn, st))
+        else:
+            lines.append("    if (pool)")
+            lines.append("      %s_par(kiln_pool_for, pool, w, %sarena, in, out);" % (fn, st))
+            lines.append("    else")
+            lines.append("      %s_v(w, %sarena, in, out);" % (fn, st))
+            lines.append("    return 0;")
+    lines += ["  }", "  return 0;", "}", ""]
+    return "\n".join(lines)
 
 
 def measure_ort(workload, threads, calls):
@@ -108,6 +157,18 @@ def table(rows, calls, total_ns, top):
     out.append("%-40s %9s %7s %8s  %s" % ("by first op", "ms/call", "share", "GFLOP/s", "kernels"))
     for op, (n, ns, flops) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
         out.append(line(op, ns, flops, str(n)))
+    entries = {}
+    for r in rows:   # a model with entry points: each entry's kernels, in declaration order
+        if "entry" in r:
+            g = entries.setdefault(r["entry"], [0, 0, 0.0])
+            g[0] += 1
+            g[1] += r["ns"]
+            g[2] += r["flops"]
+    if entries:
+        out.append("")
+        out.append("%-40s %9s %7s %8s  %s" % ("by entry", "ms/call", "share", "GFLOP/s", "kernels"))
+        for name, (n, ns, flops) in entries.items():
+            out.append(line(name, ns, flops, str(n)))
     return out
 
 

@@ -10,6 +10,13 @@
  * on a kiln_pool of that many threads; else <m>_run_v). Prints the wall time of the calls
  * as the driver saw it ("total NS CALLS"), then one line a kernel, tab-separated: name,
  * calls, nanoseconds, FLOPs a call, op, Lua lines. Nothing here judges the numbers.
+ *
+ * A model with entry points: compiled with -DKILN_PROF_ENTRIES and the prof_entries.h that
+ * profile.py writes from <m>.json (its entries in declaration order: names, input and
+ * output sizes, prof_call). A call is then a round, every entry once in that order, on one
+ * state block that starts zeroed and carries over from entry to entry and round to round
+ * (the same inputs every round: an entry that writes the state at a position from its
+ * inputs writes the same rows each time); IN_1 ... IN_n are the entries' inputs in turn.
  */
 #include "kiln_pool.h"
 #include "kiln_runtime.h"
@@ -26,7 +33,24 @@
 #define M_(suffix) CAT(KILN_MODEL_UPPER, suffix)
 #define F_(suffix) CAT(KILN_MODEL, suffix)
 
-enum { NUM_IN = M_(_NUM_INPUTS), NUM_OUT = M_(_NUM_OUTPUTS) };
+#ifdef KILN_PROF_ENTRIES
+#include "prof_entries.h"
+#else
+/* A plain model: one "entry", the run function. */
+enum { PROF_ENTRIES = 1, PROF_INPUTS = M_(_NUM_INPUTS), PROF_OUTPUTS = M_(_NUM_OUTPUTS), PROF_STATE_SIZE = 0 };
+static const char *const prof_names[PROF_ENTRIES] = {"run"};
+static const int prof_nin[PROF_ENTRIES] = {PROF_INPUTS}, prof_nout[PROF_ENTRIES] = {PROF_OUTPUTS};
+static const size_t prof_in_size[] = M_(_INPUT_SIZES), prof_out_size[] = M_(_OUTPUT_SIZES);
+static int prof_call(int e, kiln_pool *pool, const void *w, void *state, void *arena, const void *const *in,
+                     void *const *out) {
+  (void)e, (void)state;
+  if (pool)
+    F_(_run_par)(kiln_pool_for, pool, w, arena, in, out);
+  else
+    F_(_run_v)(w, arena, in, out);
+  return 0;
+}
+#endif
 
 /* Prints a one-line error and exits with status 1. */
 static void prof_fail(const char *what, const char *arg) {
@@ -44,23 +68,29 @@ static void *prof_read(const char *path, size_t n) {
   return p;
 }
 
+/* A fresh 64-byte aligned buffer of n bytes (at least 1), zeroed. */
+static void *prof_alloc(size_t n, const char *what) {
+  void *p = kiln_arena_alloc(n ? n : 1);
+  if (!p) prof_fail("out of memory", what);
+  memset(p, 0, n ? n : 1);
+  return p;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 4 + NUM_IN) {
-    fprintf(stderr, "usage: %s WEIGHTS CALLS THREADS IN_1 ... IN_%d\n", argv[0], NUM_IN);
+  if (argc != 4 + PROF_INPUTS) {
+    fprintf(stderr, "usage: %s WEIGHTS CALLS THREADS IN_1 ... IN_%d\n", argv[0], PROF_INPUTS);
     return 2;
   }
   const long calls = strtol(argv[2], NULL, 10), threads = strtol(argv[3], NULL, 10);
   if (calls < 1 || threads < 1) prof_fail("CALLS and THREADS must be 1 or more", argv[2]);
   kiln_weights w;
   if (kiln_weights_load(&w, argv[1], M_(_WEIGHTS_SIZE), M_(_WEIGHTS_CHECKSUM)) != KILN_OK) prof_fail(w.message, argv[1]);
-  static const size_t in_size[] = M_(_INPUT_SIZES), out_size[] = M_(_OUTPUT_SIZES);
-  const void *inputs[NUM_IN + 1];
-  void *outputs[NUM_OUT + 1];
-  for (int i = 0; i < NUM_IN; i++) inputs[i] = prof_read(argv[4 + i], in_size[i]);
-  for (int i = 0; i < NUM_OUT; i++)
-    if (!(outputs[i] = kiln_arena_alloc(out_size[i] ? out_size[i] : 1))) prof_fail("out of memory", "outputs");
-  void *arena = kiln_arena_alloc(M_(_ARENA_SIZE));
-  if (M_(_ARENA_SIZE) && !arena) prof_fail("out of memory", "arena");
+  const void *inputs[PROF_INPUTS + 1];
+  void *outputs[PROF_OUTPUTS + 1];
+  for (int i = 0; i < PROF_INPUTS; i++) inputs[i] = prof_read(argv[4 + i], prof_in_size[i]);
+  for (int i = 0; i < PROF_OUTPUTS; i++) outputs[i] = prof_alloc(prof_out_size[i], "outputs");
+  void *arena = prof_alloc(M_(_ARENA_SIZE), "arena");
+  void *state = prof_alloc(PROF_STATE_SIZE, "state");
   kiln_pool *pool = threads > 1 ? kiln_pool_new((int)threads) : NULL;
   if (threads > 1 && !pool) prof_fail("cannot start the threads", argv[3]);
   uint64_t t0 = 0;
@@ -69,8 +99,9 @@ int main(int argc, char **argv) {
       for (int k = 0; k < M_(_PROFILE_LEN); k++) M_(_PROFILE_TABLE)[k].calls = M_(_PROFILE_TABLE)[k].ns = 0;
       t0 = kiln_time_us();
     }
-    if (pool) F_(_run_par)(kiln_pool_for, pool, w.payload, arena, inputs, outputs);
-    else F_(_run_v)(w.payload, arena, inputs, outputs);
+    for (int e = 0, in = 0, out = 0; e < PROF_ENTRIES; in += prof_nin[e], out += prof_nout[e], e++)
+      if (prof_call(e, pool, w.payload, state, arena, inputs + in, outputs + out) != 0)
+        prof_fail("returned an error (a run-time offset out of range?)", prof_names[e]);
   }
   printf("total\t%llu\t%ld\n", (unsigned long long)(kiln_time_us() - t0) * 1000u, calls);
   for (int k = 0; k < M_(_PROFILE_KERNELS); k++) {
@@ -79,9 +110,10 @@ int main(int argc, char **argv) {
            r->op, r->loc);
   }
   kiln_pool_free(pool);
-  for (int i = 0; i < NUM_IN; i++) kiln_arena_free((void *)inputs[i]);
-  for (int i = 0; i < NUM_OUT; i++) kiln_arena_free(outputs[i]);
+  for (int i = 0; i < PROF_INPUTS; i++) kiln_arena_free((void *)inputs[i]);
+  for (int i = 0; i < PROF_OUTPUTS; i++) kiln_arena_free(outputs[i]);
   kiln_arena_free(arena);
+  kiln_arena_free(state);
   kiln_weights_free(&w);
   return 0;
 }
