@@ -312,6 +312,8 @@ typedef struct {
   int *nodes;
   int nnodes;
   const char *cname;            /* unique identifier from the model: "layers_0_attn_q" */
+  const char *cfunc;            /* its C function's name (emit_c: cname, with a '_' where another
+                                 * entry's kernel or a public name holds cname); NULL before */
   int order;                    /* position in the schedule */
   int64_t scratch;              /* arena bytes the kernel needs while it runs (pass_memplan: */
   int64_t scratch_offset;       /* kernel_scratch), placed like a value live only at `order` */

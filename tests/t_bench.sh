@@ -243,8 +243,9 @@ done
 # a model with entry points (tinystate.lua) compiles with its profile under -Werror (gcc, clang),
 # as plain C11 (no POSIX: the clock is C11's timespec_get); and profile.py runs models with
 # entry points (tinystate.lua, with state and statuses; one without state, whose entries
-# return nothing): every kernel of every entry, in declaration order, each called once a
-# round, under its entry in "by entry".
+# return nothing; one whose kernel names clash in C): every kernel of every entry, named as
+# m.json names it, in declaration order, each called once a round, under its entry in
+# "by entry".
 STRICT="-std=c11 -Wall -Wextra -Wpedantic -Werror"
 if out=$("$PY" bench/ab.py tests/golden/tinyconv.lua --base "$KILN" --kiln "$KILN" --pairs 2 --threads 2 \
            --b-args=--profile --cc "gcc $W $SAN" 2>&1) && echo "$out" | grep -q "^outputs: the same bytes"; then
@@ -291,7 +292,13 @@ fi
 printf '%s\n' 'local kiln = require "kiln"' 'local w = kiln.param("w", {4, 3}, {"uniform", -0.5, 0.5})' \
   'kiln.entry("a", function() kiln.output("y", kiln.linear(kiln.input("x", {2, 3}), w)) end)' \
   'kiln.entry("b", function() kiln.output("y", kiln.relu(kiln.linear(kiln.input("x", {1, 3}), w))) end)' > "$WORK/nostate.lua"
-for m in tests/golden/tinystate.lua "$WORK/nostate.lua"; do
+# two entries whose kernel names clash in C (a_b_c_write: entry a's write of state b_c, and
+# entry a_b's of state c; the second function is a_b_c_write_): m.json names the C functions
+printf '%s\n' 'local kiln = require "kiln"' 'local s1, s2 = kiln.state("b_c", {4}), kiln.state("c", {4})' \
+  'kiln.entry("a", function() kiln.write(s1, kiln.input("x", {4}), {axis = 0, at = 0}); kiln.output("y", s1 * 2) end)' \
+  'kiln.entry("a_b", function() kiln.write(s2, kiln.input("x", {4}), {axis = 0, at = 0}); kiln.output("y", s2 * 2) end)' \
+  > "$WORK/clash.lua"
+for m in tests/golden/tinystate.lua "$WORK/nostate.lua" "$WORK/clash.lua"; do
   n=$(basename "$m" .lua)
   if out=$("$PY" bench/profile/profile.py "$m" --calls 3 --threads 2 --cc "gcc $W $SAN" --keep "$WORK/prof_$n" \
              --json "$WORK/prof_$n.json" 2>&1); then

@@ -189,7 +189,7 @@ static void ctx_init(Ctx *c, Graph *g, bool profile) {
     c->out_stem[i] = names_claim(&stems, emit_upper(emit_ident(g->outputs[i].name)));
   }
   c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
-  for (int k = 0; k < g->nkernels; k++) c->kname[k] = kernel_claim(&ids, emit_ident(g->kernels[k].cname));
+  for (int k = 0; k < g->nkernels; k++) c->kname[k] = g->kernels[k].cfunc = kernel_claim(&ids, emit_ident(g->kernels[k].cname));
   c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   for (int k = 0; k < g->nkernels; k++)
     if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(&ids, kiln_fmt("%s_epilogue", c->kname[k]));
@@ -650,7 +650,7 @@ static void pctx_entry_names(PCtx *pc, int e, Names *ids) {
   c->sname = pc->sname;
   c->kname = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
   c->ename = kiln_alloc(sizeof(char *) * (size_t)(g->nkernels + 1));
-  for (int k = 0; k < g->nkernels; k++) c->kname[k] = kernel_claim(ids, emit_ident(g->kernels[k].cname));
+  for (int k = 0; k < g->nkernels; k++) c->kname[k] = g->kernels[k].cfunc = kernel_claim(ids, emit_ident(g->kernels[k].cname));
   for (int k = 0; k < g->nkernels; k++)
     if (g->kernels[k].nnodes > 1) c->ename[k] = names_claim(ids, kiln_fmt("%s_epilogue", c->kname[k]));
   c->wname = kiln_alloc(sizeof(char *) * (size_t)(g->nnodes + 1));

@@ -31,10 +31,13 @@ static const char *region_name(Region r) {
   return names[r];
 }
 
+/* A kernel's name in the JSON: its C function's (docs/output.md), which emit_c has set. */
+static const char *kernel_name(const Kernel *k) { return k->cfunc ? k->cfunc : k->cname; }
+
 /* The name a value is known by: a kernel result by its kernel, an input by its
  * declared name, a weight by its parameter name; otherwise its op and node id. */
 static const char *value_name(Graph *g, const Node *n) {
-  if (n->kernel >= 0 && n->kernel < g->nkernels) return g->kernels[n->kernel].cname;
+  if (n->kernel >= 0 && n->kernel < g->nkernels) return kernel_name(&g->kernels[n->kernel]);
   if (n->op == OP_INPUT && n->io_index >= 0 && n->io_index < g->ninputs) return g->inputs[n->io_index].name;
   return n->name && *n->name ? n->name : kiln_fmt("%s_%d", kiln_ops[n->op].name, n->id);
 }
@@ -135,7 +138,7 @@ static void put_kernels(Buf *b, Graph *g) {
     const Kernel *kr = &g->kernels[k];
     const Node *last = graph_node(g, kr->nodes[kr->nnodes - 1]);
     buf_puts(b, k ? ",\n    {\"name\": " : "\n    {\"name\": ");
-    put_str(b, kr->cname);
+    put_str(b, kernel_name(kr));
     buf_puts(b, ", \"ops\": [");
     for (int j = 0; j < kr->nnodes; j++)
       buf_printf(b, "%s\"%s\"", j ? ", " : "", kiln_ops[graph_node(g, kr->nodes[j])->op].name);
