@@ -298,9 +298,11 @@ printf '%s\n' 'local kiln = require "kiln"' 'local s1, s2 = kiln.state("b_c", {4
   'kiln.entry("a", function() kiln.write(s1, kiln.input("x", {4}), {axis = 0, at = 0}); kiln.output("y", s1 * 2) end)' \
   'kiln.entry("a_b", function() kiln.write(s2, kiln.input("x", {4}), {axis = 0, at = 0}); kiln.output("y", s2 * 2) end)' \
   > "$WORK/clash.lua"
-for m in tests/golden/tinystate.lua "$WORK/nostate.lua" "$WORK/clash.lua"; do
-  n=$(basename "$m" .lua)
-  if out=$("$PY" bench/profile/profile.py "$m" --calls 3 --threads 2 --cc "gcc $W $SAN" --keep "$WORK/prof_$n" \
+for spec in "tests/golden/tinystate.lua|gcc $W $SAN" "$WORK/nostate.lua|gcc $W $SAN" "$WORK/clash.lua|gcc $W $SAN" \
+            "tests/golden/tinystate.lua|clang $W -O2"; do
+  m=${spec%%|*} cc=${spec#*|}
+  n=$(basename "$m" .lua)_${cc%% *}
+  if out=$("$PY" bench/profile/profile.py "$m" --calls 3 --threads 2 --cc "$cc" --keep "$WORK/prof_$n" \
              --json "$WORK/prof_$n.json" 2>&1); then
     if why=$("$PY" - "$WORK/prof_$n.json" "$WORK/prof_$n/m/m.json" "$out" <<'EOF5'
 import json, sys

@@ -15,7 +15,7 @@ time as the driver saw it: the kernels' sum falls short of it by the clock reads
 timings are one machine's at one moment (docs/bench.md, "Caveats"); nothing is asserted.
 A model with entry points: a call is every entry once, in declaration order, on one state
 block that starts zeroed and carries over (profile_main.c); each entry's kernels are its own
-rows (their names start with the entry's).
+rows (a named entry's kernel names start with the entry's), summed again "by entry".
 
 --ort [WORKLOAD]: a peer workload of `make bench` (bench/peerbench; the model's file name when
 not given): ONNX Runtime's own profiler on its ONNX twin, same threads and calls, one warm-up
