@@ -134,8 +134,19 @@ def measure_ort(workload, threads, calls):
     return int(total), int(n), rows
 
 
+def sums(rows, key):
+    """{key(row): [kernels, ns, flops]} over rows, in the order the keys first appear."""
+    out = {}
+    for r in rows:
+        g = out.setdefault(key(r), [0, 0, 0.0])
+        g[0] += 1
+        g[1] += r["ns"]
+        g[2] += r["flops"]
+    return out
+
+
 def table(rows, calls, total_ns, top):
-    """The report's lines: kernels slowest first, then the sums by first op."""
+    """The report's lines: kernels slowest first, then the sums by first op (and by entry)."""
     def line(label, ns, flops, what):
         ms = ns / calls / 1e6
         gf = "%8.1f" % (flops * calls / ns) if flops and ns else "%8s" % "-"
@@ -147,23 +158,11 @@ def table(rows, calls, total_ns, top):
     if len(rows) > top:
         rest = sorted(rows, key=lambda r: -r["ns"])[top:]
         out.append(line("(%d more)" % len(rest), sum(r["ns"] for r in rest), 0, ""))
-    groups = {}
-    for r in rows:
-        g = groups.setdefault(r["op"].split(" + ")[0], [0, 0, 0.0])
-        g[0] += 1
-        g[1] += r["ns"]
-        g[2] += r["flops"]
     out.append("")
     out.append("%-40s %9s %7s %8s  %s" % ("by first op", "ms/call", "share", "GFLOP/s", "kernels"))
-    for op, (n, ns, flops) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+    for op, (n, ns, flops) in sorted(sums(rows, lambda r: r["op"].split(" + ")[0]).items(), key=lambda kv: -kv[1][1]):
         out.append(line(op, ns, flops, str(n)))
-    entries = {}
-    for r in rows:   # a model with entry points: each entry's kernels, in declaration order
-        if "entry" in r:
-            g = entries.setdefault(r["entry"], [0, 0, 0.0])
-            g[0] += 1
-            g[1] += r["ns"]
-            g[2] += r["flops"]
+    entries = sums([r for r in rows if "entry" in r], lambda r: r["entry"])   # in declaration order
     if entries:
         out.append("")
         out.append("%-40s %9s %7s %8s  %s" % ("by entry", "ms/call", "share", "GFLOP/s", "kernels"))

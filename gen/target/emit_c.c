@@ -520,7 +520,6 @@ static void io_lines(const Ctx *c, bool outputs, Buf *doc, Buf *defs, Buf *sizes
  * run prototype; embed adds the embedded-weights declaration, a profile (c->prof_rows) its
  * table's. */
 static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
-  static const Buf no_rows = {0};
   Graph *g = c->g;
   Buf idoc = {0}, odoc = {0}, defs = {0}, isz = {0}, osz = {0}, inm = {0}, onm = {0};
   io_lines(c, false, &idoc, &defs, &isz, &inm);
@@ -546,7 +545,7 @@ static void emit_header(const Ctx *c, uint64_t checksum, bool embed, Buf *out) {
   emit_var(&v, "RET", has_i64_input(g) ? "int" : "void");
   emit_var(&v, "RANGE_DEFINES", has_i64_input(g) ? expand_str("c/range_defines.h.tmpl", &v) : "");
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
-  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", &c->prof, c->upper, g->nkernels, c->prof_rows ? &no_rows : NULL));
+  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", &c->prof, c->upper, g->nkernels, c->prof_rows));
   emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header.h.tmpl", &v);
   Buf *all[] = {&idoc, &odoc, &defs, &isz, &osz, &inm, &onm};
@@ -976,7 +975,6 @@ static void state_header(const PCtx *pc, Buf *doc, Buf *defs) {
 
 /* <model>.h of a program: every entry's signature and sizes, the states, the shared sizes. */
 static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, Buf *out) {
-  static const Buf no_rows = {0};
   Program *p = pc->p;
   Buf edoc = {0}, edefs = {0}, sdoc = {0}, sdefs = {0};
   for (int e = 0; e < p->nentries; e++) entry_header(pc, e, &edoc, &edefs);
@@ -1001,8 +999,7 @@ static void emit_program_header(const PCtx *pc, uint64_t checksum, bool embed, B
   emit_var(&v, "NUM_ENTRIES", kiln_fmt("%d", p->nentries));
   emit_var(&v, "ENTRY_DEFINES", edefs.data);
   emit_var(&v, "EMBED_DECL", embed ? expand_str("c/embed_decl.h.tmpl", &v) : "");
-  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", &pc->e[0].prof, pc->upper, program_kernels(p),
-                                            pc->e[0].prof_rows ? &no_rows : NULL));
+  emit_var(&v, "PROFILE_DECL", profile_text("c/profile.h.tmpl", &pc->e[0].prof, pc->upper, program_kernels(p), pc->e[0].prof_rows));
   emit_var(&v, "PARALLEL_TYPE", template_get("c/parallel_type.h.tmpl"));
   expand(out, "c/header_entries.h.tmpl", &v);
   Buf *all[] = {&edoc, &edefs, &sdoc, &sdefs};
