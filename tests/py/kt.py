@@ -24,6 +24,7 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import threading
 
@@ -64,12 +65,25 @@ def pmap(fn, items, jobs=JOBS):
         return list(ex.map(fn, items))
 
 
+_SAY = threading.Lock()
+
+
+def say(text):
+    """Prints one line whole: pmap's threads report at once, and print() writes the text and
+    its newline separately, so two lines could merge into one ("PASS aPASS b"), which
+    tests/run.sh would count as one check (and a FAIL behind a PASS as none: seen in
+    t_compile, 226 checks counted instead of 227)."""
+    with _SAY:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
 def report(ok, name, detail=""):
     """Prints the protocol line of tests/run.sh: PASS name [(note)] / FAIL name: why."""
     if ok:
-        print("PASS %s%s" % (name, " (%s)" % detail if detail else ""), flush=True)
+        say("PASS %s%s" % (name, " (%s)" % detail if detail else ""))
     else:
-        print("FAIL %s: %s" % (name, detail), flush=True)
+        say("FAIL %s: %s" % (name, detail))
     return ok
 
 

@@ -273,7 +273,7 @@ def sequence(builds, m):
                   len(done), ", ".join("%s %d" % (e, done.count(e)) for e in dict.fromkeys(done)), worst[0],
                   ", = numpy" if ref else ""))
     if not meta["states"]:
-        print("NOTE metal_state/%s: no state: nothing to carry between targets or to range-check" % m)
+        kt.say("NOTE metal_state/%s: no state: nothing to carry between targets or to range-check" % m)
         return
     port_probs = []
     if portable is None:

@@ -524,7 +524,7 @@ def stateful_repo_model(name, path, out, meta):
     """A models/*.lua with entries: its weights here, its outputs in t_state (see the top)."""
     tag = "models/repo/%s" % name
     if name in CHECKED_BY:
-        print("NOTE %s: built here; its outputs against PyTorch are %s" % (tag, CHECKED_BY[name]), flush=True)
+        kt.say("NOTE %s: built here; its outputs against PyTorch are %s" % (tag, CHECKED_BY[name]))
         return
     if name not in peers.TORCH:
         return kt.report(False, tag + "/torch", "models/%s.lua has no PyTorch twin in bench/peers.py" % name)
@@ -534,8 +534,8 @@ def stateful_repo_model(name, path, out, meta):
     n, fprobs = check_file_weights(path, params)
     fprobs += [] if n or not loaded_files(path) else ["no weight of the build came from the file"]
     kt.report(not fprobs, tag + "/file-weights", "; ".join(fprobs[:3]) if fprobs else "%d tensors bit-equal" % n)
-    print("NOTE %s: entries %s over state: outputs checked against a float64 full forward by t_state "
-          "(state/%s/*), not here" % (tag, ", ".join(e["name"] for e in meta["entries"]), name), flush=True)
+    kt.say("NOTE %s: entries %s over state: outputs checked against a float64 full forward by t_state "
+           "(state/%s/*), not here" % (tag, ", ".join(e["name"] for e in meta["entries"]), name))
 
 
 def main():
