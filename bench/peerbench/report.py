@@ -51,6 +51,34 @@ def ratio(rec, kiln, peer, threads, what):
     return None
 
 
+def peak(res):
+    """One core's FMA peak in GFLOP/s: the best round of bench/fma_peak.c before and after the
+    workloads (run.py), or None when it was not measured (another ISA; an older results file)."""
+    got = [m["gflops"] for m in (res.get("fma_peak") or {}).values() if m and "gflops" in m]
+    return max(got) if got else None
+
+
+def demand(rec, goal, core):
+    """What the goal asks of a workload against the FMA peak: {"goal": (1t, 2t), "kiln":
+    (1t, 2t)} as shares of the peak of as many cores as threads (1t: CPU time, 2t: wall, as
+    the ratios): the GFLOP/s of a Kiln <= goal x ONNX Runtime's time, and Kiln -O2 v3's own.
+    None without FLOPs or a peak; a share is None where its peer was not timed."""
+    if not rec["flops"] or not core:
+        return None
+
+    def share(label, t, k=1.0):
+        e = rec["peers"].get(f"{label}@{t}")
+        if not e or not timed(e):
+            return None
+        return rec["flops"] / (k * e["cpu_us" if t == 1 else "wall_us"] * 1e3) / (t * core)
+    return {"goal": (share("ort", 1, goal), share("ort", 2, goal)),
+            "kiln": (share("kiln -O2 v3", 1), share("kiln -O2 v3", 2))}
+
+
+def pct(x):
+    return "-" if x is None else f"{100 * x:.0f} %"
+
+
 def us(x):
     """A time in µs, to about 4 significant digits."""
     if x is None:
@@ -103,10 +131,14 @@ def header(res):
         "Median µs per call: wall-clock, and CPU time of the whole process (all its threads).",
         f"Every output checked against PyTorch's: max|diff| / max|PyTorch| <= {res['tolerance']:g}, else not timed.",
     ]
+    for when, m in (res.get("fma_peak") or {}).items():
+        lines.append(f"FMA peak at the {when} (bench/fma_peak.c, one core): " +
+                     (f"{m['isa']}: " + ", ".join(f"{g:.0f}" for g in m["rounds"]) + " GFLOP/s" if "gflops" in m
+                      else m.get("error", "not measured")))
     return lines
 
 
-def workload_table(rec, goal):
+def workload_table(rec, goal, core=None):
     """The per-peer rows of one workload: 1-thread peers, then 2-thread ones."""
     la0, la1 = rec["loadavg_start"][0], rec["loadavg_end"][0]
     gf = f"; {rec['flops'] / 1e9:.3g} GFLOP" if rec["flops"] else ""
@@ -123,7 +155,14 @@ def workload_table(rec, goal):
             g = f"{rec['flops'] / (e['wall_us'] * 1e3):.1f}" if rec["flops"] else "-"
             lines.append(f"  {e['label']:<18}{e['threads']:>8}{us(e['wall_us']):>14}{us(e['cpu_us']):>14}"
                          f"{e['n']:>7}{g:>9}  {e['rel_diff']:.1e}")
-    return lines + ["  " + ratio_line(rec, goal)]
+    lines.append("  " + ratio_line(rec, goal))
+    d = demand(rec, goal, core)
+    if d:
+        lines.append(f"  Against the FMA peak ({core:.0f} GFLOP/s a core, bench/fma_peak.c): Kiln at {goal} x ORT's "
+                     f"time would run at {pct(d['goal'][0])} of one core's peak at 1 thread and "
+                     f"{pct(d['goal'][1])} of two cores' at 2; Kiln -O2 v3 runs at {pct(d['kiln'][0])} and "
+                     f"{pct(d['kiln'][1])}")
+    return lines
 
 
 def ratio_line(rec, goal):
@@ -168,12 +207,35 @@ def summary(res):
     return lines
 
 
+DEMAND_NOTE = ("FLOPs as each workload counts them: a convolution's are its direct products, "
+               "which Winograd's transforms reduce, so a share above 100 % is possible there.")
+
+
+def demand_table(res):
+    """Per workload with FLOPs: what the goal asks as a share of the FMA peak, and Kiln's."""
+    core = peak(res)
+    rows = [(rec["workload"], demand(rec, res["goal"], core)) for rec in res["workloads"]]
+    rows = [(n, d) for n, d in rows if d]
+    if not rows:
+        return []
+    cols = ("goal 1t", "goal 2t", "v3 1t", "v3 2t")
+    lines = [f"Shares of the FMA peak ({core:.0f} GFLOP/s a core; 2t: of two cores): the goal's "
+             f"(Kiln at {res['goal']} x ORT's time) and Kiln -O2 v3's. " + DEMAND_NOTE,
+             f"{'workload':<18}" + "".join(f"{c:>10}" for c in cols)]
+    for n, d in rows:
+        lines.append(f"{n:<18}" + "".join(f"{pct(x):>10}" for x in d["goal"] + d["kiln"]))
+    return lines
+
+
 def tables(res):
     """The whole printed report."""
     lines = [""] + header(res) + [""]
     for rec in res["workloads"]:
-        lines += workload_table(rec, res["goal"]) + [""]
+        lines += workload_table(rec, res["goal"], peak(res)) + [""]
     lines += summary(res)
+    demand_lines = demand_table(res)
+    if demand_lines:
+        lines += [""] + demand_lines
     return "\n".join(lines)
 
 

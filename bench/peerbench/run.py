@@ -27,7 +27,9 @@ For every workload (workloads.py), in one run:
      in wall-clock and process CPU time;
   6. per peer: the median over all its calls; per pair: the median over rounds of the
      ratio of the two peers' medians in that round (paired, so a slow round cancels).
-Then it prints the tables and writes bench/results/<name>.json (bench/results/README.md).
+Before the first workload and after the last, bench/fma_peak.c measures one core's rate of
+fused multiply-adds alone; the report gives what the goal asks of each workload as a share
+of it. Then it prints the tables and writes bench/results/<name>.json (bench/results/README.md).
 Timings are reported, never judged: nothing here fails because something is slow.
 """
 import datetime
@@ -293,6 +295,16 @@ def machine():
     return {"cpu": cpu, "cpus": os.cpu_count(), "kernel": platform.release()}
 
 
+def measure_peak():
+    """fma_peak's measure of one core (workers.fma_peak), or {"error": why}: before and after
+    the workloads, since this machine's speed drifts."""
+    try:
+        return wk.fma_peak()
+    except wk.SetupError as e:
+        print(f"bench: {e}", flush=True)
+        return {"error": str(e)}
+
+
 def main():
     cfg = Config(os.environ)
     kiln = os.environ.get("KILN", str(wk.ROOT / "build" / "kiln"))
@@ -305,9 +317,11 @@ def main():
     print(f"bench: peers: {' '.join(cfg.workloads)} (load average {res['loadavg_start'][0]:.2f})", flush=True)
     built = setup(cfg, kiln)
     res["versions"] = versions()
+    res["fma_peak"] = {"start": measure_peak()}
     res["workloads"] = []
     for name in cfg.workloads:
         res["workloads"].append(bench_workload(wl.BY_NAME[name], built, cfg))
+    res["fma_peak"]["end"] = measure_peak()
     res["loadavg_end"] = loadavg()
     res["seconds"] = round((datetime.datetime.now() - started).total_seconds())
     report.fill_versions(res)

@@ -114,6 +114,27 @@ def blas_worker():
     return exe
 
 
+# ---- The machine's ceiling ----
+
+def fma_peak():
+    """One core's rate of fused multiply-adds and nothing else (bench/fma_peak.c, compiled
+    into CACHE/bin/ at -O2 -march=native: AVX-512 or AVX2 + FMA); returns {"isa": its first
+    line, "rounds": GFLOP/s of each round, "gflops": the best round}. Takes about a second."""
+    src = HERE.parent / "fma_peak.c"
+    exe = CACHE / "bin" / "fma_peak"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    stamp = cache.sha256_of([src], compiler())
+    stamp_file = exe.with_suffix(".stamp")
+    if not (exe.exists() and stamp_file.exists() and stamp_file.read_text() == stamp):
+        run_quiet([compiler(), "-std=c11", "-O2", "-march=native", "-o", str(exe), str(src)], "compile fma_peak.c")
+        stamp_file.write_text(stamp)
+    lines = run_quiet([str(exe)], "fma_peak").splitlines()
+    rounds = [float(ln.split()[0]) for ln in lines[1:] if ln.endswith("GFLOP/s")]
+    if not rounds:
+        raise SetupError(f"fma_peak: no GFLOP/s in its output {lines!r}")
+    return {"isa": lines[0], "rounds": rounds, "gflops": max(rounds)}
+
+
 # ---- ONNX Runtime ----
 
 def node_modules():
