@@ -8,7 +8,7 @@ start over), or under $KILN_BENCH_CACHE when that is set (tests/t_bench.sh):
                               (PyTorch's output); blas.txt + blas_w.bin for OpenBLAS
   kiln/<workload>/            `kiln build` output and the Kiln workers built from it
   node/                       the npm install of onnxruntime-node
-  bin/                        the OpenBLAS worker
+  bin/                        the OpenBLAS worker and bench/fma_peak.c (-march=native)
   out/<workload>/<peer>.bin   each peer's output, compared with reference.bin
   log/<workload>/<peer>.log   each worker's stderr
 """

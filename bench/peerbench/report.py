@@ -132,6 +132,7 @@ def header(res):
         f"Every output checked against PyTorch's: max|diff| / max|PyTorch| <= {res['tolerance']:g}, else not timed.",
     ]
     for when, m in (res.get("fma_peak") or {}).items():
+        m = m or {}
         lines.append(f"FMA peak at the {when} (bench/fma_peak.c, one core): " +
                      (f"{m['isa']}: " + ", ".join(f"{g:.0f}" for g in m["rounds"]) + " GFLOP/s" if "gflops" in m
                       else m.get("error", "not measured")))
@@ -208,7 +209,8 @@ def summary(res):
 
 
 DEMAND_NOTE = ("FLOPs as each workload counts them: a convolution's are its direct products, "
-               "which Winograd's transforms reduce, so a share above 100 % is possible there.")
+               "which Winograd's transforms reduce, so a share above 100 % is possible there; "
+               "a causal attention's are its whole t x t scores.")
 
 
 def demand_table(res):
@@ -267,6 +269,13 @@ def markdown(res):
             else:
                 cells.append(fr(ratio(rec, kl, other, t, "wall")))
         lines.append(f"| {rec['workload']} | " + " | ".join(cells) + " |")
+    core = peak(res)
+    rows = [(rec["workload"], demand(rec, res["goal"], core)) for rec in res["workloads"]]
+    rows = [(n, d) for n, d in rows if d]
+    if rows:
+        lines += ["", f"Shares of the FMA peak ({core:.0f} GFLOP/s a core; 2t: of two cores). " + DEMAND_NOTE, "",
+                  "| workload | goal 1t | goal 2t | v3 1t | v3 2t |", "|---|---|---|---|---|"]
+        lines += [f"| {n} | " + " | ".join(pct(x) for x in d["goal"] + d["kiln"]) + " |" for n, d in rows]
     return "\n".join(lines)
 
 
