@@ -21,7 +21,8 @@
 # models are cut into many tasks, the last one clang's plain path), run on the same seeded inputs (tests/runtime/driver.c); every
 # output must be byte-identical across the ten. The big models (BIG: resnet, transformer,
 # stories, stories_fixed) skip the -DKILN_SCALAR, 3- and 4-thread builds, which repeat paths
-# the small models check. Then aarch64-linux-gnu-gcc -O2 builds, plain
+# the small models check; mlp and lenet (LIGHT) take three ways: plain, AVX2 only, and the
+# -march=native build on 2 threads. Then aarch64-linux-gnu-gcc -O2 builds, plain
 # (-DKILN_SCALAR) and NEON, run under qemu-aarch64, must be byte-identical to each other, and
 # to x86-64's unless the model calls libm's sinf, cosf or powf (which may round differently
 # there; exp, log, tanh and erf are Kiln's own); and edges, conv_edges and resnet compile
@@ -37,11 +38,11 @@ kt_need_kiln t_isa
 kt_work isa
 S=isa
 BIG="resnet transformer stories stories_fixed"
-# models/mlp.lua and lenet.lua take three ways (LIGHT: plain, AVX2 only, AVX-512 on 2 threads
-# with tiny tasks): every kiln_* helper their C defines is in the models below too (conv_edges'
-# pools, tanh after a pool and short rows; edges' one-row and odd-shape products), so these
-# three run their own kernels' bodies on each x86-64 path; all ten ways took 39 of this
-# suite's 216 s in one timed run.
+# models/mlp.lua and lenet.lua take three ways (LIGHT: plain, AVX2 only, and -march=native,
+# AVX-512 where the CPU has it, on 2 threads with tiny tasks), so that their own kernels' bodies
+# run on each x86-64 path. Only three, because every kiln_* helper their C defines is in the
+# models below too (conv_edges' pools, tanh after a pool and short rows; edges' one-row and
+# odd-shape products), and all ten ways took 39 of this suite's 216 s in one timed run.
 LIGHT="mlp lenet"
 for m in models/resnet.lua models/transformer.lua models/stories.lua \
          models/stories_fixed.lua models/mlp.lua models/lenet.lua tests/golden/tiny.lua tests/matmul/edges.lua \
