@@ -667,8 +667,9 @@ op("ScatterND", "reduction", function()
 end)
 
 -- Contract: MaxPool or AveragePool (the current node) of any spatial rank and dilation,
--- and MaxPool's Indices output, written as one strided slice of the padded input per
--- kernel tap (xs: x's expression, as float32): the max of the taps (the first largest
+-- and MaxPool's Indices output, written as strided slices of the padded input (xs: x's
+-- expression, as float32): a max without Indices one spatial dim after another, else one
+-- slice per kernel tap: the max of the taps (the first largest
 -- tap gives the index, a flat index into x (g.col_major: spatial dims column-major, as
 -- storage_order 1 numbers them), carried in float32: exact below
 -- 2^24), or their sum over the taps counted (all of them, or only those inside x when
@@ -709,7 +710,8 @@ function C.pool_taps(x, xs, g)
   if not g.avg and not g.indices then
     -- A box's max is the max along one dim after another: sum(k) taps instead of prod(k)
     -- (a 60 x 80 dilated window was 4,800 slices). fmax is exact and a NaN loses to a
-    -- number in any order, so the result is the same.
+    -- number in any order, so the values are the same (a zero's sign aside: fmax may
+    -- return either of -0 and +0, in any grouping).
     local cur = src
     for i = 1, r do
       local function tap_i(t)   -- dims before i are output-sized already: only dim i is sliced
