@@ -213,11 +213,16 @@ DEMAND_NOTE = ("FLOPs as each workload counts them: a convolution's are its dire
                "a causal attention's are its whole t x t scores.")
 
 
-def demand_table(res):
-    """Per workload with FLOPs: what the goal asks as a share of the FMA peak, and Kiln's."""
+def demand_rows(res):
+    """(workload, demand) for every workload with FLOPs, when the run measured a peak."""
     core = peak(res)
     rows = [(rec["workload"], demand(rec, res["goal"], core)) for rec in res["workloads"]]
-    rows = [(n, d) for n, d in rows if d]
+    return core, [(n, d) for n, d in rows if d]
+
+
+def demand_table(res):
+    """Per workload with FLOPs: what the goal asks as a share of the FMA peak, and Kiln's."""
+    core, rows = demand_rows(res)
     if not rows:
         return []
     cols = ("goal 1t", "goal 2t", "v3 1t", "v3 2t")
@@ -269,9 +274,7 @@ def markdown(res):
             else:
                 cells.append(fr(ratio(rec, kl, other, t, "wall")))
         lines.append(f"| {rec['workload']} | " + " | ".join(cells) + " |")
-    core = peak(res)
-    rows = [(rec["workload"], demand(rec, res["goal"], core)) for rec in res["workloads"]]
-    rows = [(n, d) for n, d in rows if d]
+    core, rows = demand_rows(res)
     if rows:
         lines += ["", f"Shares of the FMA peak ({core:.0f} GFLOP/s a core; 2t: of two cores). " + DEMAND_NOTE, "",
                   "| workload | goal 1t | goal 2t | v3 1t | v3 2t |", "|---|---|---|---|---|"]

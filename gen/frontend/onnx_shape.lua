@@ -691,20 +691,15 @@ function C.pool_taps(x, xs, g)
     return bind(id)
   end
   -- the tap t (0-based per dim) of src: every output position's element at that tap
+  -- e's elements at tap t of spatial dim i, for every output position along that dim
+  local function along(e, i, t)
+    local start = t * g.d[i]
+    return string.format("kiln.slice(%s, %d, %d, %d, %d)", e, 1 + i, start, start + (g.shape[2 + i] - 1) * g.s[i] + 1, g.s[i])
+  end
   local function tap(src, t)
     local e = src
-    for i = 1, r do
-      local start = t[i] * g.d[i]
-      e = string.format("kiln.slice(%s, %d, %d, %d, %d)", e, 1 + i, start, start + (g.shape[2 + i] - 1) * g.s[i] + 1, g.s[i])
-    end
+    for i = 1, r do e = along(e, i, t[i]) end
     return e
-  end
-  local taps, n = {}, 1
-  for i = 1, r do n = n * g.k[i] end
-  for j = 0, n - 1 do
-    local t, rem = {}, j
-    for i = r, 1, -1 do t[i] = rem % g.k[i]; rem = rem // g.k[i] end
-    taps[#taps + 1] = t
   end
   local src = pad(xs, g.avg and "0" or "-math.huge", "padded")
   if not g.avg and not g.indices then
@@ -714,18 +709,21 @@ function C.pool_taps(x, xs, g)
     -- return either of -0 and +0, in any grouping).
     local cur = src
     for i = 1, r do
-      local function tap_i(t)   -- dims before i are output-sized already: only dim i is sliced
-        local start = t * g.d[i]
-        return string.format("kiln.slice(%s, %d, %d, %d, %d)", cur, 1 + i, start, start + (g.shape[2 + i] - 1) * g.s[i] + 1, g.s[i])
-      end
       local acc = lua_name(out_name .. "_max")
-      line(string.format("%s%s  -- %s: spatial dim %d of %d, tap 1 of %d", C.assign(acc), tap_i(0), N.node.op, i, r, g.k[i]))
+      line(string.format("%s%s  -- %s: spatial dim %d of %d, tap 1 of %d", C.assign(acc), along(cur, i, 0), N.node.op, i, r, g.k[i]))
       local accr = bind(acc)
-      for t = 1, g.k[i] - 1 do line(string.format("%s = kiln.max(%s, %s)", accr, accr, tap_i(t))) end
+      for t = 1, g.k[i] - 1 do line(string.format("%s = kiln.max(%s, %s)", accr, accr, along(cur, i, t))) end   -- dims before i are output-sized already
       cur = accr
     end
     out(1, g.to_i32 and string.format("kiln.cast(%s, \"i32\")", cur) or cur, g.shape, g.to_i32 and "i32" or "f32")
     return
+  end
+  local taps, n = {}, 1
+  for i = 1, r do n = n * g.k[i] end
+  for j = 0, n - 1 do
+    local t, rem = {}, j
+    for i = r, 1, -1 do t[i] = rem % g.k[i]; rem = rem // g.k[i] end
+    taps[#taps + 1] = t
   end
   local acc = lua_name(out_name .. (g.avg and "_sum" or "_max"))
   line(string.format("%s%s  -- %s: tap 1 of %d", C.assign(acc), tap(src, taps[1]), N.node.op, n))
